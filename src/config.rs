@@ -1,0 +1,543 @@
+//! Configuration from the environment, read and validated once at start-up.
+//!
+//! Every variable is read as a string through envy (so an unknown or oddly typed value never reaches
+//! serde's own messages), then parsed here so that an error names the *full* variable and the bad
+//! value. An empty value counts as unset, as the contract says; envy itself would reject it.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::policy::{MemThreshold, OrphanViewers, Policy};
+
+/// A configuration error: which variable, what value, what was expected.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("invalid {var}={value:?}: {expected}")]
+pub struct ConfigError {
+    pub var: String,
+    pub value: String,
+    pub expected: String,
+}
+
+/// Which tmux server to talk to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Socket {
+    /// `tmux -L <name>`
+    Name(String),
+    /// `tmux -S <path>`
+    Path(PathBuf),
+}
+
+impl Socket {
+    /// A short label for file names and logs (`ccstudio`, or the path with `/` as `_`).
+    pub fn label(&self) -> String {
+        match self {
+            Socket::Name(n) => n.clone(),
+            Socket::Path(p) => p
+                .to_string_lossy()
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub policy: Policy,
+    pub interval: Duration,
+    pub grace: Duration,
+    pub socket: Socket,
+    pub prefix: String,
+    pub activity_files: Vec<PathBuf>,
+    pub state_dir: PathBuf,
+    pub log_filter: String,
+    pub log_format: LogFormat,
+    /// How long one tmux call may take before the sweep gives up on it.
+    pub tmux_timeout: Duration,
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// The raw strings, as envy reads them (`CCS_` prefix stripped, lowercased).
+#[derive(Debug, Default, Deserialize)]
+struct Raw {
+    engine_idle_kill_ms: Option<String>,
+    reap_interval_ms: Option<String>,
+    reap_grace_ms: Option<String>,
+    tmux_socket: Option<String>,
+    tmux_socket_path: Option<String>,
+    session_prefix: Option<String>,
+    activity_files: Option<String>,
+    reap_state_dir: Option<String>,
+    engine_reap_without_cid: Option<String>,
+    log: Option<String>,
+    log_format: Option<String>,
+    tmux_timeout_ms: Option<String>,
+    engine_mem_high: Option<String>,
+    engine_max_idle: Option<String>,
+    engine_min_idle_ms: Option<String>,
+    metrics_addr: Option<String>,
+    engine_stuck_wall_ms: Option<String>,
+    engine_stuck_idle_ms: Option<String>,
+    engine_reap_stuck: Option<String>,
+    engine_orphan_viewers: Option<String>,
+    engine_viewer_max_ms: Option<String>,
+    engine_reap_exited: Option<String>,
+}
+
+fn err(var: &str, value: &str, expected: &str) -> ConfigError {
+    ConfigError {
+        var: format!("CCS_{var}"),
+        value: value.to_string(),
+        expected: expected.to_string(),
+    }
+}
+
+fn ms(var: &str, v: &Option<String>, min: u64) -> Result<Option<u64>, ConfigError> {
+    let Some(s) = v else { return Ok(None) };
+    match s.trim().parse::<u64>() {
+        Ok(n) if n >= min => Ok(Some(n)),
+        Ok(_) => Err(err(
+            var,
+            s,
+            &format!("a whole number of milliseconds, at least {min}"),
+        )),
+        Err(_) => Err(err(var, s, "a whole number of milliseconds")),
+    }
+}
+
+fn flag(var: &str, v: &Option<String>) -> Result<Option<bool>, ConfigError> {
+    let Some(s) = v else { return Ok(None) };
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(Some(true)),
+        "0" | "false" | "no" | "off" => Ok(Some(false)),
+        _ => Err(err(var, s, "1 or 0 (also true/false, yes/no, on/off)")),
+    }
+}
+
+/// `12G`, `800M`, `1048576`, `512KiB`, or `85%`. Units are binary (K = 1024), as Docker's are.
+pub fn parse_mem_threshold(s: &str) -> Option<MemThreshold> {
+    let t = s.trim();
+    if let Some(p) = t.strip_suffix('%') {
+        let v: f64 = p.trim().parse().ok()?;
+        return (v > 0.0 && v <= 100.0).then_some(MemThreshold::Percent(v));
+    }
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let unit = unit.trim().to_ascii_lowercase();
+    let unit = unit.trim_end_matches('b').trim_end_matches('i');
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        _ => return None,
+    };
+    let bytes = n.checked_mul(mult)?;
+    (bytes > 0).then_some(MemThreshold::Bytes(bytes))
+}
+
+impl Config {
+    /// Read the process environment.
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Self::from_vars(std::env::vars(), default_state_base())
+    }
+
+    /// Parse from an explicit list of variables (tests use this; `state_base` is the default
+    /// state-dir parent when `CCS_REAP_STATE_DIR` is unset).
+    pub fn from_vars(
+        vars: impl IntoIterator<Item = (String, String)>,
+        state_base: Option<PathBuf>,
+    ) -> Result<Config, ConfigError> {
+        let vars = vars
+            .into_iter()
+            .filter(|(k, v)| k.starts_with("CCS_") && !v.trim().is_empty());
+        let raw: Raw = envy::prefixed("CCS_")
+            .from_iter(vars)
+            .map_err(|e| ConfigError {
+                var: "CCS_*".into(),
+                value: String::new(),
+                expected: e.to_string(),
+            })?;
+
+        let idle_kill_ms =
+            ms("ENGINE_IDLE_KILL_MS", &raw.engine_idle_kill_ms, 0)?.filter(|&n| n > 0);
+        let interval = ms("REAP_INTERVAL_MS", &raw.reap_interval_ms, 10)?.unwrap_or(30_000);
+        let grace = ms("REAP_GRACE_MS", &raw.reap_grace_ms, 0)?.unwrap_or(5_000);
+        let tmux_timeout = ms("TMUX_TIMEOUT_MS", &raw.tmux_timeout_ms, 100)?.unwrap_or(10_000);
+
+        let socket = match (&raw.tmux_socket_path, &raw.tmux_socket) {
+            (Some(p), _) => Socket::Path(PathBuf::from(p)),
+            (None, Some(n)) if n.contains('/') => {
+                return Err(err(
+                    "TMUX_SOCKET",
+                    n,
+                    "a socket name without '/' (use CCS_TMUX_SOCKET_PATH for a path)",
+                ))
+            }
+            (None, Some(n)) => Socket::Name(n.clone()),
+            (None, None) => Socket::Name("ccstudio".into()),
+        };
+
+        let prefix = raw.session_prefix.clone().unwrap_or_else(|| "ccs-".into());
+        if !crate::policy::valid_id(&prefix) {
+            return Err(err(
+                "SESSION_PREFIX",
+                &prefix,
+                "a non-empty prefix of letters, digits, '_' and '-'",
+            ));
+        }
+
+        let activity_files = raw
+            .activity_files
+            .as_deref()
+            .map(|s| {
+                s.split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from)
+                    .collect()
+            })
+            .unwrap_or_default();
+
+        let state_dir = match (&raw.reap_state_dir, state_base) {
+            (Some(d), _) => PathBuf::from(d),
+            (None, Some(base)) => base.join("ccs-reap"),
+            (None, None) => {
+                return Err(err(
+                    "REAP_STATE_DIR",
+                    "",
+                    "a directory (neither XDG_STATE_HOME nor HOME is set)",
+                ))
+            }
+        };
+
+        let reap_without_cid =
+            flag("ENGINE_REAP_WITHOUT_CID", &raw.engine_reap_without_cid)?.unwrap_or(false);
+
+        let log_filter = raw.log.clone().unwrap_or_else(|| "info".into());
+        if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&log_filter) {
+            return Err(err(
+                "LOG",
+                &log_filter,
+                &format!("a log filter such as info or ccs_reap=debug ({e})"),
+            ));
+        }
+        let log_format = match raw.log_format.as_deref().map(str::trim) {
+            None | Some("text") => LogFormat::Text,
+            Some("json") => LogFormat::Json,
+            Some(o) => return Err(err("LOG_FORMAT", o, "text or json")),
+        };
+
+        let mem_high = match &raw.engine_mem_high {
+            None => None,
+            Some(s) => Some(parse_mem_threshold(s).ok_or_else(|| {
+                err(
+                    "ENGINE_MEM_HIGH",
+                    s,
+                    "a size such as 800M, 12G, 1073741824, or a percentage such as 85%",
+                )
+            })?),
+        };
+        let max_idle = match &raw.engine_max_idle {
+            None => None,
+            Some(s) => Some(
+                s.trim()
+                    .parse::<usize>()
+                    .map_err(|_| err("ENGINE_MAX_IDLE", s, "a whole number of sessions"))?,
+            ),
+        };
+        let min_idle_ms = ms("ENGINE_MIN_IDLE_MS", &raw.engine_min_idle_ms, 0)?.unwrap_or(60_000);
+        let metrics_addr = match &raw.metrics_addr {
+            None => None,
+            Some(s) => Some(
+                s.trim()
+                    .parse::<SocketAddr>()
+                    .map_err(|_| err("METRICS_ADDR", s, "an address such as 127.0.0.1:9464"))?,
+            ),
+        };
+
+        let stuck_wall_ms =
+            ms("ENGINE_STUCK_WALL_MS", &raw.engine_stuck_wall_ms, 0)?.filter(|&n| n > 0);
+        let stuck_idle_ms =
+            ms("ENGINE_STUCK_IDLE_MS", &raw.engine_stuck_idle_ms, 0)?.filter(|&n| n > 0);
+        let reap_stuck = flag("ENGINE_REAP_STUCK", &raw.engine_reap_stuck)?.unwrap_or(false);
+        let orphan_viewers = match raw.engine_orphan_viewers.as_deref().map(str::trim) {
+            None | Some("count") => OrphanViewers::Count,
+            Some("ignore") => OrphanViewers::Ignore,
+            Some(o) => return Err(err("ENGINE_ORPHAN_VIEWERS", o, "count or ignore")),
+        };
+        let viewer_max_ms =
+            ms("ENGINE_VIEWER_MAX_MS", &raw.engine_viewer_max_ms, 0)?.filter(|&n| n > 0);
+        let reap_exited = flag("ENGINE_REAP_EXITED", &raw.engine_reap_exited)?.unwrap_or(true);
+
+        Ok(Config {
+            policy: Policy {
+                idle_kill_ms,
+                reap_without_cid,
+                mem_high,
+                max_idle,
+                min_idle_ms,
+                stuck_wall_ms,
+                stuck_idle_ms,
+                reap_stuck,
+                orphan_viewers,
+                viewer_max_ms,
+                reap_exited,
+            },
+            interval: Duration::from_millis(interval),
+            grace: Duration::from_millis(grace),
+            socket,
+            prefix,
+            activity_files,
+            state_dir,
+            log_filter,
+            log_format,
+            tmux_timeout: Duration::from_millis(tmux_timeout),
+            metrics_addr,
+        })
+    }
+
+    /// Warnings worth one log line at start-up (settings that are valid but probably wrong).
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if let Some(ms) = self.policy.stuck_idle_ms {
+            if ms < 180_000 {
+                w.push(format!(
+                    "CCS_ENGINE_STUCK_IDLE_MS={ms} is below 3 minutes: an automatic context compaction in Claude Code is 100-140 s of silence, so healthy turns may be judged stuck"
+                ));
+            }
+        }
+        if self.policy.reap_stuck
+            && self.policy.stuck_wall_ms.is_none()
+            && self.policy.stuck_idle_ms.is_none()
+        {
+            w.push("CCS_ENGINE_REAP_STUCK=1 has no effect without CCS_ENGINE_STUCK_WALL_MS or CCS_ENGINE_STUCK_IDLE_MS".into());
+        }
+        w
+    }
+}
+
+/// `$XDG_STATE_HOME`, else `$HOME/.local/state`.
+pub fn default_state_base() -> Option<PathBuf> {
+    let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    nonempty("XDG_STATE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| nonempty("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        Config::from_vars(
+            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())),
+            Some(PathBuf::from("/st")),
+        )
+    }
+
+    #[test]
+    fn defaults() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.policy.idle_kill_ms, None);
+        assert!(!c.policy.enabled());
+        assert_eq!(c.interval, Duration::from_millis(30_000));
+        assert_eq!(c.grace, Duration::from_millis(5_000));
+        assert_eq!(c.socket, Socket::Name("ccstudio".into()));
+        assert_eq!(c.prefix, "ccs-");
+        assert!(c.activity_files.is_empty());
+        assert_eq!(c.state_dir, PathBuf::from("/st/ccs-reap"));
+        assert!(!c.policy.reap_without_cid);
+        assert_eq!(c.log_filter, "info");
+        assert_eq!(c.log_format, LogFormat::Text);
+        assert_eq!(c.policy.min_idle_ms, 60_000);
+        assert_eq!(c.policy.orphan_viewers, OrphanViewers::Count);
+        assert!(c.policy.reap_exited);
+        assert_eq!(c.metrics_addr, None);
+    }
+
+    /// Each variable: a good value and what it becomes.
+    #[test]
+    fn good_values() {
+        type Check = fn(&Config) -> bool;
+        let table: &[(&str, &str, Check)] = &[
+            ("CCS_ENGINE_IDLE_KILL_MS", "1800000", |c| {
+                c.policy.idle_kill_ms == Some(1_800_000)
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", "0", |c| {
+                c.policy.idle_kill_ms.is_none() && !c.policy.enabled()
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", "", |c| {
+                c.policy.idle_kill_ms.is_none()
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", " 5000 ", |c| {
+                c.policy.idle_kill_ms == Some(5000)
+            }),
+            ("CCS_REAP_INTERVAL_MS", "250", |c| {
+                c.interval == Duration::from_millis(250)
+            }),
+            ("CCS_REAP_INTERVAL_MS", "", |c| {
+                c.interval == Duration::from_millis(30_000)
+            }),
+            ("CCS_REAP_GRACE_MS", "0", |c| c.grace == Duration::ZERO),
+            ("CCS_TMUX_SOCKET", "other", |c| {
+                c.socket == Socket::Name("other".into())
+            }),
+            ("CCS_TMUX_SOCKET_PATH", "/tmp/x/s", |c| {
+                c.socket == Socket::Path("/tmp/x/s".into())
+            }),
+            ("CCS_SESSION_PREFIX", "chat-", |c| c.prefix == "chat-"),
+            ("CCS_ACTIVITY_FILES", "/a.json, /b.json,", |c| {
+                c.activity_files == vec![PathBuf::from("/a.json"), PathBuf::from("/b.json")]
+            }),
+            ("CCS_REAP_STATE_DIR", "/var/lib/r", |c| {
+                c.state_dir == Path::new("/var/lib/r")
+            }),
+            ("CCS_ENGINE_REAP_WITHOUT_CID", "1", |c| {
+                c.policy.reap_without_cid
+            }),
+            ("CCS_ENGINE_REAP_WITHOUT_CID", "off", |c| {
+                !c.policy.reap_without_cid
+            }),
+            ("CCS_LOG", "ccs_reap=debug,warn", |c| {
+                c.log_filter == "ccs_reap=debug,warn"
+            }),
+            ("CCS_LOG_FORMAT", "json", |c| {
+                c.log_format == LogFormat::Json
+            }),
+            ("CCS_TMUX_TIMEOUT_MS", "2000", |c| {
+                c.tmux_timeout == Duration::from_millis(2000)
+            }),
+            ("CCS_ENGINE_MEM_HIGH", "12G", |c| {
+                c.policy.mem_high == Some(MemThreshold::Bytes(12 << 30)) && c.policy.enabled()
+            }),
+            ("CCS_ENGINE_MEM_HIGH", "85%", |c| {
+                c.policy.mem_high == Some(MemThreshold::Percent(85.0))
+            }),
+            ("CCS_ENGINE_MAX_IDLE", "4", |c| {
+                c.policy.max_idle == Some(4) && c.policy.enabled()
+            }),
+            ("CCS_ENGINE_MIN_IDLE_MS", "0", |c| c.policy.min_idle_ms == 0),
+            ("CCS_METRICS_ADDR", "127.0.0.1:9464", |c| {
+                c.metrics_addr == Some("127.0.0.1:9464".parse().unwrap())
+            }),
+            ("CCS_ENGINE_STUCK_WALL_MS", "3600000", |c| {
+                c.policy.stuck_wall_ms == Some(3_600_000)
+            }),
+            ("CCS_ENGINE_STUCK_IDLE_MS", "600000", |c| {
+                c.policy.stuck_idle_ms == Some(600_000)
+            }),
+            ("CCS_ENGINE_REAP_STUCK", "yes", |c| c.policy.reap_stuck),
+            ("CCS_ENGINE_ORPHAN_VIEWERS", "ignore", |c| {
+                c.policy.orphan_viewers == OrphanViewers::Ignore
+            }),
+            ("CCS_ENGINE_VIEWER_MAX_MS", "86400000", |c| {
+                c.policy.viewer_max_ms == Some(86_400_000)
+            }),
+            ("CCS_ENGINE_REAP_EXITED", "0", |c| !c.policy.reap_exited),
+        ];
+        for (var, val, check) in table {
+            let c = cfg(&[(var, val)]).unwrap_or_else(|e| panic!("{var}={val:?}: {e}"));
+            assert!(check(&c), "{var}={val:?} gave {c:?}");
+        }
+    }
+
+    /// Each variable: garbage is an error that names the full variable and the value.
+    #[test]
+    fn garbage_is_named() {
+        let table: &[(&str, &str)] = &[
+            ("CCS_ENGINE_IDLE_KILL_MS", "soon"),
+            ("CCS_ENGINE_IDLE_KILL_MS", "-5"),
+            ("CCS_ENGINE_IDLE_KILL_MS", "1.5"),
+            ("CCS_REAP_INTERVAL_MS", "0"),
+            ("CCS_REAP_INTERVAL_MS", "30s"),
+            ("CCS_REAP_GRACE_MS", "five"),
+            ("CCS_TMUX_SOCKET", "a/b"),
+            ("CCS_SESSION_PREFIX", "a:b"),
+            ("CCS_ENGINE_REAP_WITHOUT_CID", "maybe"),
+            ("CCS_LOG", "info,=[x"),
+            ("CCS_LOG_FORMAT", "xml"),
+            ("CCS_TMUX_TIMEOUT_MS", "10"),
+            ("CCS_ENGINE_MEM_HIGH", "lots"),
+            ("CCS_ENGINE_MEM_HIGH", "120%"),
+            ("CCS_ENGINE_MEM_HIGH", "12X"),
+            ("CCS_ENGINE_MAX_IDLE", "-1"),
+            ("CCS_ENGINE_MIN_IDLE_MS", "1m"),
+            ("CCS_METRICS_ADDR", "localhost"),
+            ("CCS_ENGINE_STUCK_WALL_MS", "x"),
+            ("CCS_ENGINE_STUCK_IDLE_MS", "x"),
+            ("CCS_ENGINE_REAP_STUCK", "2"),
+            ("CCS_ENGINE_ORPHAN_VIEWERS", "drop"),
+            ("CCS_ENGINE_VIEWER_MAX_MS", "forever"),
+            ("CCS_ENGINE_REAP_EXITED", "sometimes"),
+        ];
+        for (var, val) in table {
+            let e = cfg(&[(var, val)])
+                .err()
+                .unwrap_or_else(|| panic!("{var}={val:?} was accepted"));
+            assert_eq!(e.var, *var);
+            assert_eq!(e.value, *val);
+            let msg = e.to_string();
+            assert!(msg.contains(var) && msg.contains(val), "{msg}");
+        }
+    }
+
+    #[test]
+    fn socket_path_wins() {
+        let c = cfg(&[("CCS_TMUX_SOCKET", "a"), ("CCS_TMUX_SOCKET_PATH", "/s")]).unwrap();
+        assert_eq!(c.socket, Socket::Path("/s".into()));
+        assert_eq!(c.socket.label(), "_s");
+    }
+
+    #[test]
+    fn other_variables_are_ignored() {
+        let c = cfg(&[("CCS_SOMETHING_ELSE", "x"), ("PATH", "/bin")]).unwrap();
+        assert!(!c.policy.enabled());
+    }
+
+    #[test]
+    fn state_dir_needs_a_base() {
+        let e = Config::from_vars(Vec::new(), None).unwrap_err();
+        assert_eq!(e.var, "CCS_REAP_STATE_DIR");
+    }
+
+    #[test]
+    fn mem_threshold_units() {
+        let table: &[(&str, Option<MemThreshold>)] = &[
+            ("1048576", Some(MemThreshold::Bytes(1 << 20))),
+            ("800M", Some(MemThreshold::Bytes(800 << 20))),
+            ("800MiB", Some(MemThreshold::Bytes(800 << 20))),
+            ("12g", Some(MemThreshold::Bytes(12 << 30))),
+            ("12GB", Some(MemThreshold::Bytes(12 << 30))),
+            ("512k", Some(MemThreshold::Bytes(512 << 10))),
+            ("50%", Some(MemThreshold::Percent(50.0))),
+            ("0", None),
+            ("0%", None),
+            ("%", None),
+            ("G", None),
+            ("99999999999999T", None),
+        ];
+        for (s, want) in table {
+            assert_eq!(parse_mem_threshold(s), *want, "{s}");
+        }
+    }
+}

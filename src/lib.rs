@@ -1,0 +1,14 @@
+//! ccs-reap: an opt-in reaper of idle Claude Code chat sessions on a tmux server.
+//!
+//! Data flows one way: [`tmux`] and [`procs`] read the world into a [`policy::Snapshot`];
+//! [`policy::decide`] (pure) turns it into decisions; [`reaper`] carries them out and writes the
+//! audit line through [`state`].
+
+pub mod activity;
+pub mod config;
+pub mod metrics;
+pub mod policy;
+pub mod procs;
+pub mod reaper;
+pub mod state;
+pub mod tmux;

@@ -1,0 +1,251 @@
+//! Thin: parse the command line, set up logging, call the library, map outcomes to exit codes.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::{Parser, Subcommand};
+
+use ccs_reap::config::{Config, LogFormat};
+use ccs_reap::reaper::{CommandError, Reaper};
+
+/// Exit codes (the contract's).
+const EXIT_FAILED: u8 = 1;
+const EXIT_CONFIG: u8 = 2;
+const EXIT_LOCKED: u8 = 3;
+const EXIT_RESPAWN: u8 = 4;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ccs-reap",
+    version,
+    about = "Opt-in reaper of idle Claude Code chat sessions on a tmux server"
+)]
+#[command(
+    after_help = "Configured from the environment (CCS_ENGINE_IDLE_KILL_MS, ...): see README.md and .env.example."
+)]
+struct Cli {
+    /// One sweep, then exit (for scripts and cron).
+    #[arg(long)]
+    once: bool,
+    /// Decide and report; write no option, signal nothing.
+    #[arg(long, global = true)]
+    dry_run: bool,
+    /// Machine-readable output on stdout (with --once and status); logs stay on stderr.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Every session: state, reason, idle age, time left, viewers, turn, cid, memory.
+    Status,
+    /// The studio's hooks around a turn.
+    Turn {
+        #[command(subcommand)]
+        what: TurnCmd,
+    },
+    /// Create the session if it is gone, resuming the conversation a tombstone or --cid names.
+    Spawn {
+        id: String,
+        #[arg(long)]
+        cid: Option<String>,
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// Reap one session now, whatever its idle age.
+    Reap {
+        id: String,
+        /// Also reap a busy or viewed session, or one whose conversation id is unknown.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+enum TurnCmd {
+    /// A turn starts: exit 4 when the session is gone or was being reaped (respawn it).
+    Begin { id: String },
+    /// A turn ended: the idle clock starts.
+    End { id: String },
+}
+
+fn init_logging(cfg: &Config) {
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .parse(&cfg.log_filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match cfg.log_format {
+        LogFormat::Json => b.json().init(),
+        LogFormat::Text => b.with_ansi(false).init(),
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let cfg = match Config::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("ccs-reap: {e}");
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    };
+    init_logging(&cfg);
+    if cli.once && cli.cmd.is_some() {
+        eprintln!("ccs-reap: --once goes with the daemon, not with a subcommand");
+        return ExitCode::from(EXIT_CONFIG);
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("ccs-reap: failed to start the async runtime: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    rt.block_on(run(cli, cfg))
+}
+
+fn print_json<T: serde::Serialize>(v: &T) {
+    match serde_json::to_string_pretty(v) {
+        Ok(s) => println!("{s}"),
+        Err(e) => eprintln!("ccs-reap: failed to encode JSON: {e}"),
+    }
+}
+
+fn command_error(e: CommandError) -> ExitCode {
+    eprintln!("ccs-reap: {e}");
+    ExitCode::from(EXIT_FAILED)
+}
+
+async fn run(cli: Cli, cfg: Config) -> ExitCode {
+    for w in cfg.warnings() {
+        tracing::warn!("{w}");
+    }
+    match cli.cmd {
+        Some(Cmd::Status) => {
+            let r = Reaper::new(cfg, true);
+            let rep = r.status().await;
+            if cli.json {
+                print_json(&rep);
+            } else {
+                print!("{}", ccs_reap::reaper::render_status(&rep));
+            }
+            if rep.error.is_some() {
+                ExitCode::from(EXIT_FAILED)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Some(Cmd::Turn {
+            what: TurnCmd::Begin { id },
+        }) => match Reaper::new(cfg, false).turn_begin(&id).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => {
+                eprintln!("ccs-reap: session {id} is gone (reaped or never spawned): respawn it");
+                ExitCode::from(EXIT_RESPAWN)
+            }
+            Err(e) => command_error(e),
+        },
+        Some(Cmd::Turn {
+            what: TurnCmd::End { id },
+        }) => match Reaper::new(cfg, false).turn_end(&id).await {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => {
+                eprintln!("ccs-reap: session {id} is gone: respawn it");
+                ExitCode::from(EXIT_RESPAWN)
+            }
+            Err(e) => command_error(e),
+        },
+        Some(Cmd::Spawn { id, cid, cwd, cmd }) => {
+            match Reaper::new(cfg, false)
+                .spawn(&id, cid.as_deref(), cwd, &cmd)
+                .await
+            {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => command_error(e),
+            }
+        }
+        Some(Cmd::Reap { id, force }) => {
+            let r = Reaper::new(cfg, cli.dry_run);
+            match r.reap_now(&id, force).await {
+                Ok(line) => {
+                    if cli.json {
+                        print_json(&line);
+                    } else {
+                        println!(
+                            "reaped {} ({}): {} processes, {} freed, {} ms",
+                            line.session,
+                            line.tmux_id,
+                            line.pids.len(),
+                            ccs_reap::reaper::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
+                            line.took_ms
+                        );
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(CommandError::Gone(m)) => {
+                    eprintln!("ccs-reap: {m}");
+                    ExitCode::from(EXIT_FAILED)
+                }
+                Err(e) => command_error(e),
+            }
+        }
+        None => {
+            if !cfg.policy.enabled() {
+                tracing::info!(
+                    "reaping is disabled (CCS_ENGINE_IDLE_KILL_MS unset, empty or 0, and no memory or stuck policy): nothing to do"
+                );
+                return ExitCode::SUCCESS;
+            }
+            if cli.once {
+                let r = Reaper::new(cfg, cli.dry_run);
+                let rep = r.sweep(true).await;
+                if cli.json {
+                    print_json(&rep);
+                } else {
+                    print!("{}", ccs_reap::reaper::render_sweep(&rep));
+                }
+                if rep.reaps.iter().any(|l| l.outcome == "failed") || rep.error.is_some() {
+                    ExitCode::from(EXIT_FAILED)
+                } else {
+                    ExitCode::SUCCESS
+                }
+            } else {
+                daemon(Reaper::new(cfg, cli.dry_run)).await
+            }
+        }
+    }
+}
+
+async fn daemon(r: Arc<Reaper>) -> ExitCode {
+    let _lock = match r.state.lock(&r.cfg.socket.label()) {
+        Ok(l) => l,
+        Err(ccs_reap::state::StateError::Locked(p)) => {
+            eprintln!(
+                "ccs-reap: another reaper holds this socket ({})",
+                p.display()
+            );
+            return ExitCode::from(EXIT_LOCKED);
+        }
+        Err(e) => {
+            eprintln!("ccs-reap: {e}");
+            return ExitCode::from(EXIT_FAILED);
+        }
+    };
+    match ccs_reap::reaper::run_daemon(r).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ccs-reap: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    }
+}

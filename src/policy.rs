@@ -1,0 +1,1389 @@
+//! The decision core: `decide(&Snapshot, now, &Policy) -> Vec<Decision>`.
+//!
+//! Pure on purpose: no clock, no tmux, no /proc, no files. Everything it needs is in the
+//! [`Snapshot`] that the adapters read, so every rule of the contract is a row in a table test.
+//! The reaper carries the decisions out; nothing here knows how.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+/// How a memory threshold is given.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum MemThreshold {
+    Bytes(u64),
+    /// A percentage of the host (or cgroup) limit.
+    Percent(f64),
+}
+
+/// What to do with control-mode clients whose parent process is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrphanViewers {
+    /// Every client counts as a viewer (the default, today's rule).
+    Count,
+    /// An orphaned control-mode client does not count.
+    Ignore,
+}
+
+/// The decision policy, derived from the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub idle_kill_ms: Option<u64>,
+    pub reap_without_cid: bool,
+    pub mem_high: Option<MemThreshold>,
+    pub max_idle: Option<usize>,
+    pub min_idle_ms: u64,
+    pub stuck_wall_ms: Option<u64>,
+    pub stuck_idle_ms: Option<u64>,
+    pub reap_stuck: bool,
+    pub orphan_viewers: OrphanViewers,
+    pub viewer_max_ms: Option<u64>,
+    pub reap_exited: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            idle_kill_ms: None,
+            reap_without_cid: false,
+            mem_high: None,
+            max_idle: None,
+            min_idle_ms: 60_000,
+            stuck_wall_ms: None,
+            stuck_idle_ms: None,
+            reap_stuck: false,
+            orphan_viewers: OrphanViewers::Count,
+            viewer_max_ms: None,
+            reap_exited: true,
+        }
+    }
+}
+
+impl Policy {
+    /// Whether anything may ever be reaped. Off means the reaper changes nothing.
+    pub fn enabled(&self) -> bool {
+        self.idle_kill_ms.is_some()
+            || self.mem_high.is_some()
+            || self.max_idle.is_some()
+            || (self.reap_stuck && (self.stuck_wall_ms.is_some() || self.stuck_idle_ms.is_some()))
+    }
+
+    /// Whether the pure decision may discount a client that tmux counts as attached. When it can,
+    /// the atomic test-and-set before a reap must leave `session_attached` out of its condition.
+    pub fn overrides_viewers(&self) -> bool {
+        self.orphan_viewers == OrphanViewers::Ignore || self.viewer_max_ms.is_some()
+    }
+}
+
+/// One tmux client attached to a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Client {
+    pub pid: u32,
+    pub control_mode: bool,
+    /// Unix ms when the client attached.
+    pub created_ms: i64,
+    /// Unix ms of the client's last input.
+    pub activity_ms: i64,
+    /// Whether its parent process is gone (pid 1 or a subreaper); `None` when not looked at.
+    pub orphaned: Option<bool>,
+}
+
+/// One pane of a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pane {
+    pub pid: u32,
+    pub dead: bool,
+    pub dead_status: Option<i32>,
+    pub dead_signal: Option<i32>,
+}
+
+/// One session as tmux listed it, with its `@` options as raw strings (parsing them is policy).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Session {
+    /// The number of tmux's `$N` session id.
+    pub tmux_id: u32,
+    pub name: String,
+    /// `name` without the prefix.
+    pub id: String,
+    pub attached: u32,
+    pub idle: String,
+    pub turn: String,
+    pub cid: String,
+    pub reaping: String,
+    /// Unix ms of the last output in the session's windows (`window_activity`).
+    pub output_ms: Option<i64>,
+    pub clients: Vec<Client>,
+    pub panes: Vec<Pane>,
+    /// The conversation id found on a `claude` command line, when looked for.
+    pub cmdline_cid: Option<String>,
+    /// Memory held by the session's process tree (PSS where known, else RSS), when measured.
+    pub mem_bytes: Option<u64>,
+    pub mem_rss: Option<u64>,
+    pub mem_pss: Option<u64>,
+    /// Why this session's rows could not be trusted, if they could not.
+    pub problem: Option<String>,
+}
+
+impl Session {
+    pub fn tmux_target(&self) -> String {
+        format!("${}", self.tmux_id)
+    }
+}
+
+/// Host memory, as the reaper's cgroup or /proc/meminfo tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HostMemory {
+    pub used_bytes: u64,
+    /// `None` = no limit.
+    pub limit_bytes: Option<u64>,
+}
+
+/// Everything one sweep knows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// Sessions named `<prefix><id>` with a valid id. Nothing else is ever in here.
+    pub sessions: Vec<Session>,
+    /// A problem that makes every session's liveness unknown (tmux failed, a row that cannot be
+    /// tied to one session, an activity file missing or malformed).
+    pub global_problem: Option<String>,
+    /// Ids listed busy in the activity files.
+    pub busy_ids: HashSet<String>,
+    pub host: Option<HostMemory>,
+}
+
+/// What to do with a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Keep,
+    Reap,
+}
+
+/// The state a session is in, for `status` and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Unknown,
+    Busy,
+    Stuck,
+    Viewed,
+    New,
+    Idle,
+    NoCid,
+    Exited,
+    Expired,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Unknown => "unknown",
+            State::Busy => "busy",
+            State::Stuck => "stuck",
+            State::Viewed => "viewed",
+            State::New => "new",
+            State::Idle => "idle",
+            State::NoCid => "no-cid",
+            State::Exited => "exited",
+            State::Expired => "expired",
+        }
+    }
+    pub const ALL: [State; 9] = [
+        State::Unknown,
+        State::Busy,
+        State::Stuck,
+        State::Viewed,
+        State::New,
+        State::Idle,
+        State::NoCid,
+        State::Exited,
+        State::Expired,
+    ];
+}
+
+/// Why a session is reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReapReason {
+    Idle,
+    Memory,
+    MaxIdle,
+    Stuck,
+    Exited,
+    Manual,
+}
+
+impl ReapReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReapReason::Idle => "idle",
+            ReapReason::Memory => "memory",
+            ReapReason::MaxIdle => "max-idle",
+            ReapReason::Stuck => "stuck",
+            ReapReason::Exited => "exited",
+            ReapReason::Manual => "manual",
+        }
+    }
+    pub const ALL: [ReapReason; 6] = [
+        ReapReason::Idle,
+        ReapReason::Memory,
+        ReapReason::MaxIdle,
+        ReapReason::Stuck,
+        ReapReason::Exited,
+        ReapReason::Manual,
+    ];
+}
+
+/// The decision for one session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub tmux_id: u32,
+    pub name: String,
+    pub id: String,
+    pub action: Action,
+    pub state: State,
+    /// Set when `action` is `Reap`.
+    pub reap_reason: Option<ReapReason>,
+    /// One line for an operator.
+    pub why: String,
+    /// Write `@ccs_idle` = this value (first sight, or a viewer's refresh).
+    pub stamp_idle: Option<i64>,
+    /// How long the idle clock has run, when it runs.
+    pub idle_ms: Option<u64>,
+    /// Unix ms at which the idle rule will reap it, if nothing changes.
+    pub deadline_ms: Option<i64>,
+    pub cid: Option<String>,
+    /// Viewers that count (after the orphan and max-age policies).
+    pub viewers: usize,
+    /// The effective turn start, when a turn runs.
+    pub turn_since_ms: Option<i64>,
+    /// Whether the reap overrides a tmux fact (a stuck turn, a discounted viewer): the atomic
+    /// test-and-set must then leave that term out.
+    pub override_turn: bool,
+    pub override_viewers: bool,
+}
+
+/// Parse a Unix-ms stamp. `None` for empty or garbage.
+pub fn parse_ms(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let digits = s.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("");
+    if digits.is_empty() || digits.len() != s.len() {
+        return None;
+    }
+    digits.parse().ok().filter(|&n: &i64| n > 0)
+}
+
+/// The conversation id a command line names: `--resume X`, `--resume=X`, `--session-id X`,
+/// `--session-id=X`, `-r X`. Arguments are looked at one by one, and an argument that holds a whole
+/// shell command (`sh -c 'claude --resume X'`) is split on white space.
+pub fn cid_from_argv<S: AsRef<str>>(argv: &[S]) -> Option<String> {
+    let mut words: Vec<&str> = Vec::new();
+    for a in argv {
+        words.extend(a.as_ref().split_whitespace());
+    }
+    let clean = |s: &str| -> Option<String> {
+        let s = s.trim_matches(|c| c == '\'' || c == '"');
+        (!s.is_empty()
+            && !s.starts_with('-')
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        .then(|| s.to_string())
+    };
+    for (i, w) in words.iter().enumerate() {
+        for flag in ["--resume", "--session-id"] {
+            if let Some(rest) = w.strip_prefix(flag) {
+                if let Some(v) = rest.strip_prefix('=') {
+                    return clean(v);
+                }
+                if rest.is_empty() {
+                    return words.get(i + 1).and_then(|v| clean(v));
+                }
+            }
+        }
+        if *w == "-r" {
+            return words.get(i + 1).and_then(|v| clean(v));
+        }
+    }
+    None
+}
+
+/// Whether `id` is a valid chat id: non-empty, `[A-Za-z0-9_-]`.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
+    Decision {
+        tmux_id: s.tmux_id,
+        name: s.name.clone(),
+        id: s.id.clone(),
+        action: Action::Keep,
+        state,
+        reap_reason: None,
+        why: why.into(),
+        stamp_idle: None,
+        idle_ms: None,
+        deadline_ms: None,
+        cid: None,
+        viewers: 0,
+        turn_since_ms: None,
+        override_turn: false,
+        override_viewers: false,
+    }
+}
+
+/// The number of clients that count as viewers under `policy`. Should tmux count more attached
+/// clients than it listed, the unlisted ones count: they cannot be judged.
+pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
+    let unlisted = (s.attached as usize).saturating_sub(s.clients.len());
+    unlisted
+        + s.clients
+            .iter()
+            .filter(|c| {
+                if policy.orphan_viewers == OrphanViewers::Ignore
+                    && c.control_mode
+                    && c.orphaned == Some(true)
+                {
+                    return false;
+                }
+                if let Some(max) = policy.viewer_max_ms {
+                    let since = c.activity_ms.max(c.created_ms);
+                    if now.saturating_sub(since) >= max as i64 {
+                        return false;
+                    }
+                }
+                true
+            })
+            .count()
+}
+
+/// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
+fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
+    let cid = (!s.cid.trim().is_empty())
+        .then(|| s.cid.trim().to_string())
+        .or_else(|| s.cmdline_cid.clone());
+
+    // 1. Liveness unknown.
+    if let Some(why) = snap.global_problem.as_ref().or(s.problem.as_ref()) {
+        let mut d = new(s, State::Unknown, format!("liveness unknown: {why}"));
+        d.cid = cid;
+        return d;
+    }
+    let viewers = counted_viewers(s, now, p);
+    let override_viewers = viewers < s.clients.len().max(s.attached as usize);
+
+    // Exited panes: nothing runs, nothing can be lost. Classified only once the status is known.
+    if p.reap_exited && !s.panes.is_empty() && s.panes.iter().all(|x| x.dead) {
+        let mut d = new(s, State::Exited, "every pane has exited");
+        d.cid = cid;
+        d.viewers = viewers;
+        if s.panes
+            .iter()
+            .any(|x| x.dead_status.is_none() && x.dead_signal.is_none())
+        {
+            d.why = "every pane has exited; waiting for the exit status".into();
+        } else if viewers == 0 {
+            d.action = Action::Reap;
+            d.reap_reason = Some(ReapReason::Exited);
+            d.override_turn = true;
+            d.override_viewers = override_viewers;
+        } else {
+            d.why = "every pane has exited, but a viewer is attached".into();
+        }
+        return d;
+    }
+
+    // 2. A turn is running.
+    let turn_set = !s.turn.trim().is_empty();
+    let in_file = snap.busy_ids.contains(&s.id);
+    let mut stuck = None;
+    if turn_set {
+        let since = parse_ms(&s.turn);
+        if let (Some(wall), Some(since)) = (p.stuck_wall_ms, since) {
+            if now.saturating_sub(since) >= wall as i64 {
+                stuck = Some(format!(
+                    "turn running for {} ms (limit {wall})",
+                    now - since
+                ));
+            }
+        }
+        if let (Some(quiet), Some(out)) = (p.stuck_idle_ms, s.output_ms) {
+            let from = since.map_or(out, |t| t.max(out));
+            if stuck.is_none() && now.saturating_sub(from) >= quiet as i64 {
+                stuck = Some(format!("turn silent for {} ms (limit {quiet})", now - from));
+            }
+        }
+    }
+    if turn_set || in_file {
+        let reapable_stuck = stuck.is_some() && p.reap_stuck && !in_file;
+        if !reapable_stuck {
+            let (state, why) = match &stuck {
+                Some(w) => (State::Stuck, format!("stuck: {w}")),
+                None if turn_set => (State::Busy, "a turn is running".to_string()),
+                None => (State::Busy, "listed busy in an activity file".to_string()),
+            };
+            let mut d = new(s, state, why);
+            d.cid = cid;
+            d.viewers = viewers;
+            d.turn_since_ms = parse_ms(&s.turn);
+            return d;
+        }
+    }
+
+    // 3. A viewer is attached: keep and refresh the idle clock.
+    if viewers > 0 {
+        let mut d = new(s, State::Viewed, format!("{viewers} viewer(s) attached"));
+        d.stamp_idle = Some(now);
+        d.cid = cid;
+        d.viewers = viewers;
+        return d;
+    }
+
+    if let Some(w) = stuck {
+        // A stuck turn that may be reaped: the idle clock does not apply.
+        let mut d = new(s, State::Stuck, format!("stuck: {w}"));
+        d.turn_since_ms = parse_ms(&s.turn);
+        d.override_viewers = override_viewers;
+        if cid.is_none() && !p.reap_without_cid {
+            d.why = format!("stuck: {w}; conversation id unknown, kept");
+            return d;
+        }
+        d.cid = cid;
+        d.action = Action::Reap;
+        d.reap_reason = Some(ReapReason::Stuck);
+        d.override_turn = true;
+        return d;
+    }
+
+    // 4. No clock yet (or garbage): start it. Never kill on first sight.
+    let Some(idle_since) = parse_ms(&s.idle) else {
+        let why = if s.idle.trim().is_empty() {
+            "first sight: idle clock started"
+        } else {
+            "idle stamp did not parse: idle clock restarted"
+        };
+        let mut d = new(s, State::New, why);
+        d.stamp_idle = Some(now);
+        d.cid = cid;
+        d.idle_ms = Some(0);
+        d.deadline_ms = p.idle_kill_ms.map(|k| now + k as i64);
+        return d;
+    };
+
+    // 5. A stamp in the future is now.
+    let idle_since = idle_since.min(now);
+    let idle_ms = (now - idle_since) as u64;
+    let deadline_ms = p.idle_kill_ms.map(|k| idle_since + k as i64);
+
+    // 6. Conversation id unknown.
+    if cid.is_none() && !p.reap_without_cid {
+        let mut d = new(
+            s,
+            State::NoCid,
+            "conversation id unknown: kept so no history is lost",
+        );
+        d.idle_ms = Some(idle_ms);
+        d.override_viewers = override_viewers;
+        return d;
+    }
+
+    let mut d = new(s, State::Idle, String::new());
+    d.cid = cid;
+    d.idle_ms = Some(idle_ms);
+    d.deadline_ms = deadline_ms;
+    d.override_viewers = override_viewers;
+    match p.idle_kill_ms {
+        // 7. Idle long enough.
+        Some(k) if idle_ms >= k => {
+            d.state = State::Expired;
+            d.action = Action::Reap;
+            d.reap_reason = Some(ReapReason::Idle);
+            d.why = format!("idle for {idle_ms} ms (limit {k})");
+        }
+        // 8. Keep, with its deadline.
+        Some(k) => d.why = format!("idle for {idle_ms} ms, reaped in {} ms", k - idle_ms),
+        None => d.why = format!("idle for {idle_ms} ms"),
+    }
+    d
+}
+
+/// Decide every session of the snapshot. One decision per session, in snapshot order.
+pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
+    let mut out: Vec<Decision> = snap
+        .sessions
+        .iter()
+        .map(|s| decide_one(s, snap, now, policy))
+        .collect();
+    if snap.global_problem.is_some() {
+        return out;
+    }
+
+    // The pressure rules take only sessions that passed rules 1-6 and are still kept, idle at least
+    // the floor, oldest-idle first (ties: lowest tmux id, the older session).
+    let mut eligible: Vec<usize> = out
+        .iter()
+        .enumerate()
+        .filter(|(_, d)| d.state == State::Idle && d.action == Action::Keep)
+        .map(|(i, _)| i)
+        .collect();
+    eligible.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(out[i].idle_ms.unwrap_or(0)),
+            out[i].tmux_id,
+        )
+    });
+    let floor = |d: &Decision| d.idle_ms.unwrap_or(0) >= policy.min_idle_ms;
+
+    if let Some(max) = policy.max_idle {
+        let excess = eligible.len().saturating_sub(max);
+        for &i in eligible.iter().take(excess) {
+            if floor(&out[i]) {
+                let d = &mut out[i];
+                d.action = Action::Reap;
+                d.state = State::Expired;
+                d.reap_reason = Some(ReapReason::MaxIdle);
+                d.why = format!(
+                    "{} idle sessions, at most {max} kept: oldest idle goes first",
+                    eligible.len()
+                );
+            }
+        }
+    }
+
+    if let (Some(th), Some(host)) = (policy.mem_high, snap.host) {
+        let limit = match th {
+            MemThreshold::Bytes(b) => Some(b),
+            MemThreshold::Percent(pc) => host.limit_bytes.map(|l| (l as f64 * pc / 100.0) as u64),
+        };
+        if let Some(limit) = limit {
+            let freed: u64 = out
+                .iter()
+                .zip(&snap.sessions)
+                .filter(|(d, _)| d.action == Action::Reap)
+                .map(|(_, s)| s.mem_bytes.unwrap_or(0))
+                .sum();
+            let mut projected = host.used_bytes.saturating_sub(freed);
+            for &i in &eligible {
+                if projected <= limit {
+                    break;
+                }
+                if out[i].action == Action::Reap || !floor(&out[i]) {
+                    continue;
+                }
+                let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
+                let d = &mut out[i];
+                d.action = Action::Reap;
+                d.state = State::Expired;
+                d.reap_reason = Some(ReapReason::Memory);
+                d.why = format!("memory {projected} bytes above {limit}: oldest idle goes first");
+                projected = projected.saturating_sub(mem);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+    const LIMIT: u64 = 600_000;
+
+    fn pol() -> Policy {
+        Policy {
+            idle_kill_ms: Some(LIMIT),
+            ..Policy::default()
+        }
+    }
+
+    fn sess(id: u32) -> Session {
+        Session {
+            tmux_id: id,
+            name: format!("ccs-{id}"),
+            id: id.to_string(),
+            idle: (NOW - 1000).to_string(),
+            cid: format!("cid-{id}"),
+            panes: vec![Pane {
+                pid: 100 + id,
+                dead: false,
+                dead_status: None,
+                dead_signal: None,
+            }],
+            ..Session::default()
+        }
+    }
+
+    fn client(control: bool) -> Client {
+        Client {
+            pid: 9,
+            control_mode: control,
+            created_ms: NOW - 10,
+            activity_ms: NOW - 10,
+            orphaned: Some(false),
+        }
+    }
+
+    fn one(s: Session, p: &Policy) -> Decision {
+        let snap = Snapshot {
+            sessions: vec![s],
+            ..Snapshot::default()
+        };
+        decide(&snap, NOW, p).remove(0)
+    }
+
+    type Edit = fn(&mut Session, &mut Snapshot, &mut Policy);
+
+    /// Rules 1-8 and their edges: (name, edit, action, state, stamps idle).
+    #[test]
+    fn rules_table() {
+        let table: &[(&str, Edit, Action, State, bool)] = &[
+            (
+                "idle exactly at the limit: reaped",
+                |s, _, _| s.idle = (NOW - LIMIT as i64).to_string(),
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "one ms before the limit: kept",
+                |s, _, _| s.idle = (NOW - LIMIT as i64 + 1).to_string(),
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "long idle: reaped",
+                |s, _, _| s.idle = "1000".into(),
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "young: kept",
+                |_, _, _| {},
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "1 tmux error: kept",
+                |s, n, _| {
+                    s.idle = "1000".into();
+                    n.global_problem = Some("tmux failed".into())
+                },
+                Action::Keep,
+                State::Unknown,
+                false,
+            ),
+            (
+                "1 bad row: kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.problem = Some("row".into())
+                },
+                Action::Keep,
+                State::Unknown,
+                false,
+            ),
+            (
+                "2 turn via option: kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.turn = "5".into()
+                },
+                Action::Keep,
+                State::Busy,
+                false,
+            ),
+            (
+                "2 garbage turn still busy",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.turn = "x".into()
+                },
+                Action::Keep,
+                State::Busy,
+                false,
+            ),
+            (
+                "2 busy via activity file",
+                |s, n, _| {
+                    s.idle = "1000".into();
+                    n.busy_ids.insert(s.id.clone());
+                },
+                Action::Keep,
+                State::Busy,
+                false,
+            ),
+            (
+                "3 control-mode client: kept, clock refreshed",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.attached = 1;
+                    s.clients = vec![client(true)]
+                },
+                Action::Keep,
+                State::Viewed,
+                true,
+            ),
+            (
+                "3 terminal client: kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.attached = 1;
+                    s.clients = vec![client(false)]
+                },
+                Action::Keep,
+                State::Viewed,
+                true,
+            ),
+            (
+                "3 no client: reaped",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.clients = vec![]
+                },
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "4 first sight: stamped, kept",
+                |s, _, _| s.idle = String::new(),
+                Action::Keep,
+                State::New,
+                true,
+            ),
+            (
+                "4 unparseable stamp: restamped",
+                |s, _, _| s.idle = "yesterday".into(),
+                Action::Keep,
+                State::New,
+                true,
+            ),
+            (
+                "4 negative stamp: restamped",
+                |s, _, _| s.idle = "-5".into(),
+                Action::Keep,
+                State::New,
+                true,
+            ),
+            (
+                "5 future stamp: now, kept",
+                |s, _, _| s.idle = (NOW + 10_000_000).to_string(),
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "6 no cid: kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.cid = String::new()
+                },
+                Action::Keep,
+                State::NoCid,
+                false,
+            ),
+            (
+                "6 no cid, override: reaped",
+                |s, _, p| {
+                    s.idle = "1000".into();
+                    s.cid = String::new();
+                    p.reap_without_cid = true
+                },
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "6 cid from the command line",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.cid = String::new();
+                    s.cmdline_cid = Some("c".into())
+                },
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "off: never reaped",
+                |s, _, p| {
+                    s.idle = "1000".into();
+                    p.idle_kill_ms = None
+                },
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "exited 0: cleaned",
+                |s, _, _| {
+                    s.panes[0] = Pane {
+                        pid: 1,
+                        dead: true,
+                        dead_status: Some(0),
+                        dead_signal: None,
+                    }
+                },
+                Action::Reap,
+                State::Exited,
+                false,
+            ),
+            (
+                "exited, status unknown yet: kept",
+                |s, _, _| {
+                    s.panes[0] = Pane {
+                        pid: 1,
+                        dead: true,
+                        dead_status: None,
+                        dead_signal: None,
+                    }
+                },
+                Action::Keep,
+                State::Exited,
+                false,
+            ),
+            (
+                "one pane of two exited: normal rules",
+                |s, _, _| {
+                    s.panes.push(Pane {
+                        pid: 1,
+                        dead: true,
+                        dead_status: Some(1),
+                        dead_signal: None,
+                    })
+                },
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "exited while busy: cleaned",
+                |s, _, _| {
+                    s.turn = "5".into();
+                    s.panes[0] = Pane {
+                        pid: 1,
+                        dead: true,
+                        dead_status: None,
+                        dead_signal: Some(9),
+                    }
+                },
+                Action::Reap,
+                State::Exited,
+                false,
+            ),
+            (
+                "exited but viewed: kept",
+                |s, _, _| {
+                    s.clients = vec![client(false)];
+                    s.panes[0] = Pane {
+                        pid: 1,
+                        dead: true,
+                        dead_status: Some(0),
+                        dead_signal: None,
+                    }
+                },
+                Action::Keep,
+                State::Exited,
+                false,
+            ),
+            (
+                "exited, cleanup off: normal rules",
+                |s, _, p| {
+                    p.reap_exited = false;
+                    s.panes[0] = Pane {
+                        pid: 1,
+                        dead: true,
+                        dead_status: Some(0),
+                        dead_signal: None,
+                    }
+                },
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+        ];
+        for (name, edit, action, state, stamps) in table {
+            let mut s = sess(1);
+            let mut snap = Snapshot::default();
+            let mut p = pol();
+            edit(&mut s, &mut snap, &mut p);
+            snap.sessions = vec![s];
+            let d = decide(&snap, NOW, &p).remove(0);
+            assert_eq!(
+                (d.action, d.state, d.stamp_idle.is_some()),
+                (*action, *state, *stamps),
+                "{name}: {d:?}"
+            );
+            if *stamps {
+                assert_eq!(d.stamp_idle, Some(NOW), "{name}");
+            }
+            if d.action == Action::Reap {
+                assert!(d.reap_reason.is_some(), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn future_stamp_counts_as_now() {
+        let mut s = sess(1);
+        s.idle = (NOW + 5_000).to_string();
+        let d = one(s, &pol());
+        assert_eq!(d.idle_ms, Some(0));
+        assert_eq!(d.deadline_ms, Some(NOW + LIMIT as i64));
+    }
+
+    #[test]
+    fn deadline_and_idle_age() {
+        let mut s = sess(1);
+        s.idle = (NOW - 1000).to_string();
+        let d = one(s, &pol());
+        assert_eq!(d.idle_ms, Some(1000));
+        assert_eq!(d.deadline_ms, Some(NOW - 1000 + LIMIT as i64));
+        assert_eq!(d.cid.as_deref(), Some("cid-1"));
+    }
+
+    /// Stuck turns, orphaned and long-attached viewers.
+    #[test]
+    fn stuck_and_viewer_policies() {
+        type E = fn(&mut Session, &mut Policy);
+        let old_turn = (NOW - 7_200_000).to_string();
+        let _ = old_turn;
+        let table: &[(&str, E, Action, State, Option<ReapReason>)] = &[
+            (
+                "long turn, no wall limit: busy",
+                |s, _| s.turn = (NOW - 7_200_000).to_string(),
+                Action::Keep,
+                State::Busy,
+                None,
+            ),
+            (
+                "long turn over wall limit: stuck, reported",
+                |s, p| {
+                    s.turn = (NOW - 7_200_000).to_string();
+                    p.stuck_wall_ms = Some(3_600_000)
+                },
+                Action::Keep,
+                State::Stuck,
+                None,
+            ),
+            (
+                "stuck and reap_stuck: reaped",
+                |s, p| {
+                    s.turn = (NOW - 7_200_000).to_string();
+                    p.stuck_wall_ms = Some(3_600_000);
+                    p.reap_stuck = true
+                },
+                Action::Reap,
+                State::Stuck,
+                Some(ReapReason::Stuck),
+            ),
+            (
+                "turn under wall limit: busy",
+                |s, p| {
+                    s.turn = (NOW - 1000).to_string();
+                    p.stuck_wall_ms = Some(3_600_000);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Busy,
+                None,
+            ),
+            (
+                "silent turn: stuck",
+                |s, p| {
+                    s.turn = (NOW - 900_000).to_string();
+                    s.output_ms = Some(NOW - 700_000);
+                    p.stuck_idle_ms = Some(600_000);
+                    p.reap_stuck = true
+                },
+                Action::Reap,
+                State::Stuck,
+                Some(ReapReason::Stuck),
+            ),
+            (
+                "turn printing: busy",
+                |s, p| {
+                    s.turn = (NOW - 900_000).to_string();
+                    s.output_ms = Some(NOW - 1000);
+                    p.stuck_idle_ms = Some(600_000);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Busy,
+                None,
+            ),
+            (
+                "silence counts from the turn start",
+                |s, p| {
+                    s.turn = (NOW - 1000).to_string();
+                    s.output_ms = Some(NOW - 900_000);
+                    p.stuck_idle_ms = Some(600_000);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Busy,
+                None,
+            ),
+            (
+                "stuck but viewed: kept",
+                |s, p| {
+                    s.turn = (NOW - 7_200_000).to_string();
+                    s.clients = vec![client(false)];
+                    p.stuck_wall_ms = Some(1);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+            (
+                "stuck, no cid: kept",
+                |s, p| {
+                    s.turn = (NOW - 7_200_000).to_string();
+                    s.cid.clear();
+                    p.stuck_wall_ms = Some(1);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Stuck,
+                None,
+            ),
+            (
+                "orphan control client counted by default",
+                |s, _| {
+                    s.idle = "1000".into();
+                    let mut c = client(true);
+                    c.orphaned = Some(true);
+                    s.clients = vec![c]
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+            (
+                "orphan control client ignored",
+                |s, p| {
+                    s.idle = "1000".into();
+                    let mut c = client(true);
+                    c.orphaned = Some(true);
+                    s.clients = vec![c];
+                    p.orphan_viewers = OrphanViewers::Ignore
+                },
+                Action::Reap,
+                State::Expired,
+                Some(ReapReason::Idle),
+            ),
+            (
+                "orphan terminal client still counts",
+                |s, p| {
+                    s.idle = "1000".into();
+                    let mut c = client(false);
+                    c.orphaned = Some(true);
+                    s.clients = vec![c];
+                    p.orphan_viewers = OrphanViewers::Ignore
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+            (
+                "live control client counts when ignoring orphans",
+                |s, p| {
+                    s.idle = "1000".into();
+                    s.clients = vec![client(true)];
+                    p.orphan_viewers = OrphanViewers::Ignore
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+            (
+                "viewer idle past max: ignored",
+                |s, p| {
+                    s.idle = "1000".into();
+                    let mut c = client(true);
+                    c.created_ms = NOW - 100_000;
+                    c.activity_ms = NOW - 100_000;
+                    s.clients = vec![c];
+                    p.viewer_max_ms = Some(50_000)
+                },
+                Action::Reap,
+                State::Expired,
+                Some(ReapReason::Idle),
+            ),
+            (
+                "viewer with recent input: counts",
+                |s, p| {
+                    s.idle = "1000".into();
+                    let mut c = client(true);
+                    c.created_ms = NOW - 100_000;
+                    c.activity_ms = NOW - 10;
+                    s.clients = vec![c];
+                    p.viewer_max_ms = Some(50_000)
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+        ];
+        for (name, edit, action, state, reason) in table {
+            let mut s = sess(1);
+            let mut p = pol();
+            edit(&mut s, &mut p);
+            let d = one(s, &p);
+            assert_eq!(
+                (d.action, d.state, d.reap_reason),
+                (*action, *state, *reason),
+                "{name}: {d:?}"
+            );
+            if d.reap_reason == Some(ReapReason::Stuck) {
+                assert!(d.override_turn, "{name}");
+            }
+        }
+        // A discounted viewer is an override of a tmux fact.
+        let mut s = sess(1);
+        s.idle = "1000".into();
+        s.attached = 1;
+        let mut c = client(true);
+        c.orphaned = Some(true);
+        s.clients = vec![c];
+        let d = one(
+            s,
+            &Policy {
+                orphan_viewers: OrphanViewers::Ignore,
+                ..pol()
+            },
+        );
+        assert!(d.override_viewers && !d.override_turn);
+    }
+
+    fn idle_sessions(ages: &[(u32, i64, u64)]) -> Snapshot {
+        Snapshot {
+            sessions: ages
+                .iter()
+                .map(|&(id, age, mem)| Session {
+                    idle: (NOW - age).to_string(),
+                    mem_bytes: Some(mem),
+                    ..sess(id)
+                })
+                .collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    fn reaped(d: &[Decision]) -> Vec<(u32, ReapReason)> {
+        let mut v: Vec<_> = d
+            .iter()
+            .filter(|d| d.action == Action::Reap)
+            .map(|d| (d.tmux_id, d.reap_reason.unwrap()))
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v
+    }
+
+    #[test]
+    fn max_idle_keeps_the_newest() {
+        let p = Policy {
+            idle_kill_ms: None,
+            max_idle: Some(2),
+            min_idle_ms: 60_000,
+            ..Policy::default()
+        };
+        // ids 1..5 idle 500 s, 400 s, 300 s, 200 s, 30 s (under the floor).
+        let snap = idle_sessions(&[
+            (1, 500_000, 1),
+            (2, 400_000, 1),
+            (3, 300_000, 1),
+            (4, 200_000, 1),
+            (5, 30_000, 1),
+        ]);
+        let d = decide(&snap, NOW, &p);
+        // 5 eligible, keep 2: the 3 oldest go; all are past the floor.
+        assert_eq!(
+            reaped(&d),
+            vec![
+                (1, ReapReason::MaxIdle),
+                (2, ReapReason::MaxIdle),
+                (3, ReapReason::MaxIdle)
+            ]
+        );
+        // Under the floor nothing goes even when over the cap.
+        let snap = idle_sessions(&[(1, 30_000, 1), (2, 20_000, 1), (3, 10_000, 1)]);
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+        // Ties on age: the lower tmux id (older session) goes first.
+        let snap = idle_sessions(&[(7, 100_000, 1), (3, 100_000, 1)]);
+        let p1 = Policy {
+            max_idle: Some(1),
+            ..p.clone()
+        };
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p1)),
+            vec![(3, ReapReason::MaxIdle)]
+        );
+    }
+
+    #[test]
+    fn memory_pressure_projection() {
+        let p = Policy {
+            idle_kill_ms: None,
+            mem_high: Some(MemThreshold::Bytes(1000)),
+            min_idle_ms: 60_000,
+            ..Policy::default()
+        };
+        let mut snap = idle_sessions(&[
+            (1, 500_000, 300),
+            (2, 400_000, 300),
+            (3, 300_000, 300),
+            (4, 30_000, 300),
+        ]);
+        // 1500 used, limit 1000: reaping 1 (300) leaves 1200, 2 leaves 900: stop.
+        snap.host = Some(HostMemory {
+            used_bytes: 1500,
+            limit_bytes: None,
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![(1, ReapReason::Memory), (2, ReapReason::Memory)]
+        );
+        // Never reached: nothing.
+        snap.host = Some(HostMemory {
+            used_bytes: 900,
+            limit_bytes: None,
+        });
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+        // Always exceeded: every eligible one, never the young one (4), in age order.
+        snap.host = Some(HostMemory {
+            used_bytes: 1 << 40,
+            limit_bytes: None,
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![
+                (1, ReapReason::Memory),
+                (2, ReapReason::Memory),
+                (3, ReapReason::Memory)
+            ]
+        );
+        // A percentage needs a limit.
+        let pc = Policy {
+            mem_high: Some(MemThreshold::Percent(50.0)),
+            ..p.clone()
+        };
+        snap.host = Some(HostMemory {
+            used_bytes: 1400,
+            limit_bytes: Some(2000),
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &pc)),
+            vec![(1, ReapReason::Memory), (2, ReapReason::Memory)]
+        );
+        // Idle reaps count in the projection first.
+        let both = Policy {
+            idle_kill_ms: Some(450_000),
+            ..p.clone()
+        };
+        snap.host = Some(HostMemory {
+            used_bytes: 1250,
+            limit_bytes: None,
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &both)),
+            vec![(1, ReapReason::Idle)]
+        );
+    }
+
+    #[test]
+    fn pressure_never_takes_busy_viewed_unstamped_or_unknown() {
+        let p = Policy {
+            idle_kill_ms: None,
+            mem_high: Some(MemThreshold::Bytes(1)),
+            max_idle: Some(0),
+            min_idle_ms: 0,
+            ..Policy::default()
+        };
+        let mut snap = idle_sessions(&[
+            (1, 500_000, 10),
+            (2, 500_000, 10),
+            (3, 500_000, 10),
+            (4, 500_000, 10),
+            (5, 500_000, 10),
+        ]);
+        snap.sessions[0].turn = "1".into();
+        snap.sessions[1].clients = vec![client(true)];
+        snap.sessions[2].idle = String::new();
+        snap.sessions[3].cid = String::new();
+        snap.host = Some(HostMemory {
+            used_bytes: 1 << 40,
+            limit_bytes: None,
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![(5, ReapReason::MaxIdle)]
+        );
+        snap.global_problem = Some("x".into());
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+    }
+
+    #[test]
+    fn cid_from_command_lines() {
+        let table: &[(&[&str], Option<&str>)] = &[
+            (&["claude", "--resume", "abc-1"], Some("abc-1")),
+            (&["claude", "--resume=abc"], Some("abc")),
+            (&["claude", "--session-id", "u-u"], Some("u-u")),
+            (&["claude", "--session-id=u"], Some("u")),
+            (&["claude", "-r", "x1"], Some("x1")),
+            (
+                &[
+                    "sh",
+                    "-c",
+                    "exec claude --model x --resume 'c9' --mcp-config m.json",
+                ],
+                Some("c9"),
+            ),
+            (&["claude", "--resume"], None),
+            (&["claude", "--resume", "--verbose"], None),
+            (&["claude"], None),
+            (&["claude", "--resume", "a;rm"], None),
+        ];
+        for (argv, want) in table {
+            assert_eq!(cid_from_argv(argv).as_deref(), *want, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn ms_parsing() {
+        for (s, want) in [
+            ("123", Some(123)),
+            (" 5 ", Some(5)),
+            ("", None),
+            ("0", None),
+            ("1e3", None),
+            ("-1", None),
+            ("12a", None),
+        ] {
+            assert_eq!(parse_ms(s), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn ids() {
+        for (s, ok) in [
+            ("1", true),
+            ("a_B-9", true),
+            ("", false),
+            ("a b", false),
+            ("é", false),
+            ("a.b", false),
+        ] {
+            assert_eq!(valid_id(s), ok, "{s:?}");
+        }
+    }
+}

@@ -1,0 +1,469 @@
+//! The process table: which processes belong to a session, who they are, how to stop them, and
+//! what memory they hold.
+//!
+//! A session's processes are found three ways, because `kill-session` alone only closes the pty:
+//! descendants of the pane pids (walked by ppid over the whole table; `task/*/children` misses
+//! children of other threads), processes whose session id is a pane pid, and processes whose
+//! environment carries this server's `TMUX=<socket>,<server pid>,<session number>` (MCP helpers that
+//! called setsid or double-forked). Each is pinned as (pid, start time); a pidfd makes the signal
+//! itself race-free. Never pid <= 1, the tmux server, or the reaper and its ancestors.
+
+use std::collections::{HashMap, HashSet};
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use procfs::process::Process;
+use rustix::process::{Pid, PidfdFlags, Signal};
+
+/// One row of the process table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proc {
+    pub pid: i32,
+    pub ppid: i32,
+    pub sid: i32,
+    pub start: u64,
+    pub state: char,
+    pub uid: Option<u32>,
+}
+
+/// The whole table, read once.
+pub fn table() -> Result<Vec<Proc>, String> {
+    let all = procfs::process::all_processes().map_err(|e| format!("failed to list /proc: {e}"))?;
+    let mut out = Vec::new();
+    for p in all.flatten() {
+        // A process that exits while we read it is simply not in the table.
+        let Ok(st) = p.stat() else { continue };
+        out.push(Proc {
+            pid: st.pid,
+            ppid: st.ppid,
+            sid: st.session,
+            start: st.starttime,
+            state: st.state,
+            uid: p.uid().ok(),
+        });
+    }
+    Ok(out)
+}
+
+/// (pid, start time): a process's identity. A pid alone may be reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct Ident {
+    pub pid: i32,
+    pub start: u64,
+}
+
+/// The pids that must never be signalled: <= 1, the tmux server, ourselves and our ancestors.
+pub fn protected(table: &[Proc], server_pid: Option<u32>) -> HashSet<i32> {
+    let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
+    let mut set: HashSet<i32> = [0, 1].into_iter().collect();
+    if let Some(s) = server_pid {
+        set.insert(s as i32);
+    }
+    let mut cur = std::process::id() as i32;
+    while cur > 1 && set.insert(cur) {
+        match by_pid.get(&cur) {
+            Some(p) => cur = p.ppid,
+            None => break,
+        }
+    }
+    set
+}
+
+/// The TMUX value that every process of session number `n` inherits.
+pub fn tmux_env_value(socket_path: &str, server_pid: u32, n: u32) -> String {
+    format!("{socket_path},{server_pid},{n}")
+}
+
+/// Group the process table by session: for each (session number, pane pids), every process that
+/// belongs to it. Pure over `table` except for environ reads, which only look at processes of our
+/// uid (`uid`), and only when a `tmux_env` key is given.
+pub fn members(
+    table: &[Proc],
+    sessions: &[(u32, Vec<u32>)],
+    tmux_env: Option<(&str, u32)>,
+    uid: u32,
+    protected: &HashSet<i32>,
+) -> HashMap<u32, Vec<Ident>> {
+    let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
+    for p in table {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
+    let mut owner: HashMap<i32, u32> = HashMap::new();
+    let mut out: HashMap<u32, Vec<Ident>> = HashMap::new();
+    let claim =
+        |p: &Proc, n: u32, owner: &mut HashMap<i32, u32>, out: &mut HashMap<u32, Vec<Ident>>| {
+            if protected.contains(&p.pid) || owner.contains_key(&p.pid) {
+                return false;
+            }
+            owner.insert(p.pid, n);
+            out.entry(n).or_default().push(Ident {
+                pid: p.pid,
+                start: p.start,
+            });
+            true
+        };
+    // Pane pids, their descendants, and members of their sessions (setsid children of the pane
+    // keep their sid only if they did not call setsid themselves; those are found by environ).
+    let mut leaders: HashMap<i32, u32> = HashMap::new();
+    for (n, panes) in sessions {
+        let mut stack: Vec<i32> = Vec::new();
+        for &pp in panes {
+            let pp = pp as i32;
+            leaders.insert(pp, *n);
+            if let Some(p) = by_pid.get(&pp) {
+                if claim(p, *n, &mut owner, &mut out) {
+                    stack.push(pp);
+                }
+            }
+        }
+        while let Some(pid) = stack.pop() {
+            for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+                if claim(c, *n, &mut owner, &mut out) {
+                    stack.push(c.pid);
+                }
+            }
+        }
+    }
+    for p in table {
+        if let Some(&n) = leaders.get(&p.sid) {
+            if claim(p, n, &mut owner, &mut out) {
+                // Its descendants too.
+                let mut stack = vec![p.pid];
+                while let Some(pid) = stack.pop() {
+                    for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+                        if claim(c, n, &mut owner, &mut out) {
+                            stack.push(c.pid);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if let Some((socket, server)) = tmux_env {
+        let needles: Vec<(u32, Vec<u8>)> = sessions
+            .iter()
+            .map(|(n, _)| {
+                (
+                    *n,
+                    format!("TMUX={}", tmux_env_value(socket, server, *n)).into_bytes(),
+                )
+            })
+            .collect();
+        for p in table {
+            if p.uid != Some(uid)
+                || owner.contains_key(&p.pid)
+                || protected.contains(&p.pid)
+                || p.state == 'Z'
+            {
+                continue;
+            }
+            let Ok(env) = std::fs::read(format!("/proc/{}/environ", p.pid)) else {
+                continue;
+            };
+            for (n, needle) in &needles {
+                if env.split(|&b| b == 0).any(|kv| kv == needle.as_slice()) {
+                    claim(p, *n, &mut owner, &mut out);
+                    break;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Whether `id` still names the same, living process (a zombie is gone).
+pub fn alive(id: Ident) -> bool {
+    match Process::new(id.pid).and_then(|p| p.stat()) {
+        Ok(st) => st.starttime == id.start && st.state != 'Z' && st.state != 'X',
+        Err(_) => false,
+    }
+}
+
+/// A victim pinned for signalling.
+#[derive(Debug)]
+pub struct Victim {
+    pub id: Ident,
+    fd: Option<OwnedFd>,
+}
+
+/// Pin each identity: open a pidfd and check the start time again after opening, so the pidfd is
+/// known to refer to the process we collected. A pid whose start time changed is dropped.
+pub fn pin(ids: &[Ident]) -> Vec<Victim> {
+    let mut out = Vec::new();
+    for &id in ids {
+        let Some(pid) = Pid::from_raw(id.pid) else {
+            continue;
+        };
+        if id.pid <= 1 {
+            continue;
+        }
+        let fd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok();
+        if alive(id) {
+            out.push(Victim { id, fd });
+        }
+    }
+    out
+}
+
+/// Send `sig` to a pinned victim. `false` if it was gone (or not the same process any more).
+pub fn signal(v: &Victim, sig: Signal) -> bool {
+    if v.id.pid <= 1 {
+        return false;
+    }
+    match &v.fd {
+        Some(fd) => rustix::process::pidfd_send_signal(fd, sig).is_ok(),
+        None => {
+            // No pidfd (an old kernel): re-check identity right before the signal.
+            if !alive(v.id) {
+                return false;
+            }
+            match Pid::from_raw(v.id.pid) {
+                Some(pid) => rustix::process::kill_process(pid, sig).is_ok(),
+                None => false,
+            }
+        }
+    }
+}
+
+/// What a stop did.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct StopReport {
+    pub term: usize,
+    pub kill: usize,
+    pub survivors: Vec<i32>,
+    pub took: Duration,
+}
+
+/// The cooperative stop: SIGTERM all, poll until all are gone or `grace` passes (returning as soon
+/// as they are gone), SIGKILL what is left, then wait briefly for the kills to land.
+pub async fn stop(victims: &[Victim], grace: Duration) -> StopReport {
+    let t0 = Instant::now();
+    let mut r = StopReport::default();
+    for v in victims {
+        if alive(v.id) && signal(v, Signal::TERM) {
+            r.term += 1;
+        }
+    }
+    let left = |vs: &[Victim]| vs.iter().filter(|v| alive(v.id)).count();
+    let deadline = t0 + grace;
+    while left(victims) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for v in victims {
+        if alive(v.id) && signal(v, Signal::KILL) {
+            r.kill += 1;
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while left(victims) > 0 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    r.survivors = victims
+        .iter()
+        .filter(|v| alive(v.id))
+        .map(|v| v.id.pid)
+        .collect();
+    r.took = t0.elapsed();
+    r
+}
+
+/// Memory of a set of processes: (rss, pss). PSS is `None` if any smaps_rollup was unreadable.
+pub fn memory(ids: &[Ident]) -> (u64, Option<u64>) {
+    let page = procfs::page_size();
+    let mut rss = 0;
+    let mut pss = Some(0u64);
+    for id in ids {
+        let Ok(p) = Process::new(id.pid) else {
+            continue;
+        };
+        if let Ok(m) = p.statm() {
+            rss += m.resident * page;
+        }
+        let one = p.smaps_rollup().ok().and_then(|r| {
+            r.memory_map_rollup
+                .iter()
+                .next()
+                .and_then(|m| m.extension.map.get("Pss").copied())
+        });
+        pss = match (pss, one) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+    }
+    (rss, pss)
+}
+
+/// Whether a client process looks orphaned: its parent is pid 1, or a known init/subreaper.
+pub fn orphaned(pid: u32) -> Option<bool> {
+    let st = Process::new(pid as i32).and_then(|p| p.stat()).ok()?;
+    if st.ppid <= 1 {
+        return Some(true);
+    }
+    let comm = std::fs::read_to_string(format!("/proc/{}/comm", st.ppid)).ok()?;
+    const REAPERS: &[&str] = &[
+        "systemd",
+        "init",
+        "tini",
+        "dumb-init",
+        "docker-init",
+        "s6-svscan",
+        "runsv",
+        "catatonit",
+    ];
+    Some(REAPERS.contains(&comm.trim()))
+}
+
+/// The argv of a process, if readable.
+pub fn cmdline(pid: i32) -> Option<Vec<String>> {
+    Process::new(pid).and_then(|p| p.cmdline()).ok()
+}
+
+/// Host memory: the reaper's cgroup (v2, then v1), else /proc/meminfo.
+pub fn host_memory() -> Option<crate::policy::HostMemory> {
+    use crate::policy::HostMemory;
+    let read_u64 = |p: &str| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+    };
+    let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for line in cg.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(ctrl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        if ctrl.is_empty() {
+            let dir = format!("/sys/fs/cgroup{path}");
+            if let Some(used) = read_u64(&format!("{dir}/memory.current")) {
+                let max = std::fs::read_to_string(format!("{dir}/memory.max")).ok();
+                let limit = max.and_then(|m| m.trim().parse::<u64>().ok());
+                return Some(HostMemory {
+                    used_bytes: used,
+                    limit_bytes: limit,
+                });
+            }
+        } else if ctrl.split(',').any(|c| c == "memory") {
+            for dir in [
+                format!("/sys/fs/cgroup/memory{path}"),
+                "/sys/fs/cgroup/memory".to_string(),
+            ] {
+                if let Some(used) = read_u64(&format!("{dir}/memory.usage_in_bytes")) {
+                    let limit = read_u64(&format!("{dir}/memory.limit_in_bytes"))
+                        .filter(|&l| l < (1 << 60));
+                    return Some(HostMemory {
+                        used_bytes: used,
+                        limit_bytes: limit,
+                    });
+                }
+            }
+        }
+    }
+    let mi = <procfs::Meminfo as procfs::Current>::current().ok()?;
+    Some(HostMemory {
+        used_bytes: mi
+            .mem_total
+            .saturating_sub(mi.mem_available.unwrap_or(mi.mem_free)),
+        limit_bytes: Some(mi.mem_total),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pid: i32, ppid: i32, sid: i32) -> Proc {
+        Proc {
+            pid,
+            ppid,
+            sid,
+            start: pid as u64 * 10,
+            state: 'S',
+            uid: Some(0),
+        }
+    }
+
+    #[test]
+    fn members_by_tree_and_sid() {
+        // 100 pane (sid 100) -> 101 -> 102; 103 has sid 100 but ppid 1 (double fork);
+        // 200 pane of session 2 -> 201; 300 unrelated; 1 init.
+        let t = vec![
+            p(1, 0, 1),
+            p(100, 50, 100),
+            p(101, 100, 100),
+            p(102, 101, 100),
+            p(103, 1, 100),
+            p(104, 103, 104),
+            p(200, 50, 200),
+            p(201, 200, 200),
+            p(300, 1, 300),
+        ];
+        let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
+        let m = members(&t, &[(1, vec![100]), (2, vec![200])], None, 0, &prot);
+        let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
+        one.sort();
+        assert_eq!(one, vec![100, 101, 102, 103, 104]);
+        let mut two: Vec<i32> = m[&2].iter().map(|i| i.pid).collect();
+        two.sort();
+        assert_eq!(two, vec![200, 201]);
+        assert_eq!(m[&1][0].start, 1000);
+    }
+
+    #[test]
+    fn protected_pids_are_never_members() {
+        let me = std::process::id() as i32;
+        let t = vec![p(100, 1, 100), p(me, 100, 100)];
+        let prot = protected(&t, Some(100));
+        assert!(prot.contains(&me) && prot.contains(&100) && prot.contains(&1));
+        let m = members(&t, &[(1, vec![100])], None, 0, &prot);
+        assert!(!m.contains_key(&1));
+    }
+
+    #[test]
+    fn reused_pid_is_not_alive_and_not_pinned() {
+        let me = std::process::id() as i32;
+        let real = Process::myself().unwrap().stat().unwrap().starttime;
+        assert!(alive(Ident {
+            pid: me,
+            start: real
+        }));
+        let impostor = Ident {
+            pid: me,
+            start: real + 1,
+        };
+        assert!(!alive(impostor));
+        assert!(pin(&[impostor]).is_empty());
+        assert!(pin(&[Ident { pid: 1, start: 0 }]).is_empty());
+    }
+
+    #[test]
+    fn signal_never_reaches_a_reused_pid() {
+        // A child we own, pinned with the wrong start time: pin drops it, nothing is signalled.
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let start = Process::new(pid).unwrap().stat().unwrap().starttime;
+        assert!(pin(&[Ident {
+            pid,
+            start: start + 7
+        }])
+        .is_empty());
+        // And a victim whose pidfd was opened stays tied to its own process.
+        let v = pin(&[Ident { pid, start }]);
+        assert_eq!(v.len(), 1);
+        assert!(signal(&v[0], Signal::KILL));
+        child.wait().unwrap();
+        assert!(!alive(v[0].id));
+        assert!(
+            !signal(&v[0], Signal::TERM),
+            "a reaped process cannot be signalled through its pidfd"
+        );
+    }
+
+    #[test]
+    fn tmux_env_format() {
+        assert_eq!(tmux_env_value("/tmp/s", 42, 3), "/tmp/s,42,3");
+    }
+}

@@ -1,0 +1,1098 @@
+//! The sweep and the teardown: snapshot -> decide -> carry out -> audit.
+//!
+//! A sweep reads the server in one tmux call, reads the activity files, asks the pure core what to
+//! do, writes the idle stamps in batches, and starts the reaps (at most [`MAX_CONCURRENT_REAPS`] at a
+//! time, never two of one session). A reap marks the session with an atomic test-and-set in the
+//! tmux server, re-checks on fresh data, stops the whole process tree, writes the tombstone, kills
+//! the session and appends one audit line.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use tokio::sync::Semaphore;
+
+use crate::activity;
+use crate::config::Config;
+use crate::metrics::Metrics;
+use crate::policy::{self, Action, Decision, HostMemory, ReapReason, Session, Snapshot, State};
+use crate::procs;
+use crate::state::{AuditLine, StateDir, Tombstone};
+use crate::tmux::{Listing, Tmux, TmuxError, TurnBegin};
+
+/// At most this many teardowns run at once.
+pub const MAX_CONCURRENT_REAPS: usize = 16;
+
+pub fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn rfc3339(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .unwrap_or_default()
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// What one sweep saw and did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepReport {
+    pub at: String,
+    pub dry_run: bool,
+    pub enabled: bool,
+    /// A problem that kept every session (tmux failed, an activity file unreadable).
+    pub error: Option<String>,
+    pub sessions: Vec<SessionReport>,
+    pub host: Option<HostMemory>,
+    pub total_rss_bytes: u64,
+    pub total_pss_bytes: Option<u64>,
+    /// The reaps this sweep carried out (with `--once`; the daemon logs them as they finish).
+    pub reaps: Vec<AuditLine>,
+    pub took_ms: u64,
+}
+
+/// One session in a report (`status`, `--once --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionReport {
+    #[serde(flatten)]
+    pub decision: Decision,
+    pub tmux_target: String,
+    pub turn: Option<String>,
+    pub rss_bytes: Option<u64>,
+    pub pss_bytes: Option<u64>,
+    pub viewer_list: Vec<ViewerReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ViewerReport {
+    pub pid: u32,
+    pub control_mode: bool,
+    pub attached_ms: u64,
+    pub idle_ms: u64,
+    pub orphaned: Option<bool>,
+}
+
+/// How much a sweep should look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Decide, write stamps, reap (unless dry run).
+    Act,
+    /// `status`: decide and measure everything, write nothing.
+    Status,
+}
+
+pub struct Reaper {
+    pub cfg: Config,
+    pub tmux: Tmux,
+    pub state: StateDir,
+    pub dry_run: bool,
+    inflight: Mutex<HashSet<u32>>,
+    limit: Arc<Semaphore>,
+    pub metrics: Metrics,
+}
+
+static TOKENS: AtomicU64 = AtomicU64::new(0);
+
+fn token() -> String {
+    let n = TOKENS.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("r{}x{n}x{t}", std::process::id())
+}
+
+/// The failure of a one-session command (`reap <id>`), for exit codes.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Tmux(#[from] TmuxError),
+    #[error("{0}")]
+    State(#[from] crate::state::StateError),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Gone(String),
+}
+
+impl Reaper {
+    pub fn new(cfg: Config, dry_run: bool) -> Arc<Reaper> {
+        let tmux = Tmux::new(cfg.socket.clone(), cfg.tmux_timeout);
+        let state = StateDir::new(cfg.state_dir.clone());
+        Arc::new(Reaper {
+            cfg,
+            tmux,
+            state,
+            dry_run,
+            inflight: Mutex::new(HashSet::new()),
+            limit: Arc::new(Semaphore::new(MAX_CONCURRENT_REAPS)),
+            metrics: Metrics::default(),
+        })
+    }
+
+    fn inflight(&self) -> std::sync::MutexGuard<'_, HashSet<u32>> {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Read tmux, the activity files and (where needed) /proc into a snapshot.
+    async fn snapshot(&self, measure: bool) -> (Snapshot, Listing) {
+        let mut snap = Snapshot::default();
+        let listing = match self.tmux.list(&self.cfg.prefix).await {
+            Ok(l) => l,
+            Err(e) => {
+                self.metrics.tmux_errors.inc();
+                tracing::warn!(error = %e, "tmux did not give a snapshot: keeping every session this sweep");
+                snap.global_problem = Some(e.to_string());
+                return (snap, Listing::default());
+            }
+        };
+        if !listing.problems.is_empty() {
+            let why = listing.problems.join("; ");
+            tracing::warn!(problems = %why, "tmux rows did not parse: keeping every session this sweep");
+            snap.global_problem = Some(why);
+        }
+        match activity::read_all(&self.cfg.activity_files) {
+            Ok(busy) => snap.busy_ids = busy,
+            Err(e) => {
+                tracing::warn!(error = %e, "activity file unreadable: keeping every session this sweep");
+                snap.global_problem.get_or_insert(e.to_string());
+            }
+        }
+        snap.sessions = listing.sessions.clone();
+        let p = &self.cfg.policy;
+        if p.orphan_viewers == policy::OrphanViewers::Ignore || measure {
+            for s in &mut snap.sessions {
+                for c in &mut s.clients {
+                    c.orphaned = procs::orphaned(c.pid);
+                }
+            }
+        }
+        if measure || p.mem_high.is_some() || self.cfg.metrics_addr.is_some() {
+            self.measure(&mut snap, &listing);
+            snap.host = procs::host_memory();
+        }
+        (snap, listing)
+    }
+
+    /// Memory of every session's process tree (the same set a teardown would stop).
+    fn measure(&self, snap: &mut Snapshot, listing: &Listing) {
+        let Ok(table) = procs::table() else { return };
+        let prot = procs::protected(&table, listing.server_pid);
+        let keys: Vec<(u32, Vec<u32>)> = snap
+            .sessions
+            .iter()
+            .map(|s| (s.tmux_id, s.panes.iter().map(|p| p.pid).collect()))
+            .collect();
+        let env = match (&listing.socket_path, listing.server_pid) {
+            (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
+            _ => None,
+        };
+        let members = procs::members(
+            &table,
+            &keys,
+            env,
+            rustix::process::getuid().as_raw(),
+            &prot,
+        );
+        for s in &mut snap.sessions {
+            let ids = members.get(&s.tmux_id).map(Vec::as_slice).unwrap_or(&[]);
+            let (rss, pss) = procs::memory(ids);
+            s.mem_bytes = Some(pss.unwrap_or(rss));
+            s.mem_rss = Some(rss);
+            s.mem_pss = pss;
+        }
+    }
+
+    /// Look for conversation ids on the `claude` command lines of sessions that need one.
+    fn find_cids(&self, snap: &mut Snapshot, want: &HashSet<u32>) {
+        if want.is_empty() {
+            return;
+        }
+        let Ok(table) = procs::table() else { return };
+        let mut children: std::collections::HashMap<i32, Vec<i32>> =
+            std::collections::HashMap::new();
+        for p in &table {
+            children.entry(p.ppid).or_default().push(p.pid);
+        }
+        for s in snap
+            .sessions
+            .iter_mut()
+            .filter(|s| want.contains(&s.tmux_id))
+        {
+            let mut stack: Vec<i32> = s.panes.iter().map(|p| p.pid as i32).collect();
+            let mut seen = HashSet::new();
+            while let Some(pid) = stack.pop() {
+                if !seen.insert(pid) {
+                    continue;
+                }
+                if let Some(argv) = procs::cmdline(pid) {
+                    if let Some(c) = policy::cid_from_argv(&argv) {
+                        s.cmdline_cid = Some(c);
+                        break;
+                    }
+                }
+                stack.extend(children.get(&pid).into_iter().flatten());
+            }
+        }
+    }
+
+    /// Snapshot and decide, looking up conversation ids where the decision hinges on one.
+    async fn observe(&self, mode: Mode) -> (Snapshot, Listing, Vec<Decision>, i64) {
+        let now = now_ms();
+        let (mut snap, listing) = self.snapshot(mode == Mode::Status).await;
+        let mut decisions = policy::decide(&snap, now, &self.cfg.policy);
+        let want: HashSet<u32> = decisions
+            .iter()
+            .zip(&snap.sessions)
+            .filter(|(d, s)| {
+                s.cid.trim().is_empty()
+                    && (mode == Mode::Status
+                        || matches!(d.state, State::NoCid | State::Stuck | State::Exited))
+            })
+            .map(|(d, _)| d.tmux_id)
+            .collect();
+        if !want.is_empty() {
+            self.find_cids(&mut snap, &want);
+            decisions = policy::decide(&snap, now, &self.cfg.policy);
+        }
+        (snap, listing, decisions, now)
+    }
+
+    /// Stale `@ccs_reaping` marks (a reaper killed mid-teardown) are cleared and re-decided.
+    fn stale_after(&self) -> i64 {
+        (self.cfg.grace.as_millis() as i64) * 3 + 30_000
+    }
+
+    /// One sweep. With `wait`, reaps are awaited and returned in the report; without, they run on
+    /// in the background (the daemon) and are logged as they finish.
+    pub async fn sweep(self: &Arc<Self>, wait: bool) -> SweepReport {
+        let t0 = Instant::now();
+        let (snap, _listing, decisions, now) = self.observe(Mode::Act).await;
+        let enabled = self.cfg.policy.enabled();
+
+        // Clear stale reaping marks left by a reaper that died mid-teardown.
+        if !self.dry_run {
+            let stale: Vec<(u32, String)> = snap
+                .sessions
+                .iter()
+                .filter(|s| {
+                    policy::parse_ms(&s.reaping).is_some_and(|at| now - at > self.stale_after())
+                        && !self.inflight().contains(&s.tmux_id)
+                })
+                .map(|s| (s.tmux_id, s.reaping.clone()))
+                .collect();
+            for (n, v) in stale {
+                tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, "clearing a stale reap mark (a reaper stopped mid-teardown)");
+                if let Err(e) = self.tmux.clear_stale_reaping(n, &v).await {
+                    tracing::warn!(tmux_id = %format!("${n}"), error = %e, "failed to clear a stale reap mark");
+                }
+            }
+        }
+
+        // Idle stamps, batched.
+        let stamps: Vec<(u32, &str, Option<String>)> = decisions
+            .iter()
+            .filter_map(|d| {
+                d.stamp_idle
+                    .map(|t| (d.tmux_id, "@ccs_idle", Some(t.to_string())))
+            })
+            .collect();
+        if !self.dry_run && !stamps.is_empty() {
+            if let Err(e) = self.tmux.set_options(&stamps).await {
+                self.metrics.tmux_errors.inc();
+                tracing::warn!(error = %e, count = stamps.len(), "failed to write idle stamps");
+            }
+        }
+
+        for d in &decisions {
+            tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = ?d.idle_ms, "decided");
+        }
+
+        let mut handles = Vec::new();
+        if enabled {
+            for (d, s) in decisions.iter().zip(&snap.sessions) {
+                if d.action != Action::Reap {
+                    continue;
+                }
+                let Some(reason) = d.reap_reason else {
+                    continue;
+                };
+                if self.dry_run {
+                    tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = ?d.idle_ms, "would reap (dry run)");
+                    continue;
+                }
+                if !self.inflight().insert(d.tmux_id) {
+                    continue;
+                }
+                let me = Arc::clone(self);
+                let (d, s) = (d.clone(), s.clone());
+                handles.push(tokio::spawn(async move {
+                    let permit = me.limit.clone().acquire_owned().await;
+                    let line = me.reap(&d, &s, reason, false).await;
+                    drop(permit);
+                    me.inflight().remove(&d.tmux_id);
+                    line
+                }));
+            }
+        }
+
+        let mut reaps = Vec::new();
+        if wait {
+            for h in handles {
+                if let Ok(line) = h.await {
+                    reaps.push(line);
+                }
+            }
+        }
+
+        let report = self.report(&snap, decisions, now, reaps, t0);
+        self.metrics.record_sweep(&report);
+        report
+    }
+
+    /// `status`: decide and measure everything, write nothing.
+    pub async fn status(self: &Arc<Self>) -> SweepReport {
+        let t0 = Instant::now();
+        let (snap, _l, decisions, now) = self.observe(Mode::Status).await;
+        self.report(&snap, decisions, now, Vec::new(), t0)
+    }
+
+    fn report(
+        &self,
+        snap: &Snapshot,
+        decisions: Vec<Decision>,
+        now: i64,
+        reaps: Vec<AuditLine>,
+        t0: Instant,
+    ) -> SweepReport {
+        let mut sessions: Vec<SessionReport> = decisions
+            .into_iter()
+            .zip(&snap.sessions)
+            .map(|(d, s)| SessionReport {
+                tmux_target: s.tmux_target(),
+                turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
+                rss_bytes: s.mem_rss,
+                pss_bytes: s.mem_pss,
+                viewer_list: s
+                    .clients
+                    .iter()
+                    .map(|c| ViewerReport {
+                        pid: c.pid,
+                        control_mode: c.control_mode,
+                        attached_ms: now.saturating_sub(c.created_ms).max(0) as u64,
+                        idle_ms: now.saturating_sub(c.activity_ms).max(0) as u64,
+                        orphaned: c.orphaned,
+                    })
+                    .collect(),
+                decision: d,
+            })
+            .collect();
+        // The biggest idle sessions first, then the rest by size.
+        sessions.sort_by_key(|r| {
+            let idle = matches!(
+                r.decision.state,
+                State::Idle | State::Expired | State::NoCid | State::Exited
+            );
+            (
+                !idle,
+                std::cmp::Reverse(r.pss_bytes.or(r.rss_bytes).unwrap_or(0)),
+                r.decision.tmux_id,
+            )
+        });
+        let total_rss_bytes = sessions.iter().filter_map(|s| s.rss_bytes).sum();
+        let total_pss_bytes = if sessions.iter().all(|s| s.pss_bytes.is_some()) {
+            Some(sessions.iter().filter_map(|s| s.pss_bytes).sum())
+        } else {
+            None
+        };
+        SweepReport {
+            at: rfc3339(now),
+            dry_run: self.dry_run,
+            enabled: self.cfg.policy.enabled(),
+            error: snap.global_problem.clone(),
+            sessions,
+            host: snap.host,
+            total_rss_bytes,
+            total_pss_bytes,
+            reaps,
+            took_ms: t0.elapsed().as_millis() as u64,
+        }
+    }
+
+    /// Whether a fresh decision still allows the reap that `reason` started.
+    fn still_reapable(fresh: &Decision, reason: ReapReason, force: bool) -> Result<(), String> {
+        if force {
+            return Ok(());
+        }
+        let ok = match reason {
+            ReapReason::Idle => fresh.reap_reason == Some(ReapReason::Idle),
+            ReapReason::Memory | ReapReason::MaxIdle => {
+                matches!(fresh.state, State::Idle | State::Expired)
+            }
+            ReapReason::Stuck => fresh.reap_reason == Some(ReapReason::Stuck),
+            ReapReason::Exited => fresh.reap_reason == Some(ReapReason::Exited),
+            ReapReason::Manual => !matches!(
+                fresh.state,
+                State::Unknown | State::Busy | State::Stuck | State::Viewed | State::NoCid
+            ),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "the session changed: now {} ({})",
+                fresh.state.as_str(),
+                fresh.why
+            ))
+        }
+    }
+
+    /// Reap one session by the contract's procedure. Always returns the audit line it wrote (or
+    /// tried to write).
+    pub async fn reap(
+        &self,
+        d: &Decision,
+        s: &Session,
+        reason: ReapReason,
+        force: bool,
+    ) -> AuditLine {
+        let t0 = Instant::now();
+        let n = d.tmux_id;
+        let mut line = AuditLine {
+            at: rfc3339(now_ms()),
+            session: d.name.clone(),
+            id: d.id.clone(),
+            tmux_id: format!("${n}"),
+            cid: d.cid.clone(),
+            reason: reason.as_str().to_string(),
+            idle_ms: d.idle_ms,
+            outcome: "aborted".into(),
+            ended: None,
+            exit_status: None,
+            exit_signal: None,
+            term: 0,
+            kill: 0,
+            pids: Vec::new(),
+            rss_bytes: 0,
+            pss_bytes: None,
+            survivors: Vec::new(),
+            took_ms: 0,
+            dry_run: false,
+            error: None,
+        };
+        let span = tracing::info_span!("reap", session = %d.name, tmux_id = %format!("${n}"), reason = reason.as_str());
+        let _g = span.enter();
+
+        // The audit line must be writable before anything is touched.
+        if let Err(e) = self.state.check_writable() {
+            line.outcome = "failed".into();
+            line.error = Some(format!(
+                "not attempted: the state dir cannot be written: {e}"
+            ));
+            tracing::error!(error = %e, "reap not attempted: the audit log cannot be written");
+            self.metrics.record_reap(&line);
+            return line;
+        }
+
+        let tok = token();
+        let check_turn = !force && !d.override_turn;
+        let check_viewers = !force && !d.override_viewers;
+        match self
+            .tmux
+            .try_mark_reaping(n, now_ms(), &tok, check_turn, check_viewers)
+            .await
+        {
+            Ok(true) => {}
+            Ok(false) => {
+                line.error = Some(
+                    "the session became busy or viewed, is gone, or another reap holds it".into(),
+                );
+                return self.finish(line, t0);
+            }
+            Err(e) => {
+                line.outcome = "failed".into();
+                line.error = Some(format!("failed to mark the session: {e}"));
+                return self.finish(line, t0);
+            }
+        }
+
+        // Re-check on fresh data (rules 1-3, and the reason's own condition).
+        let fresh = match self.fresh_decision(n, s).await {
+            Ok(Some(f)) => f,
+            Ok(None) => {
+                line.error = Some("the session is gone".into());
+                return self.finish(line, t0);
+            }
+            Err(e) => {
+                let _ = self.tmux.clear_reaping(n, &tok).await;
+                line.error = Some(format!("liveness unknown on re-check: {e}"));
+                return self.finish(line, t0);
+            }
+        };
+        if let Err(why) = Self::still_reapable(&fresh.0, reason, force) {
+            let _ = self.tmux.clear_reaping(n, &tok).await;
+            line.error = Some(why);
+            return self.finish(line, t0);
+        }
+        let s = fresh.1;
+        if line.cid.is_none() {
+            line.cid = fresh.0.cid.clone();
+        }
+        if reason == ReapReason::Exited {
+            let p = s
+                .panes
+                .iter()
+                .find(|p| p.dead_signal.is_some() || p.dead_status != Some(0))
+                .or(s.panes.first());
+            line.exit_status = p.and_then(|p| p.dead_status);
+            line.exit_signal = p.and_then(|p| p.dead_signal);
+            let clean = line.exit_signal.is_none() && line.exit_status == Some(0);
+            line.ended = Some(if clean { "completed" } else { "failed" }.into());
+        } else {
+            line.ended = Some("stopped".into());
+        }
+
+        // Collect and pin the victims.
+        let cwd = s
+            .panes
+            .iter()
+            .find_map(|p| std::fs::read_link(format!("/proc/{}/cwd", p.pid)).ok())
+            .map(|p: PathBuf| p.to_string_lossy().into_owned());
+        let victims = match self.victims(&s, fresh.2).await {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = self.tmux.clear_reaping(n, &tok).await;
+                line.outcome = "failed".into();
+                line.error = Some(e);
+                return self.finish(line, t0);
+            }
+        };
+        let ids: Vec<procs::Ident> = victims.iter().map(|v| v.id).collect();
+        let (rss, pss) = procs::memory(&ids);
+        line.rss_bytes = rss;
+        line.pss_bytes = pss;
+        line.pids = ids.iter().map(|i| i.pid).collect();
+
+        // Stop them: TERM, grace, KILL.
+        let r = procs::stop(&victims, self.cfg.grace).await;
+        line.term = r.term;
+        line.kill = r.kill;
+
+        // The tombstone comes before kill-session: whoever sees the session gone finds it.
+        let tomb = Tombstone {
+            id: d.id.clone(),
+            cid: line.cid.clone(),
+            reaped_at: rfc3339(now_ms()),
+            reason: reason.as_str().into(),
+            cwd,
+        };
+        if let Err(e) = self.state.write_tombstone(&tomb) {
+            line.error = Some(format!("failed to write the tombstone: {e}"));
+        }
+        if let Err(e) = self.tmux.kill_session(n).await {
+            line.outcome = "failed".into();
+            line.error = Some(format!("failed to kill the session: {e}"));
+        }
+        line.survivors = ids
+            .iter()
+            .filter(|i| procs::alive(**i))
+            .map(|i| i.pid)
+            .collect();
+        if line.survivors.is_empty() && line.outcome != "failed" {
+            line.outcome = "reaped".into();
+        } else if !line.survivors.is_empty() {
+            line.outcome = "failed".into();
+            line.error
+                .get_or_insert_with(|| format!("processes survived: {:?}", line.survivors));
+        }
+        self.finish(line, t0)
+    }
+
+    fn finish(&self, mut line: AuditLine, t0: Instant) -> AuditLine {
+        line.took_ms = t0.elapsed().as_millis() as u64;
+        match line.outcome.as_str() {
+            "reaped" => tracing::info!(
+                session = %line.session, tmux_id = %line.tmux_id, reason = %line.reason, idle_ms = ?line.idle_ms,
+                pids = line.pids.len(), term = line.term, kill = line.kill, rss_bytes = line.rss_bytes, took_ms = line.took_ms,
+                "reaped"
+            ),
+            "aborted" => {
+                tracing::info!(session = %line.session, tmux_id = %line.tmux_id, why = ?line.error, "reap aborted")
+            }
+            _ => {
+                tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = ?line.error, survivors = ?line.survivors, "reap failed")
+            }
+        }
+        if let Err(e) = self.state.append_audit(&line) {
+            tracing::error!(error = %e, session = %line.session, "failed to append the audit line");
+        }
+        self.metrics.record_reap(&line);
+        line
+    }
+
+    /// A fresh decision for one session: (decision, session, server (socket path, pid)).
+    async fn fresh_decision(
+        &self,
+        n: u32,
+        old: &Session,
+    ) -> Result<Option<(Decision, Session, Option<(String, u32)>)>, String> {
+        let listing = self
+            .tmux
+            .list(&self.cfg.prefix)
+            .await
+            .map_err(|e| e.to_string())?;
+        if !listing.problems.is_empty() {
+            return Err(listing.problems.join("; "));
+        }
+        let server = listing.socket_path.clone().zip(listing.server_pid);
+        let Some(mut s) = listing.sessions.into_iter().find(|s| s.tmux_id == n) else {
+            return Ok(None);
+        };
+        s.cmdline_cid = old.cmdline_cid.clone();
+        s.mem_bytes = old.mem_bytes;
+        if self.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore {
+            for c in &mut s.clients {
+                c.orphaned = procs::orphaned(c.pid);
+            }
+        }
+        let busy = activity::read_all(&self.cfg.activity_files).map_err(|e| e.to_string())?;
+        let snap = Snapshot {
+            sessions: vec![s.clone()],
+            busy_ids: busy,
+            ..Snapshot::default()
+        };
+        let mut d = policy::decide(&snap, now_ms(), &self.cfg.policy);
+        Ok(d.pop().map(|d| (d, s, server)))
+    }
+
+    async fn victims(
+        &self,
+        s: &Session,
+        server: Option<(String, u32)>,
+    ) -> Result<Vec<procs::Victim>, String> {
+        let table = procs::table()?;
+        let prot = procs::protected(&table, server.as_ref().map(|x| x.1));
+        let panes: Vec<u32> = s.panes.iter().map(|p| p.pid).collect();
+        let env = server.as_ref().map(|(p, pid)| (p.as_str(), *pid));
+        let m = procs::members(
+            &table,
+            &[(s.tmux_id, panes)],
+            env,
+            rustix::process::getuid().as_raw(),
+            &prot,
+        );
+        let ids = m.get(&s.tmux_id).cloned().unwrap_or_default();
+        Ok(procs::pin(&ids))
+    }
+
+    /// `reap <id> [--force]`: one session now, whatever its idle age.
+    pub async fn reap_now(
+        self: &Arc<Self>,
+        id: &str,
+        force: bool,
+    ) -> Result<AuditLine, CommandError> {
+        let name = self.name_of(id)?;
+        let (snap, _l, decisions, _now) = self.observe(Mode::Act).await;
+        if let Some(e) = &snap.global_problem {
+            if !force {
+                return Err(CommandError::Refused(format!(
+                    "refusing to reap {name}: liveness unknown: {e}"
+                )));
+            }
+        }
+        let Some((d, s)) = decisions
+            .into_iter()
+            .zip(snap.sessions)
+            .find(|(_, s)| s.name == name)
+        else {
+            return Err(CommandError::Gone(format!("no session {name}")));
+        };
+        let reason = ReapReason::Manual;
+        if let Err(why) = Self::still_reapable(&d, reason, force) {
+            return Err(CommandError::Refused(format!(
+                "refusing to reap {name} ({why}); --force overrides"
+            )));
+        }
+        if self.dry_run {
+            return Err(CommandError::Refused(format!(
+                "dry run: would reap {name} ({})",
+                d.why
+            )));
+        }
+        if !self.inflight().insert(d.tmux_id) {
+            return Err(CommandError::Refused(format!(
+                "{name} is already being reaped"
+            )));
+        }
+        let line = self.reap(&d, &s, reason, force).await;
+        self.inflight().remove(&d.tmux_id);
+        match line.outcome.as_str() {
+            "reaped" => Ok(line),
+            _ => Err(CommandError::Refused(format!(
+                "reap of {name} {}: {}",
+                line.outcome,
+                line.error.clone().unwrap_or_default()
+            ))),
+        }
+    }
+
+    fn name_of(&self, id: &str) -> Result<String, CommandError> {
+        if !policy::valid_id(id) {
+            return Err(CommandError::Refused(format!(
+                "invalid session id {id:?}: expected letters, digits, '_' and '-'"
+            )));
+        }
+        Ok(format!("{}{id}", self.cfg.prefix))
+    }
+
+    /// How long `turn begin` and `spawn` wait for a reap in flight.
+    fn reap_wait(&self) -> Duration {
+        self.cfg.grace * 2 + Duration::from_secs(30)
+    }
+
+    /// `turn begin <id>`: `Ok(true)` the turn is marked; `Ok(false)` the session is gone or was
+    /// reaped while we waited: respawn it.
+    pub async fn turn_begin(&self, id: &str) -> Result<bool, CommandError> {
+        let name = self.name_of(id)?;
+        let deadline = Instant::now() + self.reap_wait();
+        let mut logged = false;
+        loop {
+            match self.tmux.turn_begin(&name, now_ms()).await? {
+                TurnBegin::Started => return Ok(true),
+                TurnBegin::Gone => return Ok(false),
+                TurnBegin::Reaping => {
+                    if !logged {
+                        tracing::info!(session = %name, "a reap is in flight: waiting for it to finish");
+                        logged = true;
+                    }
+                    if Instant::now() >= deadline {
+                        return Err(CommandError::Refused(format!(
+                            "{name} is still marked as being reaped after {:?}; the next sweep clears a stale mark",
+                            self.reap_wait()
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// `turn end <id>`: `Ok(false)` when the session is gone.
+    pub async fn turn_end(&self, id: &str) -> Result<bool, CommandError> {
+        let name = self.name_of(id)?;
+        Ok(self.tmux.turn_end(&name, now_ms()).await?)
+    }
+
+    /// `spawn <id> [--cid C] [--cwd D] -- <cmd...>`. Returns whether a session was created.
+    pub async fn spawn(
+        &self,
+        id: &str,
+        cid: Option<&str>,
+        cwd: Option<PathBuf>,
+        cmd: &[String],
+    ) -> Result<bool, CommandError> {
+        let name = self.name_of(id)?;
+        if let Some(c) = cid {
+            if !policy::valid_id(c) {
+                return Err(CommandError::Refused(format!(
+                    "invalid conversation id {c:?}"
+                )));
+            }
+        }
+        if cmd.is_empty() {
+            return Err(CommandError::Refused(
+                "spawn needs a command after --".into(),
+            ));
+        }
+        // An existing session is left alone, unless it is being reaped: then wait for the reap.
+        let deadline = Instant::now() + self.reap_wait();
+        loop {
+            match self.tmux.find(&name, &self.cfg.prefix).await? {
+                None => break,
+                Some(s) if s.reaping.trim().is_empty() => return Ok(false),
+                Some(_) if Instant::now() >= deadline => {
+                    return Err(CommandError::Refused(format!(
+                        "{name} is still being reaped"
+                    )))
+                }
+                Some(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+        let tomb = self.state.read_tombstone(id)?;
+        let own_cid = policy::cid_from_argv(cmd);
+        let cid = cid
+            .map(str::to_string)
+            .or_else(|| own_cid.clone())
+            .or_else(|| tomb.as_ref().and_then(|t| t.cid.clone()));
+        let mut argv = cmd.to_vec();
+        if let (Some(c), None) = (&cid, &own_cid) {
+            if argv.len() == 1 {
+                // One argument is a shell command (tmux runs it with `sh -c`).
+                argv[0] = format!("{} --resume {c}", argv[0]);
+            } else {
+                argv.extend(["--resume".to_string(), c.clone()]);
+            }
+        }
+        let cwd = match cwd {
+            Some(d) => d,
+            None => tomb
+                .as_ref()
+                .and_then(|t| t.cwd.as_ref())
+                .map(PathBuf::from)
+                .filter(|p| p.is_dir())
+                .map_or_else(
+                    || {
+                        std::env::current_dir().map_err(|e| {
+                            CommandError::Refused(format!(
+                                "failed to read the current directory: {e}"
+                            ))
+                        })
+                    },
+                    Ok,
+                )?,
+        };
+        if !cwd.is_dir() {
+            return Err(CommandError::Refused(format!(
+                "--cwd {} is not a directory",
+                cwd.display()
+            )));
+        }
+        let created = self
+            .tmux
+            .new_session(&name, &cwd, &argv, cid.as_deref())
+            .await?;
+        if created {
+            tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), "spawned");
+            if tomb.is_some() {
+                self.state.remove_tombstone(id)?;
+            }
+        }
+        Ok(created)
+    }
+}
+
+impl Reaper {
+    fn inflight_count(&self) -> usize {
+        self.inflight().len()
+    }
+}
+
+/// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,
+/// then return.
+pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("failed to watch SIGTERM: {e}"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(|e| format!("failed to watch SIGINT: {e}"))?;
+    let _metrics = match r.cfg.metrics_addr {
+        Some(addr) => {
+            let l = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| format!("failed to listen on CCS_METRICS_ADDR={addr}: {e}"))?;
+            Some(crate::metrics::spawn(l, Arc::clone(&r)))
+        }
+        None => None,
+    };
+    tracing::info!(
+        socket = ?r.cfg.socket, prefix = %r.cfg.prefix, idle_kill_ms = ?r.cfg.policy.idle_kill_ms,
+        interval_ms = r.cfg.interval.as_millis() as u64, grace_ms = r.cfg.grace.as_millis() as u64,
+        dry_run = r.dry_run, "ccs-reap started"
+    );
+    let mut tick = tokio::time::interval(r.cfg.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {
+                let rep = r.sweep(false).await;
+                let reaping = rep.sessions.iter().filter(|s| s.decision.action == Action::Reap).count();
+                if reaping > 0 || rep.error.is_some() {
+                    tracing::info!(sessions = rep.sessions.len(), reaping, error = ?rep.error, took_ms = rep.took_ms, "sweep");
+                } else {
+                    tracing::debug!(sessions = rep.sessions.len(), took_ms = rep.took_ms, "sweep");
+                }
+            }
+            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
+            _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
+        }
+    }
+    let n = r.inflight_count();
+    if n > 0 {
+        tracing::info!(reaps = n, "finishing the reaps in flight before exit");
+    }
+    while r.inflight_count() > 0 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tracing::info!("ccs-reap stopped");
+    Ok(())
+}
+
+/// `1.2 GiB`, `512 MiB`, `64 KiB`, `12 B`.
+pub fn human_bytes(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", U[i])
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+/// `850ms`, `12.3s`, `5m03s`, `2h04m`.
+pub fn human_ms(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
+
+/// The `status` table.
+pub fn render_status(r: &SweepReport) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let now = chrono::DateTime::parse_from_rfc3339(&r.at)
+        .map(|t| t.timestamp_millis())
+        .unwrap_or(0);
+    let _ = writeln!(
+        o,
+        "{:<20} {:<5} {:<8} {:>8} {:>9} {:<8} {:<9} {:<38} {:>9} {:>9}  WHY",
+        "SESSION", "TMUX", "STATE", "IDLE FOR", "REAPED IN", "VIEWERS", "TURN", "CID", "RSS", "PSS"
+    );
+    for s in &r.sessions {
+        let d = &s.decision;
+        let idle = d.idle_ms.map(human_ms).unwrap_or_else(|| "-".into());
+        let left = match (d.action, d.deadline_ms) {
+            (Action::Reap, _) => "now".to_string(),
+            (_, Some(t)) if matches!(d.state, State::Idle | State::New) => {
+                human_ms(t.saturating_sub(now).max(0) as u64)
+            }
+            _ => "-".into(),
+        };
+        let viewers = if s.viewer_list.is_empty() {
+            "0".to_string()
+        } else {
+            s.viewer_list
+                .iter()
+                .map(|v| {
+                    let kind = if v.control_mode { "ctl" } else { "tty" };
+                    let orphan = if v.orphaned == Some(true) { "!" } else { "" };
+                    format!("{kind}{orphan}")
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let turn = d
+            .turn_since_ms
+            .map(|t| human_ms(now.saturating_sub(t).max(0) as u64))
+            .unwrap_or_else(|| "-".into());
+        let mem = |b: Option<u64>| b.map(human_bytes).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            o,
+            "{:<20} {:<5} {:<8} {:>8} {:>9} {:<8} {:<9} {:<38} {:>9} {:>9}  {}",
+            d.name,
+            s.tmux_target,
+            d.state.as_str(),
+            idle,
+            left,
+            viewers,
+            turn,
+            d.cid.as_deref().unwrap_or("-"),
+            mem(s.rss_bytes),
+            mem(s.pss_bytes),
+            d.why
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{} session(s); total RSS {}, PSS {}",
+        r.sessions.len(),
+        human_bytes(r.total_rss_bytes),
+        r.total_pss_bytes
+            .map(human_bytes)
+            .unwrap_or_else(|| "-".into())
+    );
+    if let Some(h) = r.host {
+        let limit = h
+            .limit_bytes
+            .map(human_bytes)
+            .unwrap_or_else(|| "no limit".into());
+        let _ = writeln!(o, "memory used {} of {limit}", human_bytes(h.used_bytes));
+    }
+    if !r.enabled {
+        let _ = writeln!(
+            o,
+            "reaping is disabled (CCS_ENGINE_IDLE_KILL_MS unset or 0)"
+        );
+    }
+    if let Some(e) = &r.error {
+        let _ = writeln!(o, "liveness unknown, every session kept: {e}");
+    }
+    o
+}
+
+/// What `--once` prints without `--json`.
+pub fn render_sweep(r: &SweepReport) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    if r.dry_run {
+        for s in r
+            .sessions
+            .iter()
+            .filter(|s| s.decision.action == Action::Reap)
+        {
+            let reason = s.decision.reap_reason.map_or("?", ReapReason::as_str);
+            let _ = writeln!(
+                o,
+                "would reap {} ({}): {reason}: {}",
+                s.decision.name, s.tmux_target, s.decision.why
+            );
+        }
+    }
+    for l in &r.reaps {
+        let _ = writeln!(
+            o,
+            "{} {} ({}): {}, {} processes (term {}, kill {}), {} freed, {} ms{}",
+            l.outcome,
+            l.session,
+            l.tmux_id,
+            l.reason,
+            l.pids.len(),
+            l.term,
+            l.kill,
+            human_bytes(l.pss_bytes.unwrap_or(l.rss_bytes)),
+            l.took_ms,
+            l.error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        );
+    }
+    let kept = r
+        .sessions
+        .iter()
+        .filter(|s| s.decision.action == Action::Keep)
+        .count();
+    let _ = writeln!(
+        o,
+        "{} session(s), {} kept, {} reaped{}",
+        r.sessions.len(),
+        kept,
+        r.reaps.iter().filter(|l| l.outcome == "reaped").count(),
+        if r.dry_run { " (dry run)" } else { "" }
+    );
+    if let Some(e) = &r.error {
+        let _ = writeln!(o, "liveness unknown, every session kept: {e}");
+    }
+    o
+}

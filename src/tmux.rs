@@ -1,0 +1,624 @@
+//! The only module that runs tmux.
+//!
+//! Commands are built with tmux_interface's builders (pinned to the 3.3a feature set) and run as
+//! `tokio::process::Command`s with a timeout. Every call passes `-u`: without a UTF-8 locale tmux
+//! rewrites the tab separators of `-F` output to `_`. One sweep reads the whole server in ONE tmux
+//! process (`list-sessions ; list-clients ; list-panes -a`, each row tagged), whatever the number of
+//! sessions. Sessions are addressed by `$id` once listed: `-t ccs-1` would match `ccs-10`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tmux_interface::{
+    HasSession, IfShell, KillSession, ListClients, ListPanes, ListSessions, NewSession, SetOption,
+    ShowOptions, TmuxCommand,
+};
+
+use crate::config::Socket;
+use crate::policy::{valid_id, Client, Pane, Session};
+
+/// What can go wrong talking to tmux.
+#[derive(Debug, thiserror::Error)]
+pub enum TmuxError {
+    #[error("no tmux server is running on {0}")]
+    NoServer(String),
+    #[error("tmux did not answer within {0:?} ({1})")]
+    Timeout(Duration, String),
+    #[error("failed to run tmux ({0}): {1}")]
+    Spawn(String, std::io::Error),
+    #[error("tmux failed ({cmd}): {stderr}")]
+    Failed { cmd: String, stderr: String },
+}
+
+/// A handle on one tmux server.
+#[derive(Debug, Clone)]
+pub struct Tmux {
+    pub socket: Socket,
+    pub timeout: Duration,
+    /// The tmux binary (`tmux`, found on PATH).
+    pub bin: String,
+}
+
+const SEP: &str = "\t";
+const SESSION_FMT: &str = "S\t#{session_id}\t#{session_attached}\t#{@ccs_idle}\t#{@ccs_turn}\t#{@ccs_cid}\t#{@ccs_reaping}\t#{pid}\t#{socket_path}\t#{session_name}";
+const SESSION_FIELDS: usize = 10;
+const CLIENT_FMT: &str =
+    "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}";
+const CLIENT_FIELDS: usize = 6;
+const PANE_FMT: &str =
+    "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}";
+const PANE_FIELDS: usize = 7;
+
+/// tmux's argv is limited to about 16 KB; batches stay well under.
+const ARGV_BUDGET: usize = 12 * 1024;
+
+/// The server as one sweep sees it.
+#[derive(Debug, Default, Clone)]
+pub struct Listing {
+    /// Sessions named `<prefix><valid id>`, with their clients and panes.
+    pub sessions: Vec<Session>,
+    /// Rows that could not be tied to one session: everything's liveness is unknown.
+    pub problems: Vec<String>,
+    pub server_pid: Option<u32>,
+    pub socket_path: Option<String>,
+}
+
+fn quote(s: &str) -> String {
+    // tmux command-string quoting: single quotes, no escapes inside. Targets we quote are `$N:` or
+    // `=<prefix><id>:` with a validated charset, so they never hold a quote.
+    format!("'{s}'")
+}
+
+/// `$N` for a tmux session id number; `$N:` is the pane-style target `set-option` wants.
+pub fn sid(n: u32) -> String {
+    format!("${n}")
+}
+
+fn parse_sid(s: &str) -> Option<u32> {
+    s.strip_prefix('$')?.parse().ok()
+}
+
+fn opt_num<T: std::str::FromStr>(s: &str) -> Result<Option<T>, ()> {
+    if s.is_empty() {
+        Ok(None)
+    } else {
+        s.parse().map(Some).map_err(|_| ())
+    }
+}
+
+/// A pane and its window's last output (Unix ms).
+type PaneRow = (Pane, Option<i64>);
+
+/// Parse the tagged rows of one snapshot call. Pure, so it has its own tests.
+pub fn parse_listing(out: &str, prefix: &str) -> Listing {
+    let mut l = Listing::default();
+    let mut by_sid: HashMap<u32, usize> = HashMap::new();
+    let mut clients: Vec<(u32, Result<Client, String>)> = Vec::new();
+    let mut panes: Vec<(u32, Result<PaneRow, String>)> = Vec::new();
+
+    for line in out.lines().filter(|l| !l.is_empty()) {
+        let f: Vec<&str> = line.split(SEP).collect();
+        match f[0] {
+            "S" => {
+                let name = f.last().copied().unwrap_or("");
+                let ours = name.strip_prefix(prefix).is_some_and(valid_id);
+                if f.len() != SESSION_FIELDS {
+                    if line.contains(prefix) {
+                        l.problems
+                            .push(format!("session row did not parse: {line:?}"));
+                    }
+                    continue;
+                }
+                let Some(n) = parse_sid(f[1]) else {
+                    if ours {
+                        l.problems
+                            .push(format!("session row did not parse: {line:?}"));
+                    }
+                    continue;
+                };
+                l.server_pid = l.server_pid.or(f[7].parse().ok());
+                l.socket_path = l.socket_path.take().or_else(|| Some(f[8].to_string()));
+                if !ours {
+                    continue;
+                }
+                let attached = f[2].parse::<u32>();
+                let mut s = Session {
+                    tmux_id: n,
+                    name: name.to_string(),
+                    id: name[prefix.len()..].to_string(),
+                    attached: *attached.as_ref().unwrap_or(&0),
+                    idle: f[3].to_string(),
+                    turn: f[4].to_string(),
+                    cid: f[5].to_string(),
+                    reaping: f[6].to_string(),
+                    ..Session::default()
+                };
+                if attached.is_err() {
+                    s.problem = Some(format!("session_attached did not parse: {:?}", f[2]));
+                }
+                by_sid.insert(n, l.sessions.len());
+                l.sessions.push(s);
+            }
+            "C" => {
+                let n = f.get(1).and_then(|x| parse_sid(x));
+                let parsed = (|| -> Result<Client, ()> {
+                    if f.len() != CLIENT_FIELDS {
+                        return Err(());
+                    }
+                    Ok(Client {
+                        pid: f[2].parse().map_err(|_| ())?,
+                        control_mode: f[3] == "1",
+                        created_ms: f[4].parse::<i64>().map_err(|_| ())? * 1000,
+                        activity_ms: f[5].parse::<i64>().map_err(|_| ())? * 1000,
+                        orphaned: None,
+                    })
+                })()
+                .map_err(|_| format!("client row did not parse: {line:?}"));
+                match n {
+                    Some(n) => clients.push((n, parsed)),
+                    // A client whose session we cannot tell may be watching any of ours.
+                    None => l
+                        .problems
+                        .push(format!("client row did not parse: {line:?}")),
+                }
+            }
+            "P" => {
+                let n = f.get(1).and_then(|x| parse_sid(x));
+                let parsed = (|| -> Result<PaneRow, ()> {
+                    if f.len() != PANE_FIELDS {
+                        return Err(());
+                    }
+                    let pane = Pane {
+                        pid: f[2].parse().map_err(|_| ())?,
+                        dead: f[3] == "1",
+                        dead_status: opt_num(f[4])?,
+                        dead_signal: opt_num(f[5])?,
+                    };
+                    let act: Option<i64> = opt_num(f[6])?;
+                    Ok((pane, act.map(|s| s * 1000)))
+                })()
+                .map_err(|_| format!("pane row did not parse: {line:?}"));
+                match n {
+                    Some(n) => panes.push((n, parsed)),
+                    None => l.problems.push(format!("pane row did not parse: {line:?}")),
+                }
+            }
+            _ => l.problems.push(format!("unexpected tmux output: {line:?}")),
+        }
+    }
+    for (n, c) in clients {
+        if let Some(&i) = by_sid.get(&n) {
+            match c {
+                Ok(c) => l.sessions[i].clients.push(c),
+                Err(e) => l.sessions[i].problem = Some(e),
+            }
+        }
+    }
+    for (n, p) in panes {
+        if let Some(&i) = by_sid.get(&n) {
+            let s = &mut l.sessions[i];
+            match p {
+                Ok((pane, act)) => {
+                    s.panes.push(pane);
+                    s.output_ms = s.output_ms.max(act);
+                }
+                Err(e) => s.problem = Some(e),
+            }
+        }
+    }
+    for s in &mut l.sessions {
+        if s.problem.is_none() && s.panes.is_empty() {
+            s.problem = Some("no pane listed".into());
+        }
+    }
+    l
+}
+
+/// The outcome of `turn begin`'s test-and-set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnBegin {
+    Started,
+    Reaping,
+    Gone,
+}
+
+impl Tmux {
+    pub fn new(socket: Socket, timeout: Duration) -> Self {
+        Tmux {
+            socket,
+            timeout,
+            bin: "tmux".into(),
+        }
+    }
+
+    fn socket_desc(&self) -> String {
+        match &self.socket {
+            Socket::Name(n) => format!("socket name {n:?}"),
+            Socket::Path(p) => format!("socket {}", p.display()),
+        }
+    }
+
+    /// Run a chain of commands in ONE tmux process. Returns stdout.
+    pub async fn run(&self, cmds: &[TmuxCommand<'_>]) -> Result<String, TmuxError> {
+        let mut args: Vec<Cow<'_, str>> = vec!["-u".into()];
+        match &self.socket {
+            Socket::Name(n) => args.extend(["-L".into(), Cow::Borrowed(n.as_str())]),
+            Socket::Path(p) => args.extend(["-S".into(), p.to_string_lossy()]),
+        }
+        for (i, c) in cmds.iter().enumerate() {
+            if i > 0 {
+                args.push(";".into());
+            }
+            args.extend(c.to_vec());
+        }
+        let what = cmds
+            .iter()
+            .filter_map(|c| c.name.as_deref())
+            .collect::<Vec<_>>()
+            .join(" ; ");
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.args(args.iter().map(|a| a.as_ref()))
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        let out = match tokio::time::timeout(self.timeout, cmd.output()).await {
+            Err(_) => return Err(TmuxError::Timeout(self.timeout, what)),
+            Ok(Err(e)) => return Err(TmuxError::Spawn(what, e)),
+            Ok(Ok(o)) => o,
+        };
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        if stderr.contains("no server running")
+            || (stderr.contains("error connecting to")
+                && (stderr.contains("No such file or directory")
+                    || stderr.contains("Connection refused")))
+        {
+            return Err(TmuxError::NoServer(self.socket_desc()));
+        }
+        Err(TmuxError::Failed { cmd: what, stderr })
+    }
+
+    /// The whole server in one tmux call. A server that is not running is an empty world.
+    pub async fn list(&self, prefix: &str) -> Result<Listing, TmuxError> {
+        let cmds = [
+            ListSessions::new().format(SESSION_FMT).build(),
+            ListClients::new().format(CLIENT_FMT).build(),
+            ListPanes::new().all().format(PANE_FMT).build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(out) => Ok(parse_listing(&out, prefix)),
+            Err(TmuxError::NoServer(_)) => Ok(Listing::default()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Set (or with `None` unset) `@` options on many sessions, in as few tmux calls as the argv
+    /// budget allows. Sessions that are gone are skipped quietly (`-q`).
+    pub async fn set_options(
+        &self,
+        writes: &[(u32, &str, Option<String>)],
+    ) -> Result<(), TmuxError> {
+        let mut batch: Vec<TmuxCommand<'_>> = Vec::new();
+        let mut size = 0;
+        for (n, opt, val) in writes {
+            let mut b = SetOption::new()
+                .quiet()
+                .target_pane(format!("{}:", sid(*n)))
+                .option(*opt);
+            b = match val {
+                Some(v) => b.value(v.clone()),
+                None => b.unset(),
+            };
+            let c = b.build();
+            let len: usize = c.to_vec().iter().map(|a| a.len() + 1).sum::<usize>() + 2;
+            if size + len > ARGV_BUDGET && !batch.is_empty() {
+                self.run(&batch).await?;
+                batch.clear();
+                size = 0;
+            }
+            size += len;
+            batch.push(c);
+        }
+        if !batch.is_empty() {
+            self.run(&batch).await?;
+        }
+        Ok(())
+    }
+
+    /// The atomic test-and-set before a reap: set `@ccs_reaping` (and our token in `@ccs_reaper`)
+    /// only if no reap is marked, no turn runs and no client is attached (each term can be left out
+    /// when the policy overrides that tmux fact). Returns whether we hold the mark; `Ok(false)` also
+    /// when the session is gone.
+    pub async fn try_mark_reaping(
+        &self,
+        n: u32,
+        now_ms: i64,
+        token: &str,
+        check_turn: bool,
+        check_viewers: bool,
+    ) -> Result<bool, TmuxError> {
+        let mut cond = "#{==:#{@ccs_reaping},}".to_string();
+        if check_turn {
+            cond = format!("#{{&&:{cond},#{{==:#{{@ccs_turn}},}}}}");
+        }
+        if check_viewers {
+            cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
+        }
+        let t = quote(&format!("{}:", sid(n)));
+        let then = format!(
+            "set-option -t {t} @ccs_reaping {now_ms} ; set-option -t {t} @ccs_reaper {token}"
+        );
+        let cmds = [
+            HasSession::new().target_session(sid(n)).build(),
+            IfShell::new()
+                .not_execute()
+                .target_pane(format!("{}:", sid(n)))
+                .shell_command(cond)
+                .command(then)
+                .build(),
+            ShowOptions::new()
+                .quiet()
+                .value()
+                .target_pane(format!("{}:", sid(n)))
+                .option("@ccs_reaper")
+                .build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(out) => Ok(out.trim() == token),
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("can't find session") => {
+                Ok(false)
+            }
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Clear our reaping mark (only if it is still ours).
+    pub async fn clear_reaping(&self, n: u32, token: &str) -> Result<(), TmuxError> {
+        let t = quote(&format!("{}:", sid(n)));
+        let cmds = [IfShell::new()
+            .not_execute()
+            .target_pane(format!("{}:", sid(n)))
+            .shell_command(format!("#{{==:#{{@ccs_reaper}},{token}}}"))
+            .command(format!(
+                "set-option -u -t {t} @ccs_reaping ; set-option -u -t {t} @ccs_reaper"
+            ))
+            .build()];
+        self.gone_is_ok(self.run(&cmds).await).map(|_| ())
+    }
+
+    /// Clear a stale reaping mark whatever its owner, but only if it still holds `value`.
+    pub async fn clear_stale_reaping(&self, n: u32, value: &str) -> Result<(), TmuxError> {
+        let t = quote(&format!("{}:", sid(n)));
+        let v: String = value
+            .chars()
+            .filter(|c| c.is_ascii_alphanumeric())
+            .collect();
+        let cmds = [
+            HasSession::new().target_session(sid(n)).build(),
+            IfShell::new()
+                .not_execute()
+                .target_pane(format!("{}:", sid(n)))
+                .shell_command(format!("#{{==:#{{@ccs_reaping}},{v}}}"))
+                .command(format!(
+                    "set-option -u -t {t} @ccs_reaping ; set-option -u -t {t} @ccs_reaper"
+                ))
+                .build(),
+        ];
+        self.gone_is_ok(self.run(&cmds).await).map(|_| ())
+    }
+
+    fn gone_is_ok(&self, r: Result<String, TmuxError>) -> Result<String, TmuxError> {
+        match r {
+            Err(TmuxError::Failed { stderr, .. })
+                if stderr.contains("can't find session") || stderr.contains("no such session") =>
+            {
+                Ok(String::new())
+            }
+            Err(TmuxError::NoServer(_)) => Ok(String::new()),
+            r => r,
+        }
+    }
+
+    /// `kill-session -t $N`. A session already gone is fine.
+    pub async fn kill_session(&self, n: u32) -> Result<(), TmuxError> {
+        let cmds = [KillSession::new().target_session(sid(n)).build()];
+        self.gone_is_ok(self.run(&cmds).await).map(|_| ())
+    }
+
+    /// The listing of one session, fresh (for the re-check before a reap). `None` when gone.
+    pub async fn session(&self, n: u32, prefix: &str) -> Result<Option<Session>, TmuxError> {
+        let l = self.list(prefix).await?;
+        if !l.problems.is_empty() {
+            return Err(TmuxError::Failed {
+                cmd: "list-sessions".into(),
+                stderr: l.problems.join("; "),
+            });
+        }
+        Ok(l.sessions.into_iter().find(|s| s.tmux_id == n))
+    }
+
+    /// Find a session by exact name: its `$N`, or `None`.
+    pub async fn find(&self, name: &str, prefix: &str) -> Result<Option<Session>, TmuxError> {
+        let l = self.list(prefix).await?;
+        Ok(l.sessions.into_iter().find(|s| s.name == name))
+    }
+
+    /// `turn begin`: set `@ccs_turn` unless the session is being reaped, atomically in the server.
+    pub async fn turn_begin(&self, name: &str, now_ms: i64) -> Result<TurnBegin, TmuxError> {
+        let target = format!("={name}:");
+        let t = quote(&target);
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            IfShell::new()
+                .not_execute()
+                .target_pane(target.clone())
+                .shell_command("#{==:#{@ccs_reaping},}")
+                .command(format!(
+                    "set-option -t {t} @ccs_turn {now_ms} ; display-message -p started"
+                ))
+                .build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(out) if out.trim() == "started" => Ok(TurnBegin::Started),
+            Ok(_) => Ok(TurnBegin::Reaping),
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("can't find session") => {
+                Ok(TurnBegin::Gone)
+            }
+            Err(TmuxError::NoServer(_)) => Ok(TurnBegin::Gone),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `turn end`: clear `@ccs_turn` and start the idle clock, in one call. `false` when gone.
+    pub async fn turn_end(&self, name: &str, now_ms: i64) -> Result<bool, TmuxError> {
+        let target = format!("={name}:");
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            SetOption::new()
+                .target_pane(target.clone())
+                .option("@ccs_idle")
+                .value(now_ms.to_string())
+                .build(),
+            SetOption::new()
+                .unset()
+                .target_pane(target)
+                .option("@ccs_turn")
+                .build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("can't find session") => {
+                Ok(false)
+            }
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `new-session -d -s <name> -c <cwd> <argv...>`, then `@ccs_cid`. Returns `false` when a
+    /// session of that name already exists (a concurrent spawn won: tmux checks in the server).
+    pub async fn new_session(
+        &self,
+        name: &str,
+        cwd: &Path,
+        argv: &[String],
+        cid: Option<&str>,
+    ) -> Result<bool, TmuxError> {
+        let mut c = NewSession::new()
+            .detached()
+            .print()
+            .format("#{session_id}")
+            .start_directory(cwd.to_string_lossy().into_owned())
+            .session_name(name)
+            .build();
+        for a in argv {
+            c.push_param(a.clone());
+        }
+        let out = match self.run(&[c]).await {
+            Ok(o) => o,
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("duplicate session") => {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
+        };
+        if let (Some(cid), Some(n)) = (cid, parse_sid(out.trim())) {
+            self.set_options(&[(n, "@ccs_cid", Some(cid.to_string()))])
+                .await?;
+        }
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listing_parses_and_filters() {
+        let out = "S\t$0\t0\t123\t\tc0\t\t77\t/tmp/s\tccs-1\n\
+                   S\t$1\t1\t\t9\t\t\t77\t/tmp/s\tccs-10\n\
+                   S\t$2\t0\t1\t\t\t\t77\t/tmp/s\tother\n\
+                   S\t$3\t0\t1\t\t\t\t77\t/tmp/s\tccs-\n\
+                   S\t$4\t0\t1\t\t\t\t77\t/tmp/s\txccs-1\n\
+                   S\t$5\t0\t1\t\t\t\t77\t/tmp/s\tccs-a b\n\
+                   C\t$1\t4242\t1\t1700000000\t1700000001\n\
+                   C\t$2\t4243\t0\t1700000000\t1700000001\n\
+                   P\t$0\t100\t0\t\t\t1700000002\n\
+                   P\t$1\t101\t1\t3\t\t1700000003\n\
+                   P\t$1\t102\t1\t\t9\t1700000005\n";
+        let l = parse_listing(out, "ccs-");
+        assert!(l.problems.is_empty(), "{:?}", l.problems);
+        assert_eq!(l.server_pid, Some(77));
+        assert_eq!(l.socket_path.as_deref(), Some("/tmp/s"));
+        let names: Vec<_> = l.sessions.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["ccs-1", "ccs-10"]);
+        let s0 = &l.sessions[0];
+        assert_eq!(
+            (
+                s0.tmux_id,
+                s0.id.as_str(),
+                s0.idle.as_str(),
+                s0.cid.as_str()
+            ),
+            (0, "1", "123", "c0")
+        );
+        assert_eq!(s0.panes.len(), 1);
+        assert!(s0.problem.is_none());
+        let s1 = &l.sessions[1];
+        assert_eq!((s1.attached, s1.turn.as_str()), (1, "9"));
+        assert_eq!(s1.clients.len(), 1);
+        assert!(s1.clients[0].control_mode);
+        assert_eq!(s1.clients[0].created_ms, 1_700_000_000_000);
+        assert_eq!(s1.panes[0].dead_status, Some(3));
+        assert_eq!(s1.panes[1].dead_signal, Some(9));
+        assert_eq!(s1.output_ms, Some(1_700_000_005_000));
+    }
+
+    #[test]
+    fn broken_rows_are_problems_not_guesses() {
+        // A separator rewritten to '_' (no UTF-8 locale): the row is ours but did not parse.
+        let l = parse_listing("S_$0_0_123___77_/tmp/s_ccs-1\n", "ccs-");
+        assert!(l.sessions.is_empty());
+        assert_eq!(l.problems.len(), 1);
+        // A foreign row with a wrong field count is nobody's business.
+        let l = parse_listing("S\t$0\t0\tother\n", "ccs-");
+        assert!(l.problems.is_empty() && l.sessions.is_empty());
+        // A row of ours with a wrong field count is a problem.
+        let l = parse_listing("S\t$0\t0\tccs-1\n", "ccs-");
+        assert_eq!(l.problems.len(), 1);
+        // A client row of one of ours that does not parse marks that session.
+        let l = parse_listing(
+            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\n",
+            "ccs-",
+        );
+        assert!(l.sessions[0]
+            .problem
+            .as_deref()
+            .unwrap()
+            .contains("client row"));
+        // A client row whose session cannot be told: everything unknown.
+        let l = parse_listing(
+            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\n",
+            "ccs-",
+        );
+        assert_eq!(l.problems.len(), 1);
+        // A pane with a garbage status.
+        let l = parse_listing(
+            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\n",
+            "ccs-",
+        );
+        assert!(l.sessions[0].problem.is_some());
+        // A session without panes is not trusted.
+        let l = parse_listing("S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\n", "ccs-");
+        assert!(l.sessions[0].problem.is_some());
+    }
+}
