@@ -859,10 +859,20 @@ impl Reaper {
                 cwd.display()
             )));
         }
-        let created = self
-            .tmux
-            .new_session(&name, &cwd, &argv, cid.as_deref())
-            .await?;
+        // A server whose last session just went is exiting; a new-session that reaches it in that
+        // moment is lost with it. Check the session is there, and try again if it is not.
+        let mut created = false;
+        for attempt in 1..=3 {
+            created = self
+                .tmux
+                .new_session(&name, &cwd, &argv, cid.as_deref())
+                .await?;
+            if self.tmux.find(&name, &self.cfg.prefix).await?.is_some() {
+                break;
+            }
+            tracing::warn!(session = %name, attempt, "the new session vanished (a tmux server exiting?): trying again");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
         if created {
             tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), "spawned");
             if tomb.is_some() {

@@ -6,7 +6,10 @@ use common::*;
 const LIMIT: &str = "600000";
 
 fn once(s: &Server, extra: &[(&str, &str)]) -> Out {
-    let mut env = vec![("CCS_ENGINE_IDLE_KILL_MS", LIMIT), ("CCS_REAP_GRACE_MS", "2000")];
+    let mut env = vec![
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+        ("CCS_REAP_GRACE_MS", "2000"),
+    ];
     env.extend_from_slice(extra);
     s.run(&["--once"], &env)
 }
@@ -66,10 +69,22 @@ fn control_mode_client_keeps_the_session_and_refreshes_its_clock() {
     once(&s, &[]);
     assert!(s.has("ccs-1"));
     let stamp: i64 = s.show(n, "@ccs_idle").unwrap().parse().unwrap();
-    assert!(stamp >= before, "idle clock not refreshed: {stamp} < {before}");
+    assert!(
+        stamp >= before,
+        "idle clock not refreshed: {stamp} < {before}"
+    );
     // Detaching hands over a fresh clock: the next sweep keeps it.
     s.detach_all();
-    assert!(wait_until(5.0, || s.ok(&["display-message", "-p", "-t", "=ccs-1:", "#{session_attached}"]).trim() == "0"));
+    assert!(wait_until(5.0, || s
+        .ok(&[
+            "display-message",
+            "-p",
+            "-t",
+            "=ccs-1:",
+            "#{session_attached}"
+        ])
+        .trim()
+        == "0"));
     once(&s, &[]);
     assert!(s.has("ccs-1"));
 }
@@ -95,12 +110,21 @@ fn first_sight_stamps_and_keeps() {
 fn foreign_names_are_never_touched() {
     let s = Server::new();
     let names = ["other", "ccs-", "xccs-1", "ccs-a b", "CCS-1"];
-    let ids: Vec<u32> = names.iter().map(|nm| s.session(nm, "sleep 100000")).collect();
+    let ids: Vec<u32> = names
+        .iter()
+        .map(|nm| s.session(nm, "sleep 100000"))
+        .collect();
     for n in &ids {
         s.idle_since(*n, 10_000_000);
         s.set(*n, "@ccs_cid", "c");
     }
-    let o = s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "1"), ("CCS_ENGINE_REAP_WITHOUT_CID", "1")]);
+    let o = s.run(
+        &["--once"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", "1"),
+            ("CCS_ENGINE_REAP_WITHOUT_CID", "1"),
+        ],
+    );
     assert_eq!(o.code, 0);
     let mut want: Vec<String> = names.iter().map(|x| x.to_string()).collect();
     want.sort();
@@ -134,24 +158,45 @@ fn dry_run_writes_nothing_and_kills_nothing() {
     let fresh = s.chat("ccs-2", "c2", "");
     let n = s.chat("ccs-1", "c1", "");
     s.idle_since(n, 10_000_000);
-    let o = s.run(&["--once", "--dry-run"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    let o = s.run(
+        &["--once", "--dry-run"],
+        &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)],
+    );
     assert_eq!(o.code, 0);
     assert!(o.stdout.contains("would reap ccs-1"), "{}", o.stdout);
     assert!(s.has("ccs-1") && s.has("ccs-2"));
-    assert_eq!(s.show(fresh, "@ccs_idle"), None, "dry run stamped a session");
+    assert_eq!(
+        s.show(fresh, "@ccs_idle"),
+        None,
+        "dry run stamped a session"
+    );
     assert!(!s.state_dir().join("reaped.jsonl").exists());
     // --json gives the decisions.
-    let o = s.run(&["--once", "--dry-run", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    let o = s.run(
+        &["--once", "--dry-run", "--json"],
+        &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)],
+    );
     let j = o.json();
-    let states: Vec<&str> = j["sessions"].as_array().unwrap().iter().map(|x| x["state"].as_str().unwrap()).collect();
-    assert!(states.contains(&"expired") && states.contains(&"new"), "{states:?}");
+    let states: Vec<&str> = j["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["state"].as_str().unwrap())
+        .collect();
+    assert!(
+        states.contains(&"expired") && states.contains(&"new"),
+        "{states:?}"
+    );
 }
 
 #[test]
 fn cid_is_read_from_the_command_line_when_the_option_is_unset() {
     let s = Server::new();
     // Under the default shell the pane runs `sh -c '<command>'`, and claude is its child.
-    let n = s.session("ccs-7", &format!("{} --session-id from-argv-7; true", fake_claude()));
+    let n = s.session(
+        "ccs-7",
+        &format!("{} --session-id from-argv-7; true", fake_claude()),
+    );
     s.idle_since(n, 10_000_000);
     let o = once(&s, &[]);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -165,7 +210,10 @@ fn unknown_cid_is_kept_unless_overridden() {
     let n = s.session("ccs-1", "sleep 100000");
     s.idle_since(n, 10_000_000);
     once(&s, &[]);
-    assert!(s.has("ccs-1"), "reaped a session whose history could not be resumed");
+    assert!(
+        s.has("ccs-1"),
+        "reaped a session whose history could not be resumed"
+    );
     let o = once(&s, &[("CCS_ENGINE_REAP_WITHOUT_CID", "1")]);
     assert_eq!(o.code, 0);
     assert!(!s.has("ccs-1"));
@@ -205,7 +253,9 @@ fn disabled_changes_nothing() {
     s.idle_since(n, 10_000_000);
     let stamp = s.show(n, "@ccs_idle");
     for v in [None, Some(""), Some("0")] {
-        let env: Vec<(&str, &str)> = v.map(|v| vec![("CCS_ENGINE_IDLE_KILL_MS", v)]).unwrap_or_default();
+        let env: Vec<(&str, &str)> = v
+            .map(|v| vec![("CCS_ENGINE_IDLE_KILL_MS", v)])
+            .unwrap_or_default();
         for args in [&["--once"][..], &[][..]] {
             let o = s.run(args, &env);
             assert_eq!(o.code, 0, "{v:?} {args:?}: {}", o.stderr);
@@ -231,7 +281,11 @@ fn garbage_configuration_exits_2_naming_the_variable_and_touches_nothing() {
     ] {
         let o = s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "1"), (var, val)]);
         assert_eq!(o.code, 2, "{var}={val}: {}", o.stderr);
-        assert!(o.stderr.contains(var) && o.stderr.contains(val), "{}", o.stderr);
+        assert!(
+            o.stderr.contains(var) && o.stderr.contains(val),
+            "{}",
+            o.stderr
+        );
     }
     assert!(s.has("ccs-1"));
     assert_eq!(s.show(fresh, "@ccs_idle"), None);
@@ -257,10 +311,20 @@ fn status_shows_every_session() {
     s.attach_control("ccs-2");
     let o = s.run(&["status"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
     assert_eq!(o.code, 0, "{}", o.stderr);
-    assert!(o.stdout.contains("ccs-1") && o.stdout.contains("conv-a") && o.stdout.contains("busy"), "{}", o.stdout);
-    let j = s.run(&["status", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]).json();
-    let by: std::collections::HashMap<String, serde_json::Value> =
-        j["sessions"].as_array().unwrap().iter().map(|x| (x["name"].as_str().unwrap().to_string(), x.clone())).collect();
+    assert!(
+        o.stdout.contains("ccs-1") && o.stdout.contains("conv-a") && o.stdout.contains("busy"),
+        "{}",
+        o.stdout
+    );
+    let j = s
+        .run(&["status", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)])
+        .json();
+    let by: std::collections::HashMap<String, serde_json::Value> = j["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["name"].as_str().unwrap().to_string(), x.clone()))
+        .collect();
     assert_eq!(by["ccs-1"]["state"], "idle");
     assert!(by["ccs-1"]["deadline_ms"].as_i64().is_some());
     assert_eq!(by["ccs-1"]["cid"], "conv-a");
@@ -279,10 +343,21 @@ fn daemon_reaps_on_schedule_stops_on_sigterm_and_holds_the_lock() {
     s.session("keeper", "sleep 100000");
     let n = s.chat("ccs-1", "c", "");
     s.idle_since(n, 10_000_000);
-    let env = [("CCS_ENGINE_IDLE_KILL_MS", LIMIT), ("CCS_REAP_INTERVAL_MS", "100")];
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+        ("CCS_REAP_INTERVAL_MS", "100"),
+    ];
     let log = std::fs::File::create(s.path("daemon.log")).unwrap();
-    let mut d = s.reap(&env).stdout(std::process::Stdio::null()).stderr(log).spawn().unwrap();
-    assert!(wait_until(10.0, || !s.has("ccs-1")), "the daemon did not reap");
+    let mut d = s
+        .reap(&env)
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(10.0, || !s.has("ccs-1")),
+        "the daemon did not reap"
+    );
     // A second reaper on the same socket exits 3.
     let o = s.run(&[], &env);
     assert_eq!(o.code, 3, "{}", o.stderr);

@@ -32,7 +32,11 @@ pub fn wait_until(secs: f64, mut f: impl FnMut() -> bool) -> bool {
 pub fn alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(s) => {
-            let state = s.rsplit(')').next().and_then(|r| r.split_whitespace().next()).unwrap_or("");
+            let state = s
+                .rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                .unwrap_or("");
             state != "Z" && state != "X"
         }
         Err(_) => false,
@@ -40,7 +44,10 @@ pub fn alive(pid: i32) -> bool {
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
 }
 
 pub struct Server {
@@ -51,9 +58,16 @@ pub struct Server {
 
 impl Server {
     pub fn new() -> Server {
-        let dir = tempfile::Builder::new().prefix("ccs-reap-test").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("ccs-reap-test")
+            .tempdir()
+            .unwrap();
         let sock = dir.path().join("s");
-        Server { dir, sock, children: Vec::new() }
+        Server {
+            dir,
+            sock,
+            children: Vec::new(),
+        }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -81,13 +95,30 @@ impl Server {
 
     pub fn ok(&self, args: &[&str]) -> String {
         let o = self.tmux(args);
-        assert!(o.status.success(), "tmux {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "tmux {args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
 
     /// Create a session running `cmd` (a shell command). Returns its `$N` number.
     pub fn session(&self, name: &str, cmd: &str) -> u32 {
-        let out = self.ok(&["new-session", "-d", "-P", "-F", "#{session_id}", "-x", "80", "-y", "24", "-s", name, cmd]);
+        let out = self.ok(&[
+            "new-session",
+            "-d",
+            "-P",
+            "-F",
+            "#{session_id}",
+            "-x",
+            "80",
+            "-y",
+            "24",
+            "-s",
+            name,
+            cmd,
+        ]);
         out.trim().trim_start_matches('$').parse().unwrap()
     }
 
@@ -95,10 +126,20 @@ impl Server {
     /// are written to `<dir>/<name>.pids`.
     pub fn chat(&self, name: &str, cid: &str, helpers: &str) -> u32 {
         let pids = self.path(&format!("{name}.pids"));
-        let cmd = format!("FAKE_CLAUDE_PIDS={} exec {} --resume {cid} --helpers '{helpers}'", pids.display(), fake_claude());
+        let cmd = format!(
+            "FAKE_CLAUDE_PIDS={} exec {} --resume {cid} --helpers '{helpers}'",
+            pids.display(),
+            fake_claude()
+        );
         let n = self.session(name, &cmd);
-        let want = 1 + helpers.split(',').filter(|h| !h.is_empty() && *h != "polite").count();
-        assert!(wait_until(10.0, || self.pids(name).len() >= want), "{name}: helpers did not start");
+        let want = 1 + helpers
+            .split(',')
+            .filter(|h| !h.is_empty() && *h != "polite")
+            .count();
+        assert!(
+            wait_until(10.0, || self.pids(name).len() >= want),
+            "{name}: helpers did not start"
+        );
         n
     }
 
@@ -131,7 +172,10 @@ impl Server {
     /// Session names, sorted.
     pub fn names(&self) -> Vec<String> {
         let o = self.tmux(&["list-sessions", "-F", "#{session_name}"]);
-        let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout).lines().map(str::to_string).collect();
+        let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
         v.sort();
         v
     }
@@ -156,7 +200,16 @@ impl Server {
         self.children.push(child);
         let target = format!("={name}");
         assert!(
-            wait_until(10.0, || self.ok(&["display-message", "-p", "-t", &format!("{target}:"), "#{session_attached}"]).trim() != "0"),
+            wait_until(10.0, || self
+                .ok(&[
+                    "display-message",
+                    "-p",
+                    "-t",
+                    &format!("{target}:"),
+                    "#{session_attached}"
+                ])
+                .trim()
+                != "0"),
             "control client did not attach"
         );
         pid
@@ -211,7 +264,9 @@ impl Server {
     }
 
     pub fn tombstone(&self, id: &str) -> Option<serde_json::Value> {
-        let t = std::fs::read_to_string(self.state_dir().join("sessions").join(format!("{id}.json"))).ok()?;
+        let t =
+            std::fs::read_to_string(self.state_dir().join("sessions").join(format!("{id}.json")))
+                .ok()?;
         Some(serde_json::from_str(&t).unwrap())
     }
 
@@ -229,15 +284,26 @@ impl Drop for Server {
         if let Ok(rd) = std::fs::read_dir(self.dir.path()) {
             for e in rd.flatten() {
                 if e.path().extension().is_some_and(|x| x == "pids") {
-                    for l in std::fs::read_to_string(e.path()).unwrap_or_default().lines() {
-                        if let Some(pid) = l.split_whitespace().nth(1).and_then(|p| p.parse::<i32>().ok()) {
+                    for l in std::fs::read_to_string(e.path())
+                        .unwrap_or_default()
+                        .lines()
+                    {
+                        if let Some(pid) = l
+                            .split_whitespace()
+                            .nth(1)
+                            .and_then(|p| p.parse::<i32>().ok())
+                        {
                             // Only a process that carries this server's socket in its environment:
                             // never a stranger that got a reused pid.
-                            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+                            let env =
+                                std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
                             let sock = self.sock.to_string_lossy().into_owned();
                             let ours = env.windows(sock.len()).any(|w| w == sock.as_bytes());
                             if pid > 1 && ours {
-                                let _ = Command::new("kill").args(["-9", &pid.to_string()]).stderr(Stdio::null()).status();
+                                let _ = Command::new("kill")
+                                    .args(["-9", &pid.to_string()])
+                                    .stderr(Stdio::null())
+                                    .status();
                             }
                         }
                     }
@@ -255,7 +321,8 @@ pub struct Out {
 
 impl Out {
     pub fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
     }
 }
 
