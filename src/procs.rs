@@ -46,7 +46,7 @@ pub fn table() -> Result<Vec<Proc>, String> {
 }
 
 /// (pid, start time): a process's identity. A pid alone may be reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Ident {
     pub pid: i32,
     pub start: u64,
@@ -178,6 +178,16 @@ pub fn alive(id: Ident) -> bool {
         Ok(st) => st.starttime == id.start && st.state != 'Z' && st.state != 'X',
         Err(_) => false,
     }
+}
+
+/// This process's own identity.
+pub fn myself() -> Ident {
+    let pid = std::process::id() as i32;
+    let start = Process::myself()
+        .and_then(|p| p.stat())
+        .map(|s| s.starttime)
+        .unwrap_or(0);
+    Ident { pid, start }
 }
 
 /// A victim pinned for signalling.

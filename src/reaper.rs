@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::metrics::Metrics;
 use crate::policy::{self, Action, Decision, HostMemory, ReapReason, Session, Snapshot, State};
 use crate::procs;
-use crate::state::{AuditLine, StateDir, Tombstone};
+use crate::state::{AuditLine, Journal, StateDir, Tombstone};
 use crate::tmux::{Listing, Tmux, TmuxError, TurnBegin};
 
 /// At most this many teardowns run at once.
@@ -260,20 +260,25 @@ impl Reaper {
         (snap, listing, decisions, now)
     }
 
-    /// Stale `@ccs_reaping` marks (a reaper killed mid-teardown) are cleared and re-decided.
+    /// A `@ccs_reaping` mark older than this was left by a reaper that died mid-teardown: the
+    /// next sweep clears it and decides the session afresh. A live teardown takes at most the
+    /// grace, two seconds for the kills to land, and a few tmux calls.
     fn stale_after(&self) -> i64 {
-        (self.cfg.grace.as_millis() as i64) * 3 + 30_000
+        (self.cfg.grace.as_millis() as i64) * 3
+            + (self.cfg.tmux_timeout.as_millis() as i64) * 3
+            + 2000
     }
 
     /// One sweep. With `wait`, reaps are awaited and returned in the report; without, they run on
     /// in the background (the daemon) and are logged as they finish.
     pub async fn sweep(self: &Arc<Self>, wait: bool) -> SweepReport {
         let t0 = Instant::now();
-        let (snap, _listing, decisions, now) = self.observe(Mode::Act).await;
+        let (snap, listing, decisions, now) = self.observe(Mode::Act).await;
         let enabled = self.cfg.policy.enabled();
 
-        // Clear stale reaping marks left by a reaper that died mid-teardown.
+        // Finish teardowns and clear stale reaping marks left by a reaper that died mid-way.
         if !self.dry_run {
+            self.recover(&listing).await;
             let stale: Vec<(u32, String)> = snap
                 .sessions
                 .iter()
@@ -575,6 +580,43 @@ impl Reaper {
         line.pss_bytes = pss;
         line.pids = ids.iter().map(|i| i.pid).collect();
 
+        // The journal goes down before the first signal: a reaper that dies from here on leaves
+        // enough for the next sweep to finish.
+        let journal = Journal {
+            id: d.id.clone(),
+            session: d.name.clone(),
+            tmux_id: n,
+            cid: line.cid.clone(),
+            reason: reason.as_str().into(),
+            idle_ms: d.idle_ms,
+            cwd: cwd.clone(),
+            started_at: line.at.clone(),
+            owner: procs::myself(),
+            victims: ids.clone(),
+        };
+        if let Err(e) = self.state.write_journal(&journal) {
+            let _ = self.tmux.clear_reaping(n, &tok).await;
+            line.outcome = "failed".into();
+            line.error = Some(format!("not attempted: {e}"));
+            return self.finish(line, t0);
+        }
+        let line = self.teardown(line, &victims, &ids, Some(n), cwd).await;
+        let line = self.finish(line, t0);
+        if let Err(e) = self.state.remove_journal(&d.id) {
+            tracing::warn!(error = %e, "failed to remove the reap journal");
+        }
+        line
+    }
+
+    /// Stop the pinned victims, write the tombstone, kill the session, verify.
+    async fn teardown(
+        &self,
+        mut line: AuditLine,
+        victims: &[procs::Victim],
+        ids: &[procs::Ident],
+        n: Option<u32>,
+        cwd: Option<String>,
+    ) -> AuditLine {
         // Stop them: TERM, grace, KILL.
         let r = procs::stop(&victims, self.cfg.grace).await;
         line.term = r.term;
@@ -582,18 +624,20 @@ impl Reaper {
 
         // The tombstone comes before kill-session: whoever sees the session gone finds it.
         let tomb = Tombstone {
-            id: d.id.clone(),
+            id: line.id.clone(),
             cid: line.cid.clone(),
             reaped_at: rfc3339(now_ms()),
-            reason: reason.as_str().into(),
+            reason: line.reason.clone(),
             cwd,
         };
         if let Err(e) = self.state.write_tombstone(&tomb) {
             line.error = Some(format!("failed to write the tombstone: {e}"));
         }
-        if let Err(e) = self.tmux.kill_session(n).await {
-            line.outcome = "failed".into();
-            line.error = Some(format!("failed to kill the session: {e}"));
+        if let Some(n) = n {
+            if let Err(e) = self.tmux.kill_session(n).await {
+                line.outcome = "failed".into();
+                line.error = Some(format!("failed to kill the session: {e}"));
+            }
         }
         line.survivors = ids
             .iter()
@@ -607,7 +651,65 @@ impl Reaper {
             line.error
                 .get_or_insert_with(|| format!("processes survived: {:?}", line.survivors));
         }
-        self.finish(line, t0)
+        line
+    }
+
+    /// Finish the teardowns that a reaper left behind when it died (their journals remain and
+    /// their owner is gone). The session, if still there under the same name, is killed too.
+    pub async fn recover(&self, listing: &Listing) {
+        for j in self.state.journals() {
+            let j = match j {
+                Ok(j) => j,
+                Err(e) => {
+                    tracing::warn!(error = %e, "unreadable reap journal left alone");
+                    continue;
+                }
+            };
+            if procs::alive(j.owner) || self.inflight().contains(&j.tmux_id) {
+                continue;
+            }
+            let t0 = Instant::now();
+            tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
+            let victims = procs::pin(&j.victims);
+            let line = AuditLine {
+                at: rfc3339(now_ms()),
+                session: j.session.clone(),
+                id: j.id.clone(),
+                tmux_id: format!("${}", j.tmux_id),
+                cid: j.cid.clone(),
+                reason: j.reason.clone(),
+                idle_ms: j.idle_ms,
+                outcome: "aborted".into(),
+                ended: Some("stopped".into()),
+                exit_status: None,
+                exit_signal: None,
+                term: 0,
+                kill: 0,
+                pids: j.victims.iter().map(|v| v.pid).collect(),
+                rss_bytes: 0,
+                pss_bytes: None,
+                survivors: Vec::new(),
+                took_ms: 0,
+                dry_run: false,
+                error: None,
+            };
+            // Kill the session only if this server still has it under the same name ($N is
+            // only unique within one server's life).
+            let same = listing
+                .sessions
+                .iter()
+                .any(|s| s.tmux_id == j.tmux_id && s.name == j.session);
+            let n = if same { Some(j.tmux_id) } else { None };
+            let mut line = self
+                .teardown(line, &victims, &j.victims, n, j.cwd.clone())
+                .await;
+            line.error
+                .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
+            self.finish(line, t0);
+            if let Err(e) = self.state.remove_journal(&j.id) {
+                tracing::warn!(error = %e, "failed to remove the reap journal");
+            }
+        }
     }
 
     fn finish(&self, mut line: AuditLine, t0: Instant) -> AuditLine {
@@ -747,9 +849,12 @@ impl Reaper {
         Ok(format!("{}{id}", self.cfg.prefix))
     }
 
-    /// How long `turn begin` and `spawn` wait for a reap in flight.
+    /// How long `turn begin` and `spawn` wait for a reap in flight: past the point where a mark
+    /// counts as stale, and one more sweep for the daemon to clear it.
     fn reap_wait(&self) -> Duration {
-        self.cfg.grace * 2 + Duration::from_secs(30)
+        Duration::from_millis(self.stale_after() as u64)
+            + self.cfg.interval
+            + Duration::from_secs(5)
     }
 
     /// `turn begin <id>`: `Ok(true)` the turn is marked; `Ok(false)` the session is gone or was

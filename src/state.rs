@@ -67,6 +67,24 @@ pub struct Tombstone {
     pub cwd: Option<String>,
 }
 
+/// `reaping/<id>.json`: a teardown in progress, written before the first signal and removed after
+/// the audit line. A reaper that dies mid-teardown leaves it, and the next sweep finishes the job
+/// from it (the session itself may be gone by then: its pane process was the first to die).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Journal {
+    pub id: String,
+    pub session: String,
+    pub tmux_id: u32,
+    pub cid: Option<String>,
+    pub reason: String,
+    pub idle_ms: Option<u64>,
+    pub cwd: Option<String>,
+    pub started_at: String,
+    /// The reaper doing it: (pid, start time).
+    pub owner: crate::procs::Ident,
+    pub victims: Vec<crate::procs::Ident>,
+}
+
 #[derive(Debug, Clone)]
 pub struct StateDir {
     pub dir: PathBuf,
@@ -174,6 +192,60 @@ impl StateDir {
                 source: e,
             }),
         }
+    }
+
+    fn journal_path(&self, id: &str) -> PathBuf {
+        self.dir.join("reaping").join(format!("{id}.json"))
+    }
+
+    pub fn write_journal(&self, j: &Journal) -> Result<(), StateError> {
+        let d = self.ensure(Some("reaping"))?;
+        let p = self.journal_path(&j.id);
+        let tmp = d.join(format!(".{}.json.{}", j.id, std::process::id()));
+        let text = serde_json::to_vec(j).map_err(|e| StateError::Io {
+            what: "encode",
+            path: p.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        std::fs::write(&tmp, text).map_err(io("write", &tmp))?;
+        std::fs::rename(&tmp, &p).map_err(io("rename into", &p))
+    }
+
+    pub fn remove_journal(&self, id: &str) -> Result<(), StateError> {
+        let p = self.journal_path(id);
+        match std::fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StateError::Io {
+                what: "remove",
+                path: p,
+                source: e,
+            }),
+        }
+    }
+
+    /// Every journal left in the state dir. Unreadable ones are reported, not guessed at.
+    pub fn journals(&self) -> Vec<Result<Journal, StateError>> {
+        let d = self.dir.join("reaping");
+        let Ok(rd) = std::fs::read_dir(&d) else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.extension().is_some_and(|x| x == "json")
+                    && !p
+                        .file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            })
+            .map(|p| {
+                let b = std::fs::read(&p).map_err(io("read", &p))?;
+                serde_json::from_slice(&b).map_err(|e| StateError::Malformed {
+                    path: p.clone(),
+                    why: e.to_string(),
+                })
+            })
+            .collect()
     }
 
     /// Take the single-instance lock for a socket. Held until the returned file is dropped.

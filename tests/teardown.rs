@@ -1,0 +1,254 @@
+//! Teardown with real processes: nothing of a reaped session survives, nothing else is touched.
+
+mod common;
+use common::*;
+use std::time::Instant;
+
+fn once(s: &Server, grace_ms: u64) -> Out {
+    s.run(
+        &["--once", "--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_REAP_GRACE_MS", &grace_ms.to_string()),
+        ],
+    )
+}
+
+#[test]
+fn the_whole_tree_goes_including_setsid_daemons_and_term_ignorers() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain,stubborn,daemon");
+    s.idle_since(n, 10_000_000);
+    let pids = s.pids("ccs-1");
+    assert_eq!(pids.len(), 4, "{pids:?}");
+    let o = once(&s, 1000);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    for (kind, pid) in &pids {
+        assert!(!alive(*pid), "{kind} ({pid}) survived the reap");
+    }
+    let line = &s.audit()[0];
+    assert_eq!(line["outcome"], "reaped", "{line}");
+    // Every one was found and pinned, and SIGTERM went to all of them.
+    let listed: Vec<i64> = line["pids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_i64().unwrap())
+        .collect();
+    for (kind, pid) in &pids {
+        assert!(
+            listed.contains(&(*pid as i64)),
+            "{kind} {pid} not among the victims {listed:?}"
+        );
+    }
+    assert!(line["term"].as_u64().unwrap() >= 4);
+    // Only the one that ignores SIGTERM needed SIGKILL, after the grace.
+    assert_eq!(line["kill"], 1, "{line}");
+    assert!(line["took_ms"].as_u64().unwrap() >= 1000, "{line}");
+    assert!(line["rss_bytes"].as_u64().unwrap() > 0);
+}
+
+#[test]
+fn a_polite_tree_does_not_wait_for_the_grace() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, 10_000_000);
+    let t = Instant::now();
+    let o = once(&s, 20_000);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let line = &s.audit()[0];
+    assert_eq!(line["outcome"], "reaped");
+    assert_eq!(line["kill"], 0, "{line}");
+    assert!(
+        t.elapsed().as_millis() < 10_000,
+        "waited for the grace: {:?}",
+        t.elapsed()
+    );
+}
+
+#[test]
+fn strangers_and_other_sessions_are_never_signalled() {
+    let s = Server::new();
+    let victim = s.chat("ccs-1", "c1", "plain,daemon");
+    s.idle_since(victim, 10_000_000);
+    let busy = s.chat("ccs-2", "c2", "plain,stubborn,daemon");
+    s.idle_since(busy, 10_000_000);
+    s.set(busy, "@ccs_turn", &now_ms().to_string());
+    // A process of the same uid whose TMUX names another session number of this server, and one
+    // with no TMUX at all.
+    let sock = path_str(&s.sock);
+    let mut near_miss = std::process::Command::new("sleep")
+        .arg("100000")
+        .env("TMUX", format!("{sock},1,{}", victim + 100))
+        .spawn()
+        .unwrap();
+    let mut plain = std::process::Command::new("sleep")
+        .arg("100000")
+        .env_remove("TMUX")
+        .spawn()
+        .unwrap();
+    let o = once(&s, 500);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!s.has("ccs-1"));
+    for (kind, pid) in s.pids("ccs-1") {
+        assert!(!alive(pid), "ccs-1 {kind} survived");
+    }
+    for (kind, pid) in s.pids("ccs-2") {
+        assert!(alive(pid), "ccs-2 {kind} ({pid}) was signalled");
+    }
+    assert!(
+        near_miss.try_wait().unwrap().is_none(),
+        "a stranger was killed"
+    );
+    assert!(plain.try_wait().unwrap().is_none(), "a stranger was killed");
+    let _ = near_miss.kill();
+    let _ = plain.kill();
+    let _ = near_miss.wait();
+    let _ = plain.wait();
+}
+
+#[test]
+fn reaps_of_one_sweep_run_concurrently() {
+    let s = Server::new();
+    let names: Vec<String> = (1..=8).map(|i| format!("ccs-{i}")).collect();
+    for nm in &names {
+        let n = s.chat(nm, &format!("c{nm}"), "stubborn");
+        s.idle_since(n, 10_000_000);
+    }
+    let t = Instant::now();
+    let o = once(&s, 1000);
+    let took = t.elapsed();
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(s.names().is_empty(), "{:?}", s.names());
+    for nm in &names {
+        for (kind, pid) in s.pids(nm) {
+            assert!(!alive(pid), "{nm} {kind} survived");
+        }
+    }
+    // One after another this would be at least 8 graces.
+    assert!(
+        took.as_millis() < 6000,
+        "8 reaps with a 1 s grace took {took:?}"
+    );
+    assert_eq!(o.json()["reaps"].as_array().unwrap().len(), 8);
+}
+
+#[test]
+fn a_session_held_by_another_reap_is_not_reaped_twice() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "");
+    s.idle_since(n, 10_000_000);
+    s.set(n, "@ccs_reaping", &now_ms().to_string());
+    s.set(n, "@ccs_reaper", "someone-else");
+    let o = once(&s, 500);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(s.has("ccs-1"));
+    assert_eq!(s.audit()[0]["outcome"], "aborted");
+    // The other reaper's mark is left alone.
+    assert_eq!(s.show(n, "@ccs_reaper").as_deref(), Some("someone-else"));
+}
+
+#[test]
+fn a_stale_mark_from_a_dead_reaper_is_cleared_and_the_session_re_decided() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, 10_000_000);
+    s.set(n, "@ccs_reaping", &(now_ms() - 3_600_000).to_string());
+    s.set(n, "@ccs_reaper", "dead");
+    let o = once(&s, 500);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    // The first sweep clears the mark; the reap it decided on the same snapshot may have lost
+    // the test-and-set to the mark it was clearing. The next sweep certainly reaps.
+    if s.has("ccs-1") {
+        assert_eq!(s.show(n, "@ccs_reaping"), None);
+        once(&s, 500);
+    }
+    assert!(!s.has("ccs-1"));
+    assert!(s.audit().iter().any(|l| l["outcome"] == "reaped"));
+}
+
+#[test]
+fn sigterm_during_a_teardown_finishes_it_first() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let n = s.chat("ccs-1", "c1", "stubborn");
+    s.idle_since(n, 10_000_000);
+    let log = std::fs::File::create(s.path("daemon.log")).unwrap();
+    let mut d = s
+        .reap(&[
+            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_REAP_GRACE_MS", "1500"),
+            ("CCS_REAP_INTERVAL_MS", "100"),
+        ])
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    assert!(
+        wait_until(10.0, || s.show(n, "@ccs_reaping").is_some()),
+        "the teardown did not start"
+    );
+    let pid = rustix::process::Pid::from_raw(d.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = d.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    // By the time it exited, the reap was complete.
+    assert!(!s.has("ccs-1"));
+    for (kind, pid) in s.pids("ccs-1") {
+        assert!(!alive(pid), "{kind} survived");
+    }
+    assert_eq!(s.audit()[0]["outcome"], "reaped");
+    assert!(s.tombstone("1").is_some());
+}
+
+#[test]
+fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let n = s.chat("ccs-1", "c1", "stubborn,daemon");
+    s.idle_since(n, 10_000_000);
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+        ("CCS_REAP_GRACE_MS", "100000"),
+        ("CCS_REAP_INTERVAL_MS", "100"),
+        ("CCS_TMUX_TIMEOUT_MS", "300"),
+    ];
+    let mut d = s
+        .reap(&env)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the teardown is under way: its journal is written before the first signal.
+    let journal = s.state_dir().join("reaping").join("1.json");
+    assert!(
+        wait_until(10.0, || journal.exists()),
+        "the teardown did not start"
+    );
+    let stubborn = s.pids("ccs-1")["stubborn"];
+    assert!(
+        wait_until(10.0, || !alive(s.pids("ccs-1")["claude"])),
+        "SIGTERM was not sent"
+    );
+    d.kill().unwrap();
+    d.wait().unwrap();
+    // Its grace is 100 s: the helper that ignores SIGTERM is still there, and so is the journal.
+    assert!(alive(stubborn));
+    assert!(journal.exists());
+    // The next sweep finishes the job.
+    let o = s.run(
+        &["--once"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_REAP_GRACE_MS", "100"),
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!s.has("ccs-1"));
+    for (kind, pid) in s.pids("ccs-1") {
+        assert!(!alive(pid), "{kind} survived");
+    }
+    assert!(!journal.exists());
+    assert_eq!(s.tombstone("1").unwrap()["cid"], "c1");
+    let lines = s.audit();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "reaped");
+}
