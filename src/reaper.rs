@@ -618,7 +618,7 @@ impl Reaper {
         cwd: Option<String>,
     ) -> AuditLine {
         // Stop them: TERM, grace, KILL.
-        let r = procs::stop(&victims, self.cfg.grace).await;
+        let r = procs::stop(victims, self.cfg.grace).await;
         line.term = r.term;
         line.kill = r.kill;
 
