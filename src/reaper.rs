@@ -427,7 +427,12 @@ impl Reaper {
     }
 
     /// Whether a fresh decision still allows the reap that `reason` started.
-    fn still_reapable(fresh: &Decision, reason: ReapReason, force: bool) -> Result<(), String> {
+    fn still_reapable(
+        &self,
+        fresh: &Decision,
+        reason: ReapReason,
+        force: bool,
+    ) -> Result<(), String> {
         if force {
             return Ok(());
         }
@@ -438,10 +443,12 @@ impl Reaper {
             }
             ReapReason::Stuck => fresh.reap_reason == Some(ReapReason::Stuck),
             ReapReason::Exited => fresh.reap_reason == Some(ReapReason::Exited),
-            ReapReason::Manual => !matches!(
-                fresh.state,
-                State::Unknown | State::Busy | State::Stuck | State::Viewed | State::NoCid
-            ),
+            ReapReason::Manual => {
+                !matches!(
+                    fresh.state,
+                    State::Unknown | State::Busy | State::Stuck | State::Viewed | State::NoCid
+                ) && (fresh.cid.is_some() || self.cfg.policy.reap_without_cid)
+            }
         };
         if ok {
             Ok(())
@@ -536,7 +543,7 @@ impl Reaper {
                 return self.finish(line, t0);
             }
         };
-        if let Err(why) = Self::still_reapable(&fresh.0, reason, force) {
+        if let Err(why) = self.still_reapable(&fresh.0, reason, force) {
             let _ = self.tmux.clear_reaping(n, &tok).await;
             line.error = Some(why);
             return self.finish(line, t0);
@@ -796,7 +803,18 @@ impl Reaper {
         force: bool,
     ) -> Result<AuditLine, CommandError> {
         let name = self.name_of(id)?;
-        let (snap, _l, decisions, _now) = self.observe(Mode::Act).await;
+        let (mut snap, _l, mut decisions, now) = self.observe(Mode::Act).await;
+        // The sweep only looks for a cid where its decision hinges on one; here it always does.
+        let want: HashSet<u32> = snap
+            .sessions
+            .iter()
+            .filter(|s| s.name == name && s.cid.trim().is_empty() && s.cmdline_cid.is_none())
+            .map(|s| s.tmux_id)
+            .collect();
+        if !want.is_empty() {
+            self.find_cids(&mut snap, &want);
+            decisions = policy::decide(&snap, now, &self.cfg.policy);
+        }
         if let Some(e) = &snap.global_problem {
             if !force {
                 return Err(CommandError::Refused(format!(
@@ -812,7 +830,7 @@ impl Reaper {
             return Err(CommandError::Gone(format!("no session {name}")));
         };
         let reason = ReapReason::Manual;
-        if let Err(why) = Self::still_reapable(&d, reason, force) {
+        if let Err(why) = self.still_reapable(&d, reason, force) {
             return Err(CommandError::Refused(format!(
                 "refusing to reap {name} ({why}); --force overrides"
             )));

@@ -1,0 +1,312 @@
+//! No message dropped, no history lost: turn begin/end, the reap/turn race, spawn, manual reap.
+
+mod common;
+use common::*;
+use std::process::Stdio;
+use std::time::Duration;
+
+const ON: &[(&str, &str)] = &[
+    ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+    ("CCS_REAP_GRACE_MS", "1000"),
+];
+
+#[test]
+fn turn_begin_and_end_hold_and_release_the_session() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "");
+    s.idle_since(n, 10_000_000);
+    let o = s.run(&["turn", "begin", "1"], ON);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let t: i64 = s.show(n, "@ccs_turn").unwrap().parse().unwrap();
+    assert!(now_ms() - t < 60_000);
+    // A long-idle session in a turn is not reaped.
+    s.run(&["--once"], ON);
+    assert!(s.has("ccs-1"));
+    let before = now_ms();
+    let o = s.run(&["turn", "end", "1"], ON);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(s.show(n, "@ccs_turn"), None);
+    // The idle clock starts when the turn ends.
+    let idle: i64 = s.show(n, "@ccs_idle").unwrap().parse().unwrap();
+    assert!(idle >= before);
+    // A missing session: begin and end both say "respawn it".
+    assert_eq!(s.run(&["turn", "begin", "2"], ON).code, 4);
+    assert_eq!(s.run(&["turn", "end", "2"], ON).code, 4);
+    // ccs-1 exists, but "1" must not match "10" nor "10" match "1".
+    assert_eq!(s.run(&["turn", "begin", "10"], ON).code, 4);
+    // An odd id is an error that changes nothing.
+    let o = s.run(&["turn", "begin", "1;kill-server"], ON);
+    assert_eq!(o.code, 1);
+    assert!(o.stderr.contains("invalid session id"), "{}", o.stderr);
+    assert!(s.has("ccs-1"));
+}
+
+#[test]
+fn turn_begin_waits_for_a_reap_in_flight_then_says_respawn() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let n = s.chat("ccs-1", "c1", "");
+    s.set(n, "@ccs_reaping", &now_ms().to_string());
+    let mut begin = s
+        .reap(ON)
+        .args(["turn", "begin", "1"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // It waits while the mark is there...
+    assert!(
+        !wait_until(0.5, || begin.try_wait().unwrap().is_some()),
+        "turn begin did not wait for the reap"
+    );
+    assert_eq!(
+        s.show(n, "@ccs_turn"),
+        None,
+        "a turn began on a session being reaped"
+    );
+    // ...and when the reap ends with the session gone, says "respawn it".
+    s.ok(&["kill-session", "-t", &format!("${n}")]);
+    assert!(wait_until(5.0, || begin.try_wait().unwrap().is_some()));
+    assert_eq!(begin.wait().unwrap().code(), Some(4));
+
+    // A reap that aborts (the mark cleared, the session kept) lets the turn begin.
+    let m = s.chat("ccs-2", "c2", "");
+    s.set(m, "@ccs_reaping", &now_ms().to_string());
+    let mut begin = s
+        .reap(ON)
+        .args(["turn", "begin", "2"])
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(!wait_until(0.3, || begin.try_wait().unwrap().is_some()));
+    s.unset(m, "@ccs_reaping");
+    assert!(wait_until(5.0, || begin.try_wait().unwrap().is_some()));
+    assert_eq!(begin.wait().unwrap().code(), Some(0));
+    assert!(s.show(m, "@ccs_turn").is_some());
+}
+
+/// A reap and a turn begin racing on one session always end in one of two states.
+#[test]
+fn reap_and_turn_begin_race_has_exactly_two_outcomes() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let mut seed: u64 = 0x9E37_79B9_7F4A_7C15 ^ now_ms() as u64;
+    let mut rand = move |max: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % max
+    };
+    let (mut turn_won, mut reap_won) = (0, 0);
+    for i in 0..20 {
+        let name = format!("ccs-r{i}");
+        let id = format!("r{i}");
+        let n = s.chat(&name, &format!("cid-{i}"), "plain");
+        s.idle_since(n, 10_000_000);
+        let (d1, d2) = (rand(40), rand(40));
+        let env = [
+            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_REAP_GRACE_MS", "300"),
+        ];
+        let mut reap = s.reap(&env);
+        reap.args(["reap", &id])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let mut begin = s.reap(&env);
+        begin
+            .args(["turn", "begin", &id])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        let t1 = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(d1));
+            reap.status().unwrap().code()
+        });
+        let t2 = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(d2));
+            begin.status().unwrap().code()
+        });
+        let (rc, bc) = (t1.join().unwrap(), t2.join().unwrap());
+        let alive_now = s.has(&name);
+        match bc {
+            Some(0) => {
+                // The turn won: the session lives with its turn, the reap was refused or aborted.
+                assert!(
+                    alive_now,
+                    "round {i}: turn began but the session is gone (reap rc {rc:?})"
+                );
+                assert!(s.show(n, "@ccs_turn").is_some(), "round {i}");
+                assert_ne!(rc, Some(0), "round {i}: both won");
+                turn_won += 1;
+            }
+            Some(4) => {
+                // The reap won: the session is gone, its tombstone is there, nothing survives.
+                assert!(
+                    !alive_now,
+                    "round {i}: told to respawn but the session lives"
+                );
+                assert_eq!(rc, Some(0), "round {i}");
+                assert_eq!(
+                    s.tombstone(&id).unwrap()["cid"],
+                    format!("cid-{i}"),
+                    "round {i}"
+                );
+                for (kind, pid) in s.pids(&name) {
+                    assert!(!alive(pid), "round {i}: {kind} survived");
+                }
+                reap_won += 1;
+            }
+            other => panic!("round {i}: turn begin exited {other:?} (reap {rc:?})"),
+        }
+    }
+    eprintln!("turn won {turn_won}, reap won {reap_won}");
+}
+
+#[test]
+fn spawn_resumes_from_the_tombstone_and_is_idempotent() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let work = s.path("work");
+    std::fs::create_dir_all(&work).unwrap();
+    let pids = s.path("ccs-5.pids");
+    let n = s.session(
+        "ccs-5",
+        &format!(
+            "cd {} && FAKE_CLAUDE_PIDS={} exec {} --session-id conv-5",
+            work.display(),
+            pids.display(),
+            fake_claude()
+        ),
+    );
+    assert!(wait_until(5.0, || s.pids("ccs-5").contains_key("claude")));
+    s.idle_since(n, 10_000_000);
+    assert_eq!(s.run(&["--once"], ON).code, 0);
+    assert!(!s.has("ccs-5"));
+    let t = s.tombstone("5").unwrap();
+    assert_eq!(t["cid"], "conv-5");
+    assert_eq!(t["cwd"], path_str(&work));
+
+    // The studio's next message: begin says 4, spawn brings it back with --resume.
+    assert_eq!(s.run(&["turn", "begin", "5"], ON).code, 4);
+    let fc = fake_claude();
+    let o = s.run(&["spawn", "5", "--", &fc, "--model", "x"], ON);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(s.has("ccs-5"));
+    let shown = s.ok(&[
+        "list-panes",
+        "-t",
+        "=ccs-5:",
+        "-F",
+        "#{pane_start_command} #{pane_current_path}",
+    ]);
+    assert!(shown.contains("--resume conv-5"), "{shown}");
+    assert!(shown.contains(&path_str(&work)), "{shown}");
+    let sid = s.ok(&["display-message", "-p", "-t", "=ccs-5:", "#{session_id}"]);
+    let m: u32 = sid.trim().trim_start_matches('$').parse().unwrap();
+    assert_eq!(s.show(m, "@ccs_cid").as_deref(), Some("conv-5"));
+    assert!(s.tombstone("5").is_none(), "the tombstone was not used up");
+    assert!(wait_until(5.0, || s
+        .ok(&["capture-pane", "-p", "-t", "=ccs-5:"])
+        .contains("conversation conv-5")));
+    assert_eq!(s.run(&["turn", "begin", "5"], ON).code, 0);
+
+    // Existing session: nothing happens.
+    let o = s.run(&["spawn", "5", "--", "sleep", "1"], ON);
+    assert_eq!(o.code, 0);
+    assert!(s
+        .ok(&["list-panes", "-t", "=ccs-5:", "-F", "#{pane_start_command}"])
+        .contains("conv-5"));
+}
+
+#[test]
+fn spawn_flags_and_concurrent_spawns() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let fc = fake_claude();
+    // --cid names the conversation; a command with its own --session-id is left alone.
+    assert_eq!(
+        s.run(&["spawn", "6", "--cid", "given", "--", &fc], ON).code,
+        0
+    );
+    assert!(s
+        .ok(&["list-panes", "-t", "=ccs-6:", "-F", "#{pane_start_command}"])
+        .contains("--resume given"));
+    assert_eq!(
+        s.run(&["spawn", "7", "--", &fc, "--session-id", "own"], ON)
+            .code,
+        0
+    );
+    let cmd = s.ok(&["list-panes", "-t", "=ccs-7:", "-F", "#{pane_start_command}"]);
+    assert!(
+        cmd.contains("--session-id own") && !cmd.contains("--resume"),
+        "{cmd}"
+    );
+    // Bad input changes nothing.
+    assert_eq!(s.run(&["spawn", "a b", "--", &fc], ON).code, 1);
+    assert_eq!(
+        s.run(&["spawn", "8", "--cid", "x;y", "--", &fc], ON).code,
+        1
+    );
+    assert_eq!(
+        s.run(&["spawn", "8", "--cwd", "/nonexistent/dir", "--", &fc], ON)
+            .code,
+        1
+    );
+    assert!(!s.has("ccs-8"));
+    // Five spawns of one id at once: one session.
+    let handles: Vec<_> = (0..5)
+        .map(|_| {
+            let mut c = s.reap(ON);
+            c.args(["spawn", "9", "--", &fc])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null());
+            std::thread::spawn(move || c.status().unwrap().code())
+        })
+        .collect();
+    for h in handles {
+        assert_eq!(h.join().unwrap(), Some(0));
+    }
+    assert_eq!(s.names().iter().filter(|n| *n == "ccs-9").count(), 1);
+}
+
+#[test]
+fn manual_reap_refuses_busy_viewed_and_unknown_cid_without_force() {
+    let mut s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let busy = s.chat("ccs-1", "c1", "");
+    s.set(busy, "@ccs_turn", &now_ms().to_string());
+    s.chat("ccs-2", "c2", "");
+    s.attach_control("ccs-2");
+    s.session("ccs-3", "sleep 100000");
+    let young = s.chat("ccs-4", "c4", "plain");
+    s.idle_since(young, 10);
+    for id in ["1", "2", "3"] {
+        let o = s.run(&["reap", id], ON);
+        assert_eq!(o.code, 1, "{id}: {}", o.stderr);
+        assert!(o.stderr.contains("refusing"), "{}", o.stderr);
+        assert!(s.has(&format!("ccs-{id}")));
+    }
+    // A cid found on the command line is enough, even on first sight.
+    let argv_only = s.session(
+        "ccs-5",
+        &format!("exec {} --session-id from-argv", fake_claude()),
+    );
+    assert_eq!(s.show(argv_only, "@ccs_idle"), None);
+    let o = s.run(&["reap", "5"], ON);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(s.tombstone("5").unwrap()["cid"], "from-argv");
+    // Whatever its idle age, an idle one goes.
+    let o = s.run(&["reap", "4"], ON);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!s.has("ccs-4"));
+    assert_eq!(s.audit().last().unwrap()["reason"], "manual");
+    // --force takes the busy one.
+    let o = s.run(&["reap", "1", "--force"], ON);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(!s.has("ccs-1"));
+    let last = s.audit().last().unwrap().clone();
+    assert_eq!(
+        (last["reason"].as_str(), last["outcome"].as_str()),
+        (Some("manual"), Some("reaped"))
+    );
+    // A missing session is an error.
+    assert_eq!(s.run(&["reap", "42"], ON).code, 1);
+}
