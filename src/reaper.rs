@@ -615,7 +615,7 @@ impl Reaper {
         line
     }
 
-    /// Stop the pinned victims, write the tombstone, kill the session, verify.
+    /// Write the tombstone, stop the pinned victims, kill the session, verify.
     async fn teardown(
         &self,
         mut line: AuditLine,
@@ -624,12 +624,10 @@ impl Reaper {
         n: Option<u32>,
         cwd: Option<String>,
     ) -> AuditLine {
-        // Stop them: TERM, grace, KILL.
-        let r = procs::stop(victims, self.cfg.grace).await;
-        line.term = r.term;
-        line.kill = r.kill;
-
-        // The tombstone comes before kill-session: whoever sees the session gone finds it.
+        // The tombstone comes before the first signal: the pane dies with claude, so the session
+        // may vanish long before this teardown ends, and whoever sees it gone must find the cid.
+        // (`turn begin` and `spawn` also wait for the journal to go, so nothing respawns a chat
+        // while its old tree is still dying.)
         let tomb = Tombstone {
             id: line.id.clone(),
             cid: line.cid.clone(),
@@ -640,6 +638,12 @@ impl Reaper {
         if let Err(e) = self.state.write_tombstone(&tomb) {
             line.error = Some(format!("failed to write the tombstone: {e}"));
         }
+
+        // Stop them: TERM, grace, KILL.
+        let r = procs::stop(victims, self.cfg.grace).await;
+        line.term = r.term;
+        line.kill = r.kill;
+
         if let Some(n) = n {
             if let Err(e) = self.tmux.kill_session(n).await {
                 line.outcome = "failed".into();
@@ -884,7 +888,11 @@ impl Reaper {
         loop {
             match self.tmux.turn_begin(&name, now_ms()).await? {
                 TurnBegin::Started => return Ok(true),
-                TurnBegin::Gone => return Ok(false),
+                TurnBegin::Gone => {
+                    // Gone may mean "its pane died in a teardown that is still running".
+                    self.wait_for_teardown(id, deadline).await?;
+                    return Ok(false);
+                }
                 TurnBegin::Reaping => {
                     if !logged {
                         tracing::info!(session = %name, "a reap is in flight: waiting for it to finish");
@@ -899,6 +907,30 @@ impl Reaper {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
+        }
+    }
+
+    /// Wait while a live reaper's teardown of chat `id` is under way (its journal is there and
+    /// its owner alive). When this returns, the old tree is gone and the tombstone written.
+    async fn wait_for_teardown(&self, id: &str, deadline: Instant) -> Result<(), CommandError> {
+        loop {
+            let busy = self
+                .state
+                .journals()
+                .into_iter()
+                .flatten()
+                .any(|j| j.id == id && procs::alive(j.owner));
+            if !busy {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(CommandError::Refused(format!(
+                    "the teardown of {}{id} is still running after {:?}",
+                    self.cfg.prefix,
+                    self.reap_wait()
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
 
@@ -943,6 +975,7 @@ impl Reaper {
                 Some(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }
+        self.wait_for_teardown(id, deadline).await?;
         let tomb = self.state.read_tombstone(id)?;
         let own_cid = policy::cid_from_argv(cmd);
         let cid = cid

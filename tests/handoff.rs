@@ -100,7 +100,9 @@ fn reap_and_turn_begin_race_has_exactly_two_outcomes() {
     for i in 0..20 {
         let name = format!("ccs-r{i}");
         let id = format!("r{i}");
-        let n = s.chat(&name, &format!("cid-{i}"), "plain");
+        // A helper that ignores SIGTERM keeps the teardown going for the grace after the pane
+        // (and so the session) is gone: turn begin must still wait for the end of it.
+        let n = s.chat(&name, &format!("cid-{i}"), "plain,stubborn");
         s.idle_since(n, 10_000_000);
         let (d1, d2) = (rand(40), rand(40));
         let env = [
@@ -120,11 +122,25 @@ fn reap_and_turn_begin_race_has_exactly_two_outcomes() {
             std::thread::sleep(Duration::from_millis(d1));
             reap.status().unwrap().code()
         });
+        let tomb = s.state_dir().join("sessions").join(format!("{id}.json"));
+        let pids: Vec<i32> = s.pids(&name).values().copied().collect();
         let t2 = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(d2));
-            begin.status().unwrap().code()
+            let code = begin.status().unwrap().code();
+            // What the studio would find at the very moment it is told to respawn.
+            (code, tomb.exists(), pids.iter().all(|p| !alive(*p)))
         });
-        let (rc, bc) = (t1.join().unwrap(), t2.join().unwrap());
+        let (rc, (bc, tomb_then, dead_then)) = (t1.join().unwrap(), t2.join().unwrap());
+        if bc == Some(4) {
+            assert!(
+                tomb_then,
+                "round {i}: told to respawn before the tombstone was written"
+            );
+            assert!(
+                dead_then,
+                "round {i}: told to respawn while the old tree was still alive"
+            );
+        }
         let alive_now = s.has(&name);
         match bc {
             Some(0) => {
