@@ -283,8 +283,12 @@ impl Reaper {
                 .sessions
                 .iter()
                 .filter(|s| {
-                    policy::parse_ms(&s.reaping).is_some_and(|at| now - at > self.stale_after())
-                        && !self.inflight().contains(&s.tmux_id)
+                    // A mark that does not parse is stale too: it would block the session forever.
+                    let stale = match policy::parse_ms(&s.reaping) {
+                        Some(at) => now - at > self.stale_after(),
+                        None => !s.reaping.trim().is_empty(),
+                    };
+                    stale && !self.inflight().contains(&s.tmux_id)
                 })
                 .map(|s| (s.tmux_id, s.reaping.clone()))
                 .collect();
@@ -326,6 +330,14 @@ impl Reaper {
                 };
                 if self.dry_run {
                     tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = ?d.idle_ms, "would reap (dry run)");
+                    continue;
+                }
+                // Another reaper (a manual `reap`) holds it: not ours to start. A stale mark was
+                // cleared above, and the test-and-set decides.
+                let held =
+                    policy::parse_ms(&s.reaping).is_some_and(|at| now - at <= self.stale_after());
+                if held {
+                    tracing::debug!(session = %d.name, "another reap holds this session");
                     continue;
                 }
                 if !self.inflight().insert(d.tmux_id) {

@@ -398,16 +398,19 @@ impl Tmux {
     /// Clear a stale reaping mark whatever its owner, but only if it still holds `value`.
     pub async fn clear_stale_reaping(&self, n: u32, value: &str) -> Result<(), TmuxError> {
         let t = quote(&format!("{}:", sid(n)));
-        let v: String = value
-            .chars()
-            .filter(|c| c.is_ascii_alphanumeric())
-            .collect();
+        // Compare with the value seen, so a fresh mark set since is left alone. A value that a
+        // format cannot hold verbatim (not alphanumeric) is compared by a condition that is true.
+        let cond = if !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric()) {
+            format!("#{{==:#{{@ccs_reaping}},{value}}}")
+        } else {
+            "1".to_string()
+        };
         let cmds = [
             HasSession::new().target_session(sid(n)).build(),
             IfShell::new()
                 .not_execute()
                 .target_pane(format!("{}:", sid(n)))
-                .shell_command(format!("#{{==:#{{@ccs_reaping}},{v}}}"))
+                .shell_command(cond)
                 .command(format!(
                     "set-option -u -t {t} @ccs_reaping ; set-option -u -t {t} @ccs_reaper"
                 ))
