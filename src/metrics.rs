@@ -159,12 +159,16 @@ pub fn spawn(
 }
 
 async fn answer(mut sock: tokio::net::TcpStream, reaper: Arc<crate::reaper::Reaper>) {
+    // Read the request head (up to 2 KiB, 5 s), however the client splits its writes.
     let mut buf = [0u8; 2048];
-    let n = match tokio::time::timeout(std::time::Duration::from_secs(5), sock.read(&mut buf)).await
-    {
-        Ok(Ok(n)) => n,
-        _ => return,
-    };
+    let mut n = 0;
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+    while n < buf.len() && !buf[..n].windows(4).any(|w| w == b"\r\n\r\n") {
+        match tokio::time::timeout_at(deadline, sock.read(&mut buf[n..])).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break,
+            Ok(Ok(k)) => n += k,
+        }
+    }
     let req = String::from_utf8_lossy(&buf[..n]);
     let path = req.split_whitespace().nth(1).unwrap_or("");
     let (status, ctype, body) = match path {

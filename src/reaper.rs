@@ -273,8 +273,23 @@ impl Reaper {
     /// in the background (the daemon) and are logged as they finish.
     pub async fn sweep(self: &Arc<Self>, wait: bool) -> SweepReport {
         let t0 = Instant::now();
-        let (snap, listing, decisions, now) = self.observe(Mode::Act).await;
+        let (mut snap, mut listing, mut decisions, mut now) = self.observe(Mode::Act).await;
         let enabled = self.cfg.policy.enabled();
+
+        // Panes that are dead but whose exit status tmux has not collected (a missed SIGCHLD
+        // leaves them so until another child of the server exits): make it collect, look again.
+        if !self.dry_run && snap.sessions.iter().any(waiting_for_exit_status) {
+            match self.tmux.collect_exits().await {
+                Ok(()) => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    (snap, listing, decisions, now) = self.observe(Mode::Act).await;
+                }
+                Err(e) => {
+                    self.metrics.tmux_errors.inc();
+                    tracing::warn!(error = %e, "failed to make tmux collect the exit status of dead panes");
+                }
+            }
+        }
 
         // Finish teardowns and clear stale reaping marks left by a reaper that died mid-way.
         if !self.dry_run {
@@ -546,7 +561,9 @@ impl Reaper {
         let fresh = match self.fresh_decision(n, s).await {
             Ok(Some(f)) => f,
             Ok(None) => {
-                line.error = Some("the session is gone".into());
+                // Gone, or renamed since it was listed: drop our mark if it is still there.
+                let _ = self.tmux.clear_reaping(n, &tok).await;
+                line.error = Some("the session is gone or was renamed".into());
                 return self.finish(line, t0);
             }
             Err(e) => {
@@ -772,7 +789,13 @@ impl Reaper {
             return Err(listing.problems.join("; "));
         }
         let server = listing.socket_path.clone().zip(listing.server_pid);
-        let Some(mut s) = listing.sessions.into_iter().find(|s| s.tmux_id == n) else {
+        // Same `$N` and same name: a session renamed since it was listed (even to another name of
+        // ours) is not the one this reap was decided for.
+        let Some(mut s) = listing
+            .sessions
+            .into_iter()
+            .find(|s| s.tmux_id == n && s.name == old.name)
+        else {
             return Ok(None);
         };
         s.cmdline_cid = old.cmdline_cid.clone();
@@ -1055,6 +1078,15 @@ impl Reaper {
     fn inflight_count(&self) -> usize {
         self.inflight().len()
     }
+}
+
+/// Every pane is dead, and at least one exit status is not known yet.
+fn waiting_for_exit_status(s: &Session) -> bool {
+    !s.panes.is_empty()
+        && s.panes.iter().all(|p| p.dead)
+        && s.panes
+            .iter()
+            .any(|p| p.dead_status.is_none() && p.dead_signal.is_none())
 }
 
 /// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,

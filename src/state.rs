@@ -117,11 +117,21 @@ impl StateDir {
     pub fn check_writable(&self) -> Result<(), StateError> {
         self.ensure(Some("sessions"))?;
         let p = self.audit_path();
-        OpenOptions::new()
+        let f = OpenOptions::new()
             .create(true)
             .append(true)
             .open(&p)
             .map_err(io("open", &p))?;
+        // The probe below tests the state dir, not the audit log: a log that is a symlink to a
+        // device (/dev/full) or a fifo opens fine and then fails or blocks on every write.
+        let meta = f.metadata().map_err(io("stat", &p))?;
+        if !meta.is_file() {
+            return Err(StateError::Io {
+                what: "append to",
+                path: p,
+                source: std::io::Error::other("not a regular file"),
+            });
+        }
         let probe = self.dir.join(format!(".probe-{}", std::process::id()));
         let r = File::create(&probe)
             .and_then(|mut f| f.write_all(&[0u8; 4096]).and_then(|_| f.sync_all()));

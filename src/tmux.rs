@@ -13,8 +13,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tmux_interface::{
-    HasSession, IfShell, KillSession, ListClients, ListPanes, ListSessions, NewSession, SetOption,
-    ShowOptions, TmuxCommand,
+    HasSession, IfShell, KillSession, ListClients, ListPanes, ListSessions, NewSession, RunShell,
+    SetOption, ShowOptions, TmuxCommand,
 };
 
 use crate::config::Socket;
@@ -87,6 +87,16 @@ fn opt_num<T: std::str::FromStr>(s: &str) -> Result<Option<T>, ()> {
     } else {
         s.parse().map(Some).map_err(|_| ())
     }
+}
+
+/// Whether tmux's error means the target session is not there: a missing session, or a server
+/// that has no session at all. A server left without sessions (`exit-empty off`, or for a moment
+/// before it exits) answers every targeted command, and `list-clients` / `list-panes -a`, with
+/// "no current target" instead of "can't find session".
+fn session_gone(stderr: &str) -> bool {
+    stderr.contains("can't find session")
+        || stderr.contains("no such session")
+        || stderr.contains("no current target")
 }
 
 /// A pane and its window's last output (Unix ms).
@@ -276,7 +286,10 @@ impl Tmux {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        // "server exited unexpectedly": we reached a server that was exiting (its last session
+        // had just gone); by the time we read this it is not running.
         if stderr.contains("no server running")
+            || stderr.contains("server exited unexpectedly")
             || (stderr.contains("error connecting to")
                 && (stderr.contains("No such file or directory")
                     || stderr.contains("Connection refused")))
@@ -296,6 +309,10 @@ impl Tmux {
         match self.run(&cmds).await {
             Ok(out) => Ok(parse_listing(&out, prefix)),
             Err(TmuxError::NoServer(_)) => Ok(Listing::default()),
+            // A server without sessions: an empty world too.
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+                Ok(Listing::default())
+            }
             Err(e) => Err(e),
         }
     }
@@ -373,9 +390,7 @@ impl Tmux {
         ];
         match self.run(&cmds).await {
             Ok(out) => Ok(out.trim() == token),
-            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("can't find session") => {
-                Ok(false)
-            }
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
             Err(TmuxError::NoServer(_)) => Ok(false),
             Err(e) => Err(e),
         }
@@ -421,14 +436,19 @@ impl Tmux {
 
     fn gone_is_ok(&self, r: Result<String, TmuxError>) -> Result<String, TmuxError> {
         match r {
-            Err(TmuxError::Failed { stderr, .. })
-                if stderr.contains("can't find session") || stderr.contains("no such session") =>
-            {
-                Ok(String::new())
-            }
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(String::new()),
             Err(TmuxError::NoServer(_)) => Ok(String::new()),
             r => r,
         }
+    }
+
+    /// Make the server collect the exit status of pane processes it has not reaped yet. tmux 3.3a
+    /// sometimes misses a pane's SIGCHLD: the pane shows dead, its process stays a zombie and
+    /// `#{pane_dead_status}` stays empty until another child of the server exits. A background
+    /// `run-shell` is such a child; a listing taken a moment later has the status.
+    pub async fn collect_exits(&self) -> Result<(), TmuxError> {
+        let cmds = [RunShell::new().background().shell_command("true").build()];
+        self.gone_is_ok(self.run(&cmds).await).map(|_| ())
     }
 
     /// `kill-session -t $N`. A session already gone is fine.
@@ -473,9 +493,7 @@ impl Tmux {
         match self.run(&cmds).await {
             Ok(out) if out.trim() == "started" => Ok(TurnBegin::Started),
             Ok(_) => Ok(TurnBegin::Reaping),
-            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("can't find session") => {
-                Ok(TurnBegin::Gone)
-            }
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(TurnBegin::Gone),
             Err(TmuxError::NoServer(_)) => Ok(TurnBegin::Gone),
             Err(e) => Err(e),
         }
@@ -499,9 +517,7 @@ impl Tmux {
         ];
         match self.run(&cmds).await {
             Ok(_) => Ok(true),
-            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("can't find session") => {
-                Ok(false)
-            }
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
             Err(TmuxError::NoServer(_)) => Ok(false),
             Err(e) => Err(e),
         }
