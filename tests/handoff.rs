@@ -47,15 +47,16 @@ fn turn_begin_waits_for_a_reap_in_flight_then_says_respawn() {
     s.session("keeper", "sleep 100000");
     let n = s.chat("ccs-1", "c1", "");
     s.set(n, "@ccs_reaping", &now_ms().to_string());
-    let mut begin = s
-        .reap(ON)
-        .args(["turn", "begin", "1"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut begin = KillOnDrop(
+        s.reap(ON)
+            .args(["turn", "begin", "1"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // It waits while the mark is there...
     assert!(
-        !wait_until(0.5, || begin.try_wait().unwrap().is_some()),
+        !wait_until(0.5, || begin.0.try_wait().unwrap().is_some()),
         "turn begin did not wait for the reap"
     );
     assert_eq!(
@@ -65,22 +66,23 @@ fn turn_begin_waits_for_a_reap_in_flight_then_says_respawn() {
     );
     // ...and when the reap ends with the session gone, says "respawn it".
     s.ok(&["kill-session", "-t", &format!("${n}")]);
-    assert!(wait_until(5.0, || begin.try_wait().unwrap().is_some()));
-    assert_eq!(begin.wait().unwrap().code(), Some(4));
+    assert!(wait_until(5.0, || begin.0.try_wait().unwrap().is_some()));
+    assert_eq!(begin.0.wait().unwrap().code(), Some(4));
 
     // A reap that aborts (the mark cleared, the session kept) lets the turn begin.
     let m = s.chat("ccs-2", "c2", "");
     s.set(m, "@ccs_reaping", &now_ms().to_string());
-    let mut begin = s
-        .reap(ON)
-        .args(["turn", "begin", "2"])
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    assert!(!wait_until(0.3, || begin.try_wait().unwrap().is_some()));
+    let mut begin = KillOnDrop(
+        s.reap(ON)
+            .args(["turn", "begin", "2"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(!wait_until(0.3, || begin.0.try_wait().unwrap().is_some()));
     s.unset(m, "@ccs_reaping");
-    assert!(wait_until(5.0, || begin.try_wait().unwrap().is_some()));
-    assert_eq!(begin.wait().unwrap().code(), Some(0));
+    assert!(wait_until(5.0, || begin.0.try_wait().unwrap().is_some()));
+    assert_eq!(begin.0.wait().unwrap().code(), Some(0));
     assert!(s.show(m, "@ccs_turn").is_some());
 }
 

@@ -348,12 +348,13 @@ fn daemon_reaps_on_schedule_stops_on_sigterm_and_holds_the_lock() {
         ("CCS_REAP_INTERVAL_MS", "100"),
     ];
     let log = std::fs::File::create(s.path("daemon.log")).unwrap();
-    let mut d = s
-        .reap(&env)
-        .stdout(std::process::Stdio::null())
-        .stderr(log)
-        .spawn()
-        .unwrap();
+    let mut d = KillOnDrop(
+        s.reap(&env)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
     assert!(
         wait_until(10.0, || !s.has("ccs-1")),
         "the daemon did not reap"
@@ -364,9 +365,9 @@ fn daemon_reaps_on_schedule_stops_on_sigterm_and_holds_the_lock() {
     // A session that appears later is stamped by a later sweep.
     let m = s.chat("ccs-2", "c", "");
     assert!(wait_until(10.0, || s.show(m, "@ccs_idle").is_some()));
-    let pid = rustix::process::Pid::from_raw(d.id() as i32).unwrap();
+    let pid = rustix::process::Pid::from_raw(d.0.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status = d.wait().unwrap();
+    let status = d.0.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(s.has("ccs-2"));
 }

@@ -188,22 +188,23 @@ fn sigterm_during_a_teardown_finishes_it_first() {
     let n = s.chat("ccs-1", "c1", "stubborn");
     s.idle_since(n, 10_000_000);
     let log = std::fs::File::create(s.path("daemon.log")).unwrap();
-    let mut d = s
-        .reap(&[
+    let mut d = KillOnDrop(
+        s.reap(&[
             ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
             ("CCS_REAP_GRACE_MS", "1500"),
             ("CCS_REAP_INTERVAL_MS", "100"),
         ])
         .stderr(log)
         .spawn()
-        .unwrap();
+        .unwrap(),
+    );
     assert!(
         wait_until(10.0, || s.show(n, "@ccs_reaping").is_some()),
         "the teardown did not start"
     );
-    let pid = rustix::process::Pid::from_raw(d.id() as i32).unwrap();
+    let pid = rustix::process::Pid::from_raw(d.0.id() as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let status = d.wait().unwrap();
+    let status = d.0.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     // By the time it exited, the reap was complete.
     assert!(!s.has("ccs-1"));
@@ -226,11 +227,12 @@ fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
         ("CCS_REAP_INTERVAL_MS", "100"),
         ("CCS_TMUX_TIMEOUT_MS", "300"),
     ];
-    let mut d = s
-        .reap(&env)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut d = KillOnDrop(
+        s.reap(&env)
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     // Wait until the teardown is under way: its journal is written before the first signal.
     let journal = s.state_dir().join("reaping").join("1.json");
     assert!(
@@ -242,8 +244,8 @@ fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
         wait_until(10.0, || !alive(s.pids("ccs-1")["claude"])),
         "SIGTERM was not sent"
     );
-    d.kill().unwrap();
-    d.wait().unwrap();
+    d.0.kill().unwrap();
+    d.0.wait().unwrap();
     // Its grace is 100 s: the helper that ignores SIGTERM is still there, and so is the journal.
     assert!(alive(stubborn));
     assert!(journal.exists());

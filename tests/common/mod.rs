@@ -334,3 +334,13 @@ pub fn on(ms: u64) -> Vec<(&'static str, String)> {
 pub fn path_str(p: &Path) -> String {
     p.to_string_lossy().into_owned()
 }
+
+/// A child killed (and waited for) on drop, so a failing test leaves no daemon behind.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
