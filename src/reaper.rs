@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use tokio::sync::Semaphore;
+use tracing::Instrument;
 
 use crate::activity;
 use crate::config::Config;
@@ -497,32 +498,30 @@ impl Reaper {
         reason: ReapReason,
         force: bool,
     ) -> AuditLine {
+        let span = tracing::info_span!("reap", session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str());
+        self.reap_in_span(d, s, reason, force)
+            .instrument(span)
+            .await
+    }
+
+    async fn reap_in_span(
+        &self,
+        d: &Decision,
+        s: &Session,
+        reason: ReapReason,
+        force: bool,
+    ) -> AuditLine {
         let t0 = Instant::now();
         let n = d.tmux_id;
-        let mut line = AuditLine {
-            at: rfc3339(now_ms()),
-            session: d.name.clone(),
-            id: d.id.clone(),
-            tmux_id: format!("${n}"),
-            cid: d.cid.clone(),
-            reason: reason.as_str().to_string(),
-            idle_ms: d.idle_ms,
-            outcome: "aborted".into(),
-            ended: None,
-            exit_status: None,
-            exit_signal: None,
-            term: 0,
-            kill: 0,
-            pids: Vec::new(),
-            rss_bytes: 0,
-            pss_bytes: None,
-            survivors: Vec::new(),
-            took_ms: 0,
-            dry_run: false,
-            error: None,
-        };
-        let span = tracing::info_span!("reap", session = %d.name, tmux_id = %format!("${n}"), reason = reason.as_str());
-        let _g = span.enter();
+        let mut line = AuditLine::begin(
+            rfc3339(now_ms()),
+            &d.name,
+            &d.id,
+            n,
+            d.cid.clone(),
+            reason.as_str(),
+            d.idle_ms,
+        );
 
         // The audit line must be writable before anything is touched.
         if let Err(e) = self.state.check_writable() {
@@ -711,28 +710,17 @@ impl Reaper {
             let t0 = Instant::now();
             tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
             let victims = procs::pin(&j.victims);
-            let line = AuditLine {
-                at: rfc3339(now_ms()),
-                session: j.session.clone(),
-                id: j.id.clone(),
-                tmux_id: format!("${}", j.tmux_id),
-                cid: j.cid.clone(),
-                reason: j.reason.clone(),
-                idle_ms: j.idle_ms,
-                outcome: "aborted".into(),
-                ended: Some("stopped".into()),
-                exit_status: None,
-                exit_signal: None,
-                term: 0,
-                kill: 0,
-                pids: j.victims.iter().map(|v| v.pid).collect(),
-                rss_bytes: 0,
-                pss_bytes: None,
-                survivors: Vec::new(),
-                took_ms: 0,
-                dry_run: false,
-                error: None,
-            };
+            let mut line = AuditLine::begin(
+                rfc3339(now_ms()),
+                &j.session,
+                &j.id,
+                j.tmux_id,
+                j.cid.clone(),
+                &j.reason,
+                j.idle_ms,
+            );
+            line.ended = Some("stopped".into());
+            line.pids = j.victims.iter().map(|v| v.pid).collect();
             // Kill the session only if this server still has it under the same name ($N is
             // only unique within one server's life).
             let same = listing

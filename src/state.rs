@@ -57,6 +57,42 @@ pub struct AuditLine {
     pub error: Option<String>,
 }
 
+impl AuditLine {
+    /// A line for an attempt that has not got anywhere yet (outcome `aborted`).
+    pub fn begin(
+        at: String,
+        session: &str,
+        id: &str,
+        tmux_id: u32,
+        cid: Option<String>,
+        reason: &str,
+        idle_ms: Option<u64>,
+    ) -> Self {
+        AuditLine {
+            at,
+            session: session.to_string(),
+            id: id.to_string(),
+            tmux_id: format!("${tmux_id}"),
+            cid,
+            reason: reason.to_string(),
+            idle_ms,
+            outcome: "aborted".into(),
+            ended: None,
+            exit_status: None,
+            exit_signal: None,
+            term: 0,
+            kill: 0,
+            pids: Vec::new(),
+            rss_bytes: 0,
+            pss_bytes: None,
+            survivors: Vec::new(),
+            took_ms: 0,
+            dry_run: false,
+            error: None,
+        }
+    }
+}
+
 /// `sessions/<id>.json`: what the next spawn needs to resume the chat.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Tombstone {
@@ -157,18 +193,36 @@ impl StateDir {
         f.write_all(text.as_bytes()).map_err(io("append to", &p))
     }
 
-    /// Write a tombstone atomically (temp file, then rename).
-    pub fn write_tombstone(&self, t: &Tombstone) -> Result<(), StateError> {
-        let d = self.ensure(Some("sessions"))?;
-        let p = self.tombstone_path(&t.id);
-        let tmp = d.join(format!(".{}.json.{}", t.id, std::process::id()));
-        let text = serde_json::to_vec_pretty(t).map_err(|e| StateError::Io {
+    /// Write `value` as JSON to `<sub>/<id>.json` atomically (temp file, then rename).
+    fn write_json(&self, sub: &str, id: &str, value: &impl Serialize) -> Result<(), StateError> {
+        let d = self.ensure(Some(sub))?;
+        let p = d.join(format!("{id}.json"));
+        let tmp = d.join(format!(".{id}.json.{}", std::process::id()));
+        let text = serde_json::to_vec_pretty(value).map_err(|e| StateError::Io {
             what: "encode",
             path: p.clone(),
             source: std::io::Error::other(e),
         })?;
         std::fs::write(&tmp, text).map_err(io("write", &tmp))?;
         std::fs::rename(&tmp, &p).map_err(io("rename into", &p))
+    }
+
+    /// Remove a file; one that is not there is fine.
+    fn remove(p: PathBuf) -> Result<(), StateError> {
+        match std::fs::remove_file(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StateError::Io {
+                what: "remove",
+                path: p,
+                source: e,
+            }),
+        }
+    }
+
+    /// Write a tombstone atomically.
+    pub fn write_tombstone(&self, t: &Tombstone) -> Result<(), StateError> {
+        self.write_json("sessions", &t.id, t)
     }
 
     /// Read a tombstone. `Ok(None)` when there is none.
@@ -192,46 +246,15 @@ impl StateDir {
 
     /// A respawned chat's tombstone is used: remove it (the audit log keeps the history).
     pub fn remove_tombstone(&self, id: &str) -> Result<(), StateError> {
-        let p = self.tombstone_path(id);
-        match std::fs::remove_file(&p) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StateError::Io {
-                what: "remove",
-                path: p,
-                source: e,
-            }),
-        }
-    }
-
-    fn journal_path(&self, id: &str) -> PathBuf {
-        self.dir.join("reaping").join(format!("{id}.json"))
+        Self::remove(self.tombstone_path(id))
     }
 
     pub fn write_journal(&self, j: &Journal) -> Result<(), StateError> {
-        let d = self.ensure(Some("reaping"))?;
-        let p = self.journal_path(&j.id);
-        let tmp = d.join(format!(".{}.json.{}", j.id, std::process::id()));
-        let text = serde_json::to_vec(j).map_err(|e| StateError::Io {
-            what: "encode",
-            path: p.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        std::fs::write(&tmp, text).map_err(io("write", &tmp))?;
-        std::fs::rename(&tmp, &p).map_err(io("rename into", &p))
+        self.write_json("reaping", &j.id, j)
     }
 
     pub fn remove_journal(&self, id: &str) -> Result<(), StateError> {
-        let p = self.journal_path(id);
-        match std::fs::remove_file(&p) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(StateError::Io {
-                what: "remove",
-                path: p,
-                source: e,
-            }),
-        }
+        Self::remove(self.dir.join("reaping").join(format!("{id}.json")))
     }
 
     /// Every journal left in the state dir. Unreadable ones are reported, not guessed at.

@@ -41,7 +41,9 @@ fn the_whole_tree_goes_including_setsid_daemons_and_term_ignorers() {
             "{kind} {pid} not among the victims {listed:?}"
         );
     }
-    assert!(line["term"].as_u64().unwrap() >= 4);
+    // SIGTERM went to every one still alive: claude, the stubborn one and the setsid daemon at
+    // least (the plain child may already have died of the SIGHUP of its closing pty).
+    assert!(line["term"].as_u64().unwrap() >= 3, "{line}");
     // Only the one that ignores SIGTERM needed SIGKILL, after the grace.
     assert_eq!(line["kill"], 1, "{line}");
     assert!(line["took_ms"].as_u64().unwrap() >= 1000, "{line}");
@@ -198,8 +200,11 @@ fn sigterm_during_a_teardown_finishes_it_first() {
         .spawn()
         .unwrap(),
     );
+    // The teardown is under way once its journal is there (written before the first signal;
+    // the session itself may vanish at once, with claude's pane).
+    let journal = s.state_dir().join("reaping").join("1.json");
     assert!(
-        wait_until(10.0, || s.show(n, "@ccs_reaping").is_some()),
+        wait_until(10.0, || journal.exists()),
         "the teardown did not start"
     );
     let pid = rustix::process::Pid::from_raw(d.0.id() as i32).unwrap();
