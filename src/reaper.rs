@@ -25,7 +25,7 @@ use crate::state::{AuditLine, Journal, StateDir, Tombstone};
 use crate::tmux::{Listing, Tmux, TmuxError, TurnBegin};
 
 /// At most this many teardowns run at once.
-pub const MAX_CONCURRENT_REAPS: usize = 16;
+pub const MAX_CONCURRENT_REAPS: usize = 64;
 
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
