@@ -300,15 +300,20 @@ fn a_stopped_tmux_server_times_out_and_keeps_everything() {
 // 2. the tmux server killed in the middle of a sweep
 
 /// A pass-through wrapper that runs `kill` (sh, with $REAL and $SOCK set) before the first call
-/// that holds `if-shell` (the test-and-set before a reap).
+/// that holds `if-shell` (the test-and-set before a reap). The reaps of a sweep run concurrently:
+/// every other `if-shell` call waits until the kill is done, so none slips in before it.
 fn killer_wrapper(s: &Server, kill: &str) -> PathBuf {
-    let done = s.path("killed.log");
+    let log = s.path("killed.log");
+    let lock = s.path("killed.lock");
+    let done = s.path("killed.done");
     wrapper(
         s,
         &format!(
-            "REAL={real}\nSOCK={sock}\nfor a in \"$@\"; do\n  if [ \"$a\" = if-shell ] && [ ! -e {done} ]; then\n    echo \"$*\" >{done}\n    {kill}\n    break\n  fi\ndone\nexec \"$REAL\" \"$@\"\n",
+            "REAL={real}\nSOCK={sock}\nfor a in \"$@\"; do\n  if [ \"$a\" = if-shell ]; then\n    if mkdir {lock} 2>/dev/null; then\n      echo \"$*\" >{log}\n      {kill}\n      touch {done}\n    else\n      while [ ! -e {done} ]; do sleep 0.01; done\n    fi\n    break\n  fi\ndone\nexec \"$REAL\" \"$@\"\n",
             real = shq(&path_str(&real_tmux())),
             sock = shq(&path_str(&s.sock)),
+            log = shq(&path_str(&log)),
+            lock = shq(&path_str(&lock)),
             done = shq(&path_str(&done)),
         ),
     )

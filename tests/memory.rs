@@ -486,8 +486,10 @@ fn metrics_endpoint_answers_and_matches_status() {
             .copied()
             .unwrap_or_else(|| panic!("no {key}\n{body}"));
         let w = mem.get(st).copied().unwrap_or(0.0);
+        // PSS moves when other processes map the same pages (parallel tests start and stop
+        // many): within 10 %, or 256 KiB for the small trees here.
         assert!(
-            (got - w).abs() <= 0.10 * w.max(1.0),
+            (got - w).abs() <= (0.10 * w).max(256.0 * 1024.0),
             "{key} = {got}, status says {w}\n{body}"
         );
     }

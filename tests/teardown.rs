@@ -273,3 +273,46 @@ fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["outcome"], "reaped");
 }
+
+#[test]
+fn the_daemon_keeps_sweeping_during_a_slow_teardown_and_never_starts_it_twice() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let n = s.chat("ccs-1", "c1", "stubborn");
+    s.idle_since(n, 10_000_000);
+    let _d = KillOnDrop(
+        s.reap(&[
+            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_REAP_GRACE_MS", "4000"),
+            ("CCS_REAP_INTERVAL_MS", "100"),
+        ])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap(),
+    );
+    let journal = s.state_dir().join("reaping").join("1.json");
+    assert!(
+        wait_until(10.0, || journal.exists()),
+        "the teardown did not start"
+    );
+    // While ccs-1's stubborn helper holds its 4 s grace, a new chat is seen and stamped.
+    let m = s.chat("ccs-2", "c2", "");
+    assert!(
+        wait_until(2.0, || s.show(m, "@ccs_idle").is_some()),
+        "sweeps stopped during the teardown"
+    );
+    assert!(
+        journal.exists(),
+        "the teardown was already over: the test proves nothing"
+    );
+    // It ends once, with one audit line, although some 30 sweeps saw it due meanwhile.
+    assert!(wait_until(15.0, || !journal.exists()));
+    let lines: Vec<_> = s
+        .audit()
+        .into_iter()
+        .filter(|l| l["session"] == "ccs-1")
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "reaped");
+    assert_eq!(lines[0]["kill"], 1);
+}
