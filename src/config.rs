@@ -31,22 +31,38 @@ pub enum Socket {
 }
 
 impl Socket {
-    /// A short label for file names and logs (`ccstudio`, or the path with `/` as `_`).
-    pub fn label(&self) -> String {
+    /// The socket's path: `-S` as given, `-L <name>` where tmux puts it
+    /// (`$TMUX_TMPDIR` or `/tmp`, then `tmux-<uid>/<name>`).
+    pub fn path(&self) -> PathBuf {
         match self {
-            Socket::Name(n) => n.clone(),
-            Socket::Path(p) => p
-                .to_string_lossy()
-                .chars()
-                .map(|c| {
-                    if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                        c
-                    } else {
-                        '_'
-                    }
-                })
-                .collect(),
+            Socket::Path(p) => p.clone(),
+            Socket::Name(n) => {
+                let dir = std::env::var_os("TMUX_TMPDIR")
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| "/tmp".into());
+                PathBuf::from(dir)
+                    .join(format!("tmux-{}", rustix::process::getuid().as_raw()))
+                    .join(n)
+            }
         }
+    }
+
+    /// A label for the lock file: the socket's path (canonical where it exists) with every
+    /// character but letters, digits, `-` and `.` as `_`, so `-L ccstudio` and `-S` of the same
+    /// socket take the same lock.
+    pub fn label(&self) -> String {
+        let p = self.path();
+        let p = std::fs::canonicalize(&p).unwrap_or(p);
+        p.to_string_lossy()
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
     }
 }
 
@@ -506,6 +522,12 @@ mod tests {
         let c = cfg(&[("CCS_TMUX_SOCKET", "a"), ("CCS_TMUX_SOCKET_PATH", "/s")]).unwrap();
         assert_eq!(c.socket, Socket::Path("/s".into()));
         assert_eq!(c.socket.label(), "_s");
+        let by_name = Socket::Name("ccstudio".into());
+        assert!(by_name.path().ends_with(format!(
+            "tmux-{}/ccstudio",
+            rustix::process::getuid().as_raw()
+        )));
+        assert_eq!(Socket::Path(by_name.path()).label(), by_name.label());
     }
 
     #[test]

@@ -97,6 +97,10 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&cfg);
+    if cli.dry_run && matches!(cli.cmd, Some(Cmd::Turn { .. } | Cmd::Spawn { .. })) {
+        eprintln!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
+        return ExitCode::from(EXIT_CONFIG);
+    }
     if cli.once && cli.cmd.is_some() {
         eprintln!("ccs-reap: --once goes with the daemon, not with a subcommand");
         return ExitCode::from(EXIT_CONFIG);
@@ -227,18 +231,23 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
 }
 
 async fn daemon(r: Arc<Reaper>) -> ExitCode {
-    let _lock = match r.state.lock(&r.cfg.socket.label()) {
-        Ok(l) => l,
-        Err(ccs_reap::state::StateError::Locked(p)) => {
-            eprintln!(
-                "ccs-reap: another reaper holds this socket ({})",
-                p.display()
-            );
-            return ExitCode::from(EXIT_LOCKED);
-        }
-        Err(e) => {
-            eprintln!("ccs-reap: {e}");
-            return ExitCode::from(EXIT_FAILED);
+    // A dry-run daemon writes nothing: it needs no lock, and must not keep the real one out.
+    let _lock = if r.dry_run {
+        None
+    } else {
+        match r.state.lock(&r.cfg.socket.label()) {
+            Ok(l) => Some(l),
+            Err(ccs_reap::state::StateError::Locked(p)) => {
+                eprintln!(
+                    "ccs-reap: another reaper holds this socket ({})",
+                    p.display()
+                );
+                return ExitCode::from(EXIT_LOCKED);
+            }
+            Err(e) => {
+                eprintln!("ccs-reap: {e}");
+                return ExitCode::from(EXIT_FAILED);
+            }
         }
     };
     match ccs_reap::reaper::run_daemon(r).await {

@@ -149,7 +149,9 @@ pub fn spawn(
             let (sock, _) = match listener.accept().await {
                 Ok(x) => x,
                 Err(e) => {
+                    // Out of file descriptors, say: do not spin.
                     tracing::warn!(error = %e, "metrics: accept failed");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
                     continue;
                 }
             };

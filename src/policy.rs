@@ -96,6 +96,8 @@ pub struct Pane {
     pub dead: bool,
     pub dead_status: Option<i32>,
     pub dead_signal: Option<i32>,
+    /// tmux's `pane_start_command`: the command line the pane was started with.
+    pub start_command: String,
 }
 
 /// One session as tmux listed it, with its `@` options as raw strings (parsing them is policy).
@@ -274,22 +276,26 @@ pub fn parse_ms(s: &str) -> Option<i64> {
     digits.parse().ok().filter(|&n: &i64| n > 0)
 }
 
-/// The conversation id a command line names: `--resume X`, `--resume=X`, `--session-id X`,
-/// `--session-id=X`, `-r X`. Arguments are looked at one by one, and an argument that holds a whole
-/// shell command (`sh -c 'claude --resume X'`) is split on white space.
+/// The conversation id a `claude` command line names: `--resume X`, `--resume=X`,
+/// `--session-id X`, `--session-id=X`, `-r X`, after the word that starts claude (a basename
+/// `claude` or `*-claude`, or a path through `claude-code`, as `node .../claude-code/cli.js`).
+/// Arguments are split on white space, so an argument that holds a whole shell command
+/// (`sh -c 'exec claude --resume X'`, or tmux's `pane_start_command`) is read too. Any other
+/// program's flags (`node -r esm`) are never taken for a conversation id.
 pub fn cid_from_argv<S: AsRef<str>>(argv: &[S]) -> Option<String> {
-    let mut words: Vec<&str> = Vec::new();
+    let unquote = |s: &str| s.trim_matches(|c| c == '\'' || c == '"').to_string();
+    let mut words: Vec<String> = Vec::new();
     for a in argv {
-        words.extend(a.as_ref().split_whitespace());
+        words.extend(a.as_ref().split_whitespace().map(unquote));
     }
-    let clean = |s: &str| -> Option<String> {
-        let s = s.trim_matches(|c| c == '\'' || c == '"');
-        (!s.is_empty()
-            && !s.starts_with('-')
-            && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'))
-        .then(|| s.to_string())
+    let is_claude = |w: &str| {
+        let base = w.rsplit('/').next().unwrap_or(w);
+        base == "claude" || base.ends_with("-claude") || w.contains("/claude-code/")
     };
+    let start = words.iter().position(|w| is_claude(w))?;
+    let words = &words[start + 1..];
+    let clean =
+        |s: &str| -> Option<String> { (valid_id(s) && !s.starts_with('-')).then(|| s.to_string()) };
     for (i, w) in words.iter().enumerate() {
         for flag in ["--resume", "--session-id"] {
             if let Some(rest) = w.strip_prefix(flag) {
@@ -301,7 +307,7 @@ pub fn cid_from_argv<S: AsRef<str>>(argv: &[S]) -> Option<String> {
                 }
             }
         }
-        if *w == "-r" {
+        if w == "-r" {
             return words.get(i + 1).and_then(|v| clean(v));
         }
     }
@@ -363,7 +369,8 @@ pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
 
 /// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
 fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
-    let cid = (!s.cid.trim().is_empty())
+    // A `@ccs_cid` that is not a valid id cannot be resumed (nor safely put on a command line).
+    let cid = valid_id(s.cid.trim())
         .then(|| s.cid.trim().to_string())
         .or_else(|| s.cmdline_cid.clone());
 
@@ -379,6 +386,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     // Exited panes: nothing runs, nothing can be lost. Classified only once the status is known.
     if p.reap_exited && !s.panes.is_empty() && s.panes.iter().all(|x| x.dead) {
         let mut d = new(s, State::Exited, "every pane has exited");
+        let known = cid.is_some();
         d.cid = cid;
         d.viewers = viewers;
         if s.panes
@@ -386,6 +394,8 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
             .any(|x| x.dead_status.is_none() && x.dead_signal.is_none())
         {
             d.why = "every pane has exited; waiting for the exit status".into();
+        } else if !known && !p.reap_without_cid {
+            d.why = "every pane has exited; conversation id unknown: kept".into();
         } else if viewers == 0 {
             d.action = Action::Reap;
             d.reap_reason = Some(ReapReason::Exited);
@@ -613,6 +623,7 @@ mod tests {
                 dead: false,
                 dead_status: None,
                 dead_signal: None,
+                start_command: String::new(),
             }],
             ..Session::default()
         }
@@ -823,6 +834,32 @@ mod tests {
                 false,
             ),
             (
+                "exited, cid unknown: kept",
+                |s, _, _| {
+                    s.cid = String::new();
+                    s.panes[0] = Pane {
+                        pid: 1,
+                        dead: true,
+                        dead_status: Some(0),
+                        dead_signal: None,
+                        start_command: String::new(),
+                    }
+                },
+                Action::Keep,
+                State::Exited,
+                false,
+            ),
+            (
+                "garbage @ccs_cid is no cid",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.cid = "x;rm -rf".into();
+                },
+                Action::Keep,
+                State::NoCid,
+                false,
+            ),
+            (
                 "exited 0: cleaned",
                 |s, _, _| {
                     s.panes[0] = Pane {
@@ -830,6 +867,7 @@ mod tests {
                         dead: true,
                         dead_status: Some(0),
                         dead_signal: None,
+                        start_command: String::new(),
                     }
                 },
                 Action::Reap,
@@ -844,6 +882,7 @@ mod tests {
                         dead: true,
                         dead_status: None,
                         dead_signal: None,
+                        start_command: String::new(),
                     }
                 },
                 Action::Keep,
@@ -858,6 +897,7 @@ mod tests {
                         dead: true,
                         dead_status: Some(1),
                         dead_signal: None,
+                        start_command: String::new(),
                     })
                 },
                 Action::Keep,
@@ -873,6 +913,7 @@ mod tests {
                         dead: true,
                         dead_status: None,
                         dead_signal: Some(9),
+                        start_command: String::new(),
                     }
                 },
                 Action::Reap,
@@ -888,6 +929,7 @@ mod tests {
                         dead: true,
                         dead_status: Some(0),
                         dead_signal: None,
+                        start_command: String::new(),
                     }
                 },
                 Action::Keep,
@@ -903,6 +945,7 @@ mod tests {
                         dead: true,
                         dead_status: Some(0),
                         dead_signal: None,
+                        start_command: String::new(),
                     }
                 },
                 Action::Keep,
@@ -1352,6 +1395,23 @@ mod tests {
             (&["claude", "--resume", "--verbose"], None),
             (&["claude"], None),
             (&["claude", "--resume", "a;rm"], None),
+            (&["python3", "server.py", "-r", "esm"], None),
+            (&["node", "-r", "esm", "x.js"], None),
+            (&["sh", "-c", "node -r esm mcp.js --resume zz"], None),
+            (
+                &[
+                    "node",
+                    "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js",
+                    "--resume",
+                    "z",
+                ],
+                Some("z"),
+            ),
+            (&["/opt/bin/claude", "-r", "q1"], Some("q1")),
+            (
+                &["\"/work/scripts/fake-claude", "--resume", "c-1\""],
+                Some("c-1"),
+            ),
         ];
         for (argv, want) in table {
             assert_eq!(cid_from_argv(argv).as_deref(), *want, "{argv:?}");

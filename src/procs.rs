@@ -105,16 +105,21 @@ pub fn members(
         };
     // Pane pids, their descendants, and members of their sessions (setsid children of the pane
     // keep their sid only if they did not call setsid themselves; those are found by environ).
+    // A pane process is a child of the tmux server: a pid listed for a pane that is anything else
+    // (a dead pane's pid, waited for by tmux and reused since) belongs to a stranger.
+    let server = tmux_env.map(|(_, s)| s as i32);
     let mut leaders: HashMap<i32, u32> = HashMap::new();
     for (n, panes) in sessions {
         let mut stack: Vec<i32> = Vec::new();
         for &pp in panes {
             let pp = pp as i32;
+            let Some(p) = by_pid.get(&pp) else { continue };
+            if server.is_some_and(|s| p.ppid != s) {
+                continue;
+            }
             leaders.insert(pp, *n);
-            if let Some(p) = by_pid.get(&pp) {
-                if claim(p, *n, &mut owner, &mut out) {
-                    stack.push(pp);
-                }
+            if claim(p, *n, &mut owner, &mut out) {
+                stack.push(pp);
             }
         }
         while let Some(pid) = stack.pop() {
@@ -417,6 +422,31 @@ mod tests {
         two.sort();
         assert_eq!(two, vec![200, 201]);
         assert_eq!(m[&1][0].start, 1000);
+    }
+
+    #[test]
+    fn a_pane_pid_that_is_not_the_servers_child_is_a_stranger() {
+        // Server 50; pane 100 is its child; "pane" 200 is a reused pid (ppid 1) with a child and
+        // a process in its session: none of them is taken.
+        let t = vec![
+            p(50, 1, 50),
+            p(100, 50, 100),
+            p(101, 100, 100),
+            p(200, 1, 200),
+            p(201, 200, 200),
+            p(202, 1, 200),
+        ];
+        let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
+        let m = members(
+            &t,
+            &[(1, vec![100]), (2, vec![200])],
+            Some(("/nonexistent/s", 50)),
+            u32::MAX,
+            &prot,
+        );
+        let one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
+        assert_eq!(one.len(), 2);
+        assert!(!m.contains_key(&2), "{m:?}");
     }
 
     #[test]

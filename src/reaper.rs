@@ -19,7 +19,9 @@ use tracing::Instrument;
 use crate::activity;
 use crate::config::Config;
 use crate::metrics::Metrics;
-use crate::policy::{self, Action, Decision, HostMemory, ReapReason, Session, Snapshot, State};
+use crate::policy::{
+    self, Action, Decision, HostMemory, Policy, ReapReason, Session, Snapshot, State,
+};
 use crate::procs;
 use crate::state::{AuditLine, Journal, StateDir, Tombstone};
 use crate::tmux::{Listing, Tmux, TmuxError, TurnBegin};
@@ -133,6 +135,28 @@ impl Reaper {
         })
     }
 
+    /// Read the activity files off the async thread, within the tmux timeout: a file on a stalled
+    /// mount (or a fifo) must not stall the daemon. Not read in time = liveness unknown.
+    async fn read_activity(&self) -> Result<HashSet<String>, String> {
+        if self.cfg.activity_files.is_empty() {
+            return Ok(HashSet::new());
+        }
+        let files = self.cfg.activity_files.clone();
+        let read = tokio::task::spawn_blocking(move || activity::read_all(&files));
+        match tokio::time::timeout(self.cfg.tmux_timeout, read).await {
+            Ok(Ok(r)) => r.map_err(|e| e.to_string()),
+            Ok(Err(e)) => Err(format!("failed to read the activity files: {e}")),
+            Err(_) => Err(format!(
+                "the activity files could not be read within {:?}",
+                self.cfg.tmux_timeout
+            )),
+        }
+    }
+
+    fn inflight_count(&self) -> usize {
+        self.inflight().len()
+    }
+
     fn inflight(&self) -> std::sync::MutexGuard<'_, HashSet<u32>> {
         self.inflight.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -154,11 +178,11 @@ impl Reaper {
             tracing::warn!(problems = %why, "tmux rows did not parse: keeping every session this sweep");
             snap.global_problem = Some(why);
         }
-        match activity::read_all(&self.cfg.activity_files) {
+        match self.read_activity().await {
             Ok(busy) => snap.busy_ids = busy,
             Err(e) => {
                 tracing::warn!(error = %e, "activity file unreadable: keeping every session this sweep");
-                snap.global_problem.get_or_insert(e.to_string());
+                snap.global_problem.get_or_insert(e);
             }
         }
         snap.sessions = listing.sessions.clone();
@@ -184,7 +208,12 @@ impl Reaper {
         let keys: Vec<(u32, Vec<u32>)> = snap
             .sessions
             .iter()
-            .map(|s| (s.tmux_id, s.panes.iter().map(|p| p.pid).collect()))
+            .map(|s| {
+                (
+                    s.tmux_id,
+                    s.panes.iter().filter(|p| !p.dead).map(|p| p.pid).collect(),
+                )
+            })
             .collect();
         let env = match (&listing.socket_path, listing.server_pid) {
             (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
@@ -222,7 +251,22 @@ impl Reaper {
             .iter_mut()
             .filter(|s| want.contains(&s.tmux_id))
         {
-            let mut stack: Vec<i32> = s.panes.iter().map(|p| p.pid as i32).collect();
+            // tmux's own record of the command each pane was started with comes first (it is
+            // all there is for a dead pane); then the live processes below the panes.
+            if let Some(c) = s
+                .panes
+                .iter()
+                .find_map(|p| policy::cid_from_argv(&[&p.start_command]))
+            {
+                s.cmdline_cid = Some(c);
+                continue;
+            }
+            let mut stack: Vec<i32> = s
+                .panes
+                .iter()
+                .filter(|p| !p.dead)
+                .map(|p| p.pid as i32)
+                .collect();
             let mut seen = HashSet::new();
             while let Some(pid) = stack.pop() {
                 if !seen.insert(pid) {
@@ -248,7 +292,7 @@ impl Reaper {
             .iter()
             .zip(&snap.sessions)
             .filter(|(d, s)| {
-                s.cid.trim().is_empty()
+                !policy::valid_id(s.cid.trim())
                     && (mode == Mode::Status
                         || matches!(d.state, State::NoCid | State::Stuck | State::Exited))
             })
@@ -293,8 +337,19 @@ impl Reaper {
         }
 
         // Finish teardowns and clear stale reaping marks left by a reaper that died mid-way.
+        // Chats whose teardown a live reaper (another process, perhaps stalled) is running: its
+        // mark is not stale, however old, and the session is not ours to start on.
+        let live: HashSet<String> = self
+            .state
+            .journals()
+            .into_iter()
+            .flatten()
+            .filter(|j| procs::alive(j.owner))
+            .map(|j| j.id)
+            .collect();
+        let mut reaps = Vec::new();
         if !self.dry_run {
-            self.recover(&listing).await;
+            reaps = self.recover(&listing).await;
             let stale: Vec<(u32, String)> = snap
                 .sessions
                 .iter()
@@ -304,7 +359,7 @@ impl Reaper {
                         Some(at) => now - at > self.stale_after(),
                         None => !s.reaping.trim().is_empty(),
                     };
-                    stale && !self.inflight().contains(&s.tmux_id)
+                    stale && !self.inflight().contains(&s.tmux_id) && !live.contains(&s.id)
                 })
                 .map(|s| (s.tmux_id, s.reaping.clone()))
                 .collect();
@@ -350,8 +405,9 @@ impl Reaper {
                 }
                 // Another reaper (a manual `reap`) holds it: not ours to start. A stale mark was
                 // cleared above, and the test-and-set decides.
-                let held =
-                    policy::parse_ms(&s.reaping).is_some_and(|at| now - at <= self.stale_after());
+                let held = live.contains(&s.id)
+                    || policy::parse_ms(&s.reaping)
+                        .is_some_and(|at| now - at <= self.stale_after());
                 if held {
                     tracing::debug!(session = %d.name, "another reap holds this session");
                     continue;
@@ -371,7 +427,6 @@ impl Reaper {
             }
         }
 
-        let mut reaps = Vec::new();
         if wait {
             for h in handles {
                 if let Ok(line) = h.await {
@@ -458,6 +513,7 @@ impl Reaper {
     fn still_reapable(
         &self,
         fresh: &Decision,
+        decided_idle_ms: Option<u64>,
         reason: ReapReason,
         force: bool,
     ) -> Result<(), String> {
@@ -466,8 +522,12 @@ impl Reaper {
         }
         let ok = match reason {
             ReapReason::Idle => fresh.reap_reason == Some(ReapReason::Idle),
+            // The pressure rules chose it for how long it had been idle: its clock must not have
+            // restarted since (a short turn in between), and it must still be past the floor.
             ReapReason::Memory | ReapReason::MaxIdle => {
                 matches!(fresh.state, State::Idle | State::Expired)
+                    && fresh.idle_ms >= decided_idle_ms
+                    && fresh.idle_ms.unwrap_or(0) >= self.cfg.policy.min_idle_ms
             }
             ReapReason::Stuck => fresh.reap_reason == Some(ReapReason::Stuck),
             ReapReason::Exited => fresh.reap_reason == Some(ReapReason::Exited),
@@ -571,7 +631,7 @@ impl Reaper {
                 return self.finish(line, t0);
             }
         };
-        if let Err(why) = self.still_reapable(&fresh.0, reason, force) {
+        if let Err(why) = self.still_reapable(&fresh.0, d.idle_ms, reason, force) {
             let _ = self.tmux.clear_reaping(n, &tok).await;
             line.error = Some(why);
             return self.finish(line, t0);
@@ -600,6 +660,7 @@ impl Reaper {
             .iter()
             .find_map(|p| std::fs::read_link(format!("/proc/{}/cwd", p.pid)).ok())
             .map(|p: PathBuf| p.to_string_lossy().into_owned());
+        let server_pid = fresh.2.as_ref().map(|x| x.1);
         let victims = match self.victims(&s, fresh.2).await {
             Ok(v) => v,
             Err(e) => {
@@ -628,14 +689,34 @@ impl Reaper {
             started_at: line.at.clone(),
             owner: procs::myself(),
             victims: ids.clone(),
+            server_pid,
+            token: tok.clone(),
         };
-        if let Err(e) = self.state.write_journal(&journal) {
+        // The tombstone too comes before the first signal: the pane dies with claude, so the
+        // session may vanish long before this teardown ends, and whoever sees it gone must find
+        // the cid. (`turn begin` and `spawn` also wait for the journal to go, so nothing respawns
+        // a chat while its old tree is still dying.) Either write failing: nothing is touched.
+        let tomb = Tombstone {
+            id: d.id.clone(),
+            cid: line.cid.clone(),
+            reaped_at: rfc3339(now_ms()),
+            reason: reason.as_str().into(),
+            cwd,
+        };
+        let written = self
+            .state
+            .write_journal(&journal)
+            .and_then(|()| self.state.write_tombstone(&tomb));
+        if let Err(e) = written {
             let _ = self.tmux.clear_reaping(n, &tok).await;
+            let _ = self.state.remove_journal(&d.id);
             line.outcome = "failed".into();
             line.error = Some(format!("not attempted: {e}"));
             return self.finish(line, t0);
         }
-        let line = self.teardown(line, &victims, &ids, Some(n), cwd).await;
+        let line = self
+            .teardown(line, &victims, &ids, Some((n, tok.as_str())))
+            .await;
         let line = self.finish(line, t0);
         if let Err(e) = self.state.remove_journal(&d.id) {
             tracing::warn!(error = %e, "failed to remove the reap journal");
@@ -643,37 +724,21 @@ impl Reaper {
         line
     }
 
-    /// Write the tombstone, stop the pinned victims, kill the session, verify.
+    /// Stop the pinned victims, kill the session (if it still carries our token), verify.
     async fn teardown(
         &self,
         mut line: AuditLine,
         victims: &[procs::Victim],
         ids: &[procs::Ident],
-        n: Option<u32>,
-        cwd: Option<String>,
+        session: Option<(u32, &str)>,
     ) -> AuditLine {
-        // The tombstone comes before the first signal: the pane dies with claude, so the session
-        // may vanish long before this teardown ends, and whoever sees it gone must find the cid.
-        // (`turn begin` and `spawn` also wait for the journal to go, so nothing respawns a chat
-        // while its old tree is still dying.)
-        let tomb = Tombstone {
-            id: line.id.clone(),
-            cid: line.cid.clone(),
-            reaped_at: rfc3339(now_ms()),
-            reason: line.reason.clone(),
-            cwd,
-        };
-        if let Err(e) = self.state.write_tombstone(&tomb) {
-            line.error = Some(format!("failed to write the tombstone: {e}"));
-        }
-
         // Stop them: TERM, grace, KILL.
         let r = procs::stop(victims, self.cfg.grace).await;
         line.term = r.term;
         line.kill = r.kill;
 
-        if let Some(n) = n {
-            if let Err(e) = self.tmux.kill_session(n).await {
+        if let Some((n, token)) = session {
+            if let Err(e) = self.tmux.kill_session(n, token).await {
                 line.outcome = "failed".into();
                 line.error = Some(format!("failed to kill the session: {e}"));
             }
@@ -695,7 +760,8 @@ impl Reaper {
 
     /// Finish the teardowns that a reaper left behind when it died (their journals remain and
     /// their owner is gone). The session, if still there under the same name, is killed too.
-    pub async fn recover(&self, listing: &Listing) {
+    pub async fn recover(&self, listing: &Listing) -> Vec<AuditLine> {
+        let mut lines = Vec::new();
         for j in self.state.journals() {
             let j = match j {
                 Ok(j) => j,
@@ -709,7 +775,16 @@ impl Reaper {
             }
             let t0 = Instant::now();
             tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
-            let victims = procs::pin(&j.victims);
+            // Never pid 1, the server, or us, whatever the journal says.
+            let table = procs::table().unwrap_or_default();
+            let prot = procs::protected(&table, listing.server_pid);
+            let pinned: Vec<procs::Ident> = j
+                .victims
+                .iter()
+                .filter(|v| !prot.contains(&v.pid))
+                .copied()
+                .collect();
+            let victims = procs::pin(&pinned);
             let mut line = AuditLine::begin(
                 rfc3339(now_ms()),
                 &j.session,
@@ -720,24 +795,39 @@ impl Reaper {
                 j.idle_ms,
             );
             line.ended = Some("stopped".into());
-            line.pids = j.victims.iter().map(|v| v.pid).collect();
-            // Kill the session only if this server still has it under the same name ($N is
-            // only unique within one server's life).
-            let same = listing
+            line.pids = pinned.iter().map(|v| v.pid).collect();
+            // The session is killed only if it is the same one: same server, and it still
+            // carries the dead reaper's token (kill_session checks that in the server).
+            let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
+            let session = same_server.then_some((j.tmux_id, j.token.as_str()));
+            // The tombstone was written before the first signal; write it again only if it is
+            // missing and no chat of that name has come back since.
+            let back = listing
                 .sessions
                 .iter()
-                .any(|s| s.tmux_id == j.tmux_id && s.name == j.session);
-            let n = if same { Some(j.tmux_id) } else { None };
-            let mut line = self
-                .teardown(line, &victims, &j.victims, n, j.cwd.clone())
-                .await;
+                .any(|s| s.name == j.session && (!same_server || s.tmux_id != j.tmux_id));
+            if !back && self.state.read_tombstone(&j.id).ok().flatten().is_none() {
+                let tomb = Tombstone {
+                    id: j.id.clone(),
+                    cid: j.cid.clone(),
+                    reaped_at: rfc3339(now_ms()),
+                    reason: j.reason.clone(),
+                    cwd: j.cwd.clone(),
+                };
+                if let Err(e) = self.state.write_tombstone(&tomb) {
+                    tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
+                    continue;
+                }
+            }
+            let mut line = self.teardown(line, &victims, &pinned, session).await;
             line.error
                 .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
-            self.finish(line, t0);
+            lines.push(self.finish(line, t0));
             if let Err(e) = self.state.remove_journal(&j.id) {
                 tracing::warn!(error = %e, "failed to remove the reap journal");
             }
         }
+        lines
     }
 
     fn finish(&self, mut line: AuditLine, t0: Instant) -> AuditLine {
@@ -793,7 +883,7 @@ impl Reaper {
                 c.orphaned = procs::orphaned(c.pid);
             }
         }
-        let busy = activity::read_all(&self.cfg.activity_files).map_err(|e| e.to_string())?;
+        let busy = self.read_activity().await?;
         let snap = Snapshot {
             sessions: vec![s.clone()],
             busy_ids: busy,
@@ -810,7 +900,7 @@ impl Reaper {
     ) -> Result<Vec<procs::Victim>, String> {
         let table = procs::table()?;
         let prot = procs::protected(&table, server.as_ref().map(|x| x.1));
-        let panes: Vec<u32> = s.panes.iter().map(|p| p.pid).collect();
+        let panes: Vec<u32> = s.panes.iter().filter(|p| !p.dead).map(|p| p.pid).collect();
         let env = server.as_ref().map(|(p, pid)| (p.as_str(), *pid));
         let m = procs::members(
             &table,
@@ -835,7 +925,9 @@ impl Reaper {
         let want: HashSet<u32> = snap
             .sessions
             .iter()
-            .filter(|s| s.name == name && s.cid.trim().is_empty() && s.cmdline_cid.is_none())
+            .filter(|s| {
+                s.name == name && !policy::valid_id(s.cid.trim()) && s.cmdline_cid.is_none()
+            })
             .map(|s| s.tmux_id)
             .collect();
         if !want.is_empty() {
@@ -857,7 +949,7 @@ impl Reaper {
             return Err(CommandError::Gone(format!("no session {name}")));
         };
         let reason = ReapReason::Manual;
-        if let Err(why) = self.still_reapable(&d, reason, force) {
+        if let Err(why) = self.still_reapable(&d, d.idle_ms, reason, force) {
             return Err(CommandError::Refused(format!(
                 "refusing to reap {name} ({why}); --force overrides"
             )));
@@ -984,31 +1076,51 @@ impl Reaper {
                 "spawn needs a command after --".into(),
             ));
         }
-        // An existing session is left alone, unless it is being reaped: then wait for the reap.
+        // An existing session is left alone, unless it is being reaped (then wait for the reap)
+        // or all its panes are dead (then clean it up first, as a sweep would, and respawn).
         let deadline = Instant::now() + self.reap_wait();
         loop {
             match self.tmux.find(&name, &self.cfg.prefix).await? {
                 None => break,
-                Some(s) if s.reaping.trim().is_empty() => return Ok(false),
-                Some(_) if Instant::now() >= deadline => {
-                    return Err(CommandError::Refused(format!(
-                        "{name} is still being reaped"
-                    )))
+                Some(s) if !s.reaping.trim().is_empty() => {
+                    if Instant::now() >= deadline {
+                        return Err(CommandError::Refused(format!(
+                            "{name} is still being reaped"
+                        )));
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
                 }
-                Some(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+                Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
+                    let line = self.reap_dead(&s).await;
+                    if line.outcome != "reaped"
+                        && self.tmux.find(&name, &self.cfg.prefix).await?.is_some()
+                    {
+                        return Err(CommandError::Refused(format!(
+                            "{name} has exited but could not be cleaned up: {}",
+                            line.error.unwrap_or_default()
+                        )));
+                    }
+                }
+                Some(_) => return Ok(false),
             }
         }
         self.wait_for_teardown(id, deadline).await?;
         let tomb = self.state.read_tombstone(id)?;
+        // The command's own id wins (it is what claude will run), then --cid, then the tombstone.
         let own_cid = policy::cid_from_argv(cmd);
-        let cid = cid
-            .map(str::to_string)
-            .or_else(|| own_cid.clone())
-            .or_else(|| tomb.as_ref().and_then(|t| t.cid.clone()));
+        let tomb_cid = tomb
+            .as_ref()
+            .and_then(|t| t.cid.clone())
+            .filter(|c| policy::valid_id(c));
+        let cid = own_cid
+            .clone()
+            .or_else(|| cid.map(str::to_string))
+            .or(tomb_cid);
         let mut argv = cmd.to_vec();
         if let (Some(c), None) = (&cid, &own_cid) {
             if argv.len() == 1 {
-                // One argument is a shell command (tmux runs it with `sh -c`).
+                // One argument is a shell command (tmux runs it with `sh -c`); every cid that
+                // gets here is a valid id (`[A-Za-z0-9_-]`), which needs no quoting.
                 argv[0] = format!("{} --resume {c}", argv[0]);
             } else {
                 argv.extend(["--resume".to_string(), c.clone()]);
@@ -1041,16 +1153,23 @@ impl Reaper {
         // A server whose last session just went is exiting; a new-session that reaches it in that
         // moment is lost with it. Check the session is there, and try again if it is not.
         let mut created = false;
+        let mut present = false;
         for attempt in 1..=3 {
             created = self
                 .tmux
                 .new_session(&name, &cwd, &argv, cid.as_deref())
                 .await?;
             if self.tmux.find(&name, &self.cfg.prefix).await?.is_some() {
+                present = true;
                 break;
             }
             tracing::warn!(session = %name, attempt, "the new session vanished (a tmux server exiting?): trying again");
             tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if !present {
+            return Err(CommandError::Refused(format!(
+                "{name} exited as soon as it was created (three times); the tombstone is kept"
+            )));
         }
         if created {
             tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), "spawned");
@@ -1060,11 +1179,23 @@ impl Reaper {
         }
         Ok(created)
     }
-}
 
-impl Reaper {
-    fn inflight_count(&self) -> usize {
-        self.inflight().len()
+    /// Clean up a session whose panes have all exited (for `spawn`): the exited reap, even
+    /// before tmux has its exit status.
+    async fn reap_dead(&self, s: &Session) -> AuditLine {
+        let mut snap = Snapshot {
+            sessions: vec![s.clone()],
+            ..Snapshot::default()
+        };
+        self.find_cids(&mut snap, &[s.tmux_id].into_iter().collect());
+        let policy = Policy {
+            reap_exited: true,
+            ..self.cfg.policy.clone()
+        };
+        let mut d = policy::decide(&snap, now_ms(), &policy).remove(0);
+        d.override_turn = true;
+        self.reap(&d, &snap.sessions[0], ReapReason::Exited, true)
+            .await
     }
 }
 

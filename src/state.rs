@@ -53,7 +53,6 @@ pub struct AuditLine {
     pub pss_bytes: Option<u64>,
     pub survivors: Vec<i32>,
     pub took_ms: u64,
-    pub dry_run: bool,
     pub error: Option<String>,
 }
 
@@ -87,7 +86,6 @@ impl AuditLine {
             pss_bytes: None,
             survivors: Vec::new(),
             took_ms: 0,
-            dry_run: false,
             error: None,
         }
     }
@@ -119,6 +117,10 @@ pub struct Journal {
     /// The reaper doing it: (pid, start time).
     pub owner: crate::procs::Ident,
     pub victims: Vec<crate::procs::Ident>,
+    /// The tmux server's pid: `$N` is only unique within one server's life.
+    pub server_pid: Option<u32>,
+    /// The reap's token in `@ccs_reaper`: only a session that still carries it is killed.
+    pub token: String,
 }
 
 #[derive(Debug, Clone)]
@@ -203,8 +205,13 @@ impl StateDir {
             path: p.clone(),
             source: std::io::Error::other(e),
         })?;
-        std::fs::write(&tmp, text).map_err(io("write", &tmp))?;
-        std::fs::rename(&tmp, &p).map_err(io("rename into", &p))
+        let written = std::fs::write(&tmp, text)
+            .map_err(io("write", &tmp))
+            .and_then(|()| std::fs::rename(&tmp, &p).map_err(io("rename into", &p)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        written
     }
 
     /// Remove a file; one that is not there is fine.
@@ -370,7 +377,6 @@ mod tests {
             pss_bytes: None,
             survivors: vec![],
             took_ms: 1,
-            dry_run: false,
             error: None,
         };
         s.append_audit(&l).unwrap();

@@ -48,9 +48,10 @@ const SESSION_FIELDS: usize = 10;
 const CLIENT_FMT: &str =
     "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}";
 const CLIENT_FIELDS: usize = 6;
-const PANE_FMT: &str =
-    "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}";
-const PANE_FIELDS: usize = 7;
+/// The start command comes last: it may hold tabs (tmux escapes them, but nothing depends on it),
+/// so the fields after the seventh are joined back.
+const PANE_FMT: &str = "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}\t#{pane_start_command}";
+const PANE_FIELDS: usize = 8;
 
 /// tmux's argv is limited to about 16 KB; batches stay well under.
 const ARGV_BUDGET: usize = 12 * 1024;
@@ -178,7 +179,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
             "P" => {
                 let n = f.get(1).and_then(|x| parse_sid(x));
                 let parsed = (|| -> Result<PaneRow, ()> {
-                    if f.len() != PANE_FIELDS {
+                    if f.len() < PANE_FIELDS {
                         return Err(());
                     }
                     let pane = Pane {
@@ -186,6 +187,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                         dead: f[3] == "1",
                         dead_status: opt_num(f[4])?,
                         dead_signal: opt_num(f[5])?,
+                        start_command: f[PANE_FIELDS - 1..].join(SEP),
                     };
                     let act: Option<i64> = opt_num(f[6])?;
                     Ok((pane, act.map(|s| s * 1000)))
@@ -451,9 +453,25 @@ impl Tmux {
         self.gone_is_ok(self.run(&cmds).await).map(|_| ())
     }
 
-    /// `kill-session -t $N`. A session already gone is fine.
-    pub async fn kill_session(&self, n: u32) -> Result<(), TmuxError> {
-        let cmds = [KillSession::new().target_session(sid(n)).build()];
+    /// `kill-session -t $N`, only while the session still carries our reap token in
+    /// `@ccs_reaper` (so never a session of a newer server that reuses `$N`). A session already
+    /// gone is fine.
+    pub async fn kill_session(&self, n: u32, token: &str) -> Result<(), TmuxError> {
+        let cmds = [
+            HasSession::new().target_session(sid(n)).build(),
+            IfShell::new()
+                .not_execute()
+                .target_pane(format!("{}:", sid(n)))
+                .shell_command(format!("#{{==:#{{@ccs_reaper}},{token}}}"))
+                .command(
+                    KillSession::new()
+                        .target_session(quote(&sid(n)))
+                        .build()
+                        .to_vec()
+                        .join(" "),
+                )
+                .build(),
+        ];
         self.gone_is_ok(self.run(&cmds).await).map(|_| ())
     }
 
@@ -479,19 +497,27 @@ impl Tmux {
     pub async fn turn_begin(&self, name: &str, now_ms: i64) -> Result<TurnBegin, TmuxError> {
         let target = format!("={name}:");
         let t = quote(&target);
+        // Started only if no reap holds it and its pane is alive; otherwise say which.
+        let mut test = IfShell::new()
+            .not_execute()
+            .target_pane(target.clone())
+            .shell_command("#{&&:#{==:#{@ccs_reaping},},#{==:#{pane_dead},0}}")
+            .command(format!(
+                "set-option -t {t} @ccs_turn {now_ms} ; display-message -p started"
+            ))
+            .build();
+        // (The else branch runs in the client's current session unless told: name the target.)
+        test.push_param(format!(
+            "display-message -p -t {t} '#{{?#{{==:#{{@ccs_reaping}},}},dead,reaping}}'"
+        ));
         let cmds = [
             HasSession::new().target_session(format!("={name}")).build(),
-            IfShell::new()
-                .not_execute()
-                .target_pane(target.clone())
-                .shell_command("#{==:#{@ccs_reaping},}")
-                .command(format!(
-                    "set-option -t {t} @ccs_turn {now_ms} ; display-message -p started"
-                ))
-                .build(),
+            test,
         ];
         match self.run(&cmds).await {
             Ok(out) if out.trim() == "started" => Ok(TurnBegin::Started),
+            // A pane that has exited cannot take a message: respawn it (spawn cleans it up).
+            Ok(out) if out.trim() == "dead" => Ok(TurnBegin::Gone),
             Ok(_) => Ok(TurnBegin::Reaping),
             Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(TurnBegin::Gone),
             Err(TmuxError::NoServer(_)) => Ok(TurnBegin::Gone),
@@ -571,9 +597,9 @@ mod tests {
                    S\t$5\t0\t1\t\t\t\t77\t/tmp/s\tccs-a b\n\
                    C\t$1\t4242\t1\t1700000000\t1700000001\n\
                    C\t$2\t4243\t0\t1700000000\t1700000001\n\
-                   P\t$0\t100\t0\t\t\t1700000002\n\
-                   P\t$1\t101\t1\t3\t\t1700000003\n\
-                   P\t$1\t102\t1\t\t9\t1700000005\n";
+                   P\t$0\t100\t0\t\t\t1700000002\tclaude --resume x\n\
+                   P\t$1\t101\t1\t3\t\t1700000003\tclaude --resume x\n\
+                   P\t$1\t102\t1\t\t9\t1700000005\tclaude --resume x\n";
         let l = parse_listing(out, "ccs-");
         assert!(l.problems.is_empty(), "{:?}", l.problems);
         assert_eq!(l.server_pid, Some(77));
@@ -616,7 +642,7 @@ mod tests {
         assert_eq!(l.problems.len(), 1);
         // A client row of one of ours that does not parse marks that session.
         let l = parse_listing(
-            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\n",
+            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0]
@@ -626,13 +652,13 @@ mod tests {
             .contains("client row"));
         // A client row whose session cannot be told: everything unknown.
         let l = parse_listing(
-            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\n",
+            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert_eq!(l.problems.len(), 1);
         // A pane with a garbage status.
         let l = parse_listing(
-            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\n",
+            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0].problem.is_some());

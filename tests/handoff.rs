@@ -257,6 +257,38 @@ fn spawn_flags_and_concurrent_spawns() {
         cmd.contains("--session-id own") && !cmd.contains("--resume"),
         "{cmd}"
     );
+    // The command's own id wins over --cid: it is what claude runs.
+    assert_eq!(
+        s.run(
+            &[
+                "spawn",
+                "10",
+                "--cid",
+                "other",
+                "--",
+                &fc,
+                "--session-id",
+                "own10"
+            ],
+            ON
+        )
+        .code,
+        0
+    );
+    let sid = s.ok(&["display-message", "-p", "-t", "=ccs-10:", "#{session_id}"]);
+    let n10: u32 = sid.trim().trim_start_matches('$').parse().unwrap();
+    assert_eq!(s.show(n10, "@ccs_cid").as_deref(), Some("own10"));
+    // A session that dies at once: exit 1, and the tombstone is kept for the next try.
+    let tombs = s.state_dir().join("sessions");
+    std::fs::create_dir_all(&tombs).unwrap();
+    std::fs::write(
+        tombs.join("11.json"),
+        r#"{"id":"11","cid":"keep-me","reaped_at":"x","reason":"idle","cwd":null}"#,
+    )
+    .unwrap();
+    let o = s.run(&["spawn", "11", "--", "false"], ON);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(s.tombstone("11").unwrap()["cid"], "keep-me");
     // Bad input changes nothing.
     assert_eq!(s.run(&["spawn", "a b", "--", &fc], ON).code, 1);
     assert_eq!(
@@ -327,4 +359,67 @@ fn manual_reap_refuses_busy_viewed_and_unknown_cid_without_force() {
     );
     // A missing session is an error.
     assert_eq!(s.run(&["reap", "42"], ON).code, 1);
+}
+
+#[test]
+fn an_exited_pane_says_respawn_and_spawn_brings_the_chat_back() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    // claude exits on its own; the session stays (remain-on-exit), with no @ccs_cid: the cid is
+    // in the pane's start command only.
+    let n = s.session("ccs-1", "sleep 100000");
+    s.ok(&[
+        "set-option",
+        "-t",
+        &format!("${n}:"),
+        "remain-on-exit",
+        "on",
+    ]);
+    s.ok(&[
+        "respawn-pane",
+        "-k",
+        "-t",
+        &format!("${n}:"),
+        &format!(
+            "{} --session-id dead-conv --helpers nothing </dev/null",
+            fake_claude()
+        ),
+    ]);
+    assert!(wait_until(10.0, || s
+        .ok(&[
+            "display-message",
+            "-p",
+            "-t",
+            &format!("${n}:"),
+            "#{pane_dead}"
+        ])
+        .trim()
+        == "1"));
+    // The studio's next message: begin says 4 (a dead pane cannot take it)...
+    assert_eq!(s.run(&["turn", "begin", "1"], ON).code, 4);
+    // ...and spawn cleans the dead session up and resumes the conversation.
+    let o = s.run(&["spawn", "1", "--", &fake_claude()], ON);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let cmd = s.ok(&[
+        "list-panes",
+        "-t",
+        "=ccs-1:",
+        "-F",
+        "#{pane_dead} #{pane_start_command}",
+    ]);
+    assert!(
+        cmd.starts_with('0') && cmd.contains("--resume dead-conv"),
+        "{cmd}"
+    );
+    let line = s
+        .audit()
+        .into_iter()
+        .find(|l| l["session"] == "ccs-1")
+        .unwrap();
+    assert_eq!(
+        (line["reason"].as_str(), line["outcome"].as_str()),
+        (Some("exited"), Some("reaped")),
+        "{line}"
+    );
+    assert_eq!(s.run(&["turn", "begin", "1"], ON).code, 0);
 }

@@ -316,3 +316,62 @@ fn the_daemon_keeps_sweeping_during_a_slow_teardown_and_never_starts_it_twice() 
     assert_eq!(lines[0]["outcome"], "reaped");
     assert_eq!(lines[0]["kill"], 1);
 }
+
+#[test]
+fn a_journal_left_by_a_reaper_of_an_older_server_never_touches_a_new_session() {
+    let s = Server::new();
+    // A new server whose ccs-1 is `$0` again, in a turn, with its own conversation.
+    let n = s.chat("ccs-1", "new-cid", "plain");
+    assert_eq!(n, 0);
+    s.idle_since(n, 10_000_000);
+    s.set(n, "@ccs_turn", &now_ms().to_string());
+    // The journal of a reaper that died mid-teardown of the old server's `$0` ccs-1.
+    let dir = s.state_dir().join("reaping");
+    std::fs::create_dir_all(&dir).unwrap();
+    let journal = serde_json::json!({
+        "id": "1", "session": "ccs-1", "tmux_id": 0, "cid": "old-cid", "reason": "idle",
+        "idle_ms": 1, "cwd": null, "started_at": "2026-01-01T00:00:00Z",
+        "owner": {"pid": 99_999_999, "start": 1}, "victims": [],
+        "server_pid": 1, "token": "r1x0x0"
+    });
+    std::fs::write(dir.join("1.json"), journal.to_string()).unwrap();
+    let o = s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "600000")]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        !dir.join("1.json").exists(),
+        "the journal was not dealt with"
+    );
+    assert!(s.has("ccs-1"), "a busy session of a new server was killed");
+    for (kind, pid) in s.pids("ccs-1") {
+        assert!(alive(pid), "{kind} was signalled");
+    }
+    assert!(
+        s.tombstone("1").is_none(),
+        "the old cid was written back over a chat that came back"
+    );
+}
+
+#[test]
+fn a_tombstone_that_cannot_be_written_stops_the_reap_before_any_signal() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, 10_000_000);
+    std::fs::create_dir_all(s.state_dir().join("sessions").join("1.json")).unwrap();
+    let o = once(&s, 500);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(s.has("ccs-1"));
+    for (kind, pid) in s.pids("ccs-1") {
+        assert!(
+            alive(pid),
+            "{kind} was signalled although the cid could not be kept"
+        );
+    }
+    let line = &s.audit()[0];
+    assert_eq!(line["outcome"], "failed");
+    assert!(
+        line["error"].as_str().unwrap().contains("not attempted"),
+        "{line}"
+    );
+    assert_eq!(s.show(n, "@ccs_reaping"), None, "the mark was left");
+    assert!(!s.state_dir().join("reaping").join("1.json").exists());
+}
