@@ -10,5 +10,6 @@ pub mod metrics;
 pub mod policy;
 pub mod procs;
 pub mod reaper;
+pub mod report;
 pub mod state;
 pub mod tmux;

@@ -141,7 +141,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             if cli.json {
                 print_json(&rep);
             } else {
-                print!("{}", ccs_reap::reaper::render_status(&rep));
+                print!("{}", ccs_reap::report::render_status(&rep));
             }
             if rep.error.is_some() {
                 ExitCode::from(EXIT_FAILED)
@@ -190,7 +190,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                             line.session,
                             line.tmux_id,
                             line.pids.len(),
-                            ccs_reap::reaper::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
+                            ccs_reap::report::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
                             line.took_ms
                         );
                     }
@@ -216,7 +216,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 if cli.json {
                     print_json(&rep);
                 } else {
-                    print!("{}", ccs_reap::reaper::render_sweep(&rep));
+                    print!("{}", ccs_reap::report::render_sweep(&rep));
                 }
                 if rep.reaps.iter().any(|l| l.outcome == "failed") || rep.error.is_some() {
                     ExitCode::from(EXIT_FAILED)

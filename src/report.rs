@@ -1,0 +1,172 @@
+//! What people read: the `status` table, the `--once` summary, and human units.
+
+use crate::policy::{Action, ReapReason, State};
+use crate::reaper::SweepReport;
+
+/// `1.2 GiB`, `512 MiB`, `64 KiB`, `12 B`.
+pub fn human_bytes(b: u64) -> String {
+    const U: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = b as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < U.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{b} B")
+    } else if v >= 100.0 {
+        format!("{v:.0} {}", U[i])
+    } else {
+        format!("{v:.1} {}", U[i])
+    }
+}
+
+/// `850ms`, `12.3s`, `5m03s`, `2h04m`.
+pub fn human_ms(ms: u64) -> String {
+    match ms {
+        0..=999 => format!("{ms}ms"),
+        1000..=59_999 => format!("{:.1}s", ms as f64 / 1000.0),
+        60_000..=3_599_999 => format!("{}m{:02}s", ms / 60_000, ms / 1000 % 60),
+        _ => format!("{}h{:02}m", ms / 3_600_000, ms / 60_000 % 60),
+    }
+}
+
+/// The `status` table.
+pub fn render_status(r: &SweepReport) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let now = chrono::DateTime::parse_from_rfc3339(&r.at)
+        .map(|t| t.timestamp_millis())
+        .unwrap_or(0);
+    let _ = writeln!(
+        o,
+        "{:<20} {:<5} {:<8} {:>8} {:>9} {:<8} {:<9} {:<38} {:>9} {:>9}  WHY",
+        "SESSION", "TMUX", "STATE", "IDLE FOR", "REAPED IN", "VIEWERS", "TURN", "CID", "RSS", "PSS"
+    );
+    for s in &r.sessions {
+        let d = &s.decision;
+        let idle = d.idle_ms.map(human_ms).unwrap_or_else(|| "-".into());
+        let left = match (d.action, d.deadline_ms) {
+            (Action::Reap, _) => "now".to_string(),
+            (_, Some(t)) if matches!(d.state, State::Idle | State::New) => {
+                human_ms(t.saturating_sub(now).max(0) as u64)
+            }
+            _ => "-".into(),
+        };
+        let viewers = if s.viewer_list.is_empty() {
+            "0".to_string()
+        } else {
+            s.viewer_list
+                .iter()
+                .map(|v| {
+                    let kind = if v.control_mode { "ctl" } else { "tty" };
+                    let orphan = if v.orphaned == Some(true) { "!" } else { "" };
+                    format!("{kind}{orphan}")
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        let turn = d
+            .turn_since_ms
+            .map(|t| human_ms(now.saturating_sub(t).max(0) as u64))
+            .unwrap_or_else(|| "-".into());
+        let mem = |b: Option<u64>| b.map(human_bytes).unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            o,
+            "{:<20} {:<5} {:<8} {:>8} {:>9} {:<8} {:<9} {:<38} {:>9} {:>9}  {}",
+            d.name,
+            s.tmux_target,
+            d.state.as_str(),
+            idle,
+            left,
+            viewers,
+            turn,
+            d.cid.as_deref().unwrap_or("-"),
+            mem(s.rss_bytes),
+            mem(s.pss_bytes),
+            d.why
+        );
+    }
+    let _ = writeln!(
+        o,
+        "{} session(s); total RSS {}, PSS {}",
+        r.sessions.len(),
+        human_bytes(r.total_rss_bytes),
+        r.total_pss_bytes
+            .map(human_bytes)
+            .unwrap_or_else(|| "-".into())
+    );
+    if let Some(h) = r.host {
+        let limit = h
+            .limit_bytes
+            .map(human_bytes)
+            .unwrap_or_else(|| "no limit".into());
+        let _ = writeln!(o, "memory used {} of {limit}", human_bytes(h.used_bytes));
+    }
+    if !r.enabled {
+        let _ = writeln!(
+            o,
+            "reaping is disabled (CCS_ENGINE_IDLE_KILL_MS unset or 0)"
+        );
+    }
+    if let Some(e) = &r.error {
+        let _ = writeln!(o, "liveness unknown, every session kept: {e}");
+    }
+    o
+}
+
+/// What `--once` prints without `--json`.
+pub fn render_sweep(r: &SweepReport) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    if r.dry_run {
+        for s in r
+            .sessions
+            .iter()
+            .filter(|s| s.decision.action == Action::Reap)
+        {
+            let reason = s.decision.reap_reason.map_or("?", ReapReason::as_str);
+            let _ = writeln!(
+                o,
+                "would reap {} ({}): {reason}: {}",
+                s.decision.name, s.tmux_target, s.decision.why
+            );
+        }
+    }
+    for l in &r.reaps {
+        let _ = writeln!(
+            o,
+            "{} {} ({}): {}, {} processes (term {}, kill {}), {} freed, {} ms{}",
+            l.outcome,
+            l.session,
+            l.tmux_id,
+            l.reason,
+            l.pids.len(),
+            l.term,
+            l.kill,
+            human_bytes(l.pss_bytes.unwrap_or(l.rss_bytes)),
+            l.took_ms,
+            l.error
+                .as_ref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        );
+    }
+    let kept = r
+        .sessions
+        .iter()
+        .filter(|s| s.decision.action == Action::Keep)
+        .count();
+    let _ = writeln!(
+        o,
+        "{} session(s), {} kept, {} reaped{}",
+        r.sessions.len(),
+        kept,
+        r.reaps.iter().filter(|l| l.outcome == "reaped").count(),
+        if r.dry_run { " (dry run)" } else { "" }
+    );
+    if let Some(e) = &r.error {
+        let _ = writeln!(o, "liveness unknown, every session kept: {e}");
+    }
+    o
+}
