@@ -196,6 +196,10 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
+                Err(CommandError::WouldReap(m)) => {
+                    println!("{m}");
+                    ExitCode::SUCCESS
+                }
                 Err(CommandError::Gone(m)) => {
                     eprintln!("ccs-reap: {m}");
                     ExitCode::from(EXIT_FAILED)

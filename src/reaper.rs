@@ -118,6 +118,9 @@ pub enum CommandError {
     Refused(String),
     #[error("{0}")]
     Gone(String),
+    /// `reap --dry-run`: it would have been reaped.
+    #[error("{0}")]
+    WouldReap(String),
 }
 
 impl Reaper {
@@ -955,7 +958,7 @@ impl Reaper {
             )));
         }
         if self.dry_run {
-            return Err(CommandError::Refused(format!(
+            return Err(CommandError::WouldReap(format!(
                 "dry run: would reap {name} ({})",
                 d.why
             )));

@@ -343,6 +343,11 @@ fn manual_reap_refuses_busy_viewed_and_unknown_cid_without_force() {
     let o = s.run(&["reap", "5"], ON);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(s.tombstone("5").unwrap()["cid"], "from-argv");
+    // A dry run says so, exits 0 and touches nothing.
+    let o = s.run(&["reap", "4", "--dry-run"], ON);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stdout.contains("would reap ccs-4"), "{}", o.stdout);
+    assert!(s.has("ccs-4"));
     // Whatever its idle age, an idle one goes.
     let o = s.run(&["reap", "4"], ON);
     assert_eq!(o.code, 0, "{}", o.stderr);
