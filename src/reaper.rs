@@ -342,17 +342,20 @@ impl Reaper {
         // Finish teardowns and clear stale reaping marks left by a reaper that died mid-way.
         // Chats whose teardown a live reaper (another process, perhaps stalled) is running: its
         // mark is not stale, however old, and the session is not ours to start on.
-        let live: HashSet<String> = self
+        // Journals whose owner is gone are a dead reaper's: finished below.
+        let (live, dead): (Vec<_>, Vec<_>) = self
             .state
             .journals()
             .into_iter()
-            .flatten()
-            .filter(|j| procs::alive(j.owner))
-            .map(|j| j.id)
-            .collect();
+            .filter_map(|j| {
+                j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
+                    .ok()
+            })
+            .partition(|j| procs::alive(j.owner));
+        let live: HashSet<String> = live.into_iter().map(|j| j.id).collect();
         let mut reaps = Vec::new();
         if !self.dry_run {
-            reaps = self.recover(&listing).await;
+            reaps = self.recover(&listing, dead).await;
             let stale: Vec<(u32, String)> = snap
                 .sessions
                 .iter()
@@ -763,17 +766,10 @@ impl Reaper {
 
     /// Finish the teardowns that a reaper left behind when it died (their journals remain and
     /// their owner is gone). The session, if still there under the same name, is killed too.
-    pub async fn recover(&self, listing: &Listing) -> Vec<AuditLine> {
+    async fn recover(&self, listing: &Listing, journals: Vec<Journal>) -> Vec<AuditLine> {
         let mut lines = Vec::new();
-        for j in self.state.journals() {
-            let j = match j {
-                Ok(j) => j,
-                Err(e) => {
-                    tracing::warn!(error = %e, "unreadable reap journal left alone");
-                    continue;
-                }
-            };
-            if procs::alive(j.owner) || self.inflight().contains(&j.tmux_id) {
+        for j in journals {
+            if self.inflight().contains(&j.tmux_id) {
                 continue;
             }
             let t0 = Instant::now();
