@@ -629,6 +629,17 @@ mod tests {
         }
     }
 
+    /// A pane whose process has exited, with what tmux knows of how.
+    fn dead(status: Option<i32>, signal: Option<i32>) -> Pane {
+        Pane {
+            pid: 1,
+            dead: true,
+            dead_status: status,
+            dead_signal: signal,
+            start_command: String::new(),
+        }
+    }
+
     fn client(control: bool) -> Client {
         Client {
             pid: 9,
@@ -837,13 +848,7 @@ mod tests {
                 "exited, cid unknown: kept",
                 |s, _, _| {
                     s.cid = String::new();
-                    s.panes[0] = Pane {
-                        pid: 1,
-                        dead: true,
-                        dead_status: Some(0),
-                        dead_signal: None,
-                        start_command: String::new(),
-                    }
+                    s.panes[0] = dead(Some(0), None)
                 },
                 Action::Keep,
                 State::Exited,
@@ -861,45 +866,21 @@ mod tests {
             ),
             (
                 "exited 0: cleaned",
-                |s, _, _| {
-                    s.panes[0] = Pane {
-                        pid: 1,
-                        dead: true,
-                        dead_status: Some(0),
-                        dead_signal: None,
-                        start_command: String::new(),
-                    }
-                },
+                |s, _, _| s.panes[0] = dead(Some(0), None),
                 Action::Reap,
                 State::Exited,
                 false,
             ),
             (
                 "exited, status unknown yet: kept",
-                |s, _, _| {
-                    s.panes[0] = Pane {
-                        pid: 1,
-                        dead: true,
-                        dead_status: None,
-                        dead_signal: None,
-                        start_command: String::new(),
-                    }
-                },
+                |s, _, _| s.panes[0] = dead(None, None),
                 Action::Keep,
                 State::Exited,
                 false,
             ),
             (
                 "one pane of two exited: normal rules",
-                |s, _, _| {
-                    s.panes.push(Pane {
-                        pid: 1,
-                        dead: true,
-                        dead_status: Some(1),
-                        dead_signal: None,
-                        start_command: String::new(),
-                    })
-                },
+                |s, _, _| s.panes.push(dead(Some(1), None)),
                 Action::Keep,
                 State::Idle,
                 false,
@@ -908,13 +889,7 @@ mod tests {
                 "exited while busy: cleaned",
                 |s, _, _| {
                     s.turn = "5".into();
-                    s.panes[0] = Pane {
-                        pid: 1,
-                        dead: true,
-                        dead_status: None,
-                        dead_signal: Some(9),
-                        start_command: String::new(),
-                    }
+                    s.panes[0] = dead(None, Some(9))
                 },
                 Action::Reap,
                 State::Exited,
@@ -924,13 +899,7 @@ mod tests {
                 "exited but viewed: kept",
                 |s, _, _| {
                     s.clients = vec![client(false)];
-                    s.panes[0] = Pane {
-                        pid: 1,
-                        dead: true,
-                        dead_status: Some(0),
-                        dead_signal: None,
-                        start_command: String::new(),
-                    }
+                    s.panes[0] = dead(Some(0), None)
                 },
                 Action::Keep,
                 State::Exited,
@@ -940,13 +909,7 @@ mod tests {
                 "exited, cleanup off: normal rules",
                 |s, _, p| {
                     p.reap_exited = false;
-                    s.panes[0] = Pane {
-                        pid: 1,
-                        dead: true,
-                        dead_status: Some(0),
-                        dead_signal: None,
-                        start_command: String::new(),
-                    }
+                    s.panes[0] = dead(Some(0), None)
                 },
                 Action::Keep,
                 State::Idle,
