@@ -125,9 +125,34 @@ fn print_json<T: serde::Serialize>(v: &T) {
     }
 }
 
-fn command_error(e: CommandError) -> ExitCode {
+fn command_error(json: bool, e: CommandError) -> ExitCode {
     eprintln!("ccs-reap: {e}");
+    if json {
+        print_json(&serde_json::json!({ "ok": false, "error": e.to_string() }));
+    }
     ExitCode::from(EXIT_FAILED)
+}
+
+/// The answer of `turn` and `spawn`: with `--json`, one JSON object on stdout, as every command.
+fn hook_answer(
+    json: bool,
+    session: &str,
+    result: &str,
+    code: u8,
+    message: Option<String>,
+) -> ExitCode {
+    if let Some(m) = &message {
+        eprintln!("ccs-reap: {m}");
+    }
+    if json {
+        print_json(&serde_json::json!({
+            "ok": code == 0,
+            "session": session,
+            "result": result,
+            "exit": code,
+        }));
+    }
+    ExitCode::from(code)
 }
 
 async fn run(cli: Cli, cfg: Config) -> ExitCode {
@@ -152,30 +177,39 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         Some(Cmd::Turn {
             what: TurnCmd::Begin { id },
         }) => match Reaper::new(cfg, false).turn_begin(&id).await {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => {
-                eprintln!("ccs-reap: session {id} is gone (reaped or never spawned): respawn it");
-                ExitCode::from(EXIT_RESPAWN)
-            }
-            Err(e) => command_error(e),
+            Ok(true) => hook_answer(cli.json, &id, "started", 0, None),
+            Ok(false) => hook_answer(
+                cli.json,
+                &id,
+                "gone",
+                EXIT_RESPAWN,
+                Some(format!(
+                    "session {id} is gone (reaped or never spawned): respawn it"
+                )),
+            ),
+            Err(e) => command_error(cli.json, e),
         },
         Some(Cmd::Turn {
             what: TurnCmd::End { id },
         }) => match Reaper::new(cfg, false).turn_end(&id).await {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => {
-                eprintln!("ccs-reap: session {id} is gone: respawn it");
-                ExitCode::from(EXIT_RESPAWN)
-            }
-            Err(e) => command_error(e),
+            Ok(true) => hook_answer(cli.json, &id, "ended", 0, None),
+            Ok(false) => hook_answer(
+                cli.json,
+                &id,
+                "gone",
+                EXIT_RESPAWN,
+                Some(format!("session {id} is gone: respawn it")),
+            ),
+            Err(e) => command_error(cli.json, e),
         },
         Some(Cmd::Spawn { id, cid, cwd, cmd }) => {
             match Reaper::new(cfg, false)
                 .spawn(&id, cid.as_deref(), cwd, &cmd)
                 .await
             {
-                Ok(_) => ExitCode::SUCCESS,
-                Err(e) => command_error(e),
+                Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
+                Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
+                Err(e) => command_error(cli.json, e),
             }
         }
         Some(Cmd::Reap { id, force }) => {
@@ -197,14 +231,19 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(CommandError::WouldReap(m)) => {
-                    println!("{m}");
+                    if cli.json {
+                        print_json(&serde_json::json!({
+                            "ok": true,
+                            "dry_run": true,
+                            "would_reap": true,
+                            "message": m,
+                        }));
+                    } else {
+                        println!("{m}");
+                    }
                     ExitCode::SUCCESS
                 }
-                Err(CommandError::Gone(m)) => {
-                    eprintln!("ccs-reap: {m}");
-                    ExitCode::from(EXIT_FAILED)
-                }
-                Err(e) => command_error(e),
+                Err(e) => command_error(cli.json, e),
             }
         }
         None => {

@@ -227,6 +227,11 @@ impl ReapReason {
             ReapReason::Manual => "manual",
         }
     }
+    /// The reason a string names (as [`ReapReason::as_str`] writes it).
+    pub fn parse(s: &str) -> Option<ReapReason> {
+        ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
     pub const ALL: [ReapReason; 6] = [
         ReapReason::Idle,
         ReapReason::Memory,
@@ -288,14 +293,9 @@ pub fn cid_from_argv<S: AsRef<str>>(argv: &[S]) -> Option<String> {
     for a in argv {
         words.extend(a.as_ref().split_whitespace().map(unquote));
     }
-    let is_claude = |w: &str| {
-        let base = w.rsplit('/').next().unwrap_or(w);
-        base == "claude" || base.ends_with("-claude") || w.contains("/claude-code/")
-    };
-    let start = words.iter().position(|w| is_claude(w))?;
+    let start = words.iter().position(|w| is_claude_word(w))?;
     let words = &words[start + 1..];
-    let clean =
-        |s: &str| -> Option<String> { (valid_id(s) && !s.starts_with('-')).then(|| s.to_string()) };
+    let clean = |s: &str| -> Option<String> { valid_cid(s).then(|| s.to_string()) };
     for (i, w) in words.iter().enumerate() {
         for flag in ["--resume", "--session-id"] {
             if let Some(rest) = w.strip_prefix(flag) {
@@ -312,6 +312,27 @@ pub fn cid_from_argv<S: AsRef<str>>(argv: &[S]) -> Option<String> {
         }
     }
     None
+}
+
+/// A word that names claude: a basename `claude` or `*-claude`, or a path through `claude-code`.
+fn is_claude_word(w: &str) -> bool {
+    let base = w.rsplit('/').next().unwrap_or(w);
+    base == "claude" || base.ends_with("-claude") || w.contains("/claude-code/")
+}
+
+/// Whether the process whose argv this is IS claude (`claude ...`, `node .../claude-code/cli.js`,
+/// a script run by its interpreter), not a shell or another program whose arguments mention it.
+/// A walk down a pane's process tree stops at the first such process: a claude that the chat's
+/// claude started (a sub-agent, a tool) names another conversation.
+pub fn is_claude_process<S: AsRef<str>>(argv: &[S]) -> bool {
+    argv.iter().take(2).any(|a| is_claude_word(a.as_ref()))
+}
+
+/// Whether `cid` may be used as a conversation id: a valid id ([`valid_id`]) that does not start
+/// with `-`, so that `claude --resume <cid>` can never read it as a flag. Wherever a cid comes
+/// from (`--cid`, a tombstone, `@ccs_cid`, a command line), one that fails this is unknown.
+pub fn valid_cid(cid: &str) -> bool {
+    valid_id(cid) && !cid.starts_with('-')
 }
 
 /// Whether `id` is a valid chat id: non-empty, `[A-Za-z0-9_-]`.
@@ -369,8 +390,8 @@ pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
 
 /// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
 fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
-    // A `@ccs_cid` that is not a valid id cannot be resumed (nor safely put on a command line).
-    let cid = valid_id(s.cid.trim())
+    // A `@ccs_cid` that is not a valid cid cannot be resumed (nor safely put on a command line).
+    let cid = valid_cid(s.cid.trim())
         .then(|| s.cid.trim().to_string())
         .or_else(|| s.cmdline_cid.clone());
 
@@ -484,7 +505,9 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         return d;
     };
 
-    // 5. A stamp in the future is now.
+    // 5. A stamp in the future is now, and is rewritten to now: kept as it is, it would hold
+    // the session forever.
+    let future = idle_since > now;
     let idle_since = idle_since.min(now);
     let idle_ms = (now - idle_since) as u64;
     let deadline_ms = p.idle_kill_ms.map(|k| idle_since + k as i64);
@@ -498,12 +521,14 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         );
         d.idle_ms = Some(idle_ms);
         d.override_viewers = override_viewers;
+        d.stamp_idle = future.then_some(now);
         return d;
     }
 
     let mut d = new(s, State::Idle, String::new());
     d.cid = cid;
     d.idle_ms = Some(idle_ms);
+    d.stamp_idle = future.then_some(now);
     d.deadline_ms = deadline_ms;
     d.override_viewers = override_viewers;
     match p.idle_kill_ms {
@@ -796,11 +821,11 @@ mod tests {
                 true,
             ),
             (
-                "5 future stamp: now, kept",
+                "5 future stamp: now, kept, rewritten to now",
                 |s, _, _| s.idle = (NOW + 10_000_000).to_string(),
                 Action::Keep,
                 State::Idle,
-                false,
+                true,
             ),
             (
                 "6 no cid: kept",
@@ -944,6 +969,39 @@ mod tests {
         let d = one(s, &pol());
         assert_eq!(d.idle_ms, Some(0));
         assert_eq!(d.deadline_ms, Some(NOW + LIMIT as i64));
+        // ...and is rewritten to now (kept, it would hold the session forever), also when the
+        // cid is unknown; a stamp in the past is left alone.
+        assert_eq!(d.stamp_idle, Some(NOW));
+        let mut s = sess(1);
+        s.idle = (NOW + 5_000).to_string();
+        s.cid = String::new();
+        assert_eq!(one(s, &pol()).stamp_idle, Some(NOW));
+        let mut s = sess(1);
+        s.idle = (NOW - 5_000).to_string();
+        assert_eq!(one(s, &pol()).stamp_idle, None);
+    }
+
+    #[test]
+    fn cids_never_start_with_a_dash() {
+        for (c, ok) in [
+            ("abc", true),
+            ("a-b_c9", true),
+            ("9", true),
+            ("-", false),
+            ("--dangerously-skip-permissions", false),
+            ("-r", false),
+            ("", false),
+            ("a b", false),
+            ("a\tb", false),
+        ] {
+            assert_eq!(valid_cid(c), ok, "{c:?}");
+        }
+        // A flag-like @ccs_cid is unknown (rule 6): kept, never put on a command line.
+        let mut s = sess(1);
+        s.idle = (NOW - LIMIT as i64 - 1).to_string();
+        s.cid = "--dangerously-skip-permissions".into();
+        let d = one(s, &pol());
+        assert_eq!((d.state, d.cid), (State::NoCid, None));
     }
 
     #[test]
@@ -1378,6 +1436,38 @@ mod tests {
         ];
         for (argv, want) in table {
             assert_eq!(cid_from_argv(argv).as_deref(), *want, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn which_processes_are_claude() {
+        let table: &[(&[&str], bool)] = &[
+            (&["claude", "--resume", "a"], true),
+            (&["/usr/local/bin/claude"], true),
+            (
+                &[
+                    "node",
+                    "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js",
+                ],
+                true,
+            ),
+            (
+                &["/bin/sh", "/work/scripts/fake-claude", "--resume", "x"],
+                true,
+            ),
+            (&["sh", "-c", "exec claude --resume x"], false),
+            (&["node", "mcp.js", "--claude"], false),
+            (&["bash"], false),
+        ];
+        for (argv, want) in table {
+            assert_eq!(is_claude_process(argv), *want, "{argv:?}");
+        }
+        for argv in [
+            &["claude", "--resume", "-x"][..],
+            &["claude", "--resume=--dangerously-skip-permissions"],
+            &["claude", "--session-id", "-"],
+        ] {
+            assert_eq!(cid_from_argv(argv), None, "{argv:?}");
         }
     }
 

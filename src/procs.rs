@@ -74,12 +74,39 @@ pub fn tmux_env_value(socket_path: &str, server_pid: u32, n: u32) -> String {
     format!("{socket_path},{server_pid},{n}")
 }
 
-/// Group the process table by session: for each (session number, pane pids), every process that
-/// belongs to it. Pure over `table` except for environ reads, which only look at processes of our
-/// uid (`uid`), and only when a `tmux_env` key is given.
+/// Group the process table by session: for each wanted (session number, pane pids), every
+/// process that belongs to it. `others` lists every live pane of the server, of any session
+/// (`(session number, pane pid)`): their trees are claimed first, so a process that belongs to a
+/// live pane of another session is never a member of a wanted one, whatever its environment says
+/// (a window moved from `ccs-1` to another session still carries `TMUX=...,<ccs-1's number>`).
+/// Pure over `table` except for environ reads, which only look at processes of our uid (`uid`),
+/// and only when a `tmux_env` key is given.
 pub fn members(
     table: &[Proc],
+    wanted: &[(u32, Vec<u32>)],
+    others: &[(u32, u32)],
+    tmux_env: Option<(&str, u32)>,
+    uid: u32,
+    protected: &HashSet<i32>,
+) -> HashMap<u32, Vec<Ident>> {
+    let want: HashSet<u32> = wanted.iter().map(|(n, _)| *n).collect();
+    let mut all: Vec<(u32, Vec<u32>)> = wanted.to_vec();
+    let mut extra: HashMap<u32, Vec<u32>> = HashMap::new();
+    for &(n, pid) in others {
+        if !want.contains(&n) {
+            extra.entry(n).or_default().push(pid);
+        }
+    }
+    all.extend(extra);
+    let mut out = claim_all(table, &all, wanted, tmux_env, uid, protected);
+    out.retain(|n, _| want.contains(n));
+    out
+}
+
+fn claim_all(
+    table: &[Proc],
     sessions: &[(u32, Vec<u32>)],
+    env_for: &[(u32, Vec<u32>)],
     tmux_env: Option<(&str, u32)>,
     uid: u32,
     protected: &HashSet<i32>,
@@ -146,7 +173,7 @@ pub fn members(
         }
     }
     if let Some((socket, server)) = tmux_env {
-        let needles: Vec<(u32, Vec<u8>)> = sessions
+        let needles: Vec<(u32, Vec<u8>)> = env_for
             .iter()
             .map(|(n, _)| {
                 (
@@ -175,6 +202,66 @@ pub fn members(
         }
     }
     out
+}
+
+/// Whether process `pid`'s environment holds one of `needles` (`TMUX=...` entries).
+fn environ_has(pid: i32, needles: &[Vec<u8>]) -> bool {
+    match std::fs::read(format!("/proc/{pid}/environ")) {
+        Ok(env) => env
+            .split(|&b| b == 0)
+            .any(|kv| needles.iter().any(|n| kv == n.as_slice())),
+        Err(_) => false,
+    }
+}
+
+/// The victims of a journal left by a dead reaper, re-checked against the live system before any
+/// signal: whatever the file says, a pid is kept only if it is still the same process (start
+/// time), of our uid, not protected, not in `exclude` (processes of live panes of other
+/// sessions), and it, or an ancestor, carries one of `needles` in its environment: the
+/// `TMUX=<socket>,<server pid>,<session number>` that tmux gave the session the journal names.
+/// Returns (kept, refused with why).
+pub fn journal_victims(
+    table: &[Proc],
+    ids: &[Ident],
+    needles: &[Vec<u8>],
+    exclude: &HashSet<i32>,
+    uid: u32,
+    protected: &HashSet<i32>,
+) -> (Vec<Ident>, Vec<(Ident, &'static str)>) {
+    let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
+    let mut kept = Vec::new();
+    let mut refused = Vec::new();
+    for &id in ids {
+        let why = match by_pid.get(&id.pid) {
+            None => Some("gone"),
+            Some(p) if p.start != id.start => Some("another process has its pid now"),
+            Some(_) if id.pid <= 1 || protected.contains(&id.pid) => Some("protected"),
+            Some(p) if p.uid != Some(uid) => Some("not ours (another uid)"),
+            Some(_) if exclude.contains(&id.pid) => Some("belongs to another session"),
+            Some(p) => {
+                // Up the ppid chain (bounded): the victim itself or an ancestor must carry it.
+                let mut cur = Some(*p);
+                let mut marked = false;
+                for _ in 0..64 {
+                    let Some(c) = cur else { break };
+                    if c.pid <= 1 || protected.contains(&c.pid) {
+                        break;
+                    }
+                    if environ_has(c.pid, needles) {
+                        marked = true;
+                        break;
+                    }
+                    cur = by_pid.get(&c.ppid).copied();
+                }
+                (!marked).then_some("carries no TMUX marker of the journal's session")
+            }
+        };
+        match why {
+            None => kept.push(id),
+            Some(w) => refused.push((id, w)),
+        }
+    }
+    (kept, refused)
 }
 
 /// Whether `id` still names the same, living process (a zombie is gone).
@@ -414,7 +501,7 @@ mod tests {
             p(300, 1, 300),
         ];
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
-        let m = members(&t, &[(1, vec![100]), (2, vec![200])], None, 0, &prot);
+        let m = members(&t, &[(1, vec![100]), (2, vec![200])], &[], None, 0, &prot);
         let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
         one.sort();
         assert_eq!(one, vec![100, 101, 102, 103, 104]);
@@ -440,6 +527,7 @@ mod tests {
         let m = members(
             &t,
             &[(1, vec![100]), (2, vec![200])],
+            &[],
             Some(("/nonexistent/s", 50)),
             u32::MAX,
             &prot,
@@ -450,12 +538,37 @@ mod tests {
     }
 
     #[test]
+    fn processes_of_another_sessions_pane_are_never_members() {
+        // Server 50. Session 1's pane 100 -> 101. Pane 300 belongs to session 7 (a window moved
+        // there from session 1: its processes still carry session 1's TMUX marker) -> 301, and
+        // 302 has 300's sid. Whatever their environment says, none of 300-302 is session 1's.
+        let t = vec![
+            p(50, 1, 50),
+            p(100, 50, 100),
+            p(101, 100, 100),
+            p(300, 50, 300),
+            p(301, 300, 300),
+            p(302, 1, 300),
+        ];
+        let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
+        let m = members(&t, &[(1, vec![100])], &[(1, 100), (7, 300)], None, 0, &prot);
+        let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
+        one.sort();
+        assert_eq!(one, vec![100, 101]);
+        assert!(!m.contains_key(&7), "only wanted sessions are returned");
+        // Without the other pane listed, 302 (same sid as a pane we do not know) is nobody's,
+        // and 300's tree is not ours either: only the wanted tree.
+        let m = members(&t, &[(1, vec![100])], &[], None, 0, &prot);
+        assert_eq!(m[&1].len(), 2);
+    }
+
+    #[test]
     fn protected_pids_are_never_members() {
         let me = std::process::id() as i32;
         let t = vec![p(100, 1, 100), p(me, 100, 100)];
         let prot = protected(&t, Some(100));
         assert!(prot.contains(&me) && prot.contains(&100) && prot.contains(&1));
-        let m = members(&t, &[(1, vec![100])], None, 0, &prot);
+        let m = members(&t, &[(1, vec![100])], &[], None, 0, &prot);
         assert!(!m.contains_key(&1));
     }
 

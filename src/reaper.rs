@@ -96,6 +96,16 @@ pub struct Reaper {
     pub metrics: Metrics,
 }
 
+/// One session listed afresh for the re-check before a reap.
+struct Fresh {
+    decision: Decision,
+    session: Session,
+    /// The server: (socket path, pid).
+    server: Option<(String, u32)>,
+    /// Every live pane of the server, of any session.
+    all_panes: Vec<(u32, u32)>,
+}
+
 static TOKENS: AtomicU64 = AtomicU64::new(0);
 
 fn token() -> String {
@@ -126,7 +136,12 @@ pub enum CommandError {
 impl Reaper {
     pub fn new(cfg: Config, dry_run: bool) -> Arc<Reaper> {
         let tmux = Tmux::new(cfg.socket.clone(), cfg.tmux_timeout);
-        let state = StateDir::new(cfg.state_dir.clone());
+        let state = StateDir::new(
+            cfg.state_dir.clone(),
+            &cfg.socket.studio_key(&cfg.prefix),
+            &cfg.socket.label(),
+            &cfg.prefix,
+        );
         Arc::new(Reaper {
             cfg,
             tmux,
@@ -225,6 +240,7 @@ impl Reaper {
         let members = procs::members(
             &table,
             &keys,
+            &listing.all_panes,
             env,
             rustix::process::getuid().as_raw(),
             &prot,
@@ -264,24 +280,31 @@ impl Reaper {
                 s.cmdline_cid = Some(c);
                 continue;
             }
-            let mut stack: Vec<i32> = s
+            // Breadth first, and never below a claude: a claude that the chat's claude started
+            // (a sub-agent, a tool) names another conversation, which must not be taken for
+            // the chat's. A first claude without an id leaves the chat's cid unknown.
+            let mut queue: std::collections::VecDeque<i32> = s
                 .panes
                 .iter()
                 .filter(|p| !p.dead)
                 .map(|p| p.pid as i32)
                 .collect();
             let mut seen = HashSet::new();
-            while let Some(pid) = stack.pop() {
+            while let Some(pid) = queue.pop_front() {
                 if !seen.insert(pid) {
                     continue;
                 }
                 if let Some(argv) = procs::cmdline(pid) {
-                    if let Some(c) = policy::cid_from_argv(&argv) {
-                        s.cmdline_cid = Some(c);
+                    let cid = policy::cid_from_argv(&argv);
+                    if cid.is_some() {
+                        s.cmdline_cid = cid;
                         break;
                     }
+                    if policy::is_claude_process(&argv) {
+                        continue;
+                    }
                 }
-                stack.extend(children.get(&pid).into_iter().flatten());
+                queue.extend(children.get(&pid).into_iter().flatten());
             }
         }
     }
@@ -295,7 +318,7 @@ impl Reaper {
             .iter()
             .zip(&snap.sessions)
             .filter(|(d, s)| {
-                !policy::valid_id(s.cid.trim())
+                !policy::valid_cid(s.cid.trim())
                     && (mode == Mode::Status
                         || matches!(d.state, State::NoCid | State::Stuck | State::Exited))
             })
@@ -637,14 +660,14 @@ impl Reaper {
                 return self.finish(line, t0);
             }
         };
-        if let Err(why) = self.still_reapable(&fresh.0, d.idle_ms, reason, force) {
+        if let Err(why) = self.still_reapable(&fresh.decision, d.idle_ms, reason, force) {
             let _ = self.tmux.clear_reaping(n, &tok).await;
             line.error = Some(why);
             return self.finish(line, t0);
         }
-        let s = fresh.1;
+        let s = fresh.session;
         if line.cid.is_none() {
-            line.cid = fresh.0.cid.clone();
+            line.cid = fresh.decision.cid.clone();
         }
         if reason == ReapReason::Exited {
             let p = s
@@ -666,8 +689,8 @@ impl Reaper {
             .iter()
             .find_map(|p| std::fs::read_link(format!("/proc/{}/cwd", p.pid)).ok())
             .map(|p: PathBuf| p.to_string_lossy().into_owned());
-        let server_pid = fresh.2.as_ref().map(|x| x.1);
-        let victims = match self.victims(&s, fresh.2).await {
+        let server_pid = fresh.server.as_ref().map(|x| x.1);
+        let victims = match self.victims(&s, fresh.server, &fresh.all_panes).await {
             Ok(v) => v,
             Err(e) => {
                 let _ = self.tmux.clear_reaping(n, &tok).await;
@@ -697,6 +720,7 @@ impl Reaper {
             victims: ids.clone(),
             server_pid,
             token: tok.clone(),
+            path: None,
         };
         // The tombstone too comes before the first signal: the pane dies with claude, so the
         // session may vanish long before this teardown ends, and whoever sees it gone must find
@@ -708,6 +732,8 @@ impl Reaper {
             reaped_at: rfc3339(now_ms()),
             reason: reason.as_str().into(),
             cwd,
+            session: Some(d.name.clone()),
+            socket: Some(self.socket_path()),
         };
         let written = self
             .state
@@ -715,7 +741,7 @@ impl Reaper {
             .and_then(|()| self.state.write_tombstone(&tomb));
         if let Err(e) = written {
             let _ = self.tmux.clear_reaping(n, &tok).await;
-            let _ = self.state.remove_journal(&d.id);
+            let _ = self.state.remove_journal(&journal);
             line.outcome = "failed".into();
             line.error = Some(format!("not attempted: {e}"));
             return self.finish(line, t0);
@@ -724,7 +750,7 @@ impl Reaper {
             .teardown(line, &victims, &ids, Some((n, tok.as_str())))
             .await;
         let line = self.finish(line, t0);
-        if let Err(e) = self.state.remove_journal(&d.id) {
+        if let Err(e) = self.state.remove_journal(&journal) {
             tracing::warn!(error = %e, "failed to remove the reap journal");
         }
         line
@@ -774,15 +800,8 @@ impl Reaper {
             }
             let t0 = Instant::now();
             tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
-            // Never pid 1, the server, or us, whatever the journal says.
-            let table = procs::table().unwrap_or_default();
-            let prot = procs::protected(&table, listing.server_pid);
-            let pinned: Vec<procs::Ident> = j
-                .victims
-                .iter()
-                .filter(|v| !prot.contains(&v.pid))
-                .copied()
-                .collect();
+            let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
+            let pinned = self.journal_victims(&j, listing, same_server);
             let victims = procs::pin(&pinned);
             let mut line = AuditLine::begin(
                 rfc3339(now_ms()),
@@ -797,7 +816,6 @@ impl Reaper {
             line.pids = pinned.iter().map(|v| v.pid).collect();
             // The session is killed only if it is the same one: same server, and it still
             // carries the dead reaper's token (kill_session checks that in the server).
-            let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
             let session = same_server.then_some((j.tmux_id, j.token.as_str()));
             // The tombstone was written before the first signal; write it again only if it is
             // missing and no chat of that name has come back since.
@@ -812,6 +830,8 @@ impl Reaper {
                     reaped_at: rfc3339(now_ms()),
                     reason: j.reason.clone(),
                     cwd: j.cwd.clone(),
+                    session: Some(j.session.clone()),
+                    socket: Some(self.socket_path()),
                 };
                 if let Err(e) = self.state.write_tombstone(&tomb) {
                     tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
@@ -822,11 +842,68 @@ impl Reaper {
             line.error
                 .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
             lines.push(self.finish(line, t0));
-            if let Err(e) = self.state.remove_journal(&j.id) {
+            if let Err(e) = self.state.remove_journal(&j) {
                 tracing::warn!(error = %e, "failed to remove the reap journal");
             }
         }
         lines
+    }
+
+    /// The socket's path as the tombstones record it.
+    fn socket_path(&self) -> String {
+        self.cfg
+            .socket
+            .canonical_path()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// A dead reaper's journal lists pids; none is signalled on its word alone (the file may have
+    /// been planted). Each is re-checked against the live system: see
+    /// [`procs::journal_victims`]. The TMUX marker is looked for under the socket path the
+    /// server reports now, and the one we would compute.
+    fn journal_victims(
+        &self,
+        j: &Journal,
+        listing: &Listing,
+        same_server: bool,
+    ) -> Vec<procs::Ident> {
+        let Some(server) = j.server_pid else {
+            tracing::warn!(session = %j.session, "the journal names no tmux server: no process is signalled");
+            return Vec::new();
+        };
+        let table = procs::table().unwrap_or_default();
+        let prot = procs::protected(&table, listing.server_pid);
+        let mut paths: Vec<String> = listing.socket_path.iter().cloned().collect();
+        paths.push(self.cfg.socket.path().to_string_lossy().into_owned());
+        paths.push(self.socket_path());
+        let needles: Vec<Vec<u8>> = paths
+            .iter()
+            .map(|p| format!("TMUX={}", procs::tmux_env_value(p, server, j.tmux_id)).into_bytes())
+            .collect();
+        // Processes of live panes of every other session (of the journal's own, if it is still
+        // there on the same server, its panes are fair game).
+        let others: Vec<(u32, Vec<u32>)> = {
+            let mut by: std::collections::HashMap<u32, Vec<u32>> = Default::default();
+            for &(n, pid) in &listing.all_panes {
+                if !(same_server && n == j.tmux_id) {
+                    by.entry(n).or_default().push(pid);
+                }
+            }
+            by.into_iter().collect()
+        };
+        let uid = rustix::process::getuid().as_raw();
+        let exclude: HashSet<i32> = procs::members(&table, &others, &[], None, uid, &prot)
+            .into_values()
+            .flatten()
+            .map(|i| i.pid)
+            .collect();
+        let (kept, refused) =
+            procs::journal_victims(&table, &j.victims, &needles, &exclude, uid, &prot);
+        for (id, why) in refused.iter().filter(|(_, w)| *w != "gone") {
+            tracing::warn!(session = %j.session, pid = id.pid, why, "a pid of the journal is not signalled");
+        }
+        kept
     }
 
     fn finish(&self, mut line: AuditLine, t0: Instant) -> AuditLine {
@@ -851,12 +928,8 @@ impl Reaper {
         line
     }
 
-    /// A fresh decision for one session: (decision, session, server (socket path, pid)).
-    async fn fresh_decision(
-        &self,
-        n: u32,
-        old: &Session,
-    ) -> Result<Option<(Decision, Session, Option<(String, u32)>)>, String> {
+    /// A fresh decision for one session.
+    async fn fresh_decision(&self, n: u32, old: &Session) -> Result<Option<Fresh>, String> {
         let listing = self
             .tmux
             .list(&self.cfg.prefix)
@@ -866,6 +939,7 @@ impl Reaper {
             return Err(listing.problems.join("; "));
         }
         let server = listing.socket_path.clone().zip(listing.server_pid);
+        let all_panes = listing.all_panes;
         // Same `$N` and same name: a session renamed since it was listed (even to another name of
         // ours) is not the one this reap was decided for.
         let Some(mut s) = listing
@@ -889,13 +963,19 @@ impl Reaper {
             ..Snapshot::default()
         };
         let mut d = policy::decide(&snap, now_ms(), &self.cfg.policy);
-        Ok(d.pop().map(|d| (d, s, server)))
+        Ok(d.pop().map(|decision| Fresh {
+            decision,
+            session: s,
+            server,
+            all_panes,
+        }))
     }
 
     async fn victims(
         &self,
         s: &Session,
         server: Option<(String, u32)>,
+        all_panes: &[(u32, u32)],
     ) -> Result<Vec<procs::Victim>, String> {
         let table = procs::table()?;
         let prot = procs::protected(&table, server.as_ref().map(|x| x.1));
@@ -904,6 +984,7 @@ impl Reaper {
         let m = procs::members(
             &table,
             &[(s.tmux_id, panes)],
+            all_panes,
             env,
             rustix::process::getuid().as_raw(),
             &prot,
@@ -925,7 +1006,7 @@ impl Reaper {
             .sessions
             .iter()
             .filter(|s| {
-                s.name == name && !policy::valid_id(s.cid.trim()) && s.cmdline_cid.is_none()
+                s.name == name && !policy::valid_cid(s.cid.trim()) && s.cmdline_cid.is_none()
             })
             .map(|s| s.tmux_id)
             .collect();
@@ -1064,9 +1145,9 @@ impl Reaper {
     ) -> Result<bool, CommandError> {
         let name = self.name_of(id)?;
         if let Some(c) = cid {
-            if !policy::valid_id(c) {
+            if !policy::valid_cid(c) {
                 return Err(CommandError::Refused(format!(
-                    "invalid conversation id {c:?}"
+                    "invalid conversation id {c:?}: expected letters, digits, '_' and '-', not starting with '-'"
                 )));
             }
         }
@@ -1107,10 +1188,13 @@ impl Reaper {
         let tomb = self.state.read_tombstone(id)?;
         // The command's own id wins (it is what claude will run), then --cid, then the tombstone.
         let own_cid = policy::cid_from_argv(cmd);
-        let tomb_cid = tomb
-            .as_ref()
-            .and_then(|t| t.cid.clone())
-            .filter(|c| policy::valid_id(c));
+        let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
+            let ok = policy::valid_cid(c);
+            if !ok {
+                tracing::warn!(session = %name, cid = ?c, "the tombstone's conversation id is not a valid id: ignored");
+            }
+            ok
+        });
         let cid = own_cid
             .clone()
             .or_else(|| cid.map(str::to_string))

@@ -99,6 +99,11 @@ pub struct Tombstone {
     pub reaped_at: String,
     pub reason: String,
     pub cwd: Option<String>,
+    /// The session's name and the tmux socket it lived on (absent in 0.1.0's tombstones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
 }
 
 /// `reaping/<id>.json`: a teardown in progress, written before the first signal and removed after
@@ -121,63 +126,271 @@ pub struct Journal {
     pub server_pid: Option<u32>,
     /// The reap's token in `@ccs_reaper`: only a session that still carries it is killed.
     pub token: String,
+    /// The file it was read from (not stored).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
 }
 
+/// The largest file read back from the state dir (a tombstone or journal): anything bigger was
+/// not written by us.
+pub const MAX_STATE_FILE_BYTES: u64 = 1024 * 1024;
+
+/// The state dir, seen by one studio (one socket and one session prefix).
+///
+/// Layout: `reaped.jsonl` and `reaper-<socket>.lock` at the top, shared; the studio's tombstones
+/// and journals in `studios/<key>/sessions/` and `studios/<key>/reaping/`, so two studios that
+/// share the dir never read each other's. Every directory is made 0700 and every file 0600,
+/// whatever the umask; a directory or file owned by another user is refused, files are opened
+/// without following symlinks, and everything read back is validated.
 #[derive(Debug, Clone)]
 pub struct StateDir {
     pub dir: PathBuf,
+    /// `studios/<key>`.
+    studio: PathBuf,
+    /// The socket's label: which `reaper-<label>.lock` is ours.
+    socket_label: String,
+    /// The session prefix: a journal's session must be `<prefix><id>`.
+    prefix: String,
 }
 
+fn uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+fn refuse(what: &'static str, path: &Path, why: String) -> StateError {
+    StateError::Io {
+        what,
+        path: path.to_path_buf(),
+        source: std::io::Error::other(why),
+    }
+}
+
+/// Create `d` (and its parents) if missing; then make sure it is a directory of ours, mode 0700.
+fn private_dir(d: &Path) -> Result<(), StateError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(d)
+        .map_err(io("create directory", d))?;
+    let m = std::fs::symlink_metadata(d).map_err(io("stat", d))?;
+    if !m.is_dir() {
+        return Err(refuse("use", d, "not a directory".into()));
+    }
+    if m.uid() != uid() {
+        return Err(refuse(
+            "use",
+            d,
+            format!("owned by uid {}, not by us (uid {})", m.uid(), uid()),
+        ));
+    }
+    if m.mode() & 0o7777 != 0o700 {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
+            .map_err(io("make private (0700)", d))?;
+    }
+    Ok(())
+}
+
+/// Check an opened file: a regular file of ours; made 0600 if it is not.
+fn private_file(f: &File, p: &Path) -> Result<std::fs::Metadata, StateError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = f.metadata().map_err(io("stat", p))?;
+    if !m.is_file() {
+        return Err(refuse("use", p, "not a regular file".into()));
+    }
+    if m.uid() != uid() {
+        return Err(refuse(
+            "use",
+            p,
+            format!("owned by uid {}, not by us (uid {})", m.uid(), uid()),
+        ));
+    }
+    if m.mode() & 0o7777 != 0o600 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io("make private (0600)", p))?;
+    }
+    Ok(m)
+}
+
+fn open_flags(o: &mut OpenOptions) -> &mut OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    o.mode(0o600)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+}
+
+/// Read a file we wrote: not a symlink, a regular file of ours, at most
+/// [`MAX_STATE_FILE_BYTES`]. `Ok(None)` when it is not there.
+fn read_private(p: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    use std::io::Read;
+    let f = match open_flags(OpenOptions::new().read(true)).open(p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io("open", p)(e)),
+    };
+    let m = private_file(&f, p)?;
+    if m.len() > MAX_STATE_FILE_BYTES {
+        return Err(refuse(
+            "read",
+            p,
+            format!("{} bytes, more than {MAX_STATE_FILE_BYTES}", m.len()),
+        ));
+    }
+    let mut b = Vec::new();
+    f.take(MAX_STATE_FILE_BYTES + 1)
+        .read_to_end(&mut b)
+        .map_err(io("read", p))?;
+    if b.len() as u64 > MAX_STATE_FILE_BYTES {
+        return Err(refuse("read", p, "grew past the size limit".into()));
+    }
+    Ok(Some(b))
+}
+
+/// What makes a tombstone or journal trustworthy, whoever wrote the file.
+fn check_cwd(cwd: &Option<String>) -> Result<(), String> {
+    match cwd {
+        Some(c) if !c.starts_with('/') => Err(format!("cwd {c:?} is not an absolute path")),
+        _ => Ok(()),
+    }
+}
+
+fn check_cid(cid: &Option<String>) -> Result<(), String> {
+    match cid {
+        Some(c) if !crate::policy::valid_cid(c) => Err(format!(
+            "cid {c:?} is not a valid conversation id (letters, digits, '_', '-', no leading '-')"
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl Tombstone {
+    /// Whether this tombstone may be used for chat `id`.
+    pub fn validate(&self, id: &str) -> Result<(), String> {
+        if self.id != id {
+            return Err(format!("its id {:?} is not {id:?}", self.id));
+        }
+        check_cid(&self.cid)?;
+        check_cwd(&self.cwd)
+    }
+}
+
+impl Journal {
+    /// Whether this journal may be acted on by the studio of `prefix`. (Its victims are checked
+    /// against the live server before any signal, elsewhere.)
+    pub fn validate(&self, stem: &str, prefix: &str) -> Result<(), String> {
+        if !crate::policy::valid_id(&self.id) || self.id != stem {
+            return Err(format!(
+                "its id {:?} is not a valid id matching its file name",
+                self.id
+            ));
+        }
+        if self.session != format!("{prefix}{}", self.id) {
+            return Err(format!(
+                "its session {:?} is not {prefix}{}",
+                self.session, self.id
+            ));
+        }
+        if self.token.is_empty() || !self.token.chars().all(|c| c.is_ascii_alphanumeric()) {
+            return Err(format!("its token {:?} is not alphanumeric", self.token));
+        }
+        if crate::policy::ReapReason::parse(&self.reason).is_none() {
+            return Err(format!("its reason {:?} is unknown", self.reason));
+        }
+        if let Some(v) = self.victims.iter().find(|v| v.pid <= 1) {
+            return Err(format!("it lists pid {}", v.pid));
+        }
+        check_cid(&self.cid)?;
+        check_cwd(&self.cwd)
+    }
+}
+
+static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 impl StateDir {
-    pub fn new(dir: impl Into<PathBuf>) -> Self {
-        StateDir { dir: dir.into() }
+    /// The state dir `dir` as seen by the studio `studio_key` (see
+    /// [`crate::config::Socket::studio_key`]), whose lock label is `socket_label`.
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        studio_key: &str,
+        socket_label: &str,
+        prefix: &str,
+    ) -> Self {
+        let dir = dir.into();
+        StateDir {
+            studio: dir.join("studios").join(studio_key),
+            dir,
+            socket_label: socket_label.to_string(),
+            prefix: prefix.to_string(),
+        }
     }
 
     pub fn audit_path(&self) -> PathBuf {
         self.dir.join("reaped.jsonl")
     }
 
+    /// This studio's directory (`studios/<key>`).
+    pub fn studio_dir(&self) -> &Path {
+        &self.studio
+    }
+
     pub fn tombstone_path(&self, id: &str) -> PathBuf {
+        self.studio.join("sessions").join(format!("{id}.json"))
+    }
+
+    /// Where 0.1.0 put tombstones, keyed by chat id alone.
+    fn legacy_tombstone_path(&self, id: &str) -> PathBuf {
         self.dir.join("sessions").join(format!("{id}.json"))
     }
 
+    /// The state dir (private), and `sub` of the studio's directory when given.
     fn ensure(&self, sub: Option<&str>) -> Result<PathBuf, StateError> {
-        let d = match sub {
-            Some(s) => self.dir.join(s),
-            None => self.dir.clone(),
+        private_dir(&self.dir)?;
+        let Some(sub) = sub else {
+            return Ok(self.dir.clone());
         };
-        std::fs::create_dir_all(&d).map_err(io("create directory", &d))?;
+        private_dir(&self.dir.join("studios"))?;
+        private_dir(&self.studio)?;
+        let d = self.studio.join(sub);
+        private_dir(&d)?;
         Ok(d)
     }
 
-    /// Check, before a reap, that the audit log can be written: a reap whose audit line cannot
-    /// be written is not attempted.
-    pub fn check_writable(&self) -> Result<(), StateError> {
-        self.ensure(Some("sessions"))?;
+    fn open_audit(&self) -> Result<File, StateError> {
         let p = self.audit_path();
-        let f = OpenOptions::new()
-            .create(true)
-            .append(true)
+        let f = open_flags(OpenOptions::new().create(true).append(true))
             .open(&p)
             .map_err(io("open", &p))?;
-        // The probe below tests the state dir, not the audit log: a log that is a symlink to a
-        // device (/dev/full) or a fifo opens fine and then fails or blocks on every write.
-        let meta = f.metadata().map_err(io("stat", &p))?;
-        if !meta.is_file() {
-            return Err(StateError::Io {
+        // A log that is a symlink (refused by the open), a device (/dev/full) or a fifo opens
+        // and then fails or blocks on every write: only a regular file of ours will do.
+        private_file(&f, &p).map_err(|e| match e {
+            StateError::Io { path, source, .. } => StateError::Io {
                 what: "append to",
-                path: p,
-                source: std::io::Error::other("not a regular file"),
-            });
-        }
-        let probe = self.dir.join(format!(".probe-{}", std::process::id()));
-        let r = File::create(&probe)
+                path,
+                source,
+            },
+            e => e,
+        })?;
+        Ok(f)
+    }
+
+    /// Check, before a reap, that the audit log and the studio's directories can be written: a
+    /// reap whose audit line or tombstone cannot be written is not attempted.
+    pub fn check_writable(&self) -> Result<(), StateError> {
+        self.ensure(Some("sessions"))?;
+        self.ensure(Some("reaping"))?;
+        self.open_audit()?;
+        let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let probe = self
+            .studio
+            .join(format!(".probe-{}-{n}", std::process::id()));
+        let r = open_flags(OpenOptions::new().write(true).create_new(true))
+            .open(&probe)
             .and_then(|mut f| f.write_all(&[0u8; 4096]).and_then(|_| f.sync_all()));
         let _ = std::fs::remove_file(&probe);
         r.map_err(io("write", &probe))
     }
 
-    /// Append one line (one `write` call on an O_APPEND file, so concurrent writers never interleave).
+    /// Append one line (one `write` call on an O_APPEND file, so concurrent writers never
+    /// interleave).
     pub fn append_audit(&self, line: &AuditLine) -> Result<(), StateError> {
         self.ensure(None)?;
         let p = self.audit_path();
@@ -187,16 +400,20 @@ impl StateDir {
             source: std::io::Error::other(e),
         })?;
         text.push('\n');
-        let mut f = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&p)
-            .map_err(io("open", &p))?;
+        let mut f = self.open_audit()?;
         f.write_all(text.as_bytes()).map_err(io("append to", &p))
     }
 
-    /// Write `value` as JSON to `<sub>/<id>.json` atomically (temp file, then rename).
+    /// Write `value` as JSON to `<studio>/<sub>/<id>.json` atomically (a private temp file, then
+    /// rename). `id` is a valid id: the path stays inside the studio's directory.
     fn write_json(&self, sub: &str, id: &str, value: &impl Serialize) -> Result<(), StateError> {
+        if !crate::policy::valid_id(id) {
+            return Err(refuse(
+                "write",
+                &self.studio.join(sub),
+                format!("invalid id {id:?}"),
+            ));
+        }
         let d = self.ensure(Some(sub))?;
         let p = d.join(format!("{id}.json"));
         let tmp = d.join(format!(".{id}.json.{}", std::process::id()));
@@ -205,8 +422,15 @@ impl StateDir {
             path: p.clone(),
             source: std::io::Error::other(e),
         })?;
-        let written = std::fs::write(&tmp, text)
-            .map_err(io("write", &tmp))
+        // A temp file left by a crash (or planted) is removed, never written through.
+        let _ = std::fs::remove_file(&tmp);
+        let written = open_flags(OpenOptions::new().write(true).create_new(true))
+            .open(&tmp)
+            .map_err(io("create", &tmp))
+            .and_then(|mut f| {
+                private_file(&f, &tmp)?;
+                f.write_all(&text).map_err(io("write", &tmp))
+            })
             .and_then(|()| std::fs::rename(&tmp, &p).map_err(io("rename into", &p)));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -215,13 +439,13 @@ impl StateDir {
     }
 
     /// Remove a file; one that is not there is fine.
-    fn remove(p: PathBuf) -> Result<(), StateError> {
-        match std::fs::remove_file(&p) {
+    fn remove(p: &Path) -> Result<(), StateError> {
+        match std::fs::remove_file(p) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StateError::Io {
                 what: "remove",
-                path: p,
+                path: p.to_path_buf(),
                 source: e,
             }),
         }
@@ -232,72 +456,135 @@ impl StateDir {
         self.write_json("sessions", &t.id, t)
     }
 
-    /// Read a tombstone. `Ok(None)` when there is none.
+    fn parse_tombstone(p: &Path, b: &[u8], id: &str) -> Result<Tombstone, StateError> {
+        let t: Tombstone = serde_json::from_slice(b).map_err(|e| StateError::Malformed {
+            path: p.to_path_buf(),
+            why: e.to_string(),
+        })?;
+        t.validate(id).map_err(|why| StateError::Malformed {
+            path: p.to_path_buf(),
+            why,
+        })?;
+        Ok(t)
+    }
+
+    /// Whether the 0.1.0 layout's files can only be this studio's: no other studio has a
+    /// directory here, and every lock file in the dir is this socket's.
+    fn legacy_is_ours(&self) -> bool {
+        let mine = self.studio.file_name();
+        let others = std::fs::read_dir(self.dir.join("studios"))
+            .map(|rd| {
+                rd.flatten()
+                    .any(|e| Some(e.file_name().as_os_str()) != mine)
+            })
+            .unwrap_or(false);
+        let my_lock = format!("reaper-{}.lock", self.socket_label);
+        let other_locks = std::fs::read_dir(&self.dir)
+            .map(|rd| {
+                rd.flatten().any(|e| {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    n.starts_with("reaper-") && n.ends_with(".lock") && n != my_lock
+                })
+            })
+            .unwrap_or(false);
+        !others && !other_locks
+    }
+
+    /// Read chat `id`'s tombstone, validated. `Ok(None)` when there is none. A tombstone written
+    /// by 0.1.0 (keyed by id alone) is read only while it can only be this studio's.
     pub fn read_tombstone(&self, id: &str) -> Result<Option<Tombstone>, StateError> {
+        if !crate::policy::valid_id(id) {
+            return Ok(None);
+        }
         let p = self.tombstone_path(id);
-        match std::fs::read(&p) {
-            Ok(b) => serde_json::from_slice(&b)
-                .map(Some)
-                .map_err(|e| StateError::Malformed {
-                    path: p,
-                    why: e.to_string(),
-                }),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(StateError::Io {
-                what: "read",
-                path: p,
-                source: e,
-            }),
+        if let Some(b) = read_private(&p)? {
+            return Self::parse_tombstone(&p, &b, id).map(Some);
+        }
+        let legacy = self.legacy_tombstone_path(id);
+        if !legacy.exists() {
+            return Ok(None);
+        }
+        if !self.legacy_is_ours() {
+            tracing::warn!(path = %legacy.display(), "a tombstone of ccs-reap 0.1.0 in a state dir that several studios share: ignored, since it cannot be told whose it is");
+            return Ok(None);
+        }
+        match read_private(&legacy)? {
+            Some(b) => Self::parse_tombstone(&legacy, &b, id).map(Some),
+            None => Ok(None),
         }
     }
 
-    /// A respawned chat's tombstone is used: remove it (the audit log keeps the history).
+    /// A respawned chat's tombstone is used: remove it (the audit log keeps the history), and
+    /// the 0.1.0 one that may have stood in for it.
     pub fn remove_tombstone(&self, id: &str) -> Result<(), StateError> {
-        Self::remove(self.tombstone_path(id))
+        if !crate::policy::valid_id(id) {
+            return Ok(());
+        }
+        Self::remove(&self.tombstone_path(id))?;
+        if self.legacy_is_ours() {
+            Self::remove(&self.legacy_tombstone_path(id))?;
+        }
+        Ok(())
     }
 
     pub fn write_journal(&self, j: &Journal) -> Result<(), StateError> {
         self.write_json("reaping", &j.id, j)
     }
 
-    pub fn remove_journal(&self, id: &str) -> Result<(), StateError> {
-        Self::remove(self.dir.join("reaping").join(format!("{id}.json")))
+    /// Remove a journal: the file it was read from (never a path made from its contents).
+    pub fn remove_journal(&self, j: &Journal) -> Result<(), StateError> {
+        match &j.path {
+            Some(p) => Self::remove(p),
+            None if crate::policy::valid_id(&j.id) => {
+                Self::remove(&self.studio.join("reaping").join(format!("{}.json", j.id)))
+            }
+            None => Ok(()),
+        }
     }
 
-    /// Every journal left in the state dir. Unreadable ones are reported, not guessed at.
+    /// Every journal of this studio (and those a 0.1.0 reaper left in `reaping/`), validated.
+    /// Unreadable or invalid ones are reported, not guessed at, and never acted on.
     pub fn journals(&self) -> Vec<Result<Journal, StateError>> {
-        let d = self.dir.join("reaping");
-        let Ok(rd) = std::fs::read_dir(&d) else {
-            return Vec::new();
+        let mut out = Vec::new();
+        for d in [self.studio.join("reaping"), self.dir.join("reaping")] {
+            let Ok(rd) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let p = e.path();
+                let name = e.file_name().to_string_lossy().into_owned();
+                let Some(stem) = name.strip_suffix(".json") else {
+                    continue;
+                };
+                if stem.starts_with('.') {
+                    continue;
+                }
+                out.push(self.read_journal(&p, stem));
+            }
+        }
+        out
+    }
+
+    fn read_journal(&self, p: &Path, stem: &str) -> Result<Journal, StateError> {
+        let bad = |why: String| StateError::Malformed {
+            path: p.to_path_buf(),
+            why,
         };
-        rd.flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                p.extension().is_some_and(|x| x == "json")
-                    && !p
-                        .file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-            })
-            .map(|p| {
-                let b = std::fs::read(&p).map_err(io("read", &p))?;
-                serde_json::from_slice(&b).map_err(|e| StateError::Malformed {
-                    path: p.clone(),
-                    why: e.to_string(),
-                })
-            })
-            .collect()
+        let b = read_private(p)?.ok_or_else(|| bad("vanished".into()))?;
+        let mut j: Journal = serde_json::from_slice(&b).map_err(|e| bad(e.to_string()))?;
+        j.validate(stem, &self.prefix).map_err(bad)?;
+        j.path = Some(p.to_path_buf());
+        Ok(j)
     }
 
     /// Take the single-instance lock for a socket. Held until the returned file is dropped.
     pub fn lock(&self, socket_label: &str) -> Result<File, StateError> {
         self.ensure(None)?;
         let p = self.dir.join(format!("reaper-{socket_label}.lock"));
-        let f = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
+        let f = open_flags(OpenOptions::new().create(true).truncate(false).write(true))
             .open(&p)
             .map_err(io("open", &p))?;
+        private_file(&f, &p)?;
         match rustix::fs::flock(&f, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {
                 let _ = f.set_len(0);
@@ -321,7 +608,7 @@ mod tests {
     #[test]
     fn tombstone_round_trip_and_removal() {
         let d = tempfile::tempdir().unwrap();
-        let s = StateDir::new(d.path().join("st"));
+        let s = StateDir::new(d.path().join("st"), "k", "sock", "ccs-");
         assert_eq!(s.read_tombstone("1").unwrap(), None);
         let t = Tombstone {
             id: "1".into(),
@@ -329,6 +616,8 @@ mod tests {
             reaped_at: "now".into(),
             reason: "idle".into(),
             cwd: Some("/w".into()),
+            session: None,
+            socket: None,
         };
         s.write_tombstone(&t).unwrap();
         assert_eq!(s.read_tombstone("1").unwrap(), Some(t));
@@ -345,7 +634,7 @@ mod tests {
     #[test]
     fn lock_is_exclusive() {
         let d = tempfile::tempdir().unwrap();
-        let s = StateDir::new(d.path());
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-");
         let held = s.lock("sock").unwrap();
         assert!(matches!(s.lock("sock"), Err(StateError::Locked(_))));
         assert!(s.lock("other").is_ok());
@@ -356,7 +645,7 @@ mod tests {
     #[test]
     fn audit_lines_append() {
         let d = tempfile::tempdir().unwrap();
-        let s = StateDir::new(d.path());
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-");
         s.check_writable().unwrap();
         let mut l = AuditLine {
             at: "t".into(),
@@ -389,5 +678,211 @@ mod tests {
             .collect();
         assert_eq!(lines.len(), 2);
         assert_eq!(lines[1].outcome, "aborted");
+    }
+
+    fn tomb(id: &str, cid: &str) -> Tombstone {
+        Tombstone {
+            id: id.into(),
+            cid: Some(cid.into()),
+            reaped_at: "now".into(),
+            reason: "idle".into(),
+            cwd: Some("/w".into()),
+            session: None,
+            socket: None,
+        }
+    }
+
+    fn mode(p: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o7777
+    }
+
+    #[test]
+    fn everything_written_is_private_whatever_the_umask() {
+        let d = tempfile::tempdir().unwrap();
+        let old = rustix::process::umask(rustix::fs::Mode::empty());
+        let s = StateDir::new(d.path().join("st"), "k", "sock", "ccs-");
+        s.check_writable().unwrap();
+        s.write_tombstone(&tomb("1", "c")).unwrap();
+        let l = s.lock("sock").unwrap();
+        rustix::process::umask(old);
+        drop(l);
+        for dir in [
+            s.dir.clone(),
+            s.dir.join("studios"),
+            s.studio_dir().to_path_buf(),
+            s.studio_dir().join("sessions"),
+            s.studio_dir().join("reaping"),
+        ] {
+            assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        }
+        for f in [
+            s.audit_path(),
+            s.tombstone_path("1"),
+            s.dir.join("reaper-sock.lock"),
+        ] {
+            assert_eq!(mode(&f), 0o600, "{}", f.display());
+        }
+        // A dir of ours left loose (by 0.1.0, or a umask) is tightened.
+        std::fs::set_permissions(&s.dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        s.check_writable().unwrap();
+        assert_eq!(mode(&s.dir), 0o700);
+    }
+
+    #[test]
+    fn a_state_dir_of_another_user_is_refused() {
+        // As root, a dir given away to nobody; otherwise a dir root owns.
+        let d = tempfile::tempdir().unwrap();
+        let dir = if rustix::process::geteuid().is_root() {
+            let p = d.path().join("theirs");
+            std::fs::create_dir(&p).unwrap();
+            std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+            p
+        } else {
+            PathBuf::from("/usr")
+        };
+        let s = StateDir::new(&dir, "k", "sock", "ccs-");
+        let e = s.check_writable().unwrap_err().to_string();
+        assert!(
+            e.contains("not by us") && e.contains(&*dir.to_string_lossy()),
+            "{e}"
+        );
+        assert!(s.write_tombstone(&tomb("1", "c")).is_err());
+    }
+
+    #[test]
+    fn tombstones_read_back_are_validated() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-");
+        s.write_tombstone(&tomb("1", "c")).unwrap();
+        let p = s.tombstone_path("1");
+        let bad = [
+            (
+                r#"{"id":"1","cid":"--dangerously-skip-permissions","reaped_at":"t","reason":"idle","cwd":null}"#,
+                "cid",
+            ),
+            (
+                r#"{"id":"2","cid":"c","reaped_at":"t","reason":"idle","cwd":null}"#,
+                "id",
+            ),
+            (
+                r#"{"id":"1","cid":"c","reaped_at":"t","reason":"idle","cwd":"rel/dir"}"#,
+                "cwd",
+            ),
+        ];
+        for (text, what) in bad {
+            std::fs::write(&p, text).unwrap();
+            let e = s.read_tombstone("1").unwrap_err().to_string();
+            assert!(e.contains(what) && e.contains("1.json"), "{what}: {e}");
+        }
+        // A symlink (to a file we could otherwise read) is not followed.
+        let target = d.path().join("elsewhere.json");
+        std::fs::write(&target, serde_json::to_vec(&tomb("1", "c")).unwrap()).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&target, &p).unwrap();
+        assert!(s.read_tombstone("1").is_err());
+        // A FIFO is refused at once, never waited on.
+        std::fs::remove_file(&p).unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &p,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        assert!(s.read_tombstone("1").is_err());
+        // Too big.
+        std::fs::remove_file(&p).unwrap();
+        let f = File::create(&p).unwrap();
+        f.set_len(MAX_STATE_FILE_BYTES + 1).unwrap();
+        assert!(s
+            .read_tombstone("1")
+            .unwrap_err()
+            .to_string()
+            .contains("bytes"));
+        // Ids that would leave the dir are never read or written.
+        assert_eq!(s.read_tombstone("../1").unwrap(), None);
+        assert!(s.write_tombstone(&tomb("../../x", "c")).is_err());
+    }
+
+    #[test]
+    fn a_legacy_tombstone_is_read_only_while_it_can_only_be_ours() {
+        let d = tempfile::tempdir().unwrap();
+        let a = StateDir::new(d.path(), "a-studio", "sock-a", "ccs-");
+        std::fs::create_dir_all(d.path().join("sessions")).unwrap();
+        let legacy = d.path().join("sessions").join("1.json");
+        std::fs::write(&legacy, serde_json::to_vec(&tomb("1", "old")).unwrap()).unwrap();
+        // Alone in the dir (or with our own lock): it is ours.
+        std::fs::write(d.path().join("reaper-sock-a.lock"), "").unwrap();
+        assert_eq!(
+            a.read_tombstone("1").unwrap().unwrap().cid.as_deref(),
+            Some("old")
+        );
+        // A tombstone of the new layout wins over it.
+        a.write_tombstone(&tomb("1", "new")).unwrap();
+        assert_eq!(
+            a.read_tombstone("1").unwrap().unwrap().cid.as_deref(),
+            Some("new")
+        );
+        std::fs::remove_file(a.tombstone_path("1")).unwrap();
+        // Another studio has a directory here: whose it is cannot be told.
+        let b = StateDir::new(d.path(), "b-studio", "sock-b", "ccs-");
+        b.write_tombstone(&tomb("9", "b9")).unwrap();
+        assert_eq!(a.read_tombstone("1").unwrap(), None);
+        assert_eq!(b.read_tombstone("1").unwrap(), None);
+        // The studios never read each other's.
+        assert_eq!(a.read_tombstone("9").unwrap(), None);
+        assert_eq!(
+            b.read_tombstone("9").unwrap().unwrap().cid.as_deref(),
+            Some("b9")
+        );
+        std::fs::remove_dir_all(d.path().join("studios").join("b-studio")).unwrap();
+        assert!(a.read_tombstone("1").unwrap().is_some());
+        // Another socket's lock: shared too.
+        std::fs::write(d.path().join("reaper-sock-b.lock"), "").unwrap();
+        assert_eq!(a.read_tombstone("1").unwrap(), None);
+    }
+
+    #[test]
+    fn journals_read_back_are_validated() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-");
+        let good = serde_json::json!({
+            "id": "1", "session": "ccs-1", "tmux_id": 3, "cid": "c1", "reason": "idle",
+            "idle_ms": 1, "cwd": "/w", "started_at": "t",
+            "owner": {"pid": 99_999_999, "start": 1}, "victims": [{"pid": 4242, "start": 7}],
+            "server_pid": 10, "token": "r1x0x0"
+        });
+        let dir = s.studio_dir().join("reaping");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("1.json"), good.to_string()).unwrap();
+        let js = s.journals();
+        assert_eq!(js.len(), 1);
+        let j = js[0].as_ref().unwrap();
+        assert_eq!(j.path.as_deref(), Some(dir.join("1.json").as_path()));
+        let cases: &[(&str, serde_json::Value)] = &[
+            ("id", serde_json::json!("../../../etc/x")),
+            ("id", serde_json::json!("2")),
+            ("session", serde_json::json!("other-1")),
+            ("token", serde_json::json!("x},#{kill-server}")),
+            ("reason", serde_json::json!("because")),
+            ("cid", serde_json::json!("-r")),
+            ("cwd", serde_json::json!("relative")),
+            ("victims", serde_json::json!([{"pid": 1, "start": 1}])),
+        ];
+        for (field, value) in cases {
+            let mut j = good.clone();
+            j[*field] = value.clone();
+            std::fs::write(dir.join("1.json"), j.to_string()).unwrap();
+            let js = s.journals();
+            assert!(js[0].is_err(), "{field}={value} was accepted");
+        }
+        // Removal goes by the file read, never by a path made from the contents.
+        std::fs::write(dir.join("1.json"), good.to_string()).unwrap();
+        let j = s.journals().remove(0).unwrap();
+        s.remove_journal(&j).unwrap();
+        assert!(!dir.join("1.json").exists());
     }
 }

@@ -31,6 +31,12 @@ pub enum TmuxError {
     Spawn(String, std::io::Error),
     #[error("tmux failed ({cmd}): {stderr}")]
     Failed { cmd: String, stderr: String },
+    #[error("cannot pass the {what} {value:?} to tmux: {why}")]
+    BadArgument {
+        what: &'static str,
+        value: String,
+        why: &'static str,
+    },
 }
 
 /// A handle on one tmux server.
@@ -43,15 +49,56 @@ pub struct Tmux {
 }
 
 const SEP: &str = "\t";
-const SESSION_FMT: &str = "S\t#{session_id}\t#{session_attached}\t#{@ccs_idle}\t#{@ccs_turn}\t#{@ccs_cid}\t#{@ccs_reaping}\t#{pid}\t#{socket_path}\t#{session_name}";
+
+/// A value that someone else may have written (an `@` option, a session name, a start command):
+/// listed with tabs, newlines and carriage returns replaced by spaces, so no value can break its
+/// row or forge another session's. (A value so changed never passes the id checks it is read for.)
+macro_rules! clean {
+    ($f:literal) => {
+        concat!("#{s/[\t\n\r]/ /:", $f, "}")
+    };
+}
+
+/// The fields tmux generates (ids, pids, flags, times) come first and are trusted to parse; the
+/// ones anyone with the socket can write are [`clean!`]ed, and the session name comes last.
+const SESSION_FMT: &str = concat!(
+    "S\t#{session_id}\t#{session_attached}\t#{pid}\t",
+    clean!("@ccs_idle"),
+    "\t",
+    clean!("@ccs_turn"),
+    "\t",
+    clean!("@ccs_cid"),
+    "\t",
+    clean!("@ccs_reaping"),
+    "\t",
+    clean!("socket_path"),
+    "\t",
+    clean!("session_name"),
+);
 const SESSION_FIELDS: usize = 10;
 const CLIENT_FMT: &str =
     "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}";
 const CLIENT_FIELDS: usize = 6;
-/// The start command comes last: it may hold tabs (tmux escapes them, but nothing depends on it),
-/// so the fields after the seventh are joined back.
-const PANE_FMT: &str = "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}\t#{pane_start_command}";
+const PANE_FMT: &str = concat!(
+    "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}\t",
+    clean!("pane_start_command"),
+);
 const PANE_FIELDS: usize = 8;
+
+/// An argument as tmux should receive it, literally: tmux reads an argument that ends in `;` as
+/// the end of a command (`a;` is `a` then a new command), unless the `;` is escaped as `\;`.
+pub fn literal(s: &str) -> String {
+    match s.strip_suffix(';') {
+        Some(head) => format!("{head}\\;"),
+        None => s.to_string(),
+    }
+}
+
+/// An argument that tmux format-expands (`new-session -c`): every `#` doubled, so `#{...}`,
+/// `#(cmd)` and `#T` stay text, and then [`literal`].
+pub fn format_literal(s: &str) -> String {
+    literal(&s.replace('#', "##"))
+}
 
 /// tmux's argv is limited to about 16 KB; batches stay well under.
 const ARGV_BUDGET: usize = 12 * 1024;
@@ -61,8 +108,15 @@ const ARGV_BUDGET: usize = 12 * 1024;
 pub struct Listing {
     /// Sessions named `<prefix><valid id>`, with their clients and panes.
     pub sessions: Vec<Session>,
-    /// Rows that could not be tied to one session: everything's liveness is unknown.
+    /// Rows that could not be tied to one session (a viewer of we cannot tell which session):
+    /// everything's liveness is unknown.
     pub problems: Vec<String>,
+    /// Odd output that concerns no session of ours (a foreign row, a line we did not ask for):
+    /// logged, decides nothing.
+    pub warnings: Vec<String>,
+    /// Every live pane on the server, of any session, ours or not: (session number, pane pid).
+    /// A process that belongs to another session's pane is never a victim of ours.
+    pub all_panes: Vec<(u32, u32)>,
     pub server_pid: Option<u32>,
     pub socket_path: Option<String>,
 }
@@ -104,35 +158,49 @@ fn session_gone(stderr: &str) -> bool {
 type PaneRow = (Pane, Option<i64>);
 
 /// Parse the tagged rows of one snapshot call. Pure, so it has its own tests.
+///
+/// No value of one session can break or forge another's row: the values others can write are
+/// listed cleaned of separators (see [`SESSION_FMT`]). Should a row still not parse, only its
+/// own session is kept ("liveness unknown"); only a client or pane row that cannot be tied to a
+/// session makes every session unknown, since it may be a viewer of any of them.
 pub fn parse_listing(out: &str, prefix: &str) -> Listing {
     let mut l = Listing::default();
     let mut by_sid: HashMap<u32, usize> = HashMap::new();
     let mut clients: Vec<(u32, Result<Client, String>)> = Vec::new();
     let mut panes: Vec<(u32, Result<PaneRow, String>)> = Vec::new();
+    let ours = |name: &str| name.strip_prefix(prefix).is_some_and(valid_id);
 
     for line in out.lines().filter(|l| !l.is_empty()) {
         let f: Vec<&str> = line.split(SEP).collect();
         match f[0] {
             "S" => {
                 let name = f.last().copied().unwrap_or("");
-                let ours = name.strip_prefix(prefix).is_some_and(valid_id);
+                let Some(n) = f.get(1).and_then(|x| parse_sid(x)) else {
+                    // Not even its id: not a session we can address, so never a candidate.
+                    l.warnings
+                        .push(format!("session row did not parse: {line:?}"));
+                    continue;
+                };
                 if f.len() != SESSION_FIELDS {
-                    if line.contains(prefix) {
-                        l.problems
+                    if ours(name) {
+                        // Kept alone: listed with the problem, so it is never a candidate.
+                        by_sid.insert(n, l.sessions.len());
+                        l.sessions.push(Session {
+                            tmux_id: n,
+                            name: name.to_string(),
+                            id: name[prefix.len()..].to_string(),
+                            problem: Some(format!("session row did not parse: {line:?}")),
+                            ..Session::default()
+                        });
+                    } else {
+                        l.warnings
                             .push(format!("session row did not parse: {line:?}"));
                     }
                     continue;
                 }
-                let Some(n) = parse_sid(f[1]) else {
-                    if ours {
-                        l.problems
-                            .push(format!("session row did not parse: {line:?}"));
-                    }
-                    continue;
-                };
-                l.server_pid = l.server_pid.or(f[7].parse().ok());
+                l.server_pid = l.server_pid.or(f[3].parse().ok());
                 l.socket_path = l.socket_path.take().or_else(|| Some(f[8].to_string()));
-                if !ours {
+                if !ours(name) {
                     continue;
                 }
                 let attached = f[2].parse::<u32>();
@@ -141,10 +209,10 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     name: name.to_string(),
                     id: name[prefix.len()..].to_string(),
                     attached: *attached.as_ref().unwrap_or(&0),
-                    idle: f[3].to_string(),
-                    turn: f[4].to_string(),
-                    cid: f[5].to_string(),
-                    reaping: f[6].to_string(),
+                    idle: f[4].to_string(),
+                    turn: f[5].to_string(),
+                    cid: f[6].to_string(),
+                    reaping: f[7].to_string(),
                     ..Session::default()
                 };
                 if attached.is_err() {
@@ -194,10 +262,23 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                 })()
                 .map_err(|_| format!("pane row did not parse: {line:?}"));
                 match n {
-                    Some(n) => panes.push((n, parsed)),
+                    Some(n) => {
+                        if let Ok((p, _)) = &parsed {
+                            if !p.dead {
+                                l.all_panes.push((n, p.pid));
+                            }
+                        }
+                        panes.push((n, parsed));
+                    }
+                    // A pane we cannot place may hold a process of any session.
                     None => l.problems.push(format!("pane row did not parse: {line:?}")),
                 }
             }
+            // A session row we cannot address lists no candidate; anything else could be a
+            // viewer or a pane of one of ours.
+            x if x.starts_with('S') => l
+                .warnings
+                .push(format!("session row did not parse: {line:?}")),
             _ => l.problems.push(format!("unexpected tmux output: {line:?}")),
         }
     }
@@ -210,15 +291,17 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
         }
     }
     for (n, p) in panes {
-        if let Some(&i) = by_sid.get(&n) {
-            let s = &mut l.sessions[i];
-            match p {
-                Ok((pane, act)) => {
-                    s.panes.push(pane);
-                    s.output_ms = s.output_ms.max(act);
-                }
-                Err(e) => s.problem = Some(e),
+        match (by_sid.get(&n), p) {
+            (Some(&i), Ok((pane, act))) => {
+                let s = &mut l.sessions[i];
+                s.panes.push(pane);
+                s.output_ms = s.output_ms.max(act);
             }
+            (Some(&i), Err(e)) => l.sessions[i].problem = Some(e),
+            (None, Ok(_)) => {}
+            // Another session's pane whose pid we cannot read: its processes could not be told
+            // from ours.
+            (None, Err(e)) => l.problems.push(e),
         }
     }
     for s in &mut l.sessions {
@@ -333,7 +416,7 @@ impl Tmux {
                 .target_pane(format!("{}:", sid(*n)))
                 .option(*opt);
             b = match val {
-                Some(v) => b.value(v.clone()),
+                Some(v) => b.value(literal(v)),
                 None => b.unset(),
             };
             let c = b.build();
@@ -558,15 +641,24 @@ impl Tmux {
         argv: &[String],
         cid: Option<&str>,
     ) -> Result<bool, TmuxError> {
+        // tmux format-expands `-c` (`C#Tools` would be another directory, `#(cmd)` would run):
+        // every `#` is doubled. The command's words are passed literally after `--`, so none is
+        // read as a flag of new-session or as the end of the command.
+        let cwd = cwd.to_str().ok_or_else(|| TmuxError::BadArgument {
+            what: "working directory",
+            value: cwd.display().to_string(),
+            why: "not valid UTF-8",
+        })?;
         let mut c = NewSession::new()
             .detached()
             .print()
             .format("#{session_id}")
-            .start_directory(cwd.to_string_lossy().into_owned())
+            .start_directory(format_literal(cwd))
             .session_name(name)
             .build();
+        c.push_param("--");
         for a in argv {
-            c.push_param(a.clone());
+            c.push_param(literal(a));
         }
         let out = match self.run(&[c]).await {
             Ok(o) => o,
@@ -589,12 +681,12 @@ mod tests {
 
     #[test]
     fn listing_parses_and_filters() {
-        let out = "S\t$0\t0\t123\t\tc0\t\t77\t/tmp/s\tccs-1\n\
-                   S\t$1\t1\t\t9\t\t\t77\t/tmp/s\tccs-10\n\
-                   S\t$2\t0\t1\t\t\t\t77\t/tmp/s\tother\n\
-                   S\t$3\t0\t1\t\t\t\t77\t/tmp/s\tccs-\n\
-                   S\t$4\t0\t1\t\t\t\t77\t/tmp/s\txccs-1\n\
-                   S\t$5\t0\t1\t\t\t\t77\t/tmp/s\tccs-a b\n\
+        let out = "S\t$0\t0\t77\t123\t\tc0\t\t/tmp/s\tccs-1\n\
+                   S\t$1\t1\t77\t\t9\t\t\t/tmp/s\tccs-10\n\
+                   S\t$2\t0\t77\t1\t\t\t\t/tmp/s\tother\n\
+                   S\t$3\t0\t77\t1\t\t\t\t/tmp/s\tccs-\n\
+                   S\t$4\t0\t77\t1\t\t\t\t/tmp/s\txccs-1\n\
+                   S\t$5\t0\t77\t1\t\t\t\t/tmp/s\tccs-a b\n\
                    C\t$1\t4242\t1\t1700000000\t1700000001\n\
                    C\t$2\t4243\t0\t1700000000\t1700000001\n\
                    P\t$0\t100\t0\t\t\t1700000002\tclaude --resume x\n\
@@ -631,18 +723,28 @@ mod tests {
     #[test]
     fn broken_rows_are_problems_not_guesses() {
         // A separator rewritten to '_' (no UTF-8 locale): the row is ours but did not parse.
+        // It lists no session, so nothing is a candidate; a client row so broken may be a
+        // viewer of any session: everything unknown.
         let l = parse_listing("S_$0_0_123___77_/tmp/s_ccs-1\n", "ccs-");
         assert!(l.sessions.is_empty());
+        assert_eq!(l.warnings.len(), 1);
+        let l = parse_listing("C_$0_77_1_1_1\n", "ccs-");
         assert_eq!(l.problems.len(), 1);
         // A foreign row with a wrong field count is nobody's business.
         let l = parse_listing("S\t$0\t0\tother\n", "ccs-");
         assert!(l.problems.is_empty() && l.sessions.is_empty());
-        // A row of ours with a wrong field count is a problem.
-        let l = parse_listing("S\t$0\t0\tccs-1\n", "ccs-");
-        assert_eq!(l.problems.len(), 1);
+        // A row of ours with a wrong field count keeps that session alone.
+        let l = parse_listing(
+            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\tclaude\n",
+            "ccs-",
+        );
+        assert!(l.problems.is_empty(), "{:?}", l.problems);
+        assert_eq!(l.sessions.len(), 2);
+        assert!(l.sessions[0].problem.is_some());
+        assert!(l.sessions[1].problem.is_none());
         // A client row of one of ours that does not parse marks that session.
         let l = parse_listing(
-            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0]
@@ -652,18 +754,18 @@ mod tests {
             .contains("client row"));
         // A client row whose session cannot be told: everything unknown.
         let l = parse_listing(
-            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert_eq!(l.problems.len(), 1);
         // A pane with a garbage status.
         let l = parse_listing(
-            "S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0].problem.is_some());
         // A session without panes is not trusted.
-        let l = parse_listing("S\t$0\t0\t1\t\tc\t\t7\t/s\tccs-1\n", "ccs-");
+        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t/s\tccs-1\n", "ccs-");
         assert!(l.sessions[0].problem.is_some());
     }
 }

@@ -162,7 +162,7 @@ fn pane_pid(s: &Server, n: u32) -> i32 {
 }
 
 fn journals(s: &Server) -> Vec<PathBuf> {
-    std::fs::read_dir(s.state_dir().join("reaping"))
+    std::fs::read_dir(s.studio().join("reaping"))
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default()
 }
@@ -524,9 +524,10 @@ fn a_state_dir_that_cannot_be_written_stops_the_reap_before_anything_is_touched(
 
     // The tombstone directory is a file.
     let st = s.path("st-sessions");
-    std::fs::create_dir_all(&st).unwrap();
-    std::fs::write(st.join("sessions"), "").unwrap();
-    unwritable(&s, n, &st, &st.join("sessions"), "sessions/ is a file");
+    let studio = s.studio_in(&st);
+    std::fs::create_dir_all(&studio).unwrap();
+    std::fs::write(studio.join("sessions"), "").unwrap();
+    unwritable(&s, n, &st, &studio.join("sessions"), "sessions/ is a file");
 
     // The audit log is a directory.
     let st = s.path("st-audit");
@@ -542,14 +543,15 @@ fn a_state_dir_that_cannot_be_written_stops_the_reap_before_anything_is_touched(
     // The journal directory is a file: the journal goes down before the first signal, so the
     // reap stops there, and the mark it set is cleared.
     let st = s.path("st-reaping");
-    std::fs::create_dir_all(&st).unwrap();
-    std::fs::write(st.join("reaping"), "").unwrap();
-    unwritable(&s, n, &st, &st.join("reaping"), "reaping/ is a file");
+    let studio = s.studio_in(&st);
+    std::fs::create_dir_all(&studio).unwrap();
+    std::fs::write(studio.join("reaping"), "").unwrap();
+    unwritable(&s, n, &st, &studio.join("reaping"), "reaping/ is a file");
 
     // Read-only, where permissions bind (not as root).
     if !rustix::process::geteuid().is_root() {
         let st = s.path("st-ro");
-        std::fs::create_dir_all(st.join("sessions")).unwrap();
+        std::fs::create_dir_all(s.studio_in(&st).join("sessions")).unwrap();
         std::fs::set_permissions(&st, std::fs::Permissions::from_mode(0o555)).unwrap();
         unwritable(&s, n, &st, &st, "read-only state dir");
         std::fs::set_permissions(&st, std::fs::Permissions::from_mode(0o755)).unwrap();

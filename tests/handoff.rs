@@ -124,7 +124,7 @@ fn reap_and_turn_begin_race_has_exactly_two_outcomes() {
             std::thread::sleep(Duration::from_millis(d1));
             reap.status().unwrap().code()
         });
-        let tomb = s.state_dir().join("sessions").join(format!("{id}.json"));
+        let tomb = s.studio().join("sessions").join(format!("{id}.json"));
         let pids: Vec<i32> = s.pids(&name).values().copied().collect();
         let t2 = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(d2));
@@ -279,7 +279,7 @@ fn spawn_flags_and_concurrent_spawns() {
     let n10: u32 = sid.trim().trim_start_matches('$').parse().unwrap();
     assert_eq!(s.show(n10, "@ccs_cid").as_deref(), Some("own10"));
     // A session that dies at once: exit 1, and the tombstone is kept for the next try.
-    let tombs = s.state_dir().join("sessions");
+    let tombs = s.studio().join("sessions");
     std::fs::create_dir_all(&tombs).unwrap();
     std::fs::write(
         tombs.join("11.json"),

@@ -202,7 +202,7 @@ fn sigterm_during_a_teardown_finishes_it_first() {
     );
     // The teardown is under way once its journal is there (written before the first signal;
     // the session itself may vanish at once, with claude's pane).
-    let journal = s.state_dir().join("reaping").join("1.json");
+    let journal = s.studio().join("reaping").join("1.json");
     assert!(
         wait_until(10.0, || journal.exists()),
         "the teardown did not start"
@@ -239,7 +239,7 @@ fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
             .unwrap(),
     );
     // Wait until the teardown is under way: its journal is written before the first signal.
-    let journal = s.state_dir().join("reaping").join("1.json");
+    let journal = s.studio().join("reaping").join("1.json");
     assert!(
         wait_until(10.0, || journal.exists()),
         "the teardown did not start"
@@ -290,7 +290,7 @@ fn the_daemon_keeps_sweeping_during_a_slow_teardown_and_never_starts_it_twice() 
         .spawn()
         .unwrap(),
     );
-    let journal = s.state_dir().join("reaping").join("1.json");
+    let journal = s.studio().join("reaping").join("1.json");
     assert!(
         wait_until(10.0, || journal.exists()),
         "the teardown did not start"
@@ -326,7 +326,7 @@ fn a_journal_left_by_a_reaper_of_an_older_server_never_touches_a_new_session() {
     s.idle_since(n, 10_000_000);
     s.set(n, "@ccs_turn", &now_ms().to_string());
     // The journal of a reaper that died mid-teardown of the old server's `$0` ccs-1.
-    let dir = s.state_dir().join("reaping");
+    let dir = s.studio().join("reaping");
     std::fs::create_dir_all(&dir).unwrap();
     let journal = serde_json::json!({
         "id": "1", "session": "ccs-1", "tmux_id": 0, "cid": "old-cid", "reason": "idle",
@@ -356,7 +356,7 @@ fn a_tombstone_that_cannot_be_written_stops_the_reap_before_any_signal() {
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "plain");
     s.idle_since(n, 10_000_000);
-    std::fs::create_dir_all(s.state_dir().join("sessions").join("1.json")).unwrap();
+    std::fs::create_dir_all(s.studio().join("sessions").join("1.json")).unwrap();
     let o = once(&s, 500);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(s.has("ccs-1"));
@@ -373,5 +373,5 @@ fn a_tombstone_that_cannot_be_written_stops_the_reap_before_any_signal() {
         "{line}"
     );
     assert_eq!(s.show(n, "@ccs_reaping"), None, "the mark was left");
-    assert!(!s.state_dir().join("reaping").join("1.json").exists());
+    assert!(!s.studio().join("reaping").join("1.json").exists());
 }

@@ -263,10 +263,24 @@ impl Server {
             .collect()
     }
 
+    /// This server's studio directory (prefix `ccs-`) in a state dir: `studios/<key>`.
+    pub fn studio_in(&self, state_dir: &Path) -> PathBuf {
+        self.studio_in_for(state_dir, "ccs-")
+    }
+
+    pub fn studio_in_for(&self, state_dir: &Path, prefix: &str) -> PathBuf {
+        let key = ccs_reap::config::Socket::Path(self.sock.clone()).studio_key(prefix);
+        state_dir.join("studios").join(key)
+    }
+
+    /// This server's studio directory in the test's state dir.
+    pub fn studio(&self) -> PathBuf {
+        self.studio_in(&self.state_dir())
+    }
+
     pub fn tombstone(&self, id: &str) -> Option<serde_json::Value> {
-        let t =
-            std::fs::read_to_string(self.state_dir().join("sessions").join(format!("{id}.json")))
-                .ok()?;
+        let t = std::fs::read_to_string(self.studio().join("sessions").join(format!("{id}.json")))
+            .ok()?;
         Some(serde_json::from_str(&t).unwrap())
     }
 
