@@ -31,7 +31,7 @@ struct Cli {
     /// Decide and report; write no option, signal nothing.
     #[arg(long, global = true)]
     dry_run: bool,
-    /// Machine-readable output on stdout (with --once and status); logs stay on stderr.
+    /// Machine-readable output on stdout (one JSON document, whatever the outcome); logs stay on stderr.
     #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
