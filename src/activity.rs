@@ -4,11 +4,32 @@
 //! string, or an object with `id` (or `sessionId`, `chatId`) and an optional `status`. An entry
 //! marks its id busy unless its status is terminal. Anything we cannot read makes the whole sweep
 //! keep everything: a registry we cannot trust cannot tell us a chat is idle.
+//!
+//! Only regular files of at most [`MAX_ACTIVITY_BYTES`] are read. Anything else (a FIFO, a device,
+//! a directory, a socket, or a symlink to one) is refused without being read, so a hostile or
+//! mistaken path can neither block the reaper nor fill its memory; a refused file counts as
+//! unreadable. The read itself runs on a detached thread ([`read_all_detached`]): a read stuck in
+//! the kernel (a hung mount) costs that thread, never the sweep's deadline or the shutdown.
 
 use std::collections::HashSet;
-use std::path::Path;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 
+use rustix::fs::{FileType, Mode, OFlags};
 use serde_json::Value;
+
+/// The largest activity file read: 8 MiB. A studio's registries are a few KiB; a bigger file is
+/// refused (liveness unknown) rather than read into memory. Checked on the opened file's size and
+/// again on what is read (at most one byte more), so a file that grows under us is refused too.
+pub const MAX_ACTIVITY_BYTES: u64 = 8 * 1024 * 1024;
+
+/// Reads that outlived their deadline and are still stuck in the kernel (a hung mount), at most.
+/// Past this, no new reader thread is started (the sweep keeps everything), so a mount that never
+/// answers costs a few threads, not one per sweep.
+pub const MAX_STUCK_READERS: usize = 4;
 
 /// Statuses that mean "this entry no longer holds its chat busy".
 const TERMINAL: &[&str] = &[
@@ -29,6 +50,10 @@ pub enum ActivityError {
     },
     #[error("activity file {path} is malformed: {why}")]
     Malformed { path: String, why: String },
+    #[error("activity file {path} is {kind}, not a regular file: refused")]
+    NotRegular { path: String, kind: &'static str },
+    #[error("activity file {path} holds more than {limit} bytes (the cap): refused")]
+    TooLarge { path: String, limit: u64 },
 }
 
 /// Parse one file's text into the busy ids it lists.
@@ -85,18 +110,157 @@ pub fn read_all(paths: &[impl AsRef<Path>]) -> Result<HashSet<String>, ActivityE
     for p in paths {
         let p = p.as_ref();
         let name = p.display().to_string();
-        let text = std::fs::read_to_string(p).map_err(|source| ActivityError::Read {
-            path: name.clone(),
-            source,
-        })?;
+        let text = read_file(p, &name, MAX_ACTIVITY_BYTES)?;
         busy.extend(parse(&text, &name)?);
     }
     Ok(busy)
 }
 
+fn kind_of(t: FileType) -> &'static str {
+    match t {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        _ => "of an unknown type",
+    }
+}
+
+/// One file's text: a regular file of at most `cap` bytes, read without ever blocking on a FIFO
+/// or a device.
+fn read_file(p: &Path, name: &str, cap: u64) -> Result<String, ActivityError> {
+    let failed = |e: std::io::Error| ActivityError::Read {
+        path: name.to_string(),
+        source: e,
+    };
+    let regular = |st: &rustix::fs::Stat| match FileType::from_raw_mode(st.st_mode) {
+        FileType::RegularFile => Ok(()),
+        t => Err(ActivityError::NotRegular {
+            path: name.to_string(),
+            kind: kind_of(t),
+        }),
+    };
+    // Look before opening: opening a FIFO or a device can act on its own (it releases a writer
+    // waiting in open(), a tty may become our terminal).
+    regular(&rustix::fs::stat(p).map_err(|e| failed(e.into()))?)?;
+    // The path may have been swapped since: open without blocking and check what was opened.
+    let fd = rustix::fs::open(
+        p,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| failed(e.into()))?;
+    let st = rustix::fs::fstat(&fd).map_err(|e| failed(e.into()))?;
+    regular(&st)?;
+    let too_large = || ActivityError::TooLarge {
+        path: name.to_string(),
+        limit: cap,
+    };
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    if size > cap {
+        return Err(too_large());
+    }
+    // The size can lie (a file growing under us, a /proc file that says 0): read at most one
+    // byte past the cap, and refuse if that byte came.
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    std::fs::File::from(fd)
+        .take(cap.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(failed)?;
+    if bytes.len() as u64 > cap {
+        return Err(too_large());
+    }
+    String::from_utf8(bytes).map_err(|e| ActivityError::Malformed {
+        path: name.to_string(),
+        why: format!("not UTF-8 ({e})"),
+    })
+}
+
+/// Read every file on a detached thread and wait at most `timeout` for it. A read that does not
+/// come back in time (stuck in the kernel on a hung mount) is abandoned, not joined: it can hold up
+/// neither this sweep past its deadline nor the process's exit. Any failure is an error naming the
+/// file(s), for the sweep to keep everything.
+pub async fn read_all_detached(
+    paths: Vec<PathBuf>,
+    timeout: Duration,
+) -> Result<HashSet<String>, String> {
+    static STUCK: AtomicUsize = AtomicUsize::new(0);
+    let names = paths
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    detached(&STUCK, MAX_STUCK_READERS, timeout, &names, move || {
+        read_all(&paths).map_err(|e| e.to_string())
+    })
+    .await
+}
+
+const RUNNING: u8 = 0;
+const DONE: u8 = 1;
+const ABANDONED: u8 = 2;
+
+/// Run `read` on its own thread, wait up to `timeout`. `stuck` counts the abandoned threads still
+/// running; at `max`, nothing new is started.
+async fn detached<T: Send + 'static>(
+    stuck: &'static AtomicUsize,
+    max: usize,
+    timeout: Duration,
+    what: &str,
+    read: impl FnOnce() -> Result<T, String> + Send + 'static,
+) -> Result<T, String> {
+    let n = stuck.load(Ordering::SeqCst);
+    if n >= max {
+        return Err(format!(
+            "{n} earlier reads of the activity files ({what}) are still stuck (a hung mount?): not starting another"
+        ));
+    }
+    let state = Arc::new(AtomicU8::new(RUNNING));
+    let theirs = Arc::clone(&state);
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("ccs-activity".into())
+        .spawn(move || {
+            let r = read();
+            if theirs.swap(DONE, Ordering::SeqCst) == ABANDONED {
+                stuck.fetch_sub(1, Ordering::SeqCst);
+            }
+            // The waiter may have given up: nobody to tell.
+            let _ = tx.send(r);
+        })
+        .map_err(|e| {
+            format!("failed to start a thread to read the activity files ({what}): {e}")
+        })?;
+    match tokio::time::timeout(timeout, rx).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(_)) => Err(format!(
+            "the thread reading the activity files ({what}) ended without an answer"
+        )),
+        Err(_) => {
+            // Count first, then mark: the thread subtracts only after it saw the mark, so the
+            // count never dips below zero.
+            stuck.fetch_add(1, Ordering::SeqCst);
+            if state
+                .compare_exchange(RUNNING, ABANDONED, Ordering::SeqCst, Ordering::SeqCst)
+                .is_err()
+            {
+                // It finished just now after all.
+                stuck.fetch_sub(1, Ordering::SeqCst);
+            }
+            Err(format!(
+                "the activity files ({what}) could not be read within {timeout:?}"
+            ))
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     #[test]
     fn registries_table() {
@@ -148,5 +312,154 @@ mod tests {
     fn missing_file_is_named() {
         let e = read_all(&["/nonexistent/ccs-act.json"]).unwrap_err();
         assert!(e.to_string().contains("/nonexistent/ccs-act.json"));
+    }
+
+    fn temp() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .prefix("ccs-activity")
+            .tempdir()
+            .unwrap()
+    }
+
+    #[test]
+    fn size_cap() {
+        let d = temp();
+        let p = d.path().join("a.json");
+        let name = p.display().to_string();
+        // At the cap: read. One byte over: refused, naming the file.
+        std::fs::write(&p, r#"{"a": ["1"]}"#).unwrap();
+        let cap = std::fs::metadata(&p).unwrap().len();
+        assert!(read_file(&p, &name, cap).is_ok());
+        let e = read_file(&p, &name, cap - 1).unwrap_err();
+        assert!(matches!(e, ActivityError::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains(&name), "{e}");
+        // The real cap, on a sparse file one byte over it (no disk used).
+        let big = d.path().join("big.json");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(MAX_ACTIVITY_BYTES + 1)
+            .unwrap();
+        let e = read_all(&[&big]).unwrap_err();
+        assert!(matches!(e, ActivityError::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains(&big.display().to_string()), "{e}");
+        // A file whose size says less than it holds (a /proc file says 0; a file growing under
+        // us) is caught by the read itself.
+        let proc_status = Path::new("/proc/self/status");
+        assert_eq!(std::fs::metadata(proc_status).unwrap().len(), 0);
+        let e = read_file(proc_status, "/proc/self/status", 16).unwrap_err();
+        assert!(matches!(e, ActivityError::TooLarge { .. }), "{e}");
+        assert!(read_file(proc_status, "/proc/self/status", MAX_ACTIVITY_BYTES).is_ok());
+    }
+
+    #[test]
+    fn only_regular_files_are_read() {
+        let d = temp();
+        let fifo = d.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            FileType::Fifo,
+            Mode::RUSR | Mode::WUSR,
+            0,
+        )
+        .unwrap();
+        let dir = d.path().join("dir");
+        std::fs::create_dir(&dir).unwrap();
+        let zero = d.path().join("zero");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let to_fifo = d.path().join("to-fifo");
+        std::os::unix::fs::symlink(&fifo, &to_fifo).unwrap();
+        let sock = d.path().join("sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        let cases: &[(&Path, &str)] = &[
+            (&fifo, "a FIFO"),
+            (&to_fifo, "a FIFO"),
+            (&dir, "a directory"),
+            (&zero, "a character device"),
+            (Path::new("/dev/null"), "a character device"),
+            (&sock, "a socket"),
+        ];
+        for (p, kind) in cases {
+            let t0 = std::time::Instant::now();
+            let e = read_all(&[p]).unwrap_err();
+            assert!(
+                t0.elapsed() < Duration::from_secs(1),
+                "{}: slow",
+                p.display()
+            );
+            assert!(
+                matches!(e, ActivityError::NotRegular { kind: k, .. } if k == *kind),
+                "{}: {e}",
+                p.display()
+            );
+            assert!(e.to_string().contains(&p.display().to_string()), "{e}");
+        }
+        // A symlink to a regular file is fine.
+        let real = d.path().join("real.json");
+        std::fs::write(&real, r#"{"a": ["7"]}"#).unwrap();
+        let link = d.path().join("link.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert_eq!(
+            read_all(&[&link]).unwrap(),
+            HashSet::from(["7".to_string()])
+        );
+    }
+
+    #[test]
+    fn not_utf8_is_malformed() {
+        let d = temp();
+        let p = d.path().join("a.json");
+        std::fs::write(&p, b"{\"a\": [\"\xff\"]}").unwrap();
+        let e = read_all(&[&p]).unwrap_err();
+        assert!(matches!(e, ActivityError::Malformed { .. }), "{e}");
+    }
+
+    #[tokio::test]
+    async fn detached_reads_come_back_or_are_abandoned_and_bounded() {
+        static STUCK: AtomicUsize = AtomicUsize::new(0);
+        let quick = Duration::from_millis(50);
+        let ample = Duration::from_secs(10);
+        // An answer in time comes back.
+        let r = detached(&STUCK, 2, ample, "x", || Ok::<_, String>(7)).await;
+        assert_eq!(r, Ok(7));
+        // Reads that hang are abandoned at the deadline, up to the bound; then none is started.
+        let (release, hang) = std::sync::mpsc::channel::<()>();
+        let hang = Arc::new(Mutex::new(hang));
+        for _ in 0..2 {
+            let h = Arc::clone(&hang);
+            let e = detached(&STUCK, 2, quick, "/hung/a.json", move || {
+                let _ = h.lock().unwrap().recv();
+                Ok::<_, String>(0)
+            })
+            .await
+            .unwrap_err();
+            assert!(e.contains("/hung/a.json") && e.contains("within"), "{e}");
+        }
+        assert_eq!(STUCK.load(Ordering::SeqCst), 2);
+        let started = Arc::new(AtomicUsize::new(0));
+        let s = Arc::clone(&started);
+        let e = detached(&STUCK, 2, quick, "/hung/a.json", move || {
+            s.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, String>(0)
+        })
+        .await
+        .unwrap_err();
+        assert!(
+            e.contains("still stuck") && e.contains("/hung/a.json"),
+            "{e}"
+        );
+        assert_eq!(started.load(Ordering::SeqCst), 0);
+        // The mount comes back: the stuck threads finish and reads start again.
+        drop(release);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while STUCK.load(Ordering::SeqCst) > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "stuck readers never counted out"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let r = detached(&STUCK, 2, ample, "x", || Ok::<_, String>(8)).await;
+        assert_eq!(r, Ok(8));
     }
 }

@@ -153,22 +153,15 @@ impl Reaper {
         })
     }
 
-    /// Read the activity files off the async thread, within the tmux timeout: a file on a stalled
-    /// mount (or a fifo) must not stall the daemon. Not read in time = liveness unknown.
+    /// Read the activity files on a detached thread, within the tmux timeout: a file on a stalled
+    /// mount must stall neither the sweep nor the shutdown (the thread is abandoned, not joined).
+    /// A FIFO, a device, a directory or an oversized file is refused without blocking. Not read in
+    /// time, or refused = liveness unknown.
     async fn read_activity(&self) -> Result<HashSet<String>, String> {
         if self.cfg.activity_files.is_empty() {
             return Ok(HashSet::new());
         }
-        let files = self.cfg.activity_files.clone();
-        let read = tokio::task::spawn_blocking(move || activity::read_all(&files));
-        match tokio::time::timeout(self.cfg.tmux_timeout, read).await {
-            Ok(Ok(r)) => r.map_err(|e| e.to_string()),
-            Ok(Err(e)) => Err(format!("failed to read the activity files: {e}")),
-            Err(_) => Err(format!(
-                "the activity files could not be read within {:?}",
-                self.cfg.tmux_timeout
-            )),
-        }
+        activity::read_all_detached(self.cfg.activity_files.clone(), self.cfg.tmux_timeout).await
     }
 
     fn inflight_count(&self) -> usize {
