@@ -12,4 +12,5 @@ pub mod procs;
 pub mod reaper;
 pub mod report;
 pub mod state;
+pub mod teardown;
 pub mod tmux;

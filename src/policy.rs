@@ -546,6 +546,48 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     d
 }
 
+/// Whether a fresh decision (taken after the reap mark was set) still allows the reap that
+/// `reason` started: the re-check of every reap, on data newer than the mark. `decided_idle_ms`
+/// is the idle age the reap was decided on; `force` (`reap --force`) skips the check.
+pub fn still_reapable(
+    fresh: &Decision,
+    decided_idle_ms: Option<u64>,
+    reason: ReapReason,
+    force: bool,
+    p: &Policy,
+) -> Result<(), String> {
+    if force {
+        return Ok(());
+    }
+    let ok = match reason {
+        ReapReason::Idle => fresh.reap_reason == Some(ReapReason::Idle),
+        // The pressure rules chose it for how long it had been idle: its clock must not have
+        // restarted since (a short turn in between), and it must still be past the floor.
+        ReapReason::Memory | ReapReason::MaxIdle => {
+            matches!(fresh.state, State::Idle | State::Expired)
+                && fresh.idle_ms >= decided_idle_ms
+                && fresh.idle_ms.unwrap_or(0) >= p.min_idle_ms
+        }
+        ReapReason::Stuck => fresh.reap_reason == Some(ReapReason::Stuck),
+        ReapReason::Exited => fresh.reap_reason == Some(ReapReason::Exited),
+        ReapReason::Manual => {
+            !matches!(
+                fresh.state,
+                State::Unknown | State::Busy | State::Stuck | State::Viewed | State::NoCid
+            ) && (fresh.cid.is_some() || p.reap_without_cid)
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the session changed: now {} ({})",
+            fresh.state.as_str(),
+            fresh.why
+        ))
+    }
+}
+
 /// Decide every session of the snapshot. One decision per session, in snapshot order.
 pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     let mut out: Vec<Decision> = snap
@@ -1468,6 +1510,124 @@ mod tests {
             &["claude", "--session-id", "-"],
         ] {
             assert_eq!(cid_from_argv(argv), None, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn the_re_check_before_a_reap() {
+        use ReapReason::*;
+        let p = Policy {
+            min_idle_ms: 1000,
+            ..pol()
+        };
+        let d = |state: State, reason: Option<ReapReason>, idle: Option<u64>, cid: bool| {
+            let mut d = new(&sess(1), state, "why");
+            d.reap_reason = reason;
+            d.idle_ms = idle;
+            d.cid = cid.then(|| "c".to_string());
+            d
+        };
+        // (fresh decision, idle age decided on, reason, force, allowed)
+        let table: &[(Decision, Option<u64>, ReapReason, bool, bool)] = &[
+            (
+                d(State::Expired, Some(Idle), Some(9), true),
+                Some(9),
+                Idle,
+                false,
+                true,
+            ),
+            (
+                d(State::Busy, None, None, true),
+                Some(9),
+                Idle,
+                false,
+                false,
+            ),
+            (
+                d(State::Viewed, None, None, true),
+                Some(9),
+                Idle,
+                false,
+                false,
+            ),
+            (d(State::Busy, None, None, true), Some(9), Idle, true, true),
+            (
+                d(State::Idle, None, Some(5000), true),
+                Some(4000),
+                Memory,
+                false,
+                true,
+            ),
+            // Its clock restarted since (a short turn): not the session chosen.
+            (
+                d(State::Idle, None, Some(3000), true),
+                Some(4000),
+                Memory,
+                false,
+                false,
+            ),
+            // Under the floor now.
+            (
+                d(State::Idle, None, Some(500), true),
+                Some(400),
+                MaxIdle,
+                false,
+                false,
+            ),
+            (
+                d(State::Viewed, None, Some(5000), true),
+                Some(4000),
+                MaxIdle,
+                false,
+                false,
+            ),
+            (
+                d(State::Stuck, Some(Stuck), None, true),
+                None,
+                Stuck,
+                false,
+                true,
+            ),
+            (d(State::Busy, None, None, true), None, Stuck, false, false),
+            (
+                d(State::Exited, Some(Exited), None, true),
+                None,
+                Exited,
+                false,
+                true,
+            ),
+            (
+                d(State::Idle, None, Some(1), true),
+                None,
+                Manual,
+                false,
+                true,
+            ),
+            (
+                d(State::NoCid, None, Some(1), false),
+                None,
+                Manual,
+                false,
+                false,
+            ),
+            (
+                d(State::Idle, None, Some(1), false),
+                None,
+                Manual,
+                false,
+                false,
+            ),
+            (
+                d(State::Viewed, None, None, true),
+                None,
+                Manual,
+                false,
+                false,
+            ),
+        ];
+        for (i, (fresh, decided, reason, force, ok)) in table.iter().enumerate() {
+            let got = still_reapable(fresh, *decided, *reason, *force, &p);
+            assert_eq!(got.is_ok(), *ok, "row {i}: {got:?}");
         }
     }
 

@@ -340,34 +340,53 @@ pub struct StopReport {
 /// The cooperative stop: SIGTERM all, poll until all are gone or `grace` passes (returning as soon
 /// as they are gone), SIGKILL what is left, then wait briefly for the kills to land.
 pub async fn stop(victims: &[Victim], grace: Duration) -> StopReport {
+    stop_many(&[victims], grace).await.remove(0)
+}
+
+/// [`stop`] for many groups at once (one per session of a batch), with one grace for all: the
+/// groups are signalled together and polled together, and each gets its own report. Each poll
+/// looks only at the victims still alive at the last one.
+pub async fn stop_many(groups: &[&[Victim]], grace: Duration) -> Vec<StopReport> {
     let t0 = Instant::now();
-    let mut r = StopReport::default();
-    for v in victims {
-        if alive(v.id) && signal(v, Signal::TERM) {
-            r.term += 1;
+    let mut reports = vec![StopReport::default(); groups.len()];
+    // (group, victim) of every victim still alive.
+    let mut left: Vec<(usize, &Victim)> = Vec::new();
+    for (g, vs) in groups.iter().enumerate() {
+        for v in vs.iter() {
+            if alive(v.id) && signal(v, Signal::TERM) {
+                reports[g].term += 1;
+                left.push((g, v));
+            } else if alive(v.id) {
+                left.push((g, v));
+            }
         }
     }
-    let left = |vs: &[Victim]| vs.iter().filter(|v| alive(v.id)).count();
     let deadline = t0 + grace;
-    while left(victims) > 0 && Instant::now() < deadline {
+    while !left.is_empty() && Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(20)).await;
+        left.retain(|(_, v)| alive(v.id));
     }
-    for v in victims {
+    for (g, v) in &left {
         if alive(v.id) && signal(v, Signal::KILL) {
-            r.kill += 1;
+            reports[*g].kill += 1;
         }
     }
     let deadline = Instant::now() + Duration::from_secs(2);
-    while left(victims) > 0 && Instant::now() < deadline {
+    loop {
+        left.retain(|(_, v)| alive(v.id));
+        if left.is_empty() || Instant::now() >= deadline {
+            break;
+        }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    r.survivors = victims
-        .iter()
-        .filter(|v| alive(v.id))
-        .map(|v| v.id.pid)
-        .collect();
-    r.took = t0.elapsed();
-    r
+    for (g, v) in &left {
+        reports[*g].survivors.push(v.id.pid);
+    }
+    let took = t0.elapsed();
+    for r in &mut reports {
+        r.took = took;
+    }
+    reports
 }
 
 /// Memory of a set of processes: (rss, pss). PSS is `None` if any smaps_rollup was unreadable.

@@ -8,13 +8,10 @@
 
 use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
-use tokio::sync::Semaphore;
-use tracing::Instrument;
 
 use crate::activity;
 use crate::config::Config;
@@ -23,17 +20,15 @@ use crate::policy::{
     self, Action, Decision, HostMemory, Policy, ReapReason, Session, Snapshot, State,
 };
 use crate::procs;
-use crate::state::{AuditLine, Journal, StateDir, Tombstone};
+use crate::state::{AuditLine, StateDir};
+use crate::teardown;
 use crate::tmux::{Listing, Tmux, TmuxError, TurnBegin};
-
-/// At most this many teardowns run at once.
-pub const MAX_CONCURRENT_REAPS: usize = 64;
 
 pub fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)
         .unwrap_or_default()
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
@@ -86,35 +81,28 @@ pub enum Mode {
     Status,
 }
 
+/// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
+struct Inflight {
+    r: Arc<Reaper>,
+    ns: Vec<u32>,
+}
+
+impl Drop for Inflight {
+    fn drop(&mut self) {
+        let mut set = self.r.inflight();
+        for n in &self.ns {
+            set.remove(n);
+        }
+    }
+}
+
 pub struct Reaper {
     pub cfg: Config,
     pub tmux: Tmux,
     pub state: StateDir,
     pub dry_run: bool,
     inflight: Mutex<HashSet<u32>>,
-    limit: Arc<Semaphore>,
     pub metrics: Metrics,
-}
-
-/// One session listed afresh for the re-check before a reap.
-struct Fresh {
-    decision: Decision,
-    session: Session,
-    /// The server: (socket path, pid).
-    server: Option<(String, u32)>,
-    /// Every live pane of the server, of any session.
-    all_panes: Vec<(u32, u32)>,
-}
-
-static TOKENS: AtomicU64 = AtomicU64::new(0);
-
-fn token() -> String {
-    let n = TOKENS.fetch_add(1, Ordering::Relaxed);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    format!("r{}x{n}x{t}", std::process::id())
 }
 
 /// The failure of a one-session command (`reap <id>`), for exit codes.
@@ -148,7 +136,6 @@ impl Reaper {
             state,
             dry_run,
             inflight: Mutex::new(HashSet::new()),
-            limit: Arc::new(Semaphore::new(MAX_CONCURRENT_REAPS)),
             metrics: Metrics::default(),
         })
     }
@@ -157,7 +144,7 @@ impl Reaper {
     /// mount must stall neither the sweep nor the shutdown (the thread is abandoned, not joined).
     /// A FIFO, a device, a directory or an oversized file is refused without blocking. Not read in
     /// time, or refused = liveness unknown.
-    async fn read_activity(&self) -> Result<HashSet<String>, String> {
+    pub(crate) async fn read_activity(&self) -> Result<HashSet<String>, String> {
         if self.cfg.activity_files.is_empty() {
             return Ok(HashSet::new());
         }
@@ -371,7 +358,7 @@ impl Reaper {
         let live: HashSet<String> = live.into_iter().map(|j| j.id).collect();
         let mut reaps = Vec::new();
         if !self.dry_run {
-            reaps = self.recover(&listing, dead).await;
+            reaps = teardown::recover(self, &listing, dead).await;
             let stale: Vec<(u32, String)> = snap
                 .sessions
                 .iter()
@@ -412,7 +399,7 @@ impl Reaper {
             tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = ?d.idle_ms, "decided");
         }
 
-        let mut handles = Vec::new();
+        let mut reqs = Vec::new();
         if enabled {
             for (d, s) in decisions.iter().zip(&snap.sessions) {
                 if d.action != Action::Reap {
@@ -437,23 +424,60 @@ impl Reaper {
                 if !self.inflight().insert(d.tmux_id) {
                     continue;
                 }
-                let me = Arc::clone(self);
-                let (d, s) = (d.clone(), s.clone());
-                handles.push(tokio::spawn(async move {
-                    let permit = me.limit.clone().acquire_owned().await;
-                    let line = me.reap(&d, &s, reason, false).await;
-                    drop(permit);
-                    me.inflight().remove(&d.tmux_id);
-                    line
-                }));
+                reqs.push(teardown::Request {
+                    decision: d.clone(),
+                    session: s.clone(),
+                    reason,
+                    force: false,
+                });
             }
         }
 
-        if wait {
-            for h in handles {
-                if let Ok(line) = h.await {
-                    reaps.push(line);
+        // The sweep's reaps go as one batch (see `teardown`), in a task of its own: the daemon
+        // sweeps on while a slow teardown runs. The guard takes the sessions out of the in-flight
+        // set on every path, a panic included; a batch that panicked is reported as failed.
+        if !reqs.is_empty() {
+            let guard = Inflight {
+                r: Arc::clone(self),
+                ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
+            };
+            let me = Arc::clone(self);
+            let asked = reqs.clone();
+            let task = tokio::spawn(async move {
+                let _guard = guard;
+                teardown::reap(&me, reqs).await
+            });
+            let me = Arc::clone(self);
+            let done = async move {
+                match task.await {
+                    Ok(lines) => lines,
+                    Err(e) => {
+                        tracing::error!(error = %e, reaps = asked.len(), "a reap task failed");
+                        asked
+                            .iter()
+                            .map(|q| {
+                                let d = &q.decision;
+                                let mut l = AuditLine::begin(
+                                    rfc3339(now_ms()),
+                                    &d.name,
+                                    &d.id,
+                                    d.tmux_id,
+                                    d.cid.clone(),
+                                    q.reason.as_str(),
+                                    d.idle_ms,
+                                );
+                                l.outcome = "failed".into();
+                                l.error = Some(format!("the reap task failed: {e}"));
+                                teardown::finish(&me, l, Instant::now())
+                            })
+                            .collect()
+                    }
                 }
+            };
+            if wait {
+                reaps.extend(done.await);
+            } else {
+                tokio::spawn(done);
             }
         }
 
@@ -531,48 +555,7 @@ impl Reaper {
         }
     }
 
-    /// Whether a fresh decision still allows the reap that `reason` started.
-    fn still_reapable(
-        &self,
-        fresh: &Decision,
-        decided_idle_ms: Option<u64>,
-        reason: ReapReason,
-        force: bool,
-    ) -> Result<(), String> {
-        if force {
-            return Ok(());
-        }
-        let ok = match reason {
-            ReapReason::Idle => fresh.reap_reason == Some(ReapReason::Idle),
-            // The pressure rules chose it for how long it had been idle: its clock must not have
-            // restarted since (a short turn in between), and it must still be past the floor.
-            ReapReason::Memory | ReapReason::MaxIdle => {
-                matches!(fresh.state, State::Idle | State::Expired)
-                    && fresh.idle_ms >= decided_idle_ms
-                    && fresh.idle_ms.unwrap_or(0) >= self.cfg.policy.min_idle_ms
-            }
-            ReapReason::Stuck => fresh.reap_reason == Some(ReapReason::Stuck),
-            ReapReason::Exited => fresh.reap_reason == Some(ReapReason::Exited),
-            ReapReason::Manual => {
-                !matches!(
-                    fresh.state,
-                    State::Unknown | State::Busy | State::Stuck | State::Viewed | State::NoCid
-                ) && (fresh.cid.is_some() || self.cfg.policy.reap_without_cid)
-            }
-        };
-        if ok {
-            Ok(())
-        } else {
-            Err(format!(
-                "the session changed: now {} ({})",
-                fresh.state.as_str(),
-                fresh.why
-            ))
-        }
-    }
-
-    /// Reap one session by the contract's procedure. Always returns the audit line it wrote (or
-    /// tried to write).
+    /// Reap one session now (a batch of one). Returns the audit line it wrote (or tried to).
     pub async fn reap(
         &self,
         d: &Decision,
@@ -580,270 +563,28 @@ impl Reaper {
         reason: ReapReason,
         force: bool,
     ) -> AuditLine {
-        let span = tracing::info_span!("reap", session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str());
-        self.reap_in_span(d, s, reason, force)
-            .instrument(span)
-            .await
-    }
-
-    async fn reap_in_span(
-        &self,
-        d: &Decision,
-        s: &Session,
-        reason: ReapReason,
-        force: bool,
-    ) -> AuditLine {
-        let t0 = Instant::now();
-        let n = d.tmux_id;
-        let mut line = AuditLine::begin(
-            rfc3339(now_ms()),
-            &d.name,
-            &d.id,
-            n,
-            d.cid.clone(),
-            reason.as_str(),
-            d.idle_ms,
-        );
-
-        // The audit line must be writable before anything is touched.
-        if let Err(e) = self.state.check_writable() {
-            line.outcome = "failed".into();
-            line.error = Some(format!(
-                "not attempted: the state dir cannot be written: {e}"
-            ));
-            tracing::error!(error = %e, "reap not attempted: the audit log cannot be written");
-            self.metrics.record_reap(&line);
-            return line;
-        }
-
-        let tok = token();
-        let check_turn = !force && !d.override_turn;
-        let check_viewers = !force && !d.override_viewers;
-        match self
-            .tmux
-            .try_mark_reaping(n, now_ms(), &tok, check_turn, check_viewers)
-            .await
-        {
-            Ok(true) => {}
-            Ok(false) => {
-                line.error = Some(
-                    "the session became busy or viewed, is gone, or another reap holds it".into(),
-                );
-                return self.finish(line, t0);
-            }
-            Err(e) => {
-                line.outcome = "failed".into();
-                line.error = Some(format!("failed to mark the session: {e}"));
-                return self.finish(line, t0);
-            }
-        }
-
-        // Re-check on fresh data (rules 1-3, and the reason's own condition).
-        let fresh = match self.fresh_decision(n, s).await {
-            Ok(Some(f)) => f,
-            Ok(None) => {
-                // Gone, or renamed since it was listed: drop our mark if it is still there.
-                let _ = self.tmux.clear_reaping(n, &tok).await;
-                line.error = Some("the session is gone or was renamed".into());
-                return self.finish(line, t0);
-            }
-            Err(e) => {
-                let _ = self.tmux.clear_reaping(n, &tok).await;
-                line.error = Some(format!("liveness unknown on re-check: {e}"));
-                return self.finish(line, t0);
-            }
+        let req = teardown::Request {
+            decision: d.clone(),
+            session: s.clone(),
+            reason,
+            force,
         };
-        if let Err(why) = self.still_reapable(&fresh.decision, d.idle_ms, reason, force) {
-            let _ = self.tmux.clear_reaping(n, &tok).await;
-            line.error = Some(why);
-            return self.finish(line, t0);
-        }
-        let s = fresh.session;
-        if line.cid.is_none() {
-            line.cid = fresh.decision.cid.clone();
-        }
-        if reason == ReapReason::Exited {
-            let p = s
-                .panes
-                .iter()
-                .find(|p| p.dead_signal.is_some() || p.dead_status != Some(0))
-                .or(s.panes.first());
-            line.exit_status = p.and_then(|p| p.dead_status);
-            line.exit_signal = p.and_then(|p| p.dead_signal);
-            let clean = line.exit_signal.is_none() && line.exit_status == Some(0);
-            line.ended = Some(if clean { "completed" } else { "failed" }.into());
-        } else {
-            line.ended = Some("stopped".into());
-        }
-
-        // Collect and pin the victims.
-        let cwd = s
-            .panes
-            .iter()
-            .find_map(|p| std::fs::read_link(format!("/proc/{}/cwd", p.pid)).ok())
-            .map(|p: PathBuf| p.to_string_lossy().into_owned());
-        let server_pid = fresh.server.as_ref().map(|x| x.1);
-        let victims = match self.victims(&s, fresh.server, &fresh.all_panes).await {
-            Ok(v) => v,
-            Err(e) => {
-                let _ = self.tmux.clear_reaping(n, &tok).await;
-                line.outcome = "failed".into();
-                line.error = Some(e);
-                return self.finish(line, t0);
-            }
-        };
-        let ids: Vec<procs::Ident> = victims.iter().map(|v| v.id).collect();
-        let (rss, pss) = procs::memory(&ids);
-        line.rss_bytes = rss;
-        line.pss_bytes = pss;
-        line.pids = ids.iter().map(|i| i.pid).collect();
-
-        // The journal goes down before the first signal: a reaper that dies from here on leaves
-        // enough for the next sweep to finish.
-        let journal = Journal {
-            id: d.id.clone(),
-            session: d.name.clone(),
-            tmux_id: n,
-            cid: line.cid.clone(),
-            reason: reason.as_str().into(),
-            idle_ms: d.idle_ms,
-            cwd: cwd.clone(),
-            started_at: line.at.clone(),
-            owner: procs::myself(),
-            victims: ids.clone(),
-            server_pid,
-            token: tok.clone(),
-            path: None,
-        };
-        // The tombstone too comes before the first signal: the pane dies with claude, so the
-        // session may vanish long before this teardown ends, and whoever sees it gone must find
-        // the cid. (`turn begin` and `spawn` also wait for the journal to go, so nothing respawns
-        // a chat while its old tree is still dying.) Either write failing: nothing is touched.
-        let tomb = Tombstone {
-            id: d.id.clone(),
-            cid: line.cid.clone(),
-            reaped_at: rfc3339(now_ms()),
-            reason: reason.as_str().into(),
-            cwd,
-            session: Some(d.name.clone()),
-            socket: Some(self.socket_path()),
-        };
-        let written = self
-            .state
-            .write_journal(&journal)
-            .and_then(|()| self.state.write_tombstone(&tomb));
-        if let Err(e) = written {
-            let _ = self.tmux.clear_reaping(n, &tok).await;
-            let _ = self.state.remove_journal(&journal);
-            line.outcome = "failed".into();
-            line.error = Some(format!("not attempted: {e}"));
-            return self.finish(line, t0);
-        }
-        let line = self
-            .teardown(line, &victims, &ids, Some((n, tok.as_str())))
-            .await;
-        let line = self.finish(line, t0);
-        if let Err(e) = self.state.remove_journal(&journal) {
-            tracing::warn!(error = %e, "failed to remove the reap journal");
-        }
-        line
-    }
-
-    /// Stop the pinned victims, kill the session (if it still carries our token), verify.
-    async fn teardown(
-        &self,
-        mut line: AuditLine,
-        victims: &[procs::Victim],
-        ids: &[procs::Ident],
-        session: Option<(u32, &str)>,
-    ) -> AuditLine {
-        // Stop them: TERM, grace, KILL.
-        let r = procs::stop(victims, self.cfg.grace).await;
-        line.term = r.term;
-        line.kill = r.kill;
-
-        if let Some((n, token)) = session {
-            if let Err(e) = self.tmux.kill_session(n, token).await {
-                line.outcome = "failed".into();
-                line.error = Some(format!("failed to kill the session: {e}"));
-            }
-        }
-        line.survivors = ids
-            .iter()
-            .filter(|i| procs::alive(**i))
-            .map(|i| i.pid)
-            .collect();
-        if line.survivors.is_empty() && line.outcome != "failed" {
-            line.outcome = "reaped".into();
-        } else if !line.survivors.is_empty() {
-            line.outcome = "failed".into();
-            line.error
-                .get_or_insert_with(|| format!("processes survived: {:?}", line.survivors));
-        }
-        line
-    }
-
-    /// Finish the teardowns that a reaper left behind when it died (their journals remain and
-    /// their owner is gone). The session, if still there under the same name, is killed too.
-    async fn recover(&self, listing: &Listing, journals: Vec<Journal>) -> Vec<AuditLine> {
-        let mut lines = Vec::new();
-        for j in journals {
-            if self.inflight().contains(&j.tmux_id) {
-                continue;
-            }
-            let t0 = Instant::now();
-            tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
-            let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
-            let pinned = self.journal_victims(&j, listing, same_server);
-            let victims = procs::pin(&pinned);
-            let mut line = AuditLine::begin(
+        let mut lines = teardown::reap(self, vec![req]).await;
+        lines.pop().unwrap_or_else(|| {
+            AuditLine::begin(
                 rfc3339(now_ms()),
-                &j.session,
-                &j.id,
-                j.tmux_id,
-                j.cid.clone(),
-                &j.reason,
-                j.idle_ms,
-            );
-            line.ended = Some("stopped".into());
-            line.pids = pinned.iter().map(|v| v.pid).collect();
-            // The session is killed only if it is the same one: same server, and it still
-            // carries the dead reaper's token (kill_session checks that in the server).
-            let session = same_server.then_some((j.tmux_id, j.token.as_str()));
-            // The tombstone was written before the first signal; write it again only if it is
-            // missing and no chat of that name has come back since.
-            let back = listing
-                .sessions
-                .iter()
-                .any(|s| s.name == j.session && (!same_server || s.tmux_id != j.tmux_id));
-            if !back && self.state.read_tombstone(&j.id).ok().flatten().is_none() {
-                let tomb = Tombstone {
-                    id: j.id.clone(),
-                    cid: j.cid.clone(),
-                    reaped_at: rfc3339(now_ms()),
-                    reason: j.reason.clone(),
-                    cwd: j.cwd.clone(),
-                    session: Some(j.session.clone()),
-                    socket: Some(self.socket_path()),
-                };
-                if let Err(e) = self.state.write_tombstone(&tomb) {
-                    tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
-                    continue;
-                }
-            }
-            let mut line = self.teardown(line, &victims, &pinned, session).await;
-            line.error
-                .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
-            lines.push(self.finish(line, t0));
-            if let Err(e) = self.state.remove_journal(&j) {
-                tracing::warn!(error = %e, "failed to remove the reap journal");
-            }
-        }
-        lines
+                &d.name,
+                &d.id,
+                d.tmux_id,
+                d.cid.clone(),
+                reason.as_str(),
+                d.idle_ms,
+            )
+        })
     }
 
     /// The socket's path as the tombstones record it.
-    fn socket_path(&self) -> String {
+    pub(crate) fn socket_path(&self) -> String {
         self.cfg
             .socket
             .canonical_path()
@@ -851,139 +592,8 @@ impl Reaper {
             .into_owned()
     }
 
-    /// A dead reaper's journal lists pids; none is signalled on its word alone (the file may have
-    /// been planted). Each is re-checked against the live system: see
-    /// [`procs::journal_victims`]. The TMUX marker is looked for under the socket path the
-    /// server reports now, and the one we would compute.
-    fn journal_victims(
-        &self,
-        j: &Journal,
-        listing: &Listing,
-        same_server: bool,
-    ) -> Vec<procs::Ident> {
-        let Some(server) = j.server_pid else {
-            tracing::warn!(session = %j.session, "the journal names no tmux server: no process is signalled");
-            return Vec::new();
-        };
-        let table = procs::table().unwrap_or_default();
-        let prot = procs::protected(&table, listing.server_pid);
-        let mut paths: Vec<String> = listing.socket_path.iter().cloned().collect();
-        paths.push(self.cfg.socket.path().to_string_lossy().into_owned());
-        paths.push(self.socket_path());
-        let needles: Vec<Vec<u8>> = paths
-            .iter()
-            .map(|p| format!("TMUX={}", procs::tmux_env_value(p, server, j.tmux_id)).into_bytes())
-            .collect();
-        // Processes of live panes of every other session (of the journal's own, if it is still
-        // there on the same server, its panes are fair game).
-        let others: Vec<(u32, Vec<u32>)> = {
-            let mut by: std::collections::HashMap<u32, Vec<u32>> = Default::default();
-            for &(n, pid) in &listing.all_panes {
-                if !(same_server && n == j.tmux_id) {
-                    by.entry(n).or_default().push(pid);
-                }
-            }
-            by.into_iter().collect()
-        };
-        let uid = rustix::process::getuid().as_raw();
-        let exclude: HashSet<i32> = procs::members(&table, &others, &[], None, uid, &prot)
-            .into_values()
-            .flatten()
-            .map(|i| i.pid)
-            .collect();
-        let (kept, refused) =
-            procs::journal_victims(&table, &j.victims, &needles, &exclude, uid, &prot);
-        for (id, why) in refused.iter().filter(|(_, w)| *w != "gone") {
-            tracing::warn!(session = %j.session, pid = id.pid, why, "a pid of the journal is not signalled");
-        }
-        kept
-    }
-
-    fn finish(&self, mut line: AuditLine, t0: Instant) -> AuditLine {
-        line.took_ms = t0.elapsed().as_millis() as u64;
-        match line.outcome.as_str() {
-            "reaped" => tracing::info!(
-                session = %line.session, tmux_id = %line.tmux_id, reason = %line.reason, idle_ms = ?line.idle_ms,
-                pids = line.pids.len(), term = line.term, kill = line.kill, rss_bytes = line.rss_bytes, took_ms = line.took_ms,
-                "reaped"
-            ),
-            "aborted" => {
-                tracing::info!(session = %line.session, tmux_id = %line.tmux_id, why = ?line.error, "reap aborted")
-            }
-            _ => {
-                tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = ?line.error, survivors = ?line.survivors, "reap failed")
-            }
-        }
-        if let Err(e) = self.state.append_audit(&line) {
-            tracing::error!(error = %e, session = %line.session, "failed to append the audit line");
-        }
-        self.metrics.record_reap(&line);
-        line
-    }
-
-    /// A fresh decision for one session.
-    async fn fresh_decision(&self, n: u32, old: &Session) -> Result<Option<Fresh>, String> {
-        let listing = self
-            .tmux
-            .list(&self.cfg.prefix)
-            .await
-            .map_err(|e| e.to_string())?;
-        if !listing.problems.is_empty() {
-            return Err(listing.problems.join("; "));
-        }
-        let server = listing.socket_path.clone().zip(listing.server_pid);
-        let all_panes = listing.all_panes;
-        // Same `$N` and same name: a session renamed since it was listed (even to another name of
-        // ours) is not the one this reap was decided for.
-        let Some(mut s) = listing
-            .sessions
-            .into_iter()
-            .find(|s| s.tmux_id == n && s.name == old.name)
-        else {
-            return Ok(None);
-        };
-        s.cmdline_cid = old.cmdline_cid.clone();
-        s.mem_bytes = old.mem_bytes;
-        if self.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore {
-            for c in &mut s.clients {
-                c.orphaned = procs::orphaned(c.pid);
-            }
-        }
-        let busy = self.read_activity().await?;
-        let snap = Snapshot {
-            sessions: vec![s.clone()],
-            busy_ids: busy,
-            ..Snapshot::default()
-        };
-        let mut d = policy::decide(&snap, now_ms(), &self.cfg.policy);
-        Ok(d.pop().map(|decision| Fresh {
-            decision,
-            session: s,
-            server,
-            all_panes,
-        }))
-    }
-
-    async fn victims(
-        &self,
-        s: &Session,
-        server: Option<(String, u32)>,
-        all_panes: &[(u32, u32)],
-    ) -> Result<Vec<procs::Victim>, String> {
-        let table = procs::table()?;
-        let prot = procs::protected(&table, server.as_ref().map(|x| x.1));
-        let panes: Vec<u32> = s.panes.iter().filter(|p| !p.dead).map(|p| p.pid).collect();
-        let env = server.as_ref().map(|(p, pid)| (p.as_str(), *pid));
-        let m = procs::members(
-            &table,
-            &[(s.tmux_id, panes)],
-            all_panes,
-            env,
-            rustix::process::getuid().as_raw(),
-            &prot,
-        );
-        let ids = m.get(&s.tmux_id).cloned().unwrap_or_default();
-        Ok(procs::pin(&ids))
+    pub(crate) fn is_inflight(&self, n: u32) -> bool {
+        self.inflight().contains(&n)
     }
 
     /// `reap <id> [--force]`: one session now, whatever its idle age.
@@ -1022,7 +632,7 @@ impl Reaper {
             return Err(CommandError::Gone(format!("no session {name}")));
         };
         let reason = ReapReason::Manual;
-        if let Err(why) = self.still_reapable(&d, d.idle_ms, reason, force) {
+        if let Err(why) = policy::still_reapable(&d, d.idle_ms, reason, force, &self.cfg.policy) {
             return Err(CommandError::Refused(format!(
                 "refusing to reap {name} ({why}); --force overrides"
             )));

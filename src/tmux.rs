@@ -13,8 +13,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tmux_interface::{
-    HasSession, IfShell, KillSession, ListClients, ListPanes, ListSessions, NewSession, RunShell,
-    SetOption, ShowOptions, TmuxCommand,
+    DisplayMessage, HasSession, IfShell, KillSession, ListClients, ListPanes, ListSessions,
+    NewSession, RunShell, SetOption, ShowOptions, TmuxCommand,
 };
 
 use crate::config::Socket;
@@ -312,6 +312,68 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
     l
 }
 
+/// Every command built here targets `$N:` with `if-shell -t`, which on a session that is gone runs
+/// in the client's current session instead: each is always preceded by `has-session -t $N`, whose
+/// failure stops the chain.
+///
+/// The test-and-set of one session's reap mark: set `@ccs_reaping` (and `token` in `@ccs_reaper`)
+/// only if no reap is marked, no turn runs and no client is attached (each term can be left out).
+/// `token` is ours (alphanumeric): it can be put in a format as it is.
+fn mark_command(
+    n: u32,
+    now_ms: i64,
+    token: &str,
+    check_turn: bool,
+    check_viewers: bool,
+) -> TmuxCommand<'static> {
+    let mut cond = "#{==:#{@ccs_reaping},}".to_string();
+    if check_turn {
+        cond = format!("#{{&&:{cond},#{{==:#{{@ccs_turn}},}}}}");
+    }
+    if check_viewers {
+        cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
+    }
+    let t = quote(&format!("{}:", sid(n)));
+    IfShell::new()
+        .not_execute()
+        .target_pane(format!("{}:", sid(n)))
+        .shell_command(cond)
+        .command(format!(
+            "set-option -t {t} @ccs_reaping {now_ms} ; set-option -t {t} @ccs_reaper {token}"
+        ))
+        .build()
+}
+
+/// Clear our mark of session `n` (only while it carries `token`).
+fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
+    let t = quote(&format!("{}:", sid(n)));
+    IfShell::new()
+        .not_execute()
+        .target_pane(format!("{}:", sid(n)))
+        .shell_command(format!("#{{==:#{{@ccs_reaper}},{token}}}"))
+        .command(format!(
+            "set-option -u -t {t} @ccs_reaping ; set-option -u -t {t} @ccs_reaper"
+        ))
+        .build()
+}
+
+/// `kill-session -t $N`, only while the session carries our reap token in `@ccs_reaper` (so
+/// never a session of a newer server that reuses `$N`).
+fn kill_command(n: u32, token: &str) -> TmuxCommand<'static> {
+    IfShell::new()
+        .not_execute()
+        .target_pane(format!("{}:", sid(n)))
+        .shell_command(format!("#{{==:#{{@ccs_reaper}},{token}}}"))
+        .command(
+            KillSession::new()
+                .target_session(quote(&sid(n)))
+                .build()
+                .to_vec()
+                .join(" "),
+        )
+        .build()
+}
+
 /// The outcome of `turn begin`'s test-and-set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnBegin {
@@ -447,25 +509,9 @@ impl Tmux {
         check_turn: bool,
         check_viewers: bool,
     ) -> Result<bool, TmuxError> {
-        let mut cond = "#{==:#{@ccs_reaping},}".to_string();
-        if check_turn {
-            cond = format!("#{{&&:{cond},#{{==:#{{@ccs_turn}},}}}}");
-        }
-        if check_viewers {
-            cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
-        }
-        let t = quote(&format!("{}:", sid(n)));
-        let then = format!(
-            "set-option -t {t} @ccs_reaping {now_ms} ; set-option -t {t} @ccs_reaper {token}"
-        );
         let cmds = [
             HasSession::new().target_session(sid(n)).build(),
-            IfShell::new()
-                .not_execute()
-                .target_pane(format!("{}:", sid(n)))
-                .shell_command(cond)
-                .command(then)
-                .build(),
+            mark_command(n, now_ms, token, check_turn, check_viewers),
             ShowOptions::new()
                 .quiet()
                 .value()
@@ -481,17 +527,140 @@ impl Tmux {
         }
     }
 
+    /// Run `build(n)` for every session number of `ns`, chained into as few tmux processes as the
+    /// argv budget allows. A chain stops in tmux at a session that is gone ("can't find session:
+    /// $N"): that one is reported gone and the chain goes on from the next in a new call. Returns
+    /// the output of every call, concatenated, and the sessions found gone.
+    async fn per_session<F>(&self, ns: &[u32], build: F) -> Result<(String, Vec<u32>), TmuxError>
+    where
+        F: Fn(u32) -> Vec<TmuxCommand<'static>>,
+    {
+        let mut out = String::new();
+        let mut gone = Vec::new();
+        let mut pending: std::collections::VecDeque<u32> = ns.iter().copied().collect();
+        while !pending.is_empty() {
+            // One chain: from the front, as many sessions as fit.
+            let mut cmds: Vec<TmuxCommand<'static>> = Vec::new();
+            let mut size = 0;
+            let mut chain: Vec<u32> = Vec::new();
+            while let Some(&n) = pending.front() {
+                let c = build(n);
+                let len: usize = c
+                    .iter()
+                    .map(|c| c.to_vec().iter().map(|a| a.len() + 1).sum::<usize>() + 2)
+                    .sum();
+                if size + len > ARGV_BUDGET && !chain.is_empty() {
+                    break;
+                }
+                size += len;
+                cmds.extend(c);
+                chain.push(n);
+                pending.pop_front();
+            }
+            match self.run(&cmds).await {
+                Ok(o) => out.push_str(&o),
+                // A server left without any session answers so: all of them are gone.
+                Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+                    gone.extend(chain);
+                    gone.extend(pending.drain(..));
+                }
+                Err(TmuxError::Failed { stderr, cmd }) if session_gone(&stderr) => {
+                    // Which one: tmux names it. Anything else is not ours to guess.
+                    let Some(i) = stderr
+                        .split_whitespace()
+                        .find_map(parse_sid)
+                        .and_then(|m| chain.iter().position(|&n| n == m))
+                    else {
+                        return Err(TmuxError::Failed { cmd, stderr });
+                    };
+                    gone.push(chain[i]);
+                    // The ones before it ran, but their output went with the failed call: they
+                    // run again (every batched command is checked in tmux, so a second run is
+                    // harmless); the ones after it never ran.
+                    for &n in chain[..i].iter().chain(&chain[i + 1..]).rev() {
+                        pending.push_front(n);
+                    }
+                }
+                Err(TmuxError::NoServer(_)) => {
+                    gone.extend(chain);
+                    gone.extend(pending.drain(..));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((out, gone))
+    }
+
+    /// The atomic test-and-set of [`Tmux::try_mark_reaping`] for many sessions at once, in as few
+    /// tmux calls as the argv budget allows: `(n, check_turn, check_viewers)`. Returns the
+    /// sessions we hold the mark of (those whose `@ccs_reaper` is `token` afterwards).
+    pub async fn mark_reaping(
+        &self,
+        items: &[(u32, bool, bool)],
+        now_ms: i64,
+        token: &str,
+    ) -> Result<std::collections::HashSet<u32>, TmuxError> {
+        let checks: HashMap<u32, (bool, bool)> =
+            items.iter().map(|&(n, t, v)| (n, (t, v))).collect();
+        let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
+        let token_s = token.to_string();
+        let (out, _gone) = self
+            .per_session(&ns, |n| {
+                let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
+                vec![
+                    HasSession::new().target_session(sid(n)).build(),
+                    mark_command(n, now_ms, &token_s, check_turn, check_viewers),
+                    DisplayMessage::new()
+                        .print()
+                        .target_pane(format!("{}:", sid(n)))
+                        .message("#{session_id} #{@ccs_reaper}")
+                        .build(),
+                ]
+            })
+            .await?;
+        Ok(out
+            .lines()
+            .filter_map(|l| {
+                let (n, t) = l.split_once(' ')?;
+                (t.trim() == token).then(|| parse_sid(n)).flatten()
+            })
+            .collect())
+    }
+
+    /// Clear our marks on many sessions (each only if still ours), batched.
+    pub async fn clear_reaping_many(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
+        let token = token.to_string();
+        self.per_session(ns, |n| {
+            vec![
+                HasSession::new().target_session(sid(n)).build(),
+                clear_command(n, &token),
+            ]
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// `kill-session` of many sessions, each only while it carries our token, batched. Sessions
+    /// already gone are fine.
+    pub async fn kill_sessions(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
+        let token = token.to_string();
+        self.per_session(ns, |n| {
+            vec![
+                HasSession::new().target_session(sid(n)).build(),
+                kill_command(n, &token),
+            ]
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// Clear our reaping mark (only if it is still ours).
     pub async fn clear_reaping(&self, n: u32, token: &str) -> Result<(), TmuxError> {
-        let t = quote(&format!("{}:", sid(n)));
-        let cmds = [IfShell::new()
-            .not_execute()
-            .target_pane(format!("{}:", sid(n)))
-            .shell_command(format!("#{{==:#{{@ccs_reaper}},{token}}}"))
-            .command(format!(
-                "set-option -u -t {t} @ccs_reaping ; set-option -u -t {t} @ccs_reaper"
-            ))
-            .build()];
+        // has-session first: `if-shell -t` on a session that is gone runs in the current one.
+        let cmds = [
+            HasSession::new().target_session(sid(n)).build(),
+            clear_command(n, token),
+        ];
         self.gone_is_ok(self.run(&cmds).await).map(|_| ())
     }
 
@@ -542,32 +711,9 @@ impl Tmux {
     pub async fn kill_session(&self, n: u32, token: &str) -> Result<(), TmuxError> {
         let cmds = [
             HasSession::new().target_session(sid(n)).build(),
-            IfShell::new()
-                .not_execute()
-                .target_pane(format!("{}:", sid(n)))
-                .shell_command(format!("#{{==:#{{@ccs_reaper}},{token}}}"))
-                .command(
-                    KillSession::new()
-                        .target_session(quote(&sid(n)))
-                        .build()
-                        .to_vec()
-                        .join(" "),
-                )
-                .build(),
+            kill_command(n, token),
         ];
         self.gone_is_ok(self.run(&cmds).await).map(|_| ())
-    }
-
-    /// The listing of one session, fresh (for the re-check before a reap). `None` when gone.
-    pub async fn session(&self, n: u32, prefix: &str) -> Result<Option<Session>, TmuxError> {
-        let l = self.list(prefix).await?;
-        if !l.problems.is_empty() {
-            return Err(TmuxError::Failed {
-                cmd: "list-sessions".into(),
-                stderr: l.problems.join("; "),
-            });
-        }
-        Ok(l.sessions.into_iter().find(|s| s.tmux_id == n))
     }
 
     /// Find a session by exact name: its `$N`, or `None`.

@@ -219,8 +219,9 @@ fn a_reaping_mark_that_holds_a_format_or_a_command_is_cleared_as_text() {
     s.idle_since(n, 10_000_000);
     let pwned = s.path("pwned");
     // A garbage mark is stale: cleared by the sweep, and never run or expanded.
+    // (With a tab and a newline, so that it would also break the listing if listed raw.)
     let mark = format!(
-        "#(touch {}) #{{session_name}} ; kill-server",
+        "#(touch {}) #{{session_name}}\tS\t$99\t0\t1\t1\t\tc99\t\t/s\tccs-99\n ; kill-server",
         pwned.display()
     );
     s.set(n, "@ccs_reaping", &mark);

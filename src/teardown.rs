@@ -1,0 +1,560 @@
+//! The teardown: a batch of reaps, however many, at the cost of a few shared steps.
+//!
+//! For every session of the batch, in order: the atomic test-and-set of `@ccs_reaping` in the tmux
+//! server, a re-check on data taken after the marks, the victims collected and pinned as (pid,
+//! start time), the journal and tombstone written, SIGTERM, the grace, SIGKILL, `kill-session`,
+//! the check that nothing survived, and one audit line. What the sessions of a batch share is done
+//! once for all of them: one process-table scan (ppid tree, session ids, `TMUX` markers), one fresh
+//! listing and one read of the activity files for the re-check, one grace, and the marks, clears
+//! and `kill-session`s chained into as few tmux calls as the argv budget allows. A dead reaper's
+//! journals are finished here too ([`recover`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use tracing::Instrument;
+
+use crate::policy::{self, Decision, ReapReason, Session, Snapshot};
+use crate::procs;
+use crate::reaper::{now_ms, rfc3339, Reaper};
+use crate::state::{AuditLine, Journal, Tombstone};
+use crate::tmux::Listing;
+
+/// One reap asked for: the decision and the session as the sweep saw them.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub decision: Decision,
+    pub session: Session,
+    pub reason: ReapReason,
+    /// `reap --force`, or the cleanup of exited panes: no re-check, and the test-and-set leaves
+    /// out what the decision overrides.
+    pub force: bool,
+}
+
+/// One reap under way.
+struct Job {
+    req: Request,
+    line: AuditLine,
+    /// The session as listed after the mark, once the re-check passed.
+    fresh: Option<Session>,
+    victims: Vec<procs::Victim>,
+    ids: Vec<procs::Ident>,
+    journal: Option<Journal>,
+    /// Whether this reap is over (its line is final), before the signals.
+    over: bool,
+}
+
+impl Job {
+    fn stop(&mut self, outcome: &str, error: String) {
+        if outcome != "aborted" {
+            self.line.outcome = outcome.into();
+        }
+        self.line.error = Some(error);
+        self.over = true;
+    }
+
+    fn n(&self) -> u32 {
+        self.req.decision.tmux_id
+    }
+}
+
+static TOKENS: AtomicU64 = AtomicU64::new(0);
+
+/// A token that no other reap, of this reaper or another, holds: pid, a counter, the clock.
+fn token() -> String {
+    let n = TOKENS.fetch_add(1, Ordering::Relaxed);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!("r{}x{n}x{t}", std::process::id())
+}
+
+/// Reap a batch of sessions. Returns one audit line per request, in order, each also appended
+/// to the audit log.
+pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
+    if reqs.is_empty() {
+        return Vec::new();
+    }
+    let span = match reqs.as_slice() {
+        [one] => {
+            tracing::info_span!("reap", session = %one.decision.name, tmux_id = %format!("${}", one.decision.tmux_id), reason = one.reason.as_str())
+        }
+        many => tracing::info_span!("reap", sessions = many.len()),
+    };
+    reap_batch(r, reqs).instrument(span).await
+}
+
+async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
+    let t0 = Instant::now();
+    let mut jobs: Vec<Job> = reqs
+        .into_iter()
+        .map(|req| {
+            let d = &req.decision;
+            let line = AuditLine::begin(
+                rfc3339(now_ms()),
+                &d.name,
+                &d.id,
+                d.tmux_id,
+                d.cid.clone(),
+                req.reason.as_str(),
+                d.idle_ms,
+            );
+            Job {
+                req,
+                line,
+                fresh: None,
+                victims: Vec::new(),
+                ids: Vec::new(),
+                journal: None,
+                over: false,
+            }
+        })
+        .collect();
+
+    // The audit line and the tombstone must be writable before anything is touched.
+    if let Err(e) = r.state.check_writable() {
+        tracing::error!(error = %e, "reap not attempted: the state dir cannot be written");
+        for j in &mut jobs {
+            j.stop(
+                "failed",
+                format!("not attempted: the state dir cannot be written: {e}"),
+            );
+        }
+        return finish_all(r, jobs, t0);
+    }
+
+    // 1. The marks: the atomic test-and-set, in the server.
+    let tok = token();
+    let items: Vec<(u32, bool, bool)> = jobs
+        .iter()
+        .map(|j| {
+            let d = &j.req.decision;
+            (
+                d.tmux_id,
+                !j.req.force && !d.override_turn,
+                !j.req.force && !d.override_viewers,
+            )
+        })
+        .collect();
+    let marked = match r.tmux.mark_reaping(&items, now_ms(), &tok).await {
+        Ok(m) => m,
+        Err(e) => {
+            r.metrics.tmux_errors.inc();
+            for j in &mut jobs {
+                j.stop("failed", format!("failed to mark the session: {e}"));
+            }
+            return finish_all(r, jobs, t0);
+        }
+    };
+    for j in jobs.iter_mut().filter(|j| !marked.contains(&j.n())) {
+        j.stop(
+            "aborted",
+            "the session became busy or viewed, is gone, or another reap holds it".into(),
+        );
+    }
+
+    // 2. The re-check, on one listing and one read of the activity files taken after the marks.
+    let mut unmark: Vec<u32> = Vec::new();
+    let listing = recheck(r, &mut jobs, &mut unmark).await;
+
+    // 3. The victims: one scan of the process table for the whole batch.
+    let listing = listing.unwrap_or_default();
+    collect_victims(&mut jobs, &listing, &mut unmark);
+
+    // 4. Journal and tombstone, before the first signal.
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        if let Err(e) = write_journal_and_tombstone(r, j, &tok, listing.server_pid) {
+            unmark.push(j.n());
+            j.stop("failed", format!("not attempted: {e}"));
+        }
+    }
+    if !unmark.is_empty() {
+        if let Err(e) = r.tmux.clear_reaping_many(&unmark, &tok).await {
+            tracing::warn!(error = %e, "failed to clear reap marks");
+        }
+    }
+
+    // 5. Stop every tree of the batch together: one grace for all.
+    let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
+    if !live.is_empty() {
+        let groups: Vec<&[procs::Victim]> =
+            live.iter().map(|&i| jobs[i].victims.as_slice()).collect();
+        let reports = procs::stop_many(&groups, r.cfg.grace).await;
+        for (&i, rep) in live.iter().zip(reports) {
+            jobs[i].line.term = rep.term;
+            jobs[i].line.kill = rep.kill;
+        }
+        // 6. kill-session, each only while it carries our token. A session usually goes with
+        // its pane's claude; only those still listed are asked for (one listing for a batch).
+        let mut targets: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
+        if targets.len() > 1 {
+            if let Ok(l) = r.tmux.list(&r.cfg.prefix).await {
+                let present: HashSet<u32> = l.sessions.iter().map(|s| s.tmux_id).collect();
+                targets.retain(|n| present.contains(n));
+            }
+        }
+        if let Err(e) = r.tmux.kill_sessions(&targets, &tok).await {
+            r.metrics.tmux_errors.inc();
+            for &i in &live {
+                if targets.contains(&jobs[i].n()) {
+                    jobs[i].line.outcome = "failed".into();
+                    jobs[i].line.error = Some(format!("failed to kill the session: {e}"));
+                }
+            }
+        }
+        // 7. Nothing may survive.
+        for &i in &live {
+            let j = &mut jobs[i];
+            verify(&mut j.line, &j.ids);
+        }
+    }
+    let journals: Vec<Journal> = jobs.iter().filter_map(|j| j.journal.clone()).collect();
+    let lines = finish_all(r, jobs, t0);
+    for jn in journals {
+        if let Err(e) = r.state.remove_journal(&jn) {
+            tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
+        }
+    }
+    lines
+}
+
+/// Re-check every marked session on fresh data. Sessions that no longer pass are aborted and
+/// queued in `unmark`. Returns the fresh listing.
+async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<Listing> {
+    if jobs.iter().all(|j| j.over) {
+        return None;
+    }
+    let fresh = match r.tmux.list(&r.cfg.prefix).await {
+        Ok(l) if l.problems.is_empty() => Ok(l),
+        Ok(l) => Err(l.problems.join("; ")),
+        Err(e) => Err(e.to_string()),
+    };
+    let fresh = match fresh {
+        Ok(l) => r.read_activity().await.map(|busy| (l, busy)),
+        Err(e) => Err(e),
+    };
+    let (listing, busy) = match fresh {
+        Ok(x) => x,
+        Err(e) => {
+            for j in jobs.iter_mut().filter(|j| !j.over) {
+                unmark.push(j.n());
+                j.stop("aborted", format!("liveness unknown on re-check: {e}"));
+            }
+            return None;
+        }
+    };
+    let by_id: HashMap<u32, &Session> = listing.sessions.iter().map(|s| (s.tmux_id, s)).collect();
+    let ignore_orphans = r.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        let old = &j.req.session;
+        // Same `$N` and same name: a session renamed since it was listed (even to another name
+        // of ours) is not the one this reap was decided for.
+        let Some(s) = by_id.get(&j.n()).filter(|s| s.name == old.name) else {
+            unmark.push(j.n());
+            j.stop("aborted", "the session is gone or was renamed".into());
+            continue;
+        };
+        let mut s = (*s).clone();
+        s.cmdline_cid = old.cmdline_cid.clone();
+        s.mem_bytes = old.mem_bytes;
+        if ignore_orphans {
+            for c in &mut s.clients {
+                c.orphaned = procs::orphaned(c.pid);
+            }
+        }
+        let snap = Snapshot {
+            busy_ids: busy.get(&s.id).cloned().into_iter().collect(),
+            sessions: vec![s],
+            ..Snapshot::default()
+        };
+        let Some(fresh) = policy::decide(&snap, now_ms(), &r.cfg.policy).pop() else {
+            continue;
+        };
+        let d = &j.req.decision;
+        if let Err(why) =
+            policy::still_reapable(&fresh, d.idle_ms, j.req.reason, j.req.force, &r.cfg.policy)
+        {
+            unmark.push(j.n());
+            j.stop("aborted", why);
+            continue;
+        }
+        if j.line.cid.is_none() {
+            j.line.cid = fresh.cid.clone();
+        }
+        j.fresh = snap.sessions.into_iter().next();
+    }
+    Some(listing)
+}
+
+/// The victims of every session still to be reaped, from one scan of the process table, pinned.
+fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
+    if jobs.iter().all(|j| j.over) {
+        return;
+    }
+    let table = match procs::table() {
+        Ok(t) => t,
+        Err(e) => {
+            for j in jobs.iter_mut().filter(|j| !j.over) {
+                unmark.push(j.n());
+                j.stop("failed", e.clone());
+            }
+            return;
+        }
+    };
+    let prot = procs::protected(&table, listing.server_pid);
+    let wanted: Vec<(u32, Vec<u32>)> = jobs
+        .iter()
+        .filter(|j| !j.over)
+        .filter_map(|j| {
+            let s = j.fresh.as_ref()?;
+            Some((
+                s.tmux_id,
+                s.panes.iter().filter(|p| !p.dead).map(|p| p.pid).collect(),
+            ))
+        })
+        .collect();
+    let env = match (&listing.socket_path, listing.server_pid) {
+        (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
+        _ => None,
+    };
+    let uid = rustix::process::getuid().as_raw();
+    let members = procs::members(&table, &wanted, &listing.all_panes, env, uid, &prot);
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        let ids = members.get(&j.n()).map(Vec::as_slice).unwrap_or(&[]);
+        j.victims = procs::pin(ids);
+        j.ids = j.victims.iter().map(|v| v.id).collect();
+        let (rss, pss) = procs::memory(&j.ids);
+        j.line.rss_bytes = rss;
+        j.line.pss_bytes = pss;
+        j.line.pids = j.ids.iter().map(|i| i.pid).collect();
+        if let Some(s) = &j.fresh {
+            j.line.ended = Some(ended(s, j.req.reason, &mut j.line));
+        }
+    }
+}
+
+/// How the session ended: `stopped` (we reaped it), or, for exited panes, `completed`/`failed`
+/// with the status recorded in the line.
+fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> String {
+    if reason != ReapReason::Exited {
+        return "stopped".into();
+    }
+    let p = s
+        .panes
+        .iter()
+        .find(|p| p.dead_signal.is_some() || p.dead_status != Some(0))
+        .or(s.panes.first());
+    line.exit_status = p.and_then(|p| p.dead_status);
+    line.exit_signal = p.and_then(|p| p.dead_signal);
+    let clean = line.exit_signal.is_none() && line.exit_status == Some(0);
+    if clean { "completed" } else { "failed" }.into()
+}
+
+/// The journal goes down before the first signal (a reaper that dies from here on leaves enough
+/// for the next sweep to finish), and so does the tombstone: the pane dies with claude, so the
+/// session may vanish long before the teardown ends, and whoever sees it gone must find the cid.
+/// Either write failing: nothing is touched.
+fn write_journal_and_tombstone(
+    r: &Reaper,
+    j: &mut Job,
+    tok: &str,
+    server_pid: Option<u32>,
+) -> Result<(), crate::state::StateError> {
+    let d = &j.req.decision;
+    let cwd = j.fresh.as_ref().and_then(|s| {
+        s.panes.iter().find_map(|p| {
+            std::fs::read_link(format!("/proc/{}/cwd", p.pid))
+                .ok()
+                .and_then(|p| p.to_str().map(str::to_string))
+        })
+    });
+    let journal = Journal {
+        id: d.id.clone(),
+        session: d.name.clone(),
+        tmux_id: d.tmux_id,
+        cid: j.line.cid.clone(),
+        reason: j.req.reason.as_str().into(),
+        idle_ms: d.idle_ms,
+        cwd: cwd.clone(),
+        started_at: j.line.at.clone(),
+        owner: procs::myself(),
+        victims: j.ids.clone(),
+        server_pid,
+        token: tok.to_string(),
+        path: None,
+    };
+    let tomb = Tombstone {
+        id: d.id.clone(),
+        cid: j.line.cid.clone(),
+        reaped_at: rfc3339(now_ms()),
+        reason: j.req.reason.as_str().into(),
+        cwd,
+        session: Some(d.name.clone()),
+        socket: Some(r.socket_path()),
+    };
+    r.state.write_journal(&journal)?;
+    if let Err(e) = r.state.write_tombstone(&tomb) {
+        let _ = r.state.remove_journal(&journal);
+        return Err(e);
+    }
+    j.journal = Some(journal);
+    Ok(())
+}
+
+/// The outcome from what survived: `reaped` only when no victim lives and nothing failed.
+fn verify(line: &mut AuditLine, ids: &[procs::Ident]) {
+    line.survivors = ids
+        .iter()
+        .filter(|i| procs::alive(**i))
+        .map(|i| i.pid)
+        .collect();
+    if line.survivors.is_empty() && line.outcome != "failed" {
+        line.outcome = "reaped".into();
+    } else if !line.survivors.is_empty() {
+        line.outcome = "failed".into();
+        line.error
+            .get_or_insert_with(|| format!("processes survived: {:?}", line.survivors));
+    }
+}
+
+fn finish_all(r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<AuditLine> {
+    jobs.into_iter().map(|j| finish(r, j.line, t0)).collect()
+}
+
+/// Log the line, append it to the audit log, count it.
+pub(crate) fn finish(r: &Reaper, mut line: AuditLine, t0: Instant) -> AuditLine {
+    line.took_ms = t0.elapsed().as_millis() as u64;
+    match line.outcome.as_str() {
+        "reaped" => tracing::info!(
+            session = %line.session, tmux_id = %line.tmux_id, reason = %line.reason, idle_ms = ?line.idle_ms,
+            pids = line.pids.len(), term = line.term, kill = line.kill, rss_bytes = line.rss_bytes, took_ms = line.took_ms,
+            "reaped"
+        ),
+        "aborted" => {
+            tracing::info!(session = %line.session, tmux_id = %line.tmux_id, why = ?line.error, "reap aborted")
+        }
+        _ => {
+            tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = ?line.error, survivors = ?line.survivors, "reap failed")
+        }
+    }
+    if let Err(e) = r.state.append_audit(&line) {
+        tracing::error!(error = %e, session = %line.session, "failed to append the audit line");
+    }
+    r.metrics.record_reap(&line);
+    line
+}
+
+/// Finish the teardowns that a reaper left behind when it died (their journals remain and their
+/// owner is gone). The session, if still there under the same name, is killed too.
+pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> Vec<AuditLine> {
+    let mut lines = Vec::new();
+    for j in journals {
+        if r.is_inflight(j.tmux_id) {
+            continue;
+        }
+        let t0 = Instant::now();
+        tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
+        let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
+        let pinned = journal_victims(r, &j, listing, same_server);
+        let victims = procs::pin(&pinned);
+        let mut line = AuditLine::begin(
+            rfc3339(now_ms()),
+            &j.session,
+            &j.id,
+            j.tmux_id,
+            j.cid.clone(),
+            &j.reason,
+            j.idle_ms,
+        );
+        line.ended = Some("stopped".into());
+        line.pids = pinned.iter().map(|v| v.pid).collect();
+        // The tombstone was written before the first signal; write it again only if it is
+        // missing and no chat of that name has come back since.
+        let back = listing
+            .sessions
+            .iter()
+            .any(|s| s.name == j.session && (!same_server || s.tmux_id != j.tmux_id));
+        if !back && r.state.read_tombstone(&j.id).ok().flatten().is_none() {
+            let tomb = Tombstone {
+                id: j.id.clone(),
+                cid: j.cid.clone(),
+                reaped_at: rfc3339(now_ms()),
+                reason: j.reason.clone(),
+                cwd: j.cwd.clone(),
+                session: Some(j.session.clone()),
+                socket: Some(r.socket_path()),
+            };
+            if let Err(e) = r.state.write_tombstone(&tomb) {
+                tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
+                continue;
+            }
+        }
+        let rep = procs::stop(&victims, r.cfg.grace).await;
+        line.term = rep.term;
+        line.kill = rep.kill;
+        // The session is killed only if it is the same one: same server, and it still carries
+        // the dead reaper's token (checked in the server).
+        if same_server {
+            if let Err(e) = r.tmux.kill_sessions(&[j.tmux_id], &j.token).await {
+                line.outcome = "failed".into();
+                line.error = Some(format!("failed to kill the session: {e}"));
+            }
+        }
+        verify(&mut line, &pinned);
+        line.error
+            .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
+        lines.push(finish(r, line, t0));
+        if let Err(e) = r.state.remove_journal(&j) {
+            tracing::warn!(error = %e, "failed to remove the reap journal");
+        }
+    }
+    lines
+}
+
+/// A dead reaper's journal lists pids; none is signalled on its word alone (the file may have
+/// been planted). Each is re-checked against the live system: see [`procs::journal_victims`].
+/// The TMUX marker is looked for under the socket path the server reports now, and the ones we
+/// would compute.
+fn journal_victims(
+    r: &Reaper,
+    j: &Journal,
+    listing: &Listing,
+    same_server: bool,
+) -> Vec<procs::Ident> {
+    let Some(server) = j.server_pid else {
+        tracing::warn!(session = %j.session, "the journal names no tmux server: no process is signalled");
+        return Vec::new();
+    };
+    let table = procs::table().unwrap_or_default();
+    let prot = procs::protected(&table, listing.server_pid);
+    let mut paths: Vec<String> = listing.socket_path.iter().cloned().collect();
+    paths.push(r.cfg.socket.path().to_string_lossy().into_owned());
+    paths.push(r.socket_path());
+    let needles: Vec<Vec<u8>> = paths
+        .iter()
+        .map(|p| format!("TMUX={}", procs::tmux_env_value(p, server, j.tmux_id)).into_bytes())
+        .collect();
+    // Processes of live panes of every other session (of the journal's own, if it is still there
+    // on the same server, its panes are fair game).
+    let mut by: HashMap<u32, Vec<u32>> = HashMap::new();
+    for &(n, pid) in &listing.all_panes {
+        if !(same_server && n == j.tmux_id) {
+            by.entry(n).or_default().push(pid);
+        }
+    }
+    let others: Vec<(u32, Vec<u32>)> = by.into_iter().collect();
+    let uid = rustix::process::getuid().as_raw();
+    let exclude: HashSet<i32> = procs::members(&table, &others, &[], None, uid, &prot)
+        .into_values()
+        .flatten()
+        .map(|i| i.pid)
+        .collect();
+    let (kept, refused) =
+        procs::journal_victims(&table, &j.victims, &needles, &exclude, uid, &prot);
+    for (id, why) in refused.iter().filter(|(_, w)| *w != "gone") {
+        tracing::warn!(session = %j.session, pid = id.pid, why, "a pid of the journal is not signalled");
+    }
+    kept
+}
