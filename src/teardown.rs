@@ -155,17 +155,30 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         );
     }
 
-    tracing::debug!(phase = "mark", ms = t0.elapsed().as_millis() as u64, marked = marked.len(), "teardown");
+    tracing::debug!(
+        phase = "mark",
+        ms = t0.elapsed().as_millis() as u64,
+        marked = marked.len(),
+        "teardown"
+    );
     // 2. The re-check, on one listing and one read of the activity files taken after the marks.
     let mut unmark: Vec<u32> = Vec::new();
     let listing = recheck(r, &mut jobs, &mut unmark).await;
 
-    tracing::debug!(phase = "re-check", ms = t0.elapsed().as_millis() as u64, "teardown");
+    tracing::debug!(
+        phase = "re-check",
+        ms = t0.elapsed().as_millis() as u64,
+        "teardown"
+    );
     // 3. The victims: one scan of the process table for the whole batch.
     let listing = listing.unwrap_or_default();
     collect_victims(&mut jobs, &listing, &mut unmark);
 
-    tracing::debug!(phase = "victims", ms = t0.elapsed().as_millis() as u64, "teardown");
+    tracing::debug!(
+        phase = "victims",
+        ms = t0.elapsed().as_millis() as u64,
+        "teardown"
+    );
     // 4. Journal and tombstone, before the first signal.
     for j in jobs.iter_mut().filter(|j| !j.over) {
         if let Err(e) = write_journal_and_tombstone(r, j, &tok, listing.server_pid) {
@@ -179,7 +192,11 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         }
     }
 
-    tracing::debug!(phase = "journals", ms = t0.elapsed().as_millis() as u64, "teardown");
+    tracing::debug!(
+        phase = "journals",
+        ms = t0.elapsed().as_millis() as u64,
+        "teardown"
+    );
     // 5. Stop every tree of the batch together: one grace for all.
     let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
     if !live.is_empty() {
@@ -190,7 +207,11 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             jobs[i].line.term = rep.term;
             jobs[i].line.kill = rep.kill;
         }
-        tracing::debug!(phase = "signals", ms = t0.elapsed().as_millis() as u64, "teardown");
+        tracing::debug!(
+            phase = "signals",
+            ms = t0.elapsed().as_millis() as u64,
+            "teardown"
+        );
         // 6. kill-session, each only while it carries our token. A session usually goes with
         // its pane's claude; only those still listed are asked for (one listing for a batch).
         let mut targets: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
@@ -209,14 +230,22 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
                 }
             }
         }
-        tracing::debug!(phase = "kill-session", ms = t0.elapsed().as_millis() as u64, "teardown");
+        tracing::debug!(
+            phase = "kill-session",
+            ms = t0.elapsed().as_millis() as u64,
+            "teardown"
+        );
         // 7. Nothing may survive.
         for &i in &live {
             let j = &mut jobs[i];
             verify(&mut j.line, &j.ids);
         }
     }
-    tracing::debug!(phase = "verify", ms = t0.elapsed().as_millis() as u64, "teardown");
+    tracing::debug!(
+        phase = "verify",
+        ms = t0.elapsed().as_millis() as u64,
+        "teardown"
+    );
     let journals: Vec<Journal> = jobs.iter().filter_map(|j| j.journal.clone()).collect();
     let lines = finish_all(r, jobs, t0);
     for jn in journals {
@@ -224,7 +253,11 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
         }
     }
-    tracing::debug!(phase = "audit", ms = t0.elapsed().as_millis() as u64, "teardown");
+    tracing::debug!(
+        phase = "audit",
+        ms = t0.elapsed().as_millis() as u64,
+        "teardown"
+    );
     lines
 }
 
