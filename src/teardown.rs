@@ -311,6 +311,8 @@ async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<
             ..Snapshot::default()
         };
         let Some(fresh) = policy::decide(&snap, now_ms(), &r.cfg.policy).pop() else {
+            unmark.push(j.n());
+            j.stop("aborted", "no fresh decision".into());
             continue;
         };
         let d = &j.req.decision;

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tmux_interface::{
     DisplayMessage, HasSession, IfShell, KillSession, ListClients, ListPanes, ListSessions,
-    NewSession, RunShell, SetOption, ShowOptions, TmuxCommand,
+    NewSession, RunShell, SetOption, TmuxCommand,
 };
 
 use crate::config::Socket;
@@ -497,36 +497,6 @@ impl Tmux {
         Ok(())
     }
 
-    /// The atomic test-and-set before a reap: set `@ccs_reaping` (and our token in `@ccs_reaper`)
-    /// only if no reap is marked, no turn runs and no client is attached (each term can be left out
-    /// when the policy overrides that tmux fact). Returns whether we hold the mark; `Ok(false)` also
-    /// when the session is gone.
-    pub async fn try_mark_reaping(
-        &self,
-        n: u32,
-        now_ms: i64,
-        token: &str,
-        check_turn: bool,
-        check_viewers: bool,
-    ) -> Result<bool, TmuxError> {
-        let cmds = [
-            HasSession::new().target_session(sid(n)).build(),
-            mark_command(n, now_ms, token, check_turn, check_viewers),
-            ShowOptions::new()
-                .quiet()
-                .value()
-                .target_pane(format!("{}:", sid(n)))
-                .option("@ccs_reaper")
-                .build(),
-        ];
-        match self.run(&cmds).await {
-            Ok(out) => Ok(out.trim() == token),
-            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
-            Err(TmuxError::NoServer(_)) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
     /// Run `build(n)` for every session number of `ns`, chained into as few tmux processes as the
     /// argv budget allows. A chain stops in tmux at a session that is gone ("can't find session:
     /// $N"): that one is reported gone and the chain goes on from the next in a new call. Returns
@@ -591,7 +561,7 @@ impl Tmux {
         Ok((out, gone))
     }
 
-    /// The atomic test-and-set of [`Tmux::try_mark_reaping`] for many sessions at once, in as few
+    /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in as few
     /// tmux calls as the argv budget allows: `(n, check_turn, check_viewers)`. Returns the
     /// sessions we hold the mark of (those whose `@ccs_reaper` is `token` afterwards).
     pub async fn mark_reaping(
@@ -654,16 +624,6 @@ impl Tmux {
         .map(|_| ())
     }
 
-    /// Clear our reaping mark (only if it is still ours).
-    pub async fn clear_reaping(&self, n: u32, token: &str) -> Result<(), TmuxError> {
-        // has-session first: `if-shell -t` on a session that is gone runs in the current one.
-        let cmds = [
-            HasSession::new().target_session(sid(n)).build(),
-            clear_command(n, token),
-        ];
-        self.gone_is_ok(self.run(&cmds).await).map(|_| ())
-    }
-
     /// Clear a stale reaping mark whatever its owner, but only if it still holds `value`.
     pub async fn clear_stale_reaping(&self, n: u32, value: &str) -> Result<(), TmuxError> {
         let t = quote(&format!("{}:", sid(n)));
@@ -702,17 +662,6 @@ impl Tmux {
     /// `run-shell` is such a child; a listing taken a moment later has the status.
     pub async fn collect_exits(&self) -> Result<(), TmuxError> {
         let cmds = [RunShell::new().background().shell_command("true").build()];
-        self.gone_is_ok(self.run(&cmds).await).map(|_| ())
-    }
-
-    /// `kill-session -t $N`, only while the session still carries our reap token in
-    /// `@ccs_reaper` (so never a session of a newer server that reuses `$N`). A session already
-    /// gone is fine.
-    pub async fn kill_session(&self, n: u32, token: &str) -> Result<(), TmuxError> {
-        let cmds = [
-            HasSession::new().target_session(sid(n)).build(),
-            kill_command(n, token),
-        ];
         self.gone_is_ok(self.run(&cmds).await).map(|_| ())
     }
 
