@@ -6,8 +6,8 @@ touched. Cleanup kills that server and only processes that carry its socket in t
 Waits poll a condition with a deadline.
 """
 
+import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -318,7 +318,8 @@ def counting_wrapper(dirpath, real, logfile):
     os.makedirs(dirpath, exist_ok=True)
     w = os.path.join(dirpath, "tmux")
     with open(w, "w") as f:
-        f.write(f'#!/bin/sh\necho "$*" >>{sh_quote(logfile)}\nexec {sh_quote(real)} "$@"\n')
+        # One line a call, whatever newlines the arguments hold (the listing formats do).
+        f.write(f'#!/bin/sh\nprintf \'%s\\n\' "$(printf \'%s\' "$*" | tr \'\\n\' \' \')" >>{sh_quote(logfile)}\nexec {sh_quote(real)} "$@"\n')
     os.chmod(w, 0o755)
     return dirpath
 
@@ -335,26 +336,13 @@ def count_lines(p):
         return 0
 
 
-def tmux_formats():
-    """The -F formats of the sweep's one tmux call, read from src/tmux.rs so the floor measured
-    is the call the binary makes. Falls back to a copy if the source is not where expected."""
-    fallback = {
-        "SESSION_FMT": "S\t#{session_id}\t#{session_attached}\t#{@ccs_idle}\t#{@ccs_turn}\t#{@ccs_cid}\t#{@ccs_reaping}\t#{pid}\t#{socket_path}\t#{session_name}",
-        "CLIENT_FMT": "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}",
-        "PANE_FMT": "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}",
-    }
-    try:
-        with open(os.path.join(REPO, "src", "tmux.rs")) as f:
-            src = f.read()
-    except OSError:
-        return fallback, "built-in copy (src/tmux.rs not found)"
-    out = {}
-    for k in fallback:
-        m = re.search(r"const " + k + r': &str\s*=\s*"((?:[^"\\]|\\.)*)";', src)
-        if not m:
-            return fallback, f"built-in copy ({k} not found in src/tmux.rs)"
-        out[k] = m.group(1).replace("\\t", "\t").replace('\\"', '"').replace("\\\\", "\\")
-    return out, "src/tmux.rs"
+def tmux_formats(binp):
+    """The -F formats of the sweep's one tmux call, from the binary itself (`ccs-reap formats`),
+    so the floor measured is the call the binary makes."""
+    r = subprocess.run([binp, "formats"], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        sys.exit(f"{binp} formats failed: {r.stderr.strip()}")
+    return json.loads(r.stdout), f"{binp} formats"
 
 
 def machine():

@@ -43,6 +43,7 @@ thrown out, commands that failed, helpers left behind), never to the reaper.
 import bisect
 import collections
 import datetime
+import glob
 import json
 import os
 import re
@@ -289,7 +290,8 @@ def main():
                 bad("tombstone", f"{cid_id}: respawned as {s['tmux_id']}, but its previous session {prev['tmux_id']} was neither reaped nor lost with the server")
         last = incs[-1]
         last_reaps = reaps_of.get((cid_id, last["tmux_id"], last.get("server")), [])
-        p = os.path.join(meta["state_dir"], "sessions", f"{cid_id}.json")
+        found = glob.glob(os.path.join(meta["state_dir"], "studios", "*", "sessions", f"{cid_id}.json"))
+        p = found[0] if found else os.path.join(meta["state_dir"], "studios", "?", "sessions", f"{cid_id}.json")
         if last_reaps:
             try:
                 with open(p) as f:

@@ -5,12 +5,17 @@
 //! audit line through [`state`].
 
 pub mod activity;
+pub mod clock;
 pub mod config;
+pub mod daemon;
+pub mod hooks;
 pub mod metrics;
+pub mod observe;
 pub mod policy;
 pub mod procs;
 pub mod reaper;
 pub mod report;
 pub mod state;
+pub mod sweep;
 pub mod teardown;
 pub mod tmux;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 
 use ccs_reap::config::{Config, LogFormat};
+use ccs_reap::hooks::{self, ReapNow};
 use ccs_reap::reaper::{CommandError, Reaper};
 
 /// Exit codes (the contract's).
@@ -57,6 +58,10 @@ enum Cmd {
         #[arg(last = true, required = true)]
         cmd: Vec<String>,
     },
+    /// The -F formats of the sweep's one tmux call, as JSON (for the benchmark: it measures the
+    /// very call the binary makes).
+    #[command(hide = true)]
+    Formats,
     /// Reap one session now, whatever its idle age.
     Reap {
         id: String,
@@ -160,9 +165,17 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         tracing::warn!("{w}");
     }
     match cli.cmd {
+        Some(Cmd::Formats) => {
+            print_json(&serde_json::json!({
+                "SESSION_FMT": ccs_reap::tmux::SESSION_FMT,
+                "CLIENT_FMT": ccs_reap::tmux::CLIENT_FMT,
+                "PANE_FMT": ccs_reap::tmux::PANE_FMT,
+            }));
+            ExitCode::SUCCESS
+        }
         Some(Cmd::Status) => {
             let r = Reaper::new(cfg, true);
-            let rep = r.status().await;
+            let rep = ccs_reap::sweep::status(&r).await;
             if cli.json {
                 print_json(&rep);
             } else {
@@ -176,7 +189,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         }
         Some(Cmd::Turn {
             what: TurnCmd::Begin { id },
-        }) => match Reaper::new(cfg, false).turn_begin(&id).await {
+        }) => match hooks::turn_begin(&Reaper::new(cfg, false), &id).await {
             Ok(true) => hook_answer(cli.json, &id, "started", 0, None),
             Ok(false) => hook_answer(
                 cli.json,
@@ -191,7 +204,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         },
         Some(Cmd::Turn {
             what: TurnCmd::End { id },
-        }) => match Reaper::new(cfg, false).turn_end(&id).await {
+        }) => match hooks::turn_end(&Reaper::new(cfg, false), &id).await {
             Ok(true) => hook_answer(cli.json, &id, "ended", 0, None),
             Ok(false) => hook_answer(
                 cli.json,
@@ -203,10 +216,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             Err(e) => command_error(cli.json, e),
         },
         Some(Cmd::Spawn { id, cid, cwd, cmd }) => {
-            match Reaper::new(cfg, false)
-                .spawn(&id, cid.as_deref(), cwd, &cmd)
-                .await
-            {
+            match hooks::spawn(&Reaper::new(cfg, false), &id, cid.as_deref(), cwd, &cmd).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
                 Err(e) => command_error(cli.json, e),
@@ -214,8 +224,8 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         }
         Some(Cmd::Reap { id, force }) => {
             let r = Reaper::new(cfg, cli.dry_run);
-            match r.reap_now(&id, force).await {
-                Ok(line) => {
+            match hooks::reap_now(&r, &id, force).await {
+                Ok(ReapNow::Reaped(line)) => {
                     if cli.json {
                         print_json(&line);
                     } else {
@@ -230,7 +240,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     }
                     ExitCode::SUCCESS
                 }
-                Err(CommandError::WouldReap(m)) => {
+                Ok(ReapNow::WouldReap(m)) => {
                     if cli.json {
                         print_json(&serde_json::json!({
                             "ok": true,
@@ -255,7 +265,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }
             if cli.once {
                 let r = Reaper::new(cfg, cli.dry_run);
-                let rep = r.sweep(true).await;
+                let rep = ccs_reap::sweep::sweep(&r, true).await;
                 if cli.json {
                     print_json(&rep);
                 } else {
@@ -293,7 +303,7 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
             }
         }
     };
-    match ccs_reap::reaper::run_daemon(r).await {
+    match ccs_reap::daemon::run_daemon(r).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ccs-reap: {e}");

@@ -34,7 +34,7 @@ use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
 use crate::policy::State;
-use crate::reaper::SweepReport;
+use crate::report::SweepReport;
 use crate::state::AuditLine;
 
 type Labels = Vec<(String, String)>;
@@ -175,7 +175,7 @@ const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=
 /// Serve `/metrics` and `/healthz` on a bound listener, in the background.
 pub fn spawn(
     listener: tokio::net::TcpListener,
-    reaper: Arc<crate::reaper::Reaper>,
+    reaper: Arc<Metrics>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         if let Ok(addr) = listener.local_addr() {
@@ -227,7 +227,7 @@ async fn serve(
     sock: TcpStream,
     conn: Registered,
     permit: OwnedSemaphorePermit,
-    reaper: Arc<crate::reaper::Reaper>,
+    reaper: Arc<Metrics>,
 ) {
     let state = Arc::clone(&conn.state);
     {
@@ -269,7 +269,7 @@ async fn serve(
     drop(permit);
 }
 
-fn answer(req: &Request<Incoming>, reaper: &crate::reaper::Reaper) -> Response<Full<Bytes>> {
+fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
     let (status, ctype, body) = if req.method() != Method::GET {
         (
             StatusCode::METHOD_NOT_ALLOWED,
@@ -278,7 +278,7 @@ fn answer(req: &Request<Incoming>, reaper: &crate::reaper::Reaper) -> Response<F
         )
     } else {
         match req.uri().path() {
-            "/metrics" => (StatusCode::OK, OPENMETRICS, reaper.metrics.render()),
+            "/metrics" => (StatusCode::OK, OPENMETRICS, metrics.render()),
             "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
             _ => (
                 StatusCode::NOT_FOUND,

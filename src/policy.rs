@@ -546,6 +546,29 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     d
 }
 
+/// Whether a session's conversation id must be looked for on the `claude` command lines (a
+/// read of /proc): its `@ccs_cid` is not a valid cid, and the decision hinges on one (it is kept
+/// for want of one, or is to be reaped with it), or a `status` shows every cid.
+pub fn needs_cmdline_cid(d: &Decision, s: &Session, for_status: bool) -> bool {
+    !valid_cid(s.cid.trim())
+        && (for_status || matches!(d.state, State::NoCid | State::Stuck | State::Exited))
+}
+
+/// Whether a `@ccs_reaping` mark was left by a reaper that stopped mid-teardown: older than
+/// `stale_after_ms`, or not a time at all (it would block the session forever).
+pub fn mark_is_stale(reaping: &str, now: i64, stale_after_ms: i64) -> bool {
+    match parse_ms(reaping) {
+        Some(at) => now - at > stale_after_ms,
+        None => !reaping.trim().is_empty(),
+    }
+}
+
+/// Whether a live reap mark holds the session (another reaper's teardown): a time, and not
+/// stale.
+pub fn mark_holds(reaping: &str, now: i64, stale_after_ms: i64) -> bool {
+    parse_ms(reaping).is_some_and(|at| now - at <= stale_after_ms)
+}
+
 /// Whether a fresh decision (taken after the reap mark was set) still allows the reap that
 /// `reason` started: the re-check of every reap, on data newer than the mark. `decided_idle_ms`
 /// is the idle age the reap was decided on; `force` (`reap --force`) skips the check.
@@ -1628,6 +1651,70 @@ mod tests {
         for (i, (fresh, decided, reason, force, ok)) in table.iter().enumerate() {
             let got = still_reapable(fresh, *decided, *reason, *force, &p);
             assert_eq!(got.is_ok(), *ok, "row {i}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn reap_marks() {
+        // (mark, stale, holds) at NOW with 1000 ms to go stale.
+        let table: &[(&str, bool, bool)] = &[
+            ("", false, false),
+            ("  ", false, false),
+            (
+                &*Box::leak((NOW - 10).to_string().into_boxed_str()),
+                false,
+                true,
+            ),
+            (
+                &*Box::leak((NOW - 1000).to_string().into_boxed_str()),
+                false,
+                true,
+            ),
+            (
+                &*Box::leak((NOW - 1001).to_string().into_boxed_str()),
+                true,
+                false,
+            ),
+            (
+                &*Box::leak((NOW + 5000).to_string().into_boxed_str()),
+                false,
+                true,
+            ),
+            ("not a time", true, false),
+            ("#{session_name}", true, false),
+        ];
+        for (mark, stale, holds) in table {
+            assert_eq!(mark_is_stale(mark, NOW, 1000), *stale, "{mark:?}");
+            assert_eq!(mark_holds(mark, NOW, 1000), *holds, "{mark:?}");
+        }
+    }
+
+    #[test]
+    fn which_sessions_need_a_command_line_cid() {
+        let d = |state: State| new(&sess(1), state, "");
+        let with = |cid: &str| {
+            let mut s = sess(1);
+            s.cid = cid.into();
+            s
+        };
+        // (state, @ccs_cid, for status, wanted)
+        let table: &[(State, &str, bool, bool)] = &[
+            (State::NoCid, "", false, true),
+            (State::Stuck, "", false, true),
+            (State::Exited, "", false, true),
+            (State::Idle, "", false, false),
+            (State::Busy, "", false, false),
+            (State::Busy, "", true, true),
+            (State::NoCid, "good-cid", false, false),
+            (State::NoCid, "-flag", false, true),
+            (State::Idle, "good", true, false),
+        ];
+        for (state, cid, status, want) in table {
+            assert_eq!(
+                needs_cmdline_cid(&d(*state), &with(cid), *status),
+                *want,
+                "{state:?} {cid:?} {status}"
+            );
         }
     }
 

@@ -1,7 +1,49 @@
 //! What people read: the `status` table, the `--once` summary, and human units.
 
 use crate::policy::{Action, ReapReason, State};
-use crate::reaper::SweepReport;
+
+use serde::Serialize;
+
+use crate::policy::{Decision, HostMemory};
+use crate::state::AuditLine;
+
+/// What one sweep saw and did.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepReport {
+    pub at: String,
+    pub dry_run: bool,
+    pub enabled: bool,
+    /// A problem that kept every session (tmux failed, an activity file unreadable).
+    pub error: Option<String>,
+    pub sessions: Vec<SessionReport>,
+    pub host: Option<HostMemory>,
+    pub total_rss_bytes: u64,
+    pub total_pss_bytes: Option<u64>,
+    /// The reaps this sweep carried out (with `--once`; the daemon logs them as they finish).
+    pub reaps: Vec<AuditLine>,
+    pub took_ms: u64,
+}
+
+/// One session in a report (`status`, `--once --json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct SessionReport {
+    #[serde(flatten)]
+    pub decision: Decision,
+    pub tmux_target: String,
+    pub turn: Option<String>,
+    pub rss_bytes: Option<u64>,
+    pub pss_bytes: Option<u64>,
+    pub viewer_list: Vec<ViewerReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ViewerReport {
+    pub pid: u32,
+    pub control_mode: bool,
+    pub attached_ms: u64,
+    pub idle_ms: u64,
+    pub orphaned: Option<bool>,
+}
 
 /// `1.2 GiB`, `512 MiB`, `64 KiB`, `12 B`.
 pub fn human_bytes(b: u64) -> String {

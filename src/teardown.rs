@@ -15,9 +15,10 @@ use std::time::Instant;
 
 use tracing::Instrument;
 
+use crate::clock::{now_ms, rfc3339};
 use crate::policy::{self, Decision, ReapReason, Session, Snapshot};
 use crate::procs;
-use crate::reaper::{now_ms, rfc3339, Reaper};
+use crate::reaper::Reaper;
 use crate::state::{AuditLine, Journal, Tombstone};
 use crate::tmux::Listing;
 

@@ -61,7 +61,7 @@ macro_rules! clean {
 
 /// The fields tmux generates (ids, pids, flags, times) come first and are trusted to parse; the
 /// ones anyone with the socket can write are [`clean!`]ed, and the session name comes last.
-const SESSION_FMT: &str = concat!(
+pub const SESSION_FMT: &str = concat!(
     "S\t#{session_id}\t#{session_attached}\t#{pid}\t",
     clean!("@ccs_idle"),
     "\t",
@@ -76,10 +76,10 @@ const SESSION_FMT: &str = concat!(
     clean!("session_name"),
 );
 const SESSION_FIELDS: usize = 10;
-const CLIENT_FMT: &str =
+pub const CLIENT_FMT: &str =
     "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}";
 const CLIENT_FIELDS: usize = 6;
-const PANE_FMT: &str = concat!(
+pub const PANE_FMT: &str = concat!(
     "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}\t",
     clean!("pane_start_command"),
 );

@@ -1,0 +1,402 @@
+//! The studio's hooks: `turn begin`/`turn end` around each message, `spawn` to bring a chat
+//! (back), and `reap <id>` to reap one now. Each is a free function over the shared context.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::clock::{now_ms, rfc3339};
+use crate::observe::{find_cids, observe, Mode, Observation};
+use crate::policy::{self, Decision, Policy, ReapReason, Session, Snapshot};
+use crate::procs;
+use crate::reaper::{CommandError, Reaper};
+use crate::state::AuditLine;
+use crate::teardown;
+use crate::tmux::TurnBegin;
+
+/// What `reap <id>` did.
+#[derive(Debug)]
+pub enum ReapNow {
+    Reaped(Box<AuditLine>),
+    /// `--dry-run`: it would have been reaped (why).
+    WouldReap(String),
+}
+
+/// The command `spawn` runs, and the conversation it resumes. The command's own id wins (it is
+/// what claude will run; the command is left alone), then `--cid`, then the tombstone's; with one
+/// of the last two, `--resume <cid>` is appended: to the string of a one-word command (a shell
+/// command, run by `sh -c`; a valid cid needs no quoting), as two words otherwise.
+pub fn resume_argv(
+    cmd: &[String],
+    flag_cid: Option<&str>,
+    tomb_cid: Option<&str>,
+) -> (Vec<String>, Option<String>) {
+    let mut argv = cmd.to_vec();
+    if let Some(own) = policy::cid_from_argv(cmd) {
+        return (argv, Some(own));
+    }
+    let Some(c) = flag_cid.or(tomb_cid).filter(|c| policy::valid_cid(c)) else {
+        return (argv, None);
+    };
+    match argv.as_mut_slice() {
+        [one] => *one = format!("{one} --resume {c}"),
+        _ => argv.extend(["--resume".to_string(), c.to_string()]),
+    }
+    (argv, Some(c.to_string()))
+}
+
+/// Reap one session now (a batch of one). Returns the audit line it wrote (or tried to).
+pub async fn reap(
+    r: &Reaper,
+    d: &Decision,
+    s: &Session,
+    reason: ReapReason,
+    force: bool,
+) -> AuditLine {
+    let req = teardown::Request {
+        decision: d.clone(),
+        session: s.clone(),
+        reason,
+        force,
+    };
+    let mut lines = teardown::reap(r, vec![req]).await;
+    lines.pop().unwrap_or_else(|| {
+        AuditLine::begin(
+            rfc3339(now_ms()),
+            &d.name,
+            &d.id,
+            d.tmux_id,
+            d.cid.clone(),
+            reason.as_str(),
+            d.idle_ms,
+        )
+    })
+}
+
+/// `reap <id> [--force]`: one session now, whatever its idle age.
+pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow, CommandError> {
+    let name = name_of(r, id)?;
+    let Observation {
+        mut snap,
+        mut decisions,
+        now,
+        ..
+    } = observe(r, Mode::Act).await;
+    // The sweep only looks for a cid where its decision hinges on one; here it always does.
+    let want: HashSet<u32> = snap
+        .sessions
+        .iter()
+        .filter(|s| s.name == name && !policy::valid_cid(s.cid.trim()) && s.cmdline_cid.is_none())
+        .map(|s| s.tmux_id)
+        .collect();
+    if !want.is_empty() {
+        find_cids(&mut snap, &want);
+        decisions = policy::decide(&snap, now, &r.cfg.policy);
+    }
+    if let Some(e) = &snap.global_problem {
+        if !force {
+            return Err(CommandError::Refused(format!(
+                "refusing to reap {name}: liveness unknown: {e}"
+            )));
+        }
+    }
+    let Some((d, s)) = decisions
+        .into_iter()
+        .zip(snap.sessions)
+        .find(|(_, s)| s.name == name)
+    else {
+        return Err(CommandError::Gone(format!("no session {name}")));
+    };
+    let reason = ReapReason::Manual;
+    if let Err(why) = policy::still_reapable(&d, d.idle_ms, reason, force, &r.cfg.policy) {
+        return Err(CommandError::Refused(format!(
+            "refusing to reap {name} ({why}); --force overrides"
+        )));
+    }
+    if r.dry_run {
+        return Ok(ReapNow::WouldReap(format!(
+            "dry run: would reap {name} ({})",
+            d.why
+        )));
+    }
+    if !r.inflight().insert(d.tmux_id) {
+        return Err(CommandError::Refused(format!(
+            "{name} is already being reaped"
+        )));
+    }
+    let line = reap(r, &d, &s, reason, force).await;
+    r.inflight().remove(&d.tmux_id);
+    match line.outcome.as_str() {
+        "reaped" => Ok(ReapNow::Reaped(Box::new(line))),
+        _ => Err(CommandError::Refused(format!(
+            "reap of {name} {}: {}",
+            line.outcome,
+            line.error.clone().unwrap_or_default()
+        ))),
+    }
+}
+
+fn name_of(r: &Reaper, id: &str) -> Result<String, CommandError> {
+    if !policy::valid_id(id) {
+        return Err(CommandError::Refused(format!(
+            "invalid session id {id:?}: expected letters, digits, '_' and '-'"
+        )));
+    }
+    Ok(format!("{}{id}", r.cfg.prefix))
+}
+
+/// How long `turn begin` and `spawn` wait for a reap in flight: past the point where a mark
+/// counts as stale, and one more sweep for the daemon to clear it.
+fn reap_wait(r: &Reaper) -> Duration {
+    Duration::from_millis(r.stale_after() as u64) + r.cfg.interval + Duration::from_secs(5)
+}
+
+/// `turn begin <id>`: `Ok(true)` the turn is marked; `Ok(false)` the session is gone or was
+/// reaped while we waited: respawn it.
+pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
+    let name = name_of(r, id)?;
+    let deadline = Instant::now() + reap_wait(r);
+    let mut logged = false;
+    loop {
+        match r.tmux.turn_begin(&name, now_ms()).await? {
+            TurnBegin::Started => return Ok(true),
+            TurnBegin::Gone => {
+                // Gone may mean "its pane died in a teardown that is still running".
+                wait_for_teardown(r, id, deadline).await?;
+                return Ok(false);
+            }
+            TurnBegin::Reaping => {
+                if !logged {
+                    tracing::info!(session = %name, "a reap is in flight: waiting for it to finish");
+                    logged = true;
+                }
+                if Instant::now() >= deadline {
+                    return Err(CommandError::Refused(format!(
+                        "{name} is still marked as being reaped after {:?}; the next sweep clears a stale mark",
+                        reap_wait(r)
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Wait while a live reaper's teardown of chat `id` is under way (its journal is there and
+/// its owner alive). When this returns, the old tree is gone and the tombstone written.
+async fn wait_for_teardown(r: &Reaper, id: &str, deadline: Instant) -> Result<(), CommandError> {
+    loop {
+        let busy = r
+            .state
+            .journals()
+            .into_iter()
+            .flatten()
+            .any(|j| j.id == id && procs::alive(j.owner));
+        if !busy {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(CommandError::Refused(format!(
+                "the teardown of {}{id} is still running after {:?}",
+                r.cfg.prefix,
+                reap_wait(r)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `turn end <id>`: `Ok(false)` when the session is gone.
+pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
+    let name = name_of(r, id)?;
+    Ok(r.tmux.turn_end(&name, now_ms()).await?)
+}
+
+/// `spawn <id> [--cid C] [--cwd D] -- <cmd...>`. Returns whether a session was created.
+pub async fn spawn(
+    r: &Reaper,
+    id: &str,
+    cid: Option<&str>,
+    cwd: Option<PathBuf>,
+    cmd: &[String],
+) -> Result<bool, CommandError> {
+    let name = name_of(r, id)?;
+    if let Some(c) = cid {
+        if !policy::valid_cid(c) {
+            return Err(CommandError::Refused(format!(
+                "invalid conversation id {c:?}: expected letters, digits, '_' and '-', not starting with '-'"
+            )));
+        }
+    }
+    if cmd.is_empty() {
+        return Err(CommandError::Refused(
+            "spawn needs a command after --".into(),
+        ));
+    }
+    // An existing session is left alone, unless it is being reaped (then wait for the reap)
+    // or all its panes are dead (then clean it up first, as a sweep would, and respawn).
+    let deadline = Instant::now() + reap_wait(r);
+    loop {
+        match r.tmux.find(&name, &r.cfg.prefix).await? {
+            None => break,
+            Some(s) if !s.reaping.trim().is_empty() => {
+                if Instant::now() >= deadline {
+                    return Err(CommandError::Refused(format!(
+                        "{name} is still being reaped"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
+                let line = reap_dead(r, &s).await;
+                if line.outcome != "reaped" && r.tmux.find(&name, &r.cfg.prefix).await?.is_some() {
+                    return Err(CommandError::Refused(format!(
+                        "{name} has exited but could not be cleaned up: {}",
+                        line.error.unwrap_or_default()
+                    )));
+                }
+            }
+            Some(_) => return Ok(false),
+        }
+    }
+    wait_for_teardown(r, id, deadline).await?;
+    let tomb = r.state.read_tombstone(id)?;
+    let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
+        let ok = policy::valid_cid(c);
+        if !ok {
+            tracing::warn!(session = %name, cid = ?c, "the tombstone's conversation id is not a valid id: ignored");
+        }
+        ok
+    });
+    let (argv, cid) = resume_argv(cmd, cid, tomb_cid.as_deref());
+    let cwd = match cwd {
+        Some(d) => d,
+        None => tomb
+            .as_ref()
+            .and_then(|t| t.cwd.as_ref())
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .map_or_else(
+                || {
+                    std::env::current_dir().map_err(|e| {
+                        CommandError::Refused(format!("failed to read the current directory: {e}"))
+                    })
+                },
+                Ok,
+            )?,
+    };
+    if !cwd.is_dir() {
+        return Err(CommandError::Refused(format!(
+            "--cwd {} is not a directory",
+            cwd.display()
+        )));
+    }
+    // A server whose last session just went is exiting; a new-session that reaches it in that
+    // moment is lost with it. Check the session is there, and try again if it is not.
+    let mut created = false;
+    let mut present = false;
+    for attempt in 1..=3 {
+        created = r
+            .tmux
+            .new_session(&name, &cwd, &argv, cid.as_deref())
+            .await?;
+        if r.tmux.find(&name, &r.cfg.prefix).await?.is_some() {
+            present = true;
+            break;
+        }
+        tracing::warn!(session = %name, attempt, "the new session vanished (a tmux server exiting?): trying again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if !present {
+        return Err(CommandError::Refused(format!(
+            "{name} exited as soon as it was created (three times); the tombstone is kept"
+        )));
+    }
+    if created {
+        tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), "spawned");
+        if tomb.is_some() {
+            r.state.remove_tombstone(id)?;
+        }
+    }
+    Ok(created)
+}
+
+/// Clean up a session whose panes have all exited (for `spawn`): the exited reap, even
+/// before tmux has its exit status.
+async fn reap_dead(r: &Reaper, s: &Session) -> AuditLine {
+    let mut snap = Snapshot {
+        sessions: vec![s.clone()],
+        ..Snapshot::default()
+    };
+    find_cids(&mut snap, &[s.tmux_id].into_iter().collect());
+    let policy = Policy {
+        reap_exited: true,
+        ..r.cfg.policy.clone()
+    };
+    let mut d = policy::decide(&snap, now_ms(), &policy).remove(0);
+    d.override_turn = true;
+    reap(r, &d, &snap.sessions[0], ReapReason::Exited, true).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resume_argv_table() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // (command, --cid, tombstone cid, argv, cid)
+        type Row<'a> = (
+            &'a [&'a str],
+            Option<&'a str>,
+            Option<&'a str>,
+            &'a [&'a str],
+            Option<&'a str>,
+        );
+        let table: &[Row] = &[
+            (&["claude"], None, None, &["claude"], None),
+            (
+                &["claude", "-x"],
+                None,
+                Some("t1"),
+                &["claude", "-x", "--resume", "t1"],
+                Some("t1"),
+            ),
+            (
+                &["claude", "-x"],
+                Some("f1"),
+                Some("t1"),
+                &["claude", "-x", "--resume", "f1"],
+                Some("f1"),
+            ),
+            (
+                &["claude --mcp-config m.json"],
+                None,
+                Some("t1"),
+                &["claude --mcp-config m.json --resume t1"],
+                Some("t1"),
+            ),
+            (
+                &["claude", "--session-id", "own"],
+                Some("f1"),
+                Some("t1"),
+                &["claude", "--session-id", "own"],
+                Some("own"),
+            ),
+            (
+                &["claude", "--resume=own"],
+                None,
+                Some("t1"),
+                &["claude", "--resume=own"],
+                Some("own"),
+            ),
+            (&["claude"], None, Some("-bad"), &["claude"], None),
+        ];
+        for (cmd, flag, tomb, argv, cid) in table {
+            let (a, c) = resume_argv(&v(cmd), *flag, *tomb);
+            assert_eq!(a, v(argv), "{cmd:?}");
+            assert_eq!(c.as_deref(), *cid, "{cmd:?}");
+        }
+    }
+}
