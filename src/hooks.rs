@@ -11,7 +11,7 @@ use crate::observe::{find_cids, observe, Mode, Observation};
 use crate::policy::{self, Decision, Policy, ReapReason, Session, Snapshot};
 use crate::procs;
 use crate::reaper::{CommandError, Reaper};
-use crate::state::AuditLine;
+use crate::state::{AuditLine, Outcome};
 use crate::teardown;
 use crate::tmux::TurnBegin;
 
@@ -68,7 +68,7 @@ pub async fn reap(
             &d.id,
             d.tmux_id,
             d.cid.clone(),
-            reason.as_str(),
+            reason,
             d.idle_ms,
         )
     })
@@ -127,8 +127,8 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
     }
     let line = reap(r, &d, &s, reason, force).await;
     r.inflight().remove(&d.tmux_id);
-    match line.outcome.as_str() {
-        "reaped" => Ok(ReapNow::Reaped(Box::new(line))),
+    match line.outcome {
+        Outcome::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
         _ => Err(CommandError::Refused(format!(
             "reap of {name} {}: {}",
             line.outcome,
@@ -250,7 +250,9 @@ pub async fn spawn(
             }
             Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
                 let line = reap_dead(r, &s).await;
-                if line.outcome != "reaped" && r.tmux.find(&name, &r.cfg.prefix).await?.is_some() {
+                if line.outcome != Outcome::Reaped
+                    && r.tmux.find(&name, &r.cfg.prefix).await?.is_some()
+                {
                     return Err(CommandError::Refused(format!(
                         "{name} has exited but could not be cleaned up: {}",
                         line.error.unwrap_or_default()

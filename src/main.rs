@@ -271,7 +271,12 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 } else {
                     print!("{}", ccs_reap::report::render_sweep(&rep));
                 }
-                if rep.reaps.iter().any(|l| l.outcome == "failed") || rep.error.is_some() {
+                if rep
+                    .reaps
+                    .iter()
+                    .any(|l| l.outcome == ccs_reap::state::Outcome::Failed)
+                    || rep.error.is_some()
+                {
                     ExitCode::from(EXIT_FAILED)
                 } else {
                     ExitCode::SUCCESS

@@ -144,7 +144,10 @@ impl Metrics {
 
     pub fn record_reap(&self, l: &AuditLine) {
         self.reaps
-            .get_or_create(&labels(&[("reason", &l.reason), ("outcome", &l.outcome)]))
+            .get_or_create(&labels(&[
+                ("reason", l.reason.as_str()),
+                ("outcome", l.outcome.as_str()),
+            ]))
             .inc();
     }
 

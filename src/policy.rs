@@ -204,8 +204,34 @@ impl State {
     ];
 }
 
+/// A tmux session id: the number of `$N`, printed (and serialised) as `$N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TmuxId(pub u32);
+
+impl std::fmt::Display for TmuxId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "${}", self.0)
+    }
+}
+
+impl Serialize for TmuxId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TmuxId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.strip_prefix('$')
+            .and_then(|n| n.parse().ok())
+            .map(TmuxId)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a tmux session id: {s:?}")))
+    }
+}
+
 /// Why a session is reaped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ReapReason {
     Idle,
@@ -214,6 +240,12 @@ pub enum ReapReason {
     Stuck,
     Exited,
     Manual,
+}
+
+impl std::fmt::Display for ReapReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl ReapReason {
@@ -228,6 +260,7 @@ impl ReapReason {
         }
     }
     /// The reason a string names (as [`ReapReason::as_str`] writes it).
+    #[allow(clippy::should_implement_trait)]
     pub fn parse(s: &str) -> Option<ReapReason> {
         ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
     }

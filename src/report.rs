@@ -204,7 +204,10 @@ pub fn render_sweep(r: &SweepReport) -> String {
         "{} session(s), {} kept, {} reaped{}",
         r.sessions.len(),
         kept,
-        r.reaps.iter().filter(|l| l.outcome == "reaped").count(),
+        r.reaps
+            .iter()
+            .filter(|l| l.outcome == crate::state::Outcome::Reaped)
+            .count(),
         if r.dry_run { " (dry run)" } else { "" }
     );
     if let Some(e) = &r.error {

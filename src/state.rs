@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::policy::{ReapReason, TmuxId};
+
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
     #[error("failed to {what} {path}: {source}")]
@@ -29,21 +31,60 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
     }
 }
 
+/// How a reap attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The whole tree is gone and the session with it.
+    Reaped,
+    /// Nothing was touched: the session changed, went, or another reap holds it.
+    Aborted,
+    /// Something could not be done (or survived): see `error` and `survivors`.
+    Failed,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Reaped => "reaped",
+            Outcome::Aborted => "aborted",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ended {
+    /// We stopped it.
+    Stopped,
+    /// It exited on its own with status 0.
+    Completed,
+    /// It exited on its own with another status, or a signal.
+    Failed,
+}
+
 /// One line of `reaped.jsonl`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AuditLine {
     pub at: String,
     pub session: String,
     pub id: String,
-    pub tmux_id: String,
+    pub tmux_id: TmuxId,
     pub cid: Option<String>,
-    pub reason: String,
+    pub reason: ReapReason,
     pub idle_ms: Option<u64>,
-    /// `reaped`, `aborted` or `failed`.
-    pub outcome: String,
+    pub outcome: Outcome,
     /// How the session ended: `stopped` (we reaped it), `completed` or `failed` (it exited on its
     /// own: exit status 0, or non-zero / a signal).
-    pub ended: Option<String>,
+    pub ended: Option<Ended>,
     pub exit_status: Option<i32>,
     pub exit_signal: Option<i32>,
     pub term: usize,
@@ -64,18 +105,18 @@ impl AuditLine {
         id: &str,
         tmux_id: u32,
         cid: Option<String>,
-        reason: &str,
+        reason: ReapReason,
         idle_ms: Option<u64>,
     ) -> Self {
         AuditLine {
             at,
             session: session.to_string(),
             id: id.to_string(),
-            tmux_id: format!("${tmux_id}"),
+            tmux_id: TmuxId(tmux_id),
             cid,
-            reason: reason.to_string(),
+            reason,
             idle_ms,
-            outcome: "aborted".into(),
+            outcome: Outcome::Aborted,
             ended: None,
             exit_status: None,
             exit_signal: None,
@@ -97,7 +138,7 @@ pub struct Tombstone {
     pub id: String,
     pub cid: Option<String>,
     pub reaped_at: String,
-    pub reason: String,
+    pub reason: ReapReason,
     pub cwd: Option<String>,
     /// The session's name and the tmux socket it lived on (absent in 0.1.0's tombstones).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -115,7 +156,7 @@ pub struct Journal {
     pub session: String,
     pub tmux_id: u32,
     pub cid: Option<String>,
-    pub reason: String,
+    pub reason: ReapReason,
     pub idle_ms: Option<u64>,
     pub cwd: Option<String>,
     pub started_at: String,
@@ -291,9 +332,6 @@ impl Journal {
         }
         if self.token.is_empty() || !self.token.chars().all(|c| c.is_ascii_alphanumeric()) {
             return Err(format!("its token {:?} is not alphanumeric", self.token));
-        }
-        if crate::policy::ReapReason::parse(&self.reason).is_none() {
-            return Err(format!("its reason {:?} is unknown", self.reason));
         }
         if let Some(v) = self.victims.iter().find(|v| v.pid <= 1) {
             return Err(format!("it lists pid {}", v.pid));
@@ -614,7 +652,7 @@ mod tests {
             id: "1".into(),
             cid: Some("c".into()),
             reaped_at: "now".into(),
-            reason: "idle".into(),
+            reason: ReapReason::Idle,
             cwd: Some("/w".into()),
             session: None,
             socket: None,
@@ -651,12 +689,12 @@ mod tests {
             at: "t".into(),
             session: "ccs-1".into(),
             id: "1".into(),
-            tmux_id: "$1".into(),
+            tmux_id: TmuxId(1),
             cid: None,
-            reason: "idle".into(),
+            reason: ReapReason::Idle,
             idle_ms: Some(5),
-            outcome: "reaped".into(),
-            ended: Some("stopped".into()),
+            outcome: Outcome::Reaped,
+            ended: Some(Ended::Stopped),
             exit_status: None,
             exit_signal: None,
             term: 1,
@@ -669,7 +707,7 @@ mod tests {
             error: None,
         };
         s.append_audit(&l).unwrap();
-        l.outcome = "aborted".into();
+        l.outcome = Outcome::Aborted;
         s.append_audit(&l).unwrap();
         let text = std::fs::read_to_string(s.audit_path()).unwrap();
         let lines: Vec<AuditLine> = text
@@ -677,7 +715,7 @@ mod tests {
             .map(|x| serde_json::from_str(x).unwrap())
             .collect();
         assert_eq!(lines.len(), 2);
-        assert_eq!(lines[1].outcome, "aborted");
+        assert_eq!(lines[1].outcome, Outcome::Aborted);
     }
 
     fn tomb(id: &str, cid: &str) -> Tombstone {
@@ -685,7 +723,7 @@ mod tests {
             id: id.into(),
             cid: Some(cid.into()),
             reaped_at: "now".into(),
-            reason: "idle".into(),
+            reason: ReapReason::Idle,
             cwd: Some("/w".into()),
             session: None,
             socket: None,
@@ -884,5 +922,49 @@ mod tests {
         let j = s.journals().remove(0).unwrap();
         s.remove_journal(&j).unwrap();
         assert!(!dir.join("1.json").exists());
+    }
+
+    #[test]
+    fn audit_lines_are_byte_compatible_with_0_1_0() {
+        // The same line as 0.1.0 wrote it, from the typed fields.
+        let mut l = AuditLine::begin(
+            "2026-01-01T00:00:00.000Z".into(),
+            "ccs-7",
+            "7",
+            12,
+            Some("c7".into()),
+            ReapReason::MaxIdle,
+            Some(5),
+        );
+        l.outcome = Outcome::Failed;
+        l.ended = Some(Ended::Completed);
+        l.exit_status = Some(0);
+        l.pids = vec![10, 11];
+        l.survivors = vec![11];
+        l.error = Some("processes survived: [11]".into());
+        let want = r#"{"at":"2026-01-01T00:00:00.000Z","session":"ccs-7","id":"7","tmux_id":"$12","cid":"c7","reason":"max-idle","idle_ms":5,"outcome":"failed","ended":"completed","exit_status":0,"exit_signal":null,"term":0,"kill":0,"pids":[10,11],"rss_bytes":0,"pss_bytes":null,"survivors":[11],"took_ms":0,"error":"processes survived: [11]"}"#;
+        assert_eq!(serde_json::to_string(&l).unwrap(), want);
+        let back: AuditLine = serde_json::from_str(want).unwrap();
+        assert_eq!(back, l);
+        for (o, text) in [
+            (Outcome::Reaped, "\"reaped\""),
+            (Outcome::Aborted, "\"aborted\""),
+            (Outcome::Failed, "\"failed\""),
+        ] {
+            assert_eq!(serde_json::to_string(&o).unwrap(), text);
+        }
+        for (e, text) in [
+            (Ended::Stopped, "\"stopped\""),
+            (Ended::Completed, "\"completed\""),
+            (Ended::Failed, "\"failed\""),
+        ] {
+            assert_eq!(serde_json::to_string(&e).unwrap(), text);
+        }
+        for r in ReapReason::ALL {
+            assert_eq!(
+                serde_json::to_string(&r).unwrap(),
+                format!("\"{}\"", r.as_str())
+            );
+        }
     }
 }

@@ -11,7 +11,7 @@ use crate::policy::{self, Action, Decision, Session, Snapshot, State};
 use crate::procs;
 use crate::reaper::Reaper;
 use crate::report::{SessionReport, SweepReport, ViewerReport};
-use crate::state::AuditLine;
+use crate::state::{AuditLine, Outcome};
 use crate::teardown;
 
 /// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
@@ -173,10 +173,10 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
                                 &d.id,
                                 d.tmux_id,
                                 d.cid.clone(),
-                                q.reason.as_str(),
+                                q.reason,
                                 d.idle_ms,
                             );
-                            l.outcome = "failed".into();
+                            l.outcome = Outcome::Failed;
                             l.error = Some(format!("the reap task failed: {e}"));
                             teardown::finish(&me, l, Instant::now())
                         })

@@ -19,7 +19,7 @@ use crate::clock::{now_ms, rfc3339};
 use crate::policy::{self, Decision, ReapReason, Session, Snapshot};
 use crate::procs;
 use crate::reaper::Reaper;
-use crate::state::{AuditLine, Journal, Tombstone};
+use crate::state::{AuditLine, Ended, Journal, Outcome, Tombstone};
 use crate::tmux::Listing;
 
 /// One reap asked for: the decision and the session as the sweep saw them.
@@ -47,9 +47,9 @@ struct Job {
 }
 
 impl Job {
-    fn stop(&mut self, outcome: &str, error: String) {
-        if outcome != "aborted" {
-            self.line.outcome = outcome.into();
+    fn stop(&mut self, outcome: Outcome, error: String) {
+        if outcome != Outcome::Aborted {
+            self.line.outcome = outcome;
         }
         self.line.error = Some(error);
         self.over = true;
@@ -99,7 +99,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
                 &d.id,
                 d.tmux_id,
                 d.cid.clone(),
-                req.reason.as_str(),
+                req.reason,
                 d.idle_ms,
             );
             Job {
@@ -119,7 +119,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         tracing::error!(error = %e, "reap not attempted: the state dir cannot be written");
         for j in &mut jobs {
             j.stop(
-                "failed",
+                Outcome::Failed,
                 format!("not attempted: the state dir cannot be written: {e}"),
             );
         }
@@ -144,14 +144,14 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         Err(e) => {
             r.metrics.tmux_errors.inc();
             for j in &mut jobs {
-                j.stop("failed", format!("failed to mark the session: {e}"));
+                j.stop(Outcome::Failed, format!("failed to mark the session: {e}"));
             }
             return finish_all(r, jobs, t0);
         }
     };
     for j in jobs.iter_mut().filter(|j| !marked.contains(&j.n())) {
         j.stop(
-            "aborted",
+            Outcome::Aborted,
             "the session became busy or viewed, is gone, or another reap holds it".into(),
         );
     }
@@ -184,7 +184,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     for j in jobs.iter_mut().filter(|j| !j.over) {
         if let Err(e) = write_journal_and_tombstone(r, j, &tok, listing.server_pid) {
             unmark.push(j.n());
-            j.stop("failed", format!("not attempted: {e}"));
+            j.stop(Outcome::Failed, format!("not attempted: {e}"));
         }
     }
     if !unmark.is_empty() {
@@ -226,7 +226,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             r.metrics.tmux_errors.inc();
             for &i in &live {
                 if targets.contains(&jobs[i].n()) {
-                    jobs[i].line.outcome = "failed".into();
+                    jobs[i].line.outcome = Outcome::Failed;
                     jobs[i].line.error = Some(format!("failed to kill the session: {e}"));
                 }
             }
@@ -282,7 +282,10 @@ async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<
         Err(e) => {
             for j in jobs.iter_mut().filter(|j| !j.over) {
                 unmark.push(j.n());
-                j.stop("aborted", format!("liveness unknown on re-check: {e}"));
+                j.stop(
+                    Outcome::Aborted,
+                    format!("liveness unknown on re-check: {e}"),
+                );
             }
             return None;
         }
@@ -295,7 +298,10 @@ async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<
         // of ours) is not the one this reap was decided for.
         let Some(s) = by_id.get(&j.n()).filter(|s| s.name == old.name) else {
             unmark.push(j.n());
-            j.stop("aborted", "the session is gone or was renamed".into());
+            j.stop(
+                Outcome::Aborted,
+                "the session is gone or was renamed".into(),
+            );
             continue;
         };
         let mut s = (*s).clone();
@@ -313,7 +319,7 @@ async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<
         };
         let Some(fresh) = policy::decide(&snap, now_ms(), &r.cfg.policy).pop() else {
             unmark.push(j.n());
-            j.stop("aborted", "no fresh decision".into());
+            j.stop(Outcome::Aborted, "no fresh decision".into());
             continue;
         };
         let d = &j.req.decision;
@@ -321,7 +327,7 @@ async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<
             policy::still_reapable(&fresh, d.idle_ms, j.req.reason, j.req.force, &r.cfg.policy)
         {
             unmark.push(j.n());
-            j.stop("aborted", why);
+            j.stop(Outcome::Aborted, why);
             continue;
         }
         if j.line.cid.is_none() {
@@ -342,7 +348,7 @@ fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
         Err(e) => {
             for j in jobs.iter_mut().filter(|j| !j.over) {
                 unmark.push(j.n());
-                j.stop("failed", e.clone());
+                j.stop(Outcome::Failed, e.clone());
             }
             return;
         }
@@ -381,9 +387,9 @@ fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
 
 /// How the session ended: `stopped` (we reaped it), or, for exited panes, `completed`/`failed`
 /// with the status recorded in the line.
-fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> String {
+fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> Ended {
     if reason != ReapReason::Exited {
-        return "stopped".into();
+        return Ended::Stopped;
     }
     let p = s
         .panes
@@ -393,7 +399,11 @@ fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> String {
     line.exit_status = p.and_then(|p| p.dead_status);
     line.exit_signal = p.and_then(|p| p.dead_signal);
     let clean = line.exit_signal.is_none() && line.exit_status == Some(0);
-    if clean { "completed" } else { "failed" }.into()
+    if clean {
+        Ended::Completed
+    } else {
+        Ended::Failed
+    }
 }
 
 /// The journal goes down before the first signal (a reaper that dies from here on leaves enough
@@ -419,7 +429,7 @@ fn write_journal_and_tombstone(
         session: d.name.clone(),
         tmux_id: d.tmux_id,
         cid: j.line.cid.clone(),
-        reason: j.req.reason.as_str().into(),
+        reason: j.req.reason,
         idle_ms: d.idle_ms,
         cwd: cwd.clone(),
         started_at: j.line.at.clone(),
@@ -433,7 +443,7 @@ fn write_journal_and_tombstone(
         id: d.id.clone(),
         cid: j.line.cid.clone(),
         reaped_at: rfc3339(now_ms()),
-        reason: j.req.reason.as_str().into(),
+        reason: j.req.reason,
         cwd,
         session: Some(d.name.clone()),
         socket: Some(r.socket_path()),
@@ -454,10 +464,10 @@ fn verify(line: &mut AuditLine, ids: &[procs::Ident]) {
         .filter(|i| procs::alive(**i))
         .map(|i| i.pid)
         .collect();
-    if line.survivors.is_empty() && line.outcome != "failed" {
-        line.outcome = "reaped".into();
+    if line.survivors.is_empty() && line.outcome != Outcome::Failed {
+        line.outcome = Outcome::Reaped;
     } else if !line.survivors.is_empty() {
-        line.outcome = "failed".into();
+        line.outcome = Outcome::Failed;
         line.error
             .get_or_insert_with(|| format!("processes survived: {:?}", line.survivors));
     }
@@ -470,13 +480,13 @@ fn finish_all(r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<AuditLine> {
 /// Log the line, append it to the audit log, count it.
 pub(crate) fn finish(r: &Reaper, mut line: AuditLine, t0: Instant) -> AuditLine {
     line.took_ms = t0.elapsed().as_millis() as u64;
-    match line.outcome.as_str() {
-        "reaped" => tracing::info!(
+    match line.outcome {
+        Outcome::Reaped => tracing::info!(
             session = %line.session, tmux_id = %line.tmux_id, reason = %line.reason, idle_ms = ?line.idle_ms,
             pids = line.pids.len(), term = line.term, kill = line.kill, rss_bytes = line.rss_bytes, took_ms = line.took_ms,
             "reaped"
         ),
-        "aborted" => {
+        Outcome::Aborted => {
             tracing::info!(session = %line.session, tmux_id = %line.tmux_id, why = ?line.error, "reap aborted")
         }
         _ => {
@@ -509,10 +519,10 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
             &j.id,
             j.tmux_id,
             j.cid.clone(),
-            &j.reason,
+            j.reason,
             j.idle_ms,
         );
-        line.ended = Some("stopped".into());
+        line.ended = Some(Ended::Stopped);
         line.pids = pinned.iter().map(|v| v.pid).collect();
         // The tombstone was written before the first signal; write it again only if it is
         // missing and no chat of that name has come back since.
@@ -525,7 +535,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                 id: j.id.clone(),
                 cid: j.cid.clone(),
                 reaped_at: rfc3339(now_ms()),
-                reason: j.reason.clone(),
+                reason: j.reason,
                 cwd: j.cwd.clone(),
                 session: Some(j.session.clone()),
                 socket: Some(r.socket_path()),
@@ -542,7 +552,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // the dead reaper's token (checked in the server).
         if same_server {
             if let Err(e) = r.tmux.kill_sessions(&[j.tmux_id], &j.token).await {
-                line.outcome = "failed".into();
+                line.outcome = Outcome::Failed;
                 line.error = Some(format!("failed to kill the session: {e}"));
             }
         }
