@@ -5,9 +5,13 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::policy::{ReapReason, TmuxId};
+mod private;
+mod records;
+
+use private::{open_flags, private_dir, private_file, read_private, refuse};
+pub use records::*;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -31,147 +35,6 @@ fn io<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> 
     }
 }
 
-/// How a reap attempt ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Outcome {
-    /// The whole tree is gone and the session with it.
-    Reaped,
-    /// Nothing was touched: the session changed, went, or another reap holds it.
-    Aborted,
-    /// Something could not be done (or survived): see `error` and `survivors`.
-    Failed,
-}
-
-impl Outcome {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Reaped => "reaped",
-            Outcome::Aborted => "aborted",
-            Outcome::Failed => "failed",
-        }
-    }
-}
-
-impl std::fmt::Display for Outcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// How the session ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Ended {
-    /// We stopped it.
-    Stopped,
-    /// It exited on its own with status 0.
-    Completed,
-    /// It exited on its own with another status, or a signal.
-    Failed,
-}
-
-/// One line of `reaped.jsonl`.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct AuditLine {
-    pub at: String,
-    pub session: String,
-    pub id: String,
-    pub tmux_id: TmuxId,
-    pub cid: Option<String>,
-    pub reason: ReapReason,
-    pub idle_ms: Option<u64>,
-    pub outcome: Outcome,
-    /// How the session ended: `stopped` (we reaped it), `completed` or `failed` (it exited on its
-    /// own: exit status 0, or non-zero / a signal).
-    pub ended: Option<Ended>,
-    pub exit_status: Option<i32>,
-    pub exit_signal: Option<i32>,
-    pub term: usize,
-    pub kill: usize,
-    pub pids: Vec<i32>,
-    pub rss_bytes: u64,
-    pub pss_bytes: Option<u64>,
-    pub survivors: Vec<i32>,
-    pub took_ms: u64,
-    pub error: Option<String>,
-}
-
-impl AuditLine {
-    /// A line for an attempt that has not got anywhere yet (outcome `aborted`).
-    pub fn begin(
-        at: String,
-        session: &str,
-        id: &str,
-        tmux_id: u32,
-        cid: Option<String>,
-        reason: ReapReason,
-        idle_ms: Option<u64>,
-    ) -> Self {
-        AuditLine {
-            at,
-            session: session.to_string(),
-            id: id.to_string(),
-            tmux_id: TmuxId(tmux_id),
-            cid,
-            reason,
-            idle_ms,
-            outcome: Outcome::Aborted,
-            ended: None,
-            exit_status: None,
-            exit_signal: None,
-            term: 0,
-            kill: 0,
-            pids: Vec::new(),
-            rss_bytes: 0,
-            pss_bytes: None,
-            survivors: Vec::new(),
-            took_ms: 0,
-            error: None,
-        }
-    }
-}
-
-/// `sessions/<id>.json`: what the next spawn needs to resume the chat.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Tombstone {
-    pub id: String,
-    pub cid: Option<String>,
-    pub reaped_at: String,
-    pub reason: ReapReason,
-    pub cwd: Option<String>,
-    /// The session's name and the tmux socket it lived on (absent in 0.1.0's tombstones).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub session: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub socket: Option<String>,
-}
-
-/// `reaping/<id>.json`: a teardown in progress, written before the first signal and removed after
-/// the audit line. A reaper that dies mid-teardown leaves it, and the next sweep finishes the job
-/// from it (the session itself may be gone by then: its pane process was the first to die).
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct Journal {
-    pub id: String,
-    pub session: String,
-    pub tmux_id: u32,
-    pub cid: Option<String>,
-    pub reason: ReapReason,
-    pub idle_ms: Option<u64>,
-    pub cwd: Option<String>,
-    pub started_at: String,
-    /// The reaper doing it: (pid, start time).
-    pub owner: crate::procs::Ident,
-    pub victims: Vec<crate::procs::Ident>,
-    /// The tmux server's pid: `$N` is only unique within one server's life.
-    pub server_pid: Option<u32>,
-    /// The reap's token in `@ccs_reaper`: only a session that still carries it is killed.
-    pub token: String,
-    /// The file it was read from (not stored).
-    #[serde(skip)]
-    pub path: Option<PathBuf>,
-}
-
 /// The largest file read back from the state dir (a tombstone or journal): anything bigger was
 /// not written by us.
 pub const MAX_STATE_FILE_BYTES: u64 = 1024 * 1024;
@@ -192,153 +55,6 @@ pub struct StateDir {
     socket_label: String,
     /// The session prefix: a journal's session must be `<prefix><id>`.
     prefix: String,
-}
-
-fn uid() -> u32 {
-    rustix::process::geteuid().as_raw()
-}
-
-fn refuse(what: &'static str, path: &Path, why: String) -> StateError {
-    StateError::Io {
-        what,
-        path: path.to_path_buf(),
-        source: std::io::Error::other(why),
-    }
-}
-
-/// Create `d` (and its parents) if missing; then make sure it is a directory of ours, mode 0700.
-fn private_dir(d: &Path) -> Result<(), StateError> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(d)
-        .map_err(io("create directory", d))?;
-    let m = std::fs::symlink_metadata(d).map_err(io("stat", d))?;
-    if !m.is_dir() {
-        return Err(refuse("use", d, "not a directory".into()));
-    }
-    if m.uid() != uid() {
-        return Err(refuse(
-            "use",
-            d,
-            format!("owned by uid {}, not by us (uid {})", m.uid(), uid()),
-        ));
-    }
-    if m.mode() & 0o7777 != 0o700 {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
-            .map_err(io("make private (0700)", d))?;
-    }
-    Ok(())
-}
-
-/// Check an opened file: a regular file of ours; made 0600 if it is not.
-fn private_file(f: &File, p: &Path) -> Result<std::fs::Metadata, StateError> {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    let m = f.metadata().map_err(io("stat", p))?;
-    if !m.is_file() {
-        return Err(refuse("use", p, "not a regular file".into()));
-    }
-    if m.uid() != uid() {
-        return Err(refuse(
-            "use",
-            p,
-            format!("owned by uid {}, not by us (uid {})", m.uid(), uid()),
-        ));
-    }
-    if m.mode() & 0o7777 != 0o600 {
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(io("make private (0600)", p))?;
-    }
-    Ok(m)
-}
-
-fn open_flags(o: &mut OpenOptions) -> &mut OpenOptions {
-    use std::os::unix::fs::OpenOptionsExt;
-    o.mode(0o600)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
-}
-
-/// Read a file we wrote: not a symlink, a regular file of ours, at most
-/// [`MAX_STATE_FILE_BYTES`]. `Ok(None)` when it is not there.
-fn read_private(p: &Path) -> Result<Option<Vec<u8>>, StateError> {
-    use std::io::Read;
-    let f = match open_flags(OpenOptions::new().read(true)).open(p) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io("open", p)(e)),
-    };
-    let m = private_file(&f, p)?;
-    if m.len() > MAX_STATE_FILE_BYTES {
-        return Err(refuse(
-            "read",
-            p,
-            format!("{} bytes, more than {MAX_STATE_FILE_BYTES}", m.len()),
-        ));
-    }
-    let mut b = Vec::new();
-    f.take(MAX_STATE_FILE_BYTES + 1)
-        .read_to_end(&mut b)
-        .map_err(io("read", p))?;
-    if b.len() as u64 > MAX_STATE_FILE_BYTES {
-        return Err(refuse("read", p, "grew past the size limit".into()));
-    }
-    Ok(Some(b))
-}
-
-/// What makes a tombstone or journal trustworthy, whoever wrote the file.
-fn check_cwd(cwd: &Option<String>) -> Result<(), String> {
-    match cwd {
-        Some(c) if !c.starts_with('/') => Err(format!("cwd {c:?} is not an absolute path")),
-        _ => Ok(()),
-    }
-}
-
-fn check_cid(cid: &Option<String>) -> Result<(), String> {
-    match cid {
-        Some(c) if !crate::policy::valid_cid(c) => Err(format!(
-            "cid {c:?} is not a valid conversation id (letters, digits, '_', '-', no leading '-')"
-        )),
-        _ => Ok(()),
-    }
-}
-
-impl Tombstone {
-    /// Whether this tombstone may be used for chat `id`.
-    pub fn validate(&self, id: &str) -> Result<(), String> {
-        if self.id != id {
-            return Err(format!("its id {:?} is not {id:?}", self.id));
-        }
-        check_cid(&self.cid)?;
-        check_cwd(&self.cwd)
-    }
-}
-
-impl Journal {
-    /// Whether this journal may be acted on by the studio of `prefix`. (Its victims are checked
-    /// against the live server before any signal, elsewhere.)
-    pub fn validate(&self, stem: &str, prefix: &str) -> Result<(), String> {
-        if !crate::policy::valid_id(&self.id) || self.id != stem {
-            return Err(format!(
-                "its id {:?} is not a valid id matching its file name",
-                self.id
-            ));
-        }
-        if self.session != format!("{prefix}{}", self.id) {
-            return Err(format!(
-                "its session {:?} is not {prefix}{}",
-                self.session, self.id
-            ));
-        }
-        if self.token.is_empty() || !self.token.chars().all(|c| c.is_ascii_alphanumeric()) {
-            return Err(format!("its token {:?} is not alphanumeric", self.token));
-        }
-        if let Some(v) = self.victims.iter().find(|v| v.pid <= 1) {
-            return Err(format!("it lists pid {}", v.pid));
-        }
-        check_cid(&self.cid)?;
-        check_cwd(&self.cwd)
-    }
 }
 
 static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -642,6 +358,7 @@ impl StateDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{ReapReason, TmuxId};
 
     #[test]
     fn tombstone_round_trip_and_removal() {

@@ -1,0 +1,74 @@
+//! Ids and stamps as others write them: chat ids, conversation ids (never a flag), Unix-ms
+//! stamps, and the conversation id a `claude` command line names.
+
+/// Parse a Unix-ms stamp. `None` for empty or garbage.
+pub fn parse_ms(s: &str) -> Option<i64> {
+    let s = s.trim();
+    let digits = s.split(|c: char| !c.is_ascii_digit()).next().unwrap_or("");
+    if digits.is_empty() || digits.len() != s.len() {
+        return None;
+    }
+    digits.parse().ok().filter(|&n: &i64| n > 0)
+}
+
+/// The conversation id a `claude` command line names: `--resume X`, `--resume=X`,
+/// `--session-id X`, `--session-id=X`, `-r X`, after the word that starts claude (a basename
+/// `claude` or `*-claude`, or a path through `claude-code`, as `node .../claude-code/cli.js`).
+/// Arguments are split on white space, so an argument that holds a whole shell command
+/// (`sh -c 'exec claude --resume X'`, or tmux's `pane_start_command`) is read too. Any other
+/// program's flags (`node -r esm`) are never taken for a conversation id.
+pub fn cid_from_argv<S: AsRef<str>>(argv: &[S]) -> Option<String> {
+    let unquote = |s: &str| s.trim_matches(|c| c == '\'' || c == '"').to_string();
+    let mut words: Vec<String> = Vec::new();
+    for a in argv {
+        words.extend(a.as_ref().split_whitespace().map(unquote));
+    }
+    let start = words.iter().position(|w| is_claude_word(w))?;
+    let words = &words[start + 1..];
+    let clean = |s: &str| -> Option<String> { valid_cid(s).then(|| s.to_string()) };
+    for (i, w) in words.iter().enumerate() {
+        for flag in ["--resume", "--session-id"] {
+            if let Some(rest) = w.strip_prefix(flag) {
+                if let Some(v) = rest.strip_prefix('=') {
+                    return clean(v);
+                }
+                if rest.is_empty() {
+                    return words.get(i + 1).and_then(|v| clean(v));
+                }
+            }
+        }
+        if w == "-r" {
+            return words.get(i + 1).and_then(|v| clean(v));
+        }
+    }
+    None
+}
+
+/// A word that names claude: a basename `claude` or `*-claude`, or a path through `claude-code`.
+fn is_claude_word(w: &str) -> bool {
+    let base = w.rsplit('/').next().unwrap_or(w);
+    base == "claude" || base.ends_with("-claude") || w.contains("/claude-code/")
+}
+
+/// Whether the process whose argv this is IS claude (`claude ...`, `node .../claude-code/cli.js`,
+/// a script run by its interpreter), not a shell or another program whose arguments mention it.
+/// A walk down a pane's process tree stops at the first such process: a claude that the chat's
+/// claude started (a sub-agent, a tool) names another conversation.
+pub fn is_claude_process<S: AsRef<str>>(argv: &[S]) -> bool {
+    argv.iter().take(2).any(|a| is_claude_word(a.as_ref()))
+}
+
+/// Whether `cid` may be used as a conversation id: a valid id ([`valid_id`]) that does not start
+/// with `-`, so that `claude --resume <cid>` can never read it as a flag. Wherever a cid comes
+/// from (`--cid`, a tombstone, `@ccs_cid`, a command line), one that fails this is unknown.
+pub fn valid_cid(cid: &str) -> bool {
+    valid_id(cid) && !cid.starts_with('-')
+}
+
+/// Whether `id` is a valid chat id: non-empty, `[A-Za-z0-9_-]`.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}

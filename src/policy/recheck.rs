@@ -1,0 +1,69 @@
+//! The rules around a reap in flight: which sessions need a command-line cid, when a reap mark
+//! is stale or holds the session, and the re-check on data taken after the mark.
+
+use super::{parse_ms, valid_cid, Decision, Policy, ReapReason, Session, State};
+
+/// Whether a session's conversation id must be looked for on the `claude` command lines (a
+/// read of /proc): its `@ccs_cid` is not a valid cid, and the decision hinges on one (it is kept
+/// for want of one, or is to be reaped with it), or a `status` shows every cid.
+pub fn needs_cmdline_cid(d: &Decision, s: &Session, for_status: bool) -> bool {
+    !valid_cid(s.cid.trim())
+        && (for_status || matches!(d.state, State::NoCid | State::Stuck | State::Exited))
+}
+
+/// Whether a `@ccs_reaping` mark was left by a reaper that stopped mid-teardown: older than
+/// `stale_after_ms`, or not a time at all (it would block the session forever).
+pub fn mark_is_stale(reaping: &str, now: i64, stale_after_ms: i64) -> bool {
+    match parse_ms(reaping) {
+        Some(at) => now - at > stale_after_ms,
+        None => !reaping.trim().is_empty(),
+    }
+}
+
+/// Whether a live reap mark holds the session (another reaper's teardown): a time, and not
+/// stale.
+pub fn mark_holds(reaping: &str, now: i64, stale_after_ms: i64) -> bool {
+    parse_ms(reaping).is_some_and(|at| now - at <= stale_after_ms)
+}
+
+/// Whether a fresh decision (taken after the reap mark was set) still allows the reap that
+/// `reason` started: the re-check of every reap, on data newer than the mark. `decided_idle_ms`
+/// is the idle age the reap was decided on; `force` (`reap --force`) skips the check.
+pub fn still_reapable(
+    fresh: &Decision,
+    decided_idle_ms: Option<u64>,
+    reason: ReapReason,
+    force: bool,
+    p: &Policy,
+) -> Result<(), String> {
+    if force {
+        return Ok(());
+    }
+    let ok = match reason {
+        ReapReason::Idle => fresh.reap_reason == Some(ReapReason::Idle),
+        // The pressure rules chose it for how long it had been idle: its clock must not have
+        // restarted since (a short turn in between), and it must still be past the floor.
+        ReapReason::Memory | ReapReason::MaxIdle => {
+            matches!(fresh.state, State::Idle | State::Expired)
+                && fresh.idle_ms >= decided_idle_ms
+                && fresh.idle_ms.unwrap_or(0) >= p.min_idle_ms
+        }
+        ReapReason::Stuck => fresh.reap_reason == Some(ReapReason::Stuck),
+        ReapReason::Exited => fresh.reap_reason == Some(ReapReason::Exited),
+        ReapReason::Manual => {
+            !matches!(
+                fresh.state,
+                State::Unknown | State::Busy | State::Stuck | State::Viewed | State::NoCid
+            ) && (fresh.cid.is_some() || p.reap_without_cid)
+        }
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "the session changed: now {} ({})",
+            fresh.state.as_str(),
+            fresh.why
+        ))
+    }
+}

@@ -1,0 +1,302 @@
+//! The data of the decision core: what a sweep knows ([`Snapshot`]) and what it decides
+//! ([`Decision`]), with the policy that rules it.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+/// How a memory threshold is given.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum MemThreshold {
+    Bytes(u64),
+    /// A percentage of the host (or cgroup) limit.
+    Percent(f64),
+}
+
+/// What to do with control-mode clients whose parent process is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrphanViewers {
+    /// Every client counts as a viewer (the default, today's rule).
+    Count,
+    /// An orphaned control-mode client does not count.
+    Ignore,
+}
+
+/// The decision policy, derived from the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub idle_kill_ms: Option<u64>,
+    pub reap_without_cid: bool,
+    pub mem_high: Option<MemThreshold>,
+    pub max_idle: Option<usize>,
+    pub min_idle_ms: u64,
+    pub stuck_wall_ms: Option<u64>,
+    pub stuck_idle_ms: Option<u64>,
+    pub reap_stuck: bool,
+    pub orphan_viewers: OrphanViewers,
+    pub viewer_max_ms: Option<u64>,
+    pub reap_exited: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            idle_kill_ms: None,
+            reap_without_cid: false,
+            mem_high: None,
+            max_idle: None,
+            min_idle_ms: 60_000,
+            stuck_wall_ms: None,
+            stuck_idle_ms: None,
+            reap_stuck: false,
+            orphan_viewers: OrphanViewers::Count,
+            viewer_max_ms: None,
+            reap_exited: true,
+        }
+    }
+}
+
+impl Policy {
+    /// Whether anything may ever be reaped. Off means the reaper changes nothing.
+    pub fn enabled(&self) -> bool {
+        self.idle_kill_ms.is_some()
+            || self.mem_high.is_some()
+            || self.max_idle.is_some()
+            || (self.reap_stuck && (self.stuck_wall_ms.is_some() || self.stuck_idle_ms.is_some()))
+    }
+
+    /// Whether the pure decision may discount a client that tmux counts as attached. When it can,
+    /// the atomic test-and-set before a reap must leave `session_attached` out of its condition.
+    pub fn overrides_viewers(&self) -> bool {
+        self.orphan_viewers == OrphanViewers::Ignore || self.viewer_max_ms.is_some()
+    }
+}
+
+/// One tmux client attached to a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Client {
+    pub pid: u32,
+    pub control_mode: bool,
+    /// Unix ms when the client attached.
+    pub created_ms: i64,
+    /// Unix ms of the client's last input.
+    pub activity_ms: i64,
+    /// Whether its parent process is gone (pid 1 or a subreaper); `None` when not looked at.
+    pub orphaned: Option<bool>,
+}
+
+/// One pane of a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pane {
+    pub pid: u32,
+    pub dead: bool,
+    pub dead_status: Option<i32>,
+    pub dead_signal: Option<i32>,
+    /// tmux's `pane_start_command`: the command line the pane was started with.
+    pub start_command: String,
+}
+
+/// One session as tmux listed it, with its `@` options as raw strings (parsing them is policy).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Session {
+    /// The number of tmux's `$N` session id.
+    pub tmux_id: u32,
+    pub name: String,
+    /// `name` without the prefix.
+    pub id: String,
+    pub attached: u32,
+    pub idle: String,
+    pub turn: String,
+    pub cid: String,
+    pub reaping: String,
+    /// Unix ms of the last output in the session's windows (`window_activity`).
+    pub output_ms: Option<i64>,
+    pub clients: Vec<Client>,
+    pub panes: Vec<Pane>,
+    /// The conversation id found on a `claude` command line, when looked for.
+    pub cmdline_cid: Option<String>,
+    /// Memory held by the session's process tree (PSS where known, else RSS), when measured.
+    pub mem_bytes: Option<u64>,
+    pub mem_rss: Option<u64>,
+    pub mem_pss: Option<u64>,
+    /// Why this session's rows could not be trusted, if they could not.
+    pub problem: Option<String>,
+}
+
+impl Session {
+    pub fn tmux_target(&self) -> String {
+        format!("${}", self.tmux_id)
+    }
+}
+
+/// Host memory, as the reaper's cgroup or /proc/meminfo tells it.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HostMemory {
+    pub used_bytes: u64,
+    /// `None` = no limit.
+    pub limit_bytes: Option<u64>,
+}
+
+/// Everything one sweep knows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// Sessions named `<prefix><id>` with a valid id. Nothing else is ever in here.
+    pub sessions: Vec<Session>,
+    /// A problem that makes every session's liveness unknown (tmux failed, a row that cannot be
+    /// tied to one session, an activity file missing or malformed).
+    pub global_problem: Option<String>,
+    /// Ids listed busy in the activity files.
+    pub busy_ids: HashSet<String>,
+    pub host: Option<HostMemory>,
+}
+
+/// What to do with a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Keep,
+    Reap,
+}
+
+/// The state a session is in, for `status` and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Unknown,
+    Busy,
+    Stuck,
+    Viewed,
+    New,
+    Idle,
+    NoCid,
+    Exited,
+    Expired,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Unknown => "unknown",
+            State::Busy => "busy",
+            State::Stuck => "stuck",
+            State::Viewed => "viewed",
+            State::New => "new",
+            State::Idle => "idle",
+            State::NoCid => "no-cid",
+            State::Exited => "exited",
+            State::Expired => "expired",
+        }
+    }
+    pub const ALL: [State; 9] = [
+        State::Unknown,
+        State::Busy,
+        State::Stuck,
+        State::Viewed,
+        State::New,
+        State::Idle,
+        State::NoCid,
+        State::Exited,
+        State::Expired,
+    ];
+}
+
+/// A tmux session id: the number of `$N`, printed (and serialised) as `$N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TmuxId(pub u32);
+
+impl std::fmt::Display for TmuxId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "${}", self.0)
+    }
+}
+
+impl Serialize for TmuxId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TmuxId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.strip_prefix('$')
+            .and_then(|n| n.parse().ok())
+            .map(TmuxId)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a tmux session id: {s:?}")))
+    }
+}
+
+/// Why a session is reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReapReason {
+    Idle,
+    Memory,
+    MaxIdle,
+    Stuck,
+    Exited,
+    Manual,
+}
+
+impl std::fmt::Display for ReapReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ReapReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReapReason::Idle => "idle",
+            ReapReason::Memory => "memory",
+            ReapReason::MaxIdle => "max-idle",
+            ReapReason::Stuck => "stuck",
+            ReapReason::Exited => "exited",
+            ReapReason::Manual => "manual",
+        }
+    }
+    /// The reason a string names (as [`ReapReason::as_str`] writes it).
+    #[allow(clippy::should_implement_trait)]
+    pub fn parse(s: &str) -> Option<ReapReason> {
+        ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    pub const ALL: [ReapReason; 6] = [
+        ReapReason::Idle,
+        ReapReason::Memory,
+        ReapReason::MaxIdle,
+        ReapReason::Stuck,
+        ReapReason::Exited,
+        ReapReason::Manual,
+    ];
+}
+
+/// The decision for one session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub tmux_id: u32,
+    pub name: String,
+    pub id: String,
+    pub action: Action,
+    pub state: State,
+    /// Set when `action` is `Reap`.
+    pub reap_reason: Option<ReapReason>,
+    /// One line for an operator.
+    pub why: String,
+    /// Write `@ccs_idle` = this value (first sight, or a viewer's refresh).
+    pub stamp_idle: Option<i64>,
+    /// How long the idle clock has run, when it runs.
+    pub idle_ms: Option<u64>,
+    /// Unix ms at which the idle rule will reap it, if nothing changes.
+    pub deadline_ms: Option<i64>,
+    pub cid: Option<String>,
+    /// Viewers that count (after the orphan and max-age policies).
+    pub viewers: usize,
+    /// The effective turn start, when a turn runs.
+    pub turn_since_ms: Option<i64>,
+    /// Whether the reap overrides a tmux fact (a stuck turn, a discounted viewer): the atomic
+    /// test-and-set must then leave that term out.
+    pub override_turn: bool,
+    pub override_viewers: bool,
+}

@@ -1,0 +1,99 @@
+//! Private files: directories 0700 and files 0600 of ours whatever the umask, opened without
+//! following symlinks and without blocking, read back capped.
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+
+use super::{io, StateError, MAX_STATE_FILE_BYTES};
+
+pub(super) fn uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+pub(super) fn refuse(what: &'static str, path: &Path, why: String) -> StateError {
+    StateError::Io {
+        what,
+        path: path.to_path_buf(),
+        source: std::io::Error::other(why),
+    }
+}
+
+/// Create `d` (and its parents) if missing; then make sure it is a directory of ours, mode 0700.
+pub(super) fn private_dir(d: &Path) -> Result<(), StateError> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(d)
+        .map_err(io("create directory", d))?;
+    let m = std::fs::symlink_metadata(d).map_err(io("stat", d))?;
+    if !m.is_dir() {
+        return Err(refuse("use", d, "not a directory".into()));
+    }
+    if m.uid() != uid() {
+        return Err(refuse(
+            "use",
+            d,
+            format!("owned by uid {}, not by us (uid {})", m.uid(), uid()),
+        ));
+    }
+    if m.mode() & 0o7777 != 0o700 {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o700))
+            .map_err(io("make private (0700)", d))?;
+    }
+    Ok(())
+}
+
+/// Check an opened file: a regular file of ours; made 0600 if it is not.
+pub(super) fn private_file(f: &File, p: &Path) -> Result<std::fs::Metadata, StateError> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = f.metadata().map_err(io("stat", p))?;
+    if !m.is_file() {
+        return Err(refuse("use", p, "not a regular file".into()));
+    }
+    if m.uid() != uid() {
+        return Err(refuse(
+            "use",
+            p,
+            format!("owned by uid {}, not by us (uid {})", m.uid(), uid()),
+        ));
+    }
+    if m.mode() & 0o7777 != 0o600 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io("make private (0600)", p))?;
+    }
+    Ok(m)
+}
+
+pub(super) fn open_flags(o: &mut OpenOptions) -> &mut OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    o.mode(0o600)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
+}
+
+/// Read a file we wrote: not a symlink, a regular file of ours, at most
+/// [`MAX_STATE_FILE_BYTES`]. `Ok(None)` when it is not there.
+pub(super) fn read_private(p: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    use std::io::Read;
+    let f = match open_flags(OpenOptions::new().read(true)).open(p) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io("open", p)(e)),
+    };
+    let m = private_file(&f, p)?;
+    if m.len() > MAX_STATE_FILE_BYTES {
+        return Err(refuse(
+            "read",
+            p,
+            format!("{} bytes, more than {MAX_STATE_FILE_BYTES}", m.len()),
+        ));
+    }
+    let mut b = Vec::new();
+    f.take(MAX_STATE_FILE_BYTES + 1)
+        .read_to_end(&mut b)
+        .map_err(io("read", p))?;
+    if b.len() as u64 > MAX_STATE_FILE_BYTES {
+        return Err(refuse("read", p, "grew past the size limit".into()));
+    }
+    Ok(Some(b))
+}

@@ -1,0 +1,125 @@
+//! Finishing what a reaper that died mid-teardown left: its journals, whose pids are re-checked
+//! against the live system before any signal.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use super::{finish, verify};
+use crate::clock::{now_ms, rfc3339};
+use crate::procs;
+use crate::reaper::Reaper;
+use crate::state::{AuditLine, Ended, Journal, Outcome, Tombstone};
+use crate::tmux::Listing;
+
+/// Finish the teardowns that a reaper left behind when it died (their journals remain and their
+/// owner is gone). The session, if still there under the same name, is killed too.
+pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> Vec<AuditLine> {
+    let mut lines = Vec::new();
+    for j in journals {
+        if r.is_inflight(j.tmux_id) {
+            continue;
+        }
+        let t0 = Instant::now();
+        tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
+        let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
+        let pinned = journal_victims(r, &j, listing, same_server);
+        let victims = procs::pin(&pinned);
+        let mut line = AuditLine::begin(
+            rfc3339(now_ms()),
+            &j.session,
+            &j.id,
+            j.tmux_id,
+            j.cid.clone(),
+            j.reason,
+            j.idle_ms,
+        );
+        line.ended = Some(Ended::Stopped);
+        line.pids = pinned.iter().map(|v| v.pid).collect();
+        // The tombstone was written before the first signal; write it again only if it is
+        // missing and no chat of that name has come back since.
+        let back = listing
+            .sessions
+            .iter()
+            .any(|s| s.name == j.session && (!same_server || s.tmux_id != j.tmux_id));
+        if !back && r.state.read_tombstone(&j.id).ok().flatten().is_none() {
+            let tomb = Tombstone {
+                id: j.id.clone(),
+                cid: j.cid.clone(),
+                reaped_at: rfc3339(now_ms()),
+                reason: j.reason,
+                cwd: j.cwd.clone(),
+                session: Some(j.session.clone()),
+                socket: Some(r.socket_path()),
+            };
+            if let Err(e) = r.state.write_tombstone(&tomb) {
+                tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
+                continue;
+            }
+        }
+        let rep = procs::stop(&victims, r.cfg.grace).await;
+        line.term = rep.term;
+        line.kill = rep.kill;
+        // The session is killed only if it is the same one: same server, and it still carries
+        // the dead reaper's token (checked in the server).
+        if same_server {
+            if let Err(e) = r.tmux.kill_sessions(&[j.tmux_id], &j.token).await {
+                line.outcome = Outcome::Failed;
+                line.error = Some(format!("failed to kill the session: {e}"));
+            }
+        }
+        verify(&mut line, &pinned);
+        line.error
+            .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
+        lines.push(finish(r, line, t0));
+        if let Err(e) = r.state.remove_journal(&j) {
+            tracing::warn!(error = %e, "failed to remove the reap journal");
+        }
+    }
+    lines
+}
+
+/// A dead reaper's journal lists pids; none is signalled on its word alone (the file may have
+/// been planted). Each is re-checked against the live system: see [`procs::journal_victims`].
+/// The TMUX marker is looked for under the socket path the server reports now, and the ones we
+/// would compute.
+fn journal_victims(
+    r: &Reaper,
+    j: &Journal,
+    listing: &Listing,
+    same_server: bool,
+) -> Vec<procs::Ident> {
+    let Some(server) = j.server_pid else {
+        tracing::warn!(session = %j.session, "the journal names no tmux server: no process is signalled");
+        return Vec::new();
+    };
+    let table = procs::table().unwrap_or_default();
+    let prot = procs::protected(&table, listing.server_pid);
+    let mut paths: Vec<String> = listing.socket_path.iter().cloned().collect();
+    paths.push(r.cfg.socket.path().to_string_lossy().into_owned());
+    paths.push(r.socket_path());
+    let needles: Vec<Vec<u8>> = paths
+        .iter()
+        .map(|p| format!("TMUX={}", procs::tmux_env_value(p, server, j.tmux_id)).into_bytes())
+        .collect();
+    // Processes of live panes of every other session (of the journal's own, if it is still there
+    // on the same server, its panes are fair game).
+    let mut by: HashMap<u32, Vec<u32>> = HashMap::new();
+    for &(n, pid) in &listing.all_panes {
+        if !(same_server && n == j.tmux_id) {
+            by.entry(n).or_default().push(pid);
+        }
+    }
+    let others: Vec<(u32, Vec<u32>)> = by.into_iter().collect();
+    let uid = rustix::process::getuid().as_raw();
+    let exclude: HashSet<i32> = procs::members(&table, &others, &[], None, uid, &prot)
+        .into_values()
+        .flatten()
+        .map(|i| i.pid)
+        .collect();
+    let (kept, refused) =
+        procs::journal_victims(&table, &j.victims, &needles, &exclude, uid, &prot);
+    for (id, why) in refused.iter().filter(|(_, w)| *w != "gone") {
+        tracing::warn!(session = %j.session, pid = id.pid, why, "a pid of the journal is not signalled");
+    }
+    kept
+}
