@@ -10,17 +10,25 @@ use crate::sweep::sweep;
 
 /// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,
 /// then return.
-pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), String> {
+/// Why the daemon could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("failed to watch {0}: {1}")]
+    Signal(&'static str, std::io::Error),
+    #[error("failed to listen on CCS_METRICS_ADDR={0}: {1}")]
+    Listen(std::net::SocketAddr, std::io::Error),
+}
+
+pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term =
-        signal(SignalKind::terminate()).map_err(|e| format!("failed to watch SIGTERM: {e}"))?;
-    let mut int =
-        signal(SignalKind::interrupt()).map_err(|e| format!("failed to watch SIGINT: {e}"))?;
+        signal(SignalKind::terminate()).map_err(|e| DaemonError::Signal("SIGTERM", e))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| DaemonError::Signal("SIGINT", e))?;
     let _metrics = match r.cfg.metrics_addr {
         Some(addr) => {
             let l = tokio::net::TcpListener::bind(addr)
                 .await
-                .map_err(|e| format!("failed to listen on CCS_METRICS_ADDR={addr}: {e}"))?;
+                .map_err(|e| DaemonError::Listen(addr, e))?;
             Some(crate::metrics::spawn(l, Arc::clone(&r.metrics)))
         }
         None => None,

@@ -27,8 +27,13 @@ pub struct Proc {
 }
 
 /// The whole table, read once.
-pub fn table() -> Result<Vec<Proc>, String> {
-    let all = procfs::process::all_processes().map_err(|e| format!("failed to list /proc: {e}"))?;
+/// The process table could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to list /proc: {0}")]
+pub struct TableError(#[from] procfs::ProcError);
+
+pub fn table() -> Result<Vec<Proc>, TableError> {
+    let all = procfs::process::all_processes()?;
     let mut out = Vec::new();
     for p in all.flatten() {
         // A process that exits while we read it is simply not in the table.

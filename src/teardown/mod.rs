@@ -351,7 +351,7 @@ fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
         Err(e) => {
             for j in jobs.iter_mut().filter(|j| !j.over) {
                 unmark.push(j.n());
-                j.stop(Outcome::Failed, e.clone());
+                j.stop(Outcome::Failed, e.to_string());
             }
             return;
         }
