@@ -1,7 +1,18 @@
 //! The fixture every integration test uses: a private tmux server on its own socket in a temp
 //! dir (`-S <dir>/s -f /dev/null`, `TMUX` removed from the environment), killed on Drop, and the
 //! `ccs-reap` binary pointed at it. Waits poll a condition with a deadline; nothing sleeps bare.
+//!
+//! `Server::run` runs any command; a sweep goes through `Server::sweep` or `Server::once`, which
+//! check its exit code, so no test passes on a config error, a crash or a signal. Besides:
+//! `procs` (processes in /proc, pid files, signals; re-exported here), `wrapper` (a `tmux`
+//! wrapper script first on the reaper's PATH) and `http` (a client for the metrics endpoint).
 #![allow(dead_code)]
+
+pub mod http;
+pub mod procs;
+pub mod wrapper;
+
+pub use procs::*;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -9,6 +20,19 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ccs-reap");
+
+/// The idle limit of an ordinary sweep (10 minutes): a session stamped idle hours ago with
+/// `idle_since` is due, one stamped just now is not.
+pub const LIMIT: &str = "600000";
+
+/// The exit codes a test expects of a run (the contract's, in `docs/`): 0, done.
+pub const DONE: &[i32] = &[0];
+/// 1: a reap failed, tmux could not be read, or a command was refused.
+pub const FAILED: &[i32] = &[1];
+/// Either 0 or 1, for a test that looks further itself (never 2, a crash or a signal).
+pub const DONE_OR_FAILED: &[i32] = &[0, 1];
+/// 2: a configuration error.
+pub const CONFIG: &[i32] = &[2];
 
 pub fn fake_claude() -> String {
     format!("{}/scripts/fake-claude", env!("CARGO_MANIFEST_DIR"))
@@ -25,21 +49,6 @@ pub fn wait_until(secs: f64, mut f: impl FnMut() -> bool) -> bool {
             return false;
         }
         std::thread::sleep(Duration::from_millis(25));
-    }
-}
-
-/// Whether a pid is a living process (a zombie is not).
-pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            let state = s
-                .rsplit(')')
-                .next()
-                .and_then(|r| r.split_whitespace().next())
-                .unwrap_or("");
-            state != "Z" && state != "X"
-        }
-        Err(_) => false,
     }
 }
 
@@ -145,14 +154,12 @@ impl Server {
 
     /// The pids a fake claude reported: kind -> pid.
     pub fn pids(&self, name: &str) -> HashMap<String, i32> {
-        std::fs::read_to_string(self.path(&format!("{name}.pids")))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| {
-                let mut it = l.split_whitespace();
-                Some((it.next()?.to_string(), it.next()?.parse().ok()?))
-            })
-            .collect()
+        self.pid_list(name).into_iter().collect()
+    }
+
+    /// Every pid a fake claude reported, in order, with its kind (kinds may repeat).
+    pub fn pid_list(&self, name: &str) -> Vec<(String, i32)> {
+        pid_file(&self.path(&format!("{name}.pids")))
     }
 
     pub fn set(&self, n: u32, opt: &str, val: &str) {
@@ -184,6 +191,65 @@ impl Server {
         self.names().iter().any(|n| n == name)
     }
 
+    /// Whether a client is attached to the session `name`.
+    pub fn attached(&self, name: &str) -> bool {
+        self.ok(&[
+            "display-message",
+            "-p",
+            "-t",
+            &format!("={name}:"),
+            "#{session_attached}",
+        ])
+        .trim()
+            != "0"
+    }
+
+    /// The tmux server's pid.
+    pub fn server_pid(&self) -> i32 {
+        self.ok(&["display-message", "-p", "#{pid}"])
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    /// The pid of the first pane of session `$n`.
+    pub fn pane_pid(&self, n: u32) -> i32 {
+        self.ok(&[
+            "display-message",
+            "-p",
+            "-t",
+            &format!("${n}:"),
+            "#{pane_pid}",
+        ])
+        .trim()
+        .parse()
+        .unwrap()
+    }
+
+    /// A session kept after its command exits: made with a `sleep`, `remain-on-exit` set, then
+    /// its pane respawned with `cmd` (so the option is on before the command runs). Returns `$N`.
+    pub fn remain_on_exit(&self, name: &str, cmd: &str) -> u32 {
+        let n = self.session(name, "sleep 100000");
+        self.ok(&[
+            "set-option",
+            "-t",
+            &format!("${n}:"),
+            "remain-on-exit",
+            "on",
+        ]);
+        self.ok(&["respawn-pane", "-k", "-t", &format!("${n}:"), cmd]);
+        n
+    }
+
+    /// Leave the server up with no session (`exit-empty off`; the default server is in that state
+    /// for a moment between its last session going and its exit). tmux then answers any targeted
+    /// command with "no current target" instead of "can't find session".
+    pub fn server_that_stays_up(&self) {
+        self.session("boot", "sleep 100000");
+        self.ok(&["set-option", "-g", "exit-empty", "off"]);
+        self.ok(&["kill-session", "-t", "=boot"]);
+    }
+
     /// Attach a control-mode client (`tmux -C attach`) that stays until the fixture drops.
     pub fn attach_control(&mut self, name: &str) -> u32 {
         let child = Command::new("tmux")
@@ -198,18 +264,8 @@ impl Server {
             .unwrap();
         let pid = child.id();
         self.children.push(child);
-        let target = format!("={name}");
         assert!(
-            wait_until(10.0, || self
-                .ok(&[
-                    "display-message",
-                    "-p",
-                    "-t",
-                    &format!("{target}:"),
-                    "#{session_attached}"
-                ])
-                .trim()
-                != "0"),
+            wait_until(10.0, || self.attached(name)),
             "control client did not attach"
         );
         pid
@@ -246,12 +302,37 @@ impl Server {
 
     /// Run ccs-reap to completion.
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
-        let o = self.reap(env).args(args).output().unwrap();
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+        Out::from(self.reap(env).args(args).output().unwrap())
+    }
+
+    /// One sweep: `ccs-reap --once <args>` with `env`. It must exit with one of `want` (see
+    /// [`DONE`] and the others) and must not panic: a configuration error (2), a crash or a
+    /// signal fails the test, with the stderr.
+    pub fn sweep(&self, want: &[i32], args: &[&str], env: &[(&str, &str)]) -> Out {
+        let all: Vec<&str> = std::iter::once("--once")
+            .chain(args.iter().copied())
+            .collect();
+        self.run(&all, env)
+            .expect_exit(want, &format!("--once {args:?}"))
+    }
+
+    /// The sweep most tests run: `--once` with reaping on at [`LIMIT`] and SIGKILL `grace_ms`
+    /// after SIGTERM; `extra` comes after those and wins. It must exit with one of `want`.
+    pub fn once(&self, want: &[i32], grace_ms: u64, extra: &[(&str, &str)]) -> Out {
+        let grace = grace_ms.to_string();
+        let mut env = vec![
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", grace.as_str()),
+        ];
+        env.extend_from_slice(extra);
+        self.sweep(want, &[], &env)
+    }
+
+    /// `status --json`, which must exit 0.
+    pub fn status(&self, env: &[(&str, &str)]) -> serde_json::Value {
+        let o = self.run(&["status", "--json"], env);
+        assert_eq!(o.code, 0, "status failed: {}", o.stderr);
+        o.json()
     }
 
     /// The audit log, parsed.
@@ -260,6 +341,14 @@ impl Server {
             .unwrap_or_default()
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The audit lines of the session `name`.
+    pub fn audit_of(&self, name: &str) -> Vec<serde_json::Value> {
+        self.audit()
+            .into_iter()
+            .filter(|l| l["session"] == name)
             .collect()
     }
 
@@ -296,29 +385,14 @@ impl Drop for Server {
         let _ = self.tmux(&["kill-server"]);
         // Helpers of fake claudes that a test left behind: kill what the pid files name.
         if let Ok(rd) = std::fs::read_dir(self.dir.path()) {
+            let sock = path_str(&self.sock);
             for e in rd.flatten() {
                 if e.path().extension().is_some_and(|x| x == "pids") {
-                    for l in std::fs::read_to_string(e.path())
-                        .unwrap_or_default()
-                        .lines()
-                    {
-                        if let Some(pid) = l
-                            .split_whitespace()
-                            .nth(1)
-                            .and_then(|p| p.parse::<i32>().ok())
-                        {
-                            // Only a process that carries this server's socket in its environment:
-                            // never a stranger that got a reused pid.
-                            let env =
-                                std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-                            let sock = self.sock.to_string_lossy().into_owned();
-                            let ours = env.windows(sock.len()).any(|w| w == sock.as_bytes());
-                            if pid > 1 && ours {
-                                let _ = Command::new("kill")
-                                    .args(["-9", &pid.to_string()])
-                                    .stderr(Stdio::null())
-                                    .status();
-                            }
+                    for pid in pids_in(&e.path()) {
+                        // Only a process that carries this server's socket in its environment:
+                        // never a stranger that got a reused pid.
+                        if pid > 1 && environ_has(pid, &sock) {
+                            let _ = signal(pid, Signal::KILL);
                         }
                     }
                 }
@@ -333,16 +407,53 @@ pub struct Out {
     pub stderr: String,
 }
 
+impl From<Output> for Out {
+    fn from(o: Output) -> Out {
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
 impl Out {
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.stdout, self.stderr))
     }
+
+    /// Fail unless the run (`what`) exited with one of `want` and did not panic; the stderr is
+    /// in the message. (A run killed by a signal has no code: -1.)
+    pub fn expect_exit(self, want: &[i32], what: &str) -> Out {
+        assert!(
+            want.contains(&self.code),
+            "ccs-reap {what} exited {}, expected {want:?}:\n{}",
+            self.code,
+            self.stderr
+        );
+        no_panic(&self);
+        self
+    }
 }
 
-/// The env that turns reaping on with a limit of `ms`.
-pub fn on(ms: u64) -> Vec<(&'static str, String)> {
-    vec![("CCS_ENGINE_IDLE_KILL_MS", ms.to_string())]
+/// Fail if ccs-reap panicked (a panic on a worker thread need not change the exit code).
+pub fn no_panic(o: &Out) {
+    assert!(
+        !o.stderr.contains("panicked"),
+        "ccs-reap panicked:\n{}",
+        o.stderr
+    );
+}
+
+/// A `--once --json` or `status --json` report's sessions: name -> session.
+pub fn by_name(j: &serde_json::Value) -> HashMap<String, serde_json::Value> {
+    j["sessions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no sessions in {j}"))
+        .iter()
+        .map(|x| (x["name"].as_str().unwrap().to_string(), x.clone()))
+        .collect()
 }
 
 pub fn path_str(p: &Path) -> String {
