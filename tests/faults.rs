@@ -8,6 +8,7 @@
 //! calls never go through it.
 
 mod common;
+use common::wrapper::{real_tmux, shq};
 use common::*;
 
 use std::io::Write;
@@ -17,101 +18,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const LIMIT: &str = "600000";
-
 // ---------------------------------------------------------------------------------------------
 // helpers
-
-/// The real tmux, by absolute path (the wrappers call it past themselves).
-fn real_tmux() -> PathBuf {
-    let path = std::env::var_os("PATH").expect("PATH");
-    std::env::split_paths(&path)
-        .map(|d| d.join("tmux"))
-        .find(|f| {
-            f.metadata()
-                .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-                .unwrap_or(false)
-        })
-        .expect("tmux on PATH")
-}
-
-/// Single-quote for sh.
-fn shq(s: &str) -> String {
-    format!("'{}'", s.replace('\'', r"'\''"))
-}
-
-/// Install `<dir>/bin/tmux` with this sh body; returns the bin dir.
-fn wrapper(s: &Server, body: &str) -> PathBuf {
-    let bin = s.path("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let f = bin.join("tmux");
-    std::fs::write(&f, format!("#!/bin/sh\n{body}")).unwrap();
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    bin
-}
-
-/// Run ccs-reap with `bin` first on its PATH.
-fn run_via(s: &Server, bin: &Path, args: &[&str], env: &[(&str, &str)]) -> (Out, Duration) {
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let t = Instant::now();
-    let o = s.reap(env).env("PATH", path).args(args).output().unwrap();
-    let took = t.elapsed();
-    (
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        },
-        took,
-    )
-}
-
-fn no_panic(o: &Out) {
-    assert!(
-        !o.stderr.contains("panicked"),
-        "ccs-reap panicked:\n{}",
-        o.stderr
-    );
-}
-
-/// Pids listed one a line in a file.
-fn pid_lines(p: &Path) -> Vec<i32> {
-    std::fs::read_to_string(p)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| l.trim().parse().ok())
-        .collect()
-}
-
-fn environ_has(pid: i32, needle: &str) -> bool {
-    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
-    env.windows(needle.len()).any(|w| w == needle.as_bytes())
-}
-
-fn cmdline(pid: i32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| String::from_utf8_lossy(&b).replace('\0', " "))
-        .unwrap_or_default()
-}
-
-/// Living processes whose command line contains every one of `needles`.
-fn procs_with(needles: &[&str]) -> Vec<i32> {
-    let me = std::process::id() as i32;
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|&pid| pid != me && alive(pid))
-        .filter(|&pid| {
-            let c = cmdline(pid);
-            needles.iter().all(|n| c.contains(n))
-        })
-        .collect()
-}
 
 /// On drop, SIGKILL the pids a wrapper recorded, if they still carry our temp dir in their
 /// environment (never a stranger with a reused pid). A safety net for failing tests only.
@@ -122,11 +30,9 @@ struct KillRecorded {
 
 impl Drop for KillRecorded {
     fn drop(&mut self) {
-        for pid in pid_lines(&self.file) {
+        for pid in pids_in(&self.file) {
             if pid > 1 && alive(pid) && environ_has(pid, &self.marker) {
-                let _ = std::process::Command::new("kill")
-                    .args(["-9", &pid.to_string()])
-                    .status();
+                let _ = signal(pid, Signal::KILL);
             }
         }
     }
@@ -137,8 +43,7 @@ struct Resume(i32);
 
 impl Drop for Resume {
     fn drop(&mut self) {
-        let pid = rustix::process::Pid::from_raw(self.0).unwrap();
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::CONT);
+        let _ = signal(self.0, Signal::CONT);
     }
 }
 
@@ -148,33 +53,10 @@ fn exists(s: &Server, n: u32) -> bool {
         .success()
 }
 
-fn pane_pid(s: &Server, n: u32) -> i32 {
-    s.ok(&[
-        "display-message",
-        "-p",
-        "-t",
-        &format!("${n}:"),
-        "#{pane_pid}",
-    ])
-    .trim()
-    .parse()
-    .unwrap()
-}
-
 fn journals(s: &Server) -> Vec<PathBuf> {
     std::fs::read_dir(s.studio().join("reaping"))
         .map(|rd| rd.flatten().map(|e| e.path()).collect())
         .unwrap_or_default()
-}
-
-/// name -> session report, from a `--once --json` report.
-fn by_name(j: &serde_json::Value) -> std::collections::HashMap<String, serde_json::Value> {
-    j["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (x["name"].as_str().unwrap().to_string(), x.clone()))
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -193,32 +75,27 @@ fn a_hanging_tmux_times_out_keeps_everything_and_leaves_no_process() {
         marker: marker.clone(),
     };
     // Answers nothing, ever (well, for 60 s): the client of a wedged server looks like this.
-    let bin = wrapper(
-        &s,
-        &format!("echo $$ >>{}\nexec sleep 60\n", shq(&path_str(&rec))),
-    );
-    let (o, took) = run_via(
-        &s,
+    let bin = s.tmux_wrapper(&format!(
+        "echo $$ >>{}\nexec sleep 60\n",
+        shq(&path_str(&rec))
+    ));
+    // A sweep that could not read tmux must exit 1.
+    let (o, took) = s.sweep_via(
         &bin,
-        &["--once", "--json"],
+        FAILED,
+        &["--json"],
         &[
             ("CCS_ENGINE_IDLE_KILL_MS", "1"),
             ("CCS_TMUX_TIMEOUT_MS", "500"),
         ],
     );
-    no_panic(&o);
-    let hung = pid_lines(&rec);
+    let hung = pids_in(&rec);
     assert!(
         !hung.is_empty(),
         "the wrapper was never called: {}",
         o.stderr
     );
     assert!(took < Duration::from_secs(5), "gave up only after {took:?}");
-    assert_eq!(
-        o.code, 1,
-        "a sweep that could not read tmux must exit 1\n{}",
-        o.stderr
-    );
     assert!(o.stderr.contains("did not answer"), "{}", o.stderr);
     let j = o.json();
     assert!(
@@ -252,31 +129,22 @@ fn a_stopped_tmux_server_times_out_and_keeps_everything() {
     s.idle_since(n, 10_000_000);
     let stamp = s.show(n, "@ccs_idle");
     let pids = s.pids("ccs-1");
-    let server: i32 = s
-        .ok(&["display-message", "-p", "#{pid}"])
-        .trim()
-        .parse()
-        .unwrap();
+    let server = s.server_pid();
     let sock = path_str(&s.sock);
     {
         let _resume = Resume(server);
-        rustix::process::kill_process(
-            rustix::process::Pid::from_raw(server).unwrap(),
-            rustix::process::Signal::STOP,
-        )
-        .unwrap();
+        signal(server, Signal::STOP).unwrap();
         let t = Instant::now();
-        let o = s.run(
-            &["--once", "--json"],
+        let o = s.sweep(
+            FAILED,
+            &["--json"],
             &[
                 ("CCS_ENGINE_IDLE_KILL_MS", "1"),
                 ("CCS_TMUX_TIMEOUT_MS", "500"),
             ],
         );
         let took = t.elapsed();
-        no_panic(&o);
         assert!(took < Duration::from_secs(5), "gave up only after {took:?}");
-        assert_eq!(o.code, 1, "{}", o.stderr);
         assert!(o.stderr.contains("did not answer"), "{}", o.stderr);
         assert!(o.json()["reaps"].as_array().unwrap().is_empty());
         // The client it started was killed when it gave up, not left waiting on the server.
@@ -299,24 +167,19 @@ fn a_stopped_tmux_server_times_out_and_keeps_everything() {
 // ---------------------------------------------------------------------------------------------
 // 2. the tmux server killed in the middle of a sweep
 
-/// A pass-through wrapper that runs `kill` (sh, with $REAL and $SOCK set) before the first call
+/// A pass-through wrapper that runs `kill` (sh, with `$REAL` and `$SOCK` set) before the first call
 /// that holds `if-shell` (the test-and-set before a reap). The reaps of a sweep run concurrently:
 /// every other `if-shell` call waits until the kill is done, so none slips in before it.
 fn killer_wrapper(s: &Server, kill: &str) -> PathBuf {
     let log = s.path("killed.log");
     let lock = s.path("killed.lock");
     let done = s.path("killed.done");
-    wrapper(
-        s,
-        &format!(
-            "REAL={real}\nSOCK={sock}\nfor a in \"$@\"; do\n  if [ \"$a\" = if-shell ]; then\n    if mkdir {lock} 2>/dev/null; then\n      echo \"$*\" >{log}\n      {kill}\n      touch {done}\n    else\n      while [ ! -e {done} ]; do sleep 0.01; done\n    fi\n    break\n  fi\ndone\nexec \"$REAL\" \"$@\"\n",
-            real = shq(&path_str(&real_tmux())),
-            sock = shq(&path_str(&s.sock)),
-            log = shq(&path_str(&log)),
-            lock = shq(&path_str(&lock)),
-            done = shq(&path_str(&done)),
-        ),
-    )
+    s.tmux_wrapper(&format!(
+        "for a in \"$@\"; do\n  if [ \"$a\" = if-shell ]; then\n    if mkdir {lock} 2>/dev/null; then\n      echo \"$*\" >{log}\n      {kill}\n      touch {done}\n    else\n      while [ ! -e {done} ]; do sleep 0.01; done\n    fi\n    break\n  fi\ndone\nexec \"$REAL\" \"$@\"\n",
+        log = shq(&path_str(&log)),
+        lock = shq(&path_str(&lock)),
+        done = shq(&path_str(&done)),
+    ))
 }
 
 fn server_killed_mid_reap(kill: &str) {
@@ -331,24 +194,22 @@ fn server_killed_mid_reap(kill: &str) {
         .map(|nm| s.pids(nm)["daemon"])
         .collect();
     let bin = killer_wrapper(&s, kill);
-    let (o, took) = run_via(
-        &s,
+    let (o, took) = s.sweep_via(
         &bin,
-        &["--once", "--json"],
+        DONE_OR_FAILED,
+        &["--json"],
         &[
             ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_REAP_GRACE_MS", "500"),
             ("CCS_TMUX_TIMEOUT_MS", "2000"),
         ],
     );
-    no_panic(&o);
     assert!(
         s.path("killed.log").exists(),
         "the fault was never injected: {}",
         o.stderr
     );
     assert!(took < Duration::from_secs(10), "{took:?}");
-    assert!(o.code == 0 || o.code == 1, "exit {}: {}", o.code, o.stderr);
     let j = o.json();
     // The reaps stopped at the test-and-set: nothing signalled, no tombstone, no journal left.
     for line in j["reaps"]
@@ -384,15 +245,7 @@ fn server_killed_mid_reap(kill: &str) {
     assert_eq!(m, 0);
     s.idle_since(m, 10_000_000);
     let fresh = s.pids("ccs-3");
-    let o = s.run(
-        &["--once"],
-        &[
-            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
-            ("CCS_REAP_GRACE_MS", "500"),
-        ],
-    );
-    no_panic(&o);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.once(DONE, 500, &[]);
     assert!(!s.has("ccs-3"), "{}", o.stderr);
     for (kind, pid) in &fresh {
         assert!(!alive(*pid), "ccs-3 {kind} survived");
@@ -427,9 +280,7 @@ fn a_server_killed_before_the_sweep_is_an_empty_world() {
     let s = Server::new();
     s.chat("ccs-1", "c1", "");
     s.ok(&["kill-server"]);
-    let o = s.run(&["--once", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
-    no_panic(&o);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &["--json"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
     let j = o.json();
     assert!(j["error"].is_null(), "{j}");
     assert!(j["sessions"].as_array().unwrap().is_empty(), "{j}");
@@ -437,21 +288,11 @@ fn a_server_killed_before_the_sweep_is_an_empty_world() {
     // Killed with SIGKILL (a stale socket file left behind): the same.
     let s = Server::new();
     s.chat("ccs-1", "c1", "");
-    let server: i32 = s
-        .ok(&["display-message", "-p", "#{pid}"])
-        .trim()
-        .parse()
-        .unwrap();
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(server).unwrap(),
-        rustix::process::Signal::KILL,
-    )
-    .unwrap();
+    let server = s.server_pid();
+    signal(server, Signal::KILL).unwrap();
     assert!(wait_until(5.0, || !alive(server)));
     assert!(s.sock.exists(), "expected a stale socket file");
-    let o = s.run(&["--once", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
-    no_panic(&o);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &["--json"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
     let j = o.json();
     assert!(j["error"].is_null(), "{j}");
     assert!(j["sessions"].as_array().unwrap().is_empty(), "{j}");
@@ -465,15 +306,16 @@ fn a_server_killed_before_the_sweep_is_an_empty_world() {
 fn unwritable(s: &Server, n: u32, state: &Path, why_path: &Path, case: &str) {
     let pids = s.pids("ccs-1");
     let state = path_str(state);
-    let o = s.run(
-        &["--once", "--json"],
+    // A reap not attempted is a failure: exit 1.
+    let o = s.sweep(
+        FAILED,
+        &["--json"],
         &[
             ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_REAP_GRACE_MS", "500"),
             ("CCS_REAP_STATE_DIR", &state),
         ],
     );
-    no_panic(&o);
     assert!(
         s.has("ccs-1"),
         "{case}: reaped although its audit line could not be written\n{}",
@@ -483,11 +325,6 @@ fn unwritable(s: &Server, n: u32, state: &Path, why_path: &Path, case: &str) {
         assert!(alive(*pid), "{case}: {kind} ({pid}) was signalled");
     }
     assert_eq!(s.show(n, "@ccs_reaping"), None, "{case}: mark left behind");
-    assert_eq!(
-        o.code, 1,
-        "{case}: a reap not attempted is a failure\n{}",
-        o.stderr
-    );
     let j = o.json();
     let reaps = j["reaps"].as_array().unwrap();
     assert_eq!(reaps.len(), 1, "{case}: {j}");
@@ -558,14 +395,7 @@ fn a_state_dir_that_cannot_be_written_stops_the_reap_before_anything_is_touched(
     }
 
     // And with a state dir that works, the same session goes.
-    let o = s.run(
-        &["--once"],
-        &[
-            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
-            ("CCS_REAP_GRACE_MS", "500"),
-        ],
-    );
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, 500, &[]);
     assert!(!s.has("ccs-1"));
 }
 
@@ -676,9 +506,7 @@ fn an_activity_file_replaced_atomically_is_always_read_whole() {
     ];
     let mut seen = [0; 2];
     for i in 0..20 {
-        let o = s.run(&["--once", "--dry-run", "--json"], &env);
-        no_panic(&o);
-        assert_eq!(o.code, 0, "sweep {i}: {}", o.stderr);
+        let o = s.sweep(DONE, &["--dry-run", "--json"], &env);
         assert!(!o.stderr.contains("malformed"), "sweep {i}: {}", o.stderr);
         let j = o.json();
         assert!(
@@ -750,8 +578,8 @@ fn an_activity_file_caught_half_written_keeps_everything() {
     let (mut sweeps, mut torn, mut whole) = (0, 0, 0);
     let deadline = Instant::now() + Duration::from_secs(30);
     while (sweeps < 20 || torn == 0 || whole == 0) && Instant::now() < deadline {
-        let o = s.run(&["--once", "--json"], &env);
-        no_panic(&o);
+        // 1 when it caught the file torn, 0 when it read it whole: told apart below.
+        let o = s.sweep(DONE_OR_FAILED, &["--json"], &env);
         sweeps += 1;
         let j = o.json();
         assert!(
@@ -796,12 +624,8 @@ fn an_activity_file_caught_half_written_keeps_everything() {
 /// A pass-through wrapper that, on the first call holding `if-shell`, renames the session the
 /// if-shell targets (`-t $N:`) to `to`, then runs the real tmux.
 fn renamer(s: &Server, to: &str) -> PathBuf {
-    wrapper(
-        s,
-        &format!(
-            r#"REAL={real}
-SOCK={sock}
-seen=0; prev=""; target=""
+    s.tmux_wrapper(&format!(
+        r#"seen=0; prev=""; target=""
 for a in "$@"; do
   if [ $seen = 1 ] && [ -z "$target" ] && [ "$prev" = "-t" ]; then target="$a"; fi
   [ "$a" = if-shell ] && seen=1
@@ -813,12 +637,9 @@ if [ -n "$target" ] && [ ! -e {done} ]; then
 fi
 exec "$REAL" "$@"
 "#,
-            real = shq(&path_str(&real_tmux())),
-            sock = shq(&path_str(&s.sock)),
-            done = shq(&path_str(&s.path("renamed.log"))),
-            to = shq(to),
-        ),
-    )
+        done = shq(&path_str(&s.path("renamed.log"))),
+        to = shq(to),
+    ))
 }
 
 fn rename_mid_reap(s: &Server, to: &str) -> (u32, std::collections::HashMap<String, i32>, Out) {
@@ -827,16 +648,16 @@ fn rename_mid_reap(s: &Server, to: &str) -> (u32, std::collections::HashMap<Stri
     s.idle_since(n, 10_000_000);
     let pids = s.pids("ccs-1");
     let bin = renamer(s, to);
-    let (o, _) = run_via(
-        s,
+    // An aborted reap is no failure: exit 0.
+    let (o, _) = s.sweep_via(
         &bin,
-        &["--once", "--json"],
+        DONE,
+        &["--json"],
         &[
             ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_REAP_GRACE_MS", "500"),
         ],
     );
-    no_panic(&o);
     let log = std::fs::read_to_string(s.path("renamed.log")).unwrap_or_default();
     assert_eq!(
         log.trim(),
@@ -851,7 +672,6 @@ fn rename_mid_reap(s: &Server, to: &str) -> (u32, std::collections::HashMap<Stri
 fn a_session_renamed_between_listing_and_reaping_is_not_reaped() {
     let s = Server::new();
     let (n, pids, o) = rename_mid_reap(&s, "renamed-by-operator");
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         s.has("renamed-by-operator"),
         "the renamed session was reaped: {:?}\n{}",
@@ -875,8 +695,7 @@ fn a_session_renamed_between_listing_and_reaping_is_not_reaped() {
         assert_eq!(line["outcome"], "aborted", "{line}");
     }
     // A later sweep leaves it alone too (not ours any more).
-    let o = s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
     assert!(s.has("renamed-by-operator"));
 }
 
@@ -992,7 +811,7 @@ fn without_utf8_an_idle_session_is_reaped_and_odd_names_are_never_touched() {
         .iter()
         .map(|(m, _)| s.show(*m, "@ccs_idle"))
         .collect();
-    let panes: Vec<i32> = odd_ids.iter().map(|(m, _)| pane_pid(&s, *m)).collect();
+    let panes: Vec<i32> = odd_ids.iter().map(|(m, _)| s.pane_pid(*m)).collect();
     let pids = s.pids("ccs-1");
 
     let c_env = [
@@ -1003,9 +822,7 @@ fn without_utf8_an_idle_session_is_reaped_and_odd_names_are_never_touched() {
         ("LC_CTYPE", "C"),
     ];
     // Decide first: every row parses, only ccs-1 is ours, and it would be reaped.
-    let o = s.run(&["--once", "--dry-run", "--json"], &c_env);
-    no_panic(&o);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &["--dry-run", "--json"], &c_env);
     let j = o.json();
     assert!(
         j["error"].is_null(),
@@ -1022,9 +839,7 @@ fn without_utf8_an_idle_session_is_reaped_and_odd_names_are_never_touched() {
     assert_eq!(j["sessions"][0]["action"], "reap");
 
     // Then for real.
-    let o = s.run(&["--once", "--json"], &c_env);
-    no_panic(&o);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &["--json"], &c_env);
     assert!(o.json()["error"].is_null(), "{}", o.stdout);
     assert!(!s.has("ccs-1"), "{}", o.stderr);
     for (kind, pid) in &pids {
