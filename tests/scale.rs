@@ -2,31 +2,18 @@
 //! still refuses, one by one, every session that changed between the marks and the re-check.
 
 mod common;
+use common::wrapper::shq;
 use common::*;
-
-use std::os::unix::fs::PermissionsExt;
 
 /// A `tmux` first on the reaper's PATH that, right after the call that sets the reap marks
 /// (the first holding `@ccs_reaping`), changes three chats as a studio and a user would: ccs-2
 /// starts a turn, ccs-3 is renamed, ccs-4 gets a control-mode viewer. Every call is passed on.
 fn meddler(s: &Server) -> std::path::PathBuf {
-    let real = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("tmux"))
-        .find(|f| f.is_file())
-        .unwrap();
-    let bin = s.path("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let f = bin.join("tmux");
-    let done = s.path("meddled");
-    std::fs::write(
-        &f,
-        format!(
-            r#"#!/bin/sh
-REAL='{real}'; SOCK='{sock}'
-"$REAL" "$@"; rc=$?
+    s.tmux_wrapper(&format!(
+        r#""$REAL" "$@"; rc=$?
 case "$*" in *if-shell*@ccs_reaping*)
-  if [ ! -e '{done}' ]; then
-    : >'{done}'
+  if [ ! -e {done} ]; then
+    : >{done}
     "$REAL" -S "$SOCK" set -t =ccs-2: @ccs_turn 1 \; rename-session -t =ccs-3 renamed
     (sleep 30 | "$REAL" -S "$SOCK" -C attach -t =ccs-4 &) </dev/null >/dev/null 2>&1
     i=0
@@ -37,14 +24,8 @@ case "$*" in *if-shell*@ccs_reaping*)
 esac
 exit $rc
 "#,
-            real = real.display(),
-            sock = s.sock.display(),
-            done = done.display(),
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    bin
+        done = shq(&path_str(&s.path("meddled"))),
+    ))
 }
 
 #[test]
@@ -57,20 +38,17 @@ fn a_batch_refuses_each_session_that_changed_after_its_mark_and_reaps_the_others
         n.push(id);
     }
     let bin = meddler(&s);
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let o = s
-        .reap(&[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+    let (o, _) = s.sweep_via(
+        &bin,
+        DONE,
+        &["--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_REAP_GRACE_MS", "1000"),
-        ])
-        .env("PATH", path)
-        .args(["--once", "--json"])
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&o.stderr);
-    assert_eq!(o.status.code(), Some(0), "{stderr}");
+        ],
+    );
     assert!(s.path("meddled").exists(), "the wrapper never ran");
-    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let j = o.json();
     let outcome = |name: &str| {
         j["reaps"]
             .as_array()
@@ -117,36 +95,12 @@ fn one_sweep_reaps_a_batch_in_a_handful_of_tmux_calls() {
         s.set(id, "@ccs_cid", &format!("c{i}"));
         s.idle_since(id, 10_000_000);
     }
-    let real = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("tmux"))
-        .find(|f| f.is_file())
-        .unwrap();
-    let bin = s.path("bin");
-    std::fs::create_dir_all(&bin).unwrap();
     let calls = s.path("calls");
-    std::fs::write(
-        bin.join("tmux"),
-        format!(
-            "#!/bin/sh\necho x >>'{}'\nexec '{}' \"$@\"\n",
-            calls.display(),
-            real.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(bin.join("tmux"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
-    let o = s
-        .reap(&[("CCS_ENGINE_IDLE_KILL_MS", "600000")])
-        .env("PATH", path)
-        .arg("--once")
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let bin = s.tmux_wrapper(&format!(
+        "echo x >>{}\nexec \"$REAL\" \"$@\"\n",
+        shq(&path_str(&calls))
+    ));
+    s.sweep_via(&bin, DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
     assert_eq!(s.audit().len(), 30);
     assert!(s.audit().iter().all(|l| l["outcome"] == "reaped"));
     // Listing, marks, re-check listing, listing before the kills, kills: not one per session.
