@@ -3,16 +3,8 @@
 mod common;
 use common::*;
 
-const LIMIT: &str = "600000";
-
-fn once(s: &Server, extra: &[(&str, &str)]) -> Out {
-    let mut env = vec![
-        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
-        ("CCS_REAP_GRACE_MS", "2000"),
-    ];
-    env.extend_from_slice(extra);
-    s.run(&["--once"], &env)
-}
+/// SIGTERM to SIGKILL, in the sweeps of this file.
+const GRACE: u64 = 2000;
 
 #[test]
 fn idle_session_is_reaped_with_tombstone_and_audit_line() {
@@ -20,8 +12,7 @@ fn idle_session_is_reaped_with_tombstone_and_audit_line() {
     let n = s.chat("ccs-1", "conv-1", "plain");
     s.idle_since(n, 700_000);
     let pids = s.pids("ccs-1");
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.once(DONE, GRACE, &[]);
     assert!(!s.has("ccs-1"), "{}", o.stderr);
     for (kind, pid) in &pids {
         assert!(!alive(*pid), "{kind} {pid} survived");
@@ -43,8 +34,7 @@ fn young_session_is_kept() {
     let s = Server::new();
     let n = s.chat("ccs-1", "c", "");
     s.idle_since(n, 599_000);
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0);
+    s.once(DONE, GRACE, &[]);
     assert!(s.has("ccs-1"));
     assert!(s.audit().is_empty());
 }
@@ -55,7 +45,7 @@ fn busy_session_is_kept() {
     let n = s.chat("ccs-1", "c", "");
     s.idle_since(n, 10_000_000);
     s.set(n, "@ccs_turn", &now_ms().to_string());
-    once(&s, &[]);
+    s.once(DONE, GRACE, &[]);
     assert!(s.has("ccs-1"));
 }
 
@@ -66,7 +56,7 @@ fn control_mode_client_keeps_the_session_and_refreshes_its_clock() {
     s.idle_since(n, 10_000_000);
     s.attach_control("ccs-1");
     let before = now_ms();
-    once(&s, &[]);
+    s.once(DONE, GRACE, &[]);
     assert!(s.has("ccs-1"));
     let stamp: i64 = s.show(n, "@ccs_idle").unwrap().parse().unwrap();
     assert!(
@@ -75,17 +65,8 @@ fn control_mode_client_keeps_the_session_and_refreshes_its_clock() {
     );
     // Detaching hands over a fresh clock: the next sweep keeps it.
     s.detach_all();
-    assert!(wait_until(5.0, || s
-        .ok(&[
-            "display-message",
-            "-p",
-            "-t",
-            "=ccs-1:",
-            "#{session_attached}"
-        ])
-        .trim()
-        == "0"));
-    once(&s, &[]);
+    assert!(wait_until(5.0, || !s.attached("ccs-1")));
+    s.once(DONE, GRACE, &[]);
     assert!(s.has("ccs-1"));
 }
 
@@ -95,13 +76,12 @@ fn first_sight_stamps_and_keeps() {
     let n = s.chat("ccs-1", "c", "");
     assert_eq!(s.show(n, "@ccs_idle"), None);
     // Even with a limit of 1 ms nothing is killed on first sight.
-    let o = s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
-    assert_eq!(o.code, 0);
+    s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
     assert!(s.has("ccs-1"));
     assert!(s.show(n, "@ccs_idle").is_some());
     // A garbage stamp is restarted, not trusted.
     s.set(n, "@ccs_idle", "yesterday");
-    s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
+    s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
     assert!(s.has("ccs-1"));
     assert!(s.show(n, "@ccs_idle").unwrap().parse::<i64>().is_ok());
 }
@@ -118,14 +98,14 @@ fn foreign_names_are_never_touched() {
         s.idle_since(*n, 10_000_000);
         s.set(*n, "@ccs_cid", "c");
     }
-    let o = s.run(
-        &["--once"],
+    s.sweep(
+        DONE,
+        &[],
         &[
             ("CCS_ENGINE_IDLE_KILL_MS", "1"),
             ("CCS_ENGINE_REAP_WITHOUT_CID", "1"),
         ],
     );
-    assert_eq!(o.code, 0);
     let mut want: Vec<String> = names.iter().map(|x| x.to_string()).collect();
     want.sort();
     assert_eq!(s.names(), want);
@@ -145,8 +125,7 @@ fn prefix_targets_never_hit_a_longer_name() {
     s.idle_since(n1, 10_000_000);
     s.idle_since(n10, 10_000_000);
     s.set(n10, "@ccs_turn", &now_ms().to_string());
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, GRACE, &[]);
     assert_eq!(s.names(), vec!["ccs-10".to_string()]);
     assert!(s.tombstone("1").is_some());
     assert!(s.tombstone("10").is_none());
@@ -158,11 +137,7 @@ fn dry_run_writes_nothing_and_kills_nothing() {
     let fresh = s.chat("ccs-2", "c2", "");
     let n = s.chat("ccs-1", "c1", "");
     s.idle_since(n, 10_000_000);
-    let o = s.run(
-        &["--once", "--dry-run"],
-        &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)],
-    );
-    assert_eq!(o.code, 0);
+    let o = s.sweep(DONE, &["--dry-run"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
     assert!(o.stdout.contains("would reap ccs-1"), "{}", o.stdout);
     assert!(s.has("ccs-1") && s.has("ccs-2"));
     assert_eq!(
@@ -172,8 +147,9 @@ fn dry_run_writes_nothing_and_kills_nothing() {
     );
     assert!(!s.state_dir().join("reaped.jsonl").exists());
     // --json gives the decisions.
-    let o = s.run(
-        &["--once", "--dry-run", "--json"],
+    let o = s.sweep(
+        DONE,
+        &["--dry-run", "--json"],
         &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)],
     );
     let j = o.json();
@@ -198,8 +174,7 @@ fn cid_is_read_from_the_command_line_when_the_option_is_unset() {
         &format!("{} --session-id from-argv-7; true", fake_claude()),
     );
     s.idle_since(n, 10_000_000);
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.once(DONE, GRACE, &[]);
     assert!(!s.has("ccs-7"), "{}", o.stderr);
     assert_eq!(s.tombstone("7").unwrap()["cid"], "from-argv-7");
 }
@@ -209,13 +184,12 @@ fn unknown_cid_is_kept_unless_overridden() {
     let s = Server::new();
     let n = s.session("ccs-1", "sleep 100000");
     s.idle_since(n, 10_000_000);
-    once(&s, &[]);
+    s.once(DONE, GRACE, &[]);
     assert!(
         s.has("ccs-1"),
         "reaped a session whose history could not be resumed"
     );
-    let o = once(&s, &[("CCS_ENGINE_REAP_WITHOUT_CID", "1")]);
-    assert_eq!(o.code, 0);
+    s.once(DONE, GRACE, &[("CCS_ENGINE_REAP_WITHOUT_CID", "1")]);
     assert!(!s.has("ccs-1"));
 }
 
@@ -230,19 +204,18 @@ fn activity_files_mark_busy_and_a_bad_file_keeps_everything() {
     }
     let f = s.path("activity.json");
     let fs = path_str(&f);
-    // Missing: everything kept, a warning names the file.
-    let o = once(&s, &[("CCS_ACTIVITY_FILES", &fs)]);
+    // Missing: everything kept, a warning names the file, and the sweep fails.
+    let o = s.once(FAILED, GRACE, &[("CCS_ACTIVITY_FILES", &fs)]);
     assert!(o.stderr.contains(&fs), "{}", o.stderr);
     assert_eq!(s.names().len(), 3);
     // Malformed: the same.
     std::fs::write(&f, "{\"activeTasks\": [").unwrap();
-    let o = once(&s, &[("CCS_ACTIVITY_FILES", &fs)]);
+    let o = s.once(FAILED, GRACE, &[("CCS_ACTIVITY_FILES", &fs)]);
     assert!(o.stderr.contains("malformed"), "{}", o.stderr);
     assert_eq!(s.names().len(), 3);
     // Valid: 1 busy by id string, 2 busy by object, 3 finished (terminal status): only 3 goes.
     std::fs::write(&f, r#"{"activeTasks": ["1"], "kanban": [{"sessionId": "2", "status": "running"}, {"id": "3", "status": "done"}]}"#).unwrap();
-    let o = once(&s, &[("CCS_ACTIVITY_FILES", &fs)]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, GRACE, &[("CCS_ACTIVITY_FILES", &fs)]);
     assert_eq!(s.names(), vec!["ccs-1".to_string(), "ccs-2".to_string()]);
 }
 
@@ -279,8 +252,7 @@ fn garbage_configuration_exits_2_naming_the_variable_and_touches_nothing() {
         ("CCS_LOG", "info,=[x"),
         ("CCS_ENGINE_REAP_WITHOUT_CID", "perhaps"),
     ] {
-        let o = s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "1"), (var, val)]);
-        assert_eq!(o.code, 2, "{var}={val}: {}", o.stderr);
+        let o = s.sweep(CONFIG, &[], &[("CCS_ENGINE_IDLE_KILL_MS", "1"), (var, val)]);
         assert!(
             o.stderr.contains(var) && o.stderr.contains(val),
             "{}",
@@ -294,8 +266,7 @@ fn garbage_configuration_exits_2_naming_the_variable_and_touches_nothing() {
 #[test]
 fn no_server_is_an_empty_world() {
     let s = Server::new();
-    let o = s.run(&["--once", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &["--json"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
     assert_eq!(o.json()["sessions"].as_array().unwrap().len(), 0);
     let o = s.run(&["status"], &[]);
     assert_eq!(o.code, 0, "{}", o.stderr);
@@ -316,15 +287,7 @@ fn status_shows_every_session() {
         "{}",
         o.stdout
     );
-    let j = s
-        .run(&["status", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)])
-        .json();
-    let by: std::collections::HashMap<String, serde_json::Value> = j["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (x["name"].as_str().unwrap().to_string(), x.clone()))
-        .collect();
+    let by = by_name(&s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]));
     assert_eq!(by["ccs-1"]["state"], "idle");
     assert!(by["ccs-1"]["deadline_ms"].as_i64().is_some());
     assert_eq!(by["ccs-1"]["cid"], "conv-a");
@@ -365,8 +328,7 @@ fn daemon_reaps_on_schedule_stops_on_sigterm_and_holds_the_lock() {
     // A session that appears later is stamped by a later sweep.
     let m = s.chat("ccs-2", "c", "");
     assert!(wait_until(10.0, || s.show(m, "@ccs_idle").is_some()));
-    let pid = rustix::process::Pid::from_raw(d.0.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    signal(d.0.id() as i32, Signal::TERM).unwrap();
     let status = d.0.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(s.has("ccs-2"));
