@@ -4,16 +4,6 @@ mod common;
 use common::*;
 use std::time::Instant;
 
-fn once(s: &Server, grace_ms: u64) -> Out {
-    s.run(
-        &["--once", "--json"],
-        &[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
-            ("CCS_REAP_GRACE_MS", &grace_ms.to_string()),
-        ],
-    )
-}
-
 #[test]
 fn the_whole_tree_goes_including_setsid_daemons_and_term_ignorers() {
     let s = Server::new();
@@ -21,8 +11,7 @@ fn the_whole_tree_goes_including_setsid_daemons_and_term_ignorers() {
     s.idle_since(n, 10_000_000);
     let pids = s.pids("ccs-1");
     assert_eq!(pids.len(), 4, "{pids:?}");
-    let o = once(&s, 1000);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, 1000, &[]);
     for (kind, pid) in &pids {
         assert!(!alive(*pid), "{kind} ({pid}) survived the reap");
     }
@@ -56,8 +45,7 @@ fn a_polite_tree_does_not_wait_for_the_grace() {
     let n = s.chat("ccs-1", "c1", "plain");
     s.idle_since(n, 10_000_000);
     let t = Instant::now();
-    let o = once(&s, 20_000);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, 20_000, &[]);
     let line = &s.audit()[0];
     assert_eq!(line["outcome"], "reaped");
     assert_eq!(line["kill"], 0, "{line}");
@@ -79,18 +67,21 @@ fn strangers_and_other_sessions_are_never_signalled() {
     // A process of the same uid whose TMUX names another session number of this server, and one
     // with no TMUX at all.
     let sock = path_str(&s.sock);
-    let mut near_miss = std::process::Command::new("sleep")
-        .arg("100000")
-        .env("TMUX", format!("{sock},1,{}", victim + 100))
-        .spawn()
-        .unwrap();
-    let mut plain = std::process::Command::new("sleep")
-        .arg("100000")
-        .env_remove("TMUX")
-        .spawn()
-        .unwrap();
-    let o = once(&s, 500);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let mut near_miss = KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("100000")
+            .env("TMUX", format!("{sock},1,{}", victim + 100))
+            .spawn()
+            .unwrap(),
+    );
+    let mut plain = KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("100000")
+            .env_remove("TMUX")
+            .spawn()
+            .unwrap(),
+    );
+    s.once(DONE, 500, &[]);
     assert!(!s.has("ccs-1"));
     for (kind, pid) in s.pids("ccs-1") {
         assert!(!alive(pid), "ccs-1 {kind} survived");
@@ -99,14 +90,13 @@ fn strangers_and_other_sessions_are_never_signalled() {
         assert!(alive(pid), "ccs-2 {kind} ({pid}) was signalled");
     }
     assert!(
-        near_miss.try_wait().unwrap().is_none(),
+        near_miss.0.try_wait().unwrap().is_none(),
         "a stranger was killed"
     );
-    assert!(plain.try_wait().unwrap().is_none(), "a stranger was killed");
-    let _ = near_miss.kill();
-    let _ = plain.kill();
-    let _ = near_miss.wait();
-    let _ = plain.wait();
+    assert!(
+        plain.0.try_wait().unwrap().is_none(),
+        "a stranger was killed"
+    );
 }
 
 #[test]
@@ -118,9 +108,15 @@ fn reaps_of_one_sweep_run_concurrently() {
         s.idle_since(n, 10_000_000);
     }
     let t = Instant::now();
-    let o = once(&s, 1000);
+    let o = s.sweep(
+        DONE,
+        &["--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "1000"),
+        ],
+    );
     let took = t.elapsed();
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(s.names().is_empty(), "{:?}", s.names());
     for nm in &names {
         for (kind, pid) in s.pids(nm) {
@@ -142,8 +138,7 @@ fn a_session_held_by_another_reap_is_not_reaped_twice() {
     s.idle_since(n, 10_000_000);
     s.set(n, "@ccs_reaping", &now_ms().to_string());
     s.set(n, "@ccs_reaper", "someone-else");
-    let o = once(&s, 500);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, 500, &[]);
     assert!(s.has("ccs-1"));
     assert!(s.audit().iter().all(|l| l["outcome"] != "reaped"));
     // The other reaper's mark is left alone.
@@ -157,13 +152,12 @@ fn a_stale_mark_from_a_dead_reaper_is_cleared_and_the_session_re_decided() {
     s.idle_since(n, 10_000_000);
     s.set(n, "@ccs_reaping", &(now_ms() - 3_600_000).to_string());
     s.set(n, "@ccs_reaper", "dead");
-    let o = once(&s, 500);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, 500, &[]);
     // The first sweep clears the mark; the reap it decided on the same snapshot may have lost
     // the test-and-set to the mark it was clearing. The next sweep certainly reaps.
     if s.has("ccs-1") {
         assert_eq!(s.show(n, "@ccs_reaping"), None);
-        once(&s, 500);
+        s.once(DONE, 500, &[]);
     }
     assert!(!s.has("ccs-1"));
     assert!(s.audit().iter().any(|l| l["outcome"] == "reaped"));
@@ -175,10 +169,10 @@ fn a_garbage_mark_does_not_block_a_session_forever() {
     let n = s.chat("ccs-1", "c1", "");
     s.idle_since(n, 10_000_000);
     s.set(n, "@ccs_reaping", "not a time");
-    once(&s, 500);
+    s.once(DONE, 500, &[]);
     if s.has("ccs-1") {
         assert_eq!(s.show(n, "@ccs_reaping"), None);
-        once(&s, 500);
+        s.once(DONE, 500, &[]);
     }
     assert!(!s.has("ccs-1"));
 }
@@ -192,7 +186,7 @@ fn sigterm_during_a_teardown_finishes_it_first() {
     let log = std::fs::File::create(s.path("daemon.log")).unwrap();
     let mut d = KillOnDrop(
         s.reap(&[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_REAP_GRACE_MS", "1500"),
             ("CCS_REAP_INTERVAL_MS", "100"),
         ])
@@ -207,8 +201,7 @@ fn sigterm_during_a_teardown_finishes_it_first() {
         wait_until(10.0, || journal.exists()),
         "the teardown did not start"
     );
-    let pid = rustix::process::Pid::from_raw(d.0.id() as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    signal(d.0.id() as i32, Signal::TERM).unwrap();
     let status = d.0.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     // By the time it exited, the reap was complete.
@@ -227,7 +220,7 @@ fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
     let n = s.chat("ccs-1", "c1", "stubborn,daemon");
     s.idle_since(n, 10_000_000);
     let env = [
-        ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
         ("CCS_REAP_GRACE_MS", "100000"),
         ("CCS_REAP_INTERVAL_MS", "100"),
         ("CCS_TMUX_TIMEOUT_MS", "300"),
@@ -255,14 +248,7 @@ fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
     assert!(alive(stubborn));
     assert!(journal.exists());
     // The next sweep finishes the job.
-    let o = s.run(
-        &["--once"],
-        &[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
-            ("CCS_REAP_GRACE_MS", "100"),
-        ],
-    );
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, 100, &[]);
     assert!(!s.has("ccs-1"));
     for (kind, pid) in s.pids("ccs-1") {
         assert!(!alive(pid), "{kind} survived");
@@ -282,7 +268,7 @@ fn the_daemon_keeps_sweeping_during_a_slow_teardown_and_never_starts_it_twice() 
     s.idle_since(n, 10_000_000);
     let _d = KillOnDrop(
         s.reap(&[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_REAP_GRACE_MS", "4000"),
             ("CCS_REAP_INTERVAL_MS", "100"),
         ])
@@ -307,11 +293,7 @@ fn the_daemon_keeps_sweeping_during_a_slow_teardown_and_never_starts_it_twice() 
     );
     // It ends once, with one audit line, although some 30 sweeps saw it due meanwhile.
     assert!(wait_until(15.0, || !journal.exists()));
-    let lines: Vec<_> = s
-        .audit()
-        .into_iter()
-        .filter(|l| l["session"] == "ccs-1")
-        .collect();
+    let lines = s.audit_of("ccs-1");
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["outcome"], "reaped");
     assert_eq!(lines[0]["kill"], 1);
@@ -335,8 +317,7 @@ fn a_journal_left_by_a_reaper_of_an_older_server_never_touches_a_new_session() {
         "server_pid": 1, "token": "r1x0x0"
     });
     std::fs::write(dir.join("1.json"), journal.to_string()).unwrap();
-    let o = s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "600000")]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
     assert!(
         !dir.join("1.json").exists(),
         "the journal was not dealt with"
@@ -357,8 +338,7 @@ fn a_tombstone_that_cannot_be_written_stops_the_reap_before_any_signal() {
     let n = s.chat("ccs-1", "c1", "plain");
     s.idle_since(n, 10_000_000);
     std::fs::create_dir_all(s.studio().join("sessions").join("1.json")).unwrap();
-    let o = once(&s, 500);
-    assert_eq!(o.code, 1, "{}", o.stderr);
+    s.once(FAILED, 500, &[]);
     assert!(s.has("ccs-1"));
     for (kind, pid) in s.pids("ccs-1") {
         assert!(
