@@ -7,23 +7,8 @@ use common::*;
 
 use std::path::Path;
 
-const LIMIT: &str = "600000";
-
-fn once(s: &Server, extra: &[(&str, &str)]) -> Out {
-    let mut env = vec![
-        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
-        ("CCS_REAP_GRACE_MS", "1000"),
-    ];
-    env.extend_from_slice(extra);
-    let o = s.run(&["--once"], &env);
-    assert!(
-        o.code == 0 || o.code == 1,
-        "--once exited {}: {}",
-        o.code,
-        o.stderr
-    );
-    o
-}
+/// SIGTERM to SIGKILL, in the sweeps of this file.
+const GRACE: u64 = 1000;
 
 fn start_command(s: &Server, name: &str) -> String {
     s.ok(&[
@@ -33,20 +18,6 @@ fn start_command(s: &Server, name: &str) -> String {
         "-F",
         "#{pane_start_command}",
     ])
-}
-
-fn status(s: &Server, env: &[(&str, &str)]) -> serde_json::Value {
-    let o = s.run(&["status", "--json"], env);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    o.json()
-}
-
-fn by_name<'a>(j: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
-    j["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|x| x["name"] == name)
 }
 
 fn mode(p: &Path) -> u32 {
@@ -225,12 +196,10 @@ fn a_reaping_mark_that_holds_a_format_or_a_command_is_cleared_as_text() {
         pwned.display()
     );
     s.set(n, "@ccs_reaping", &mark);
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, GRACE, &[]);
     assert!(!pwned.exists(), "a mark was run by tmux");
     // The next sweep decides it afresh: reaped.
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.once(DONE, GRACE, &[]);
     assert!(!s.has("ccs-1"), "{}", o.stderr);
     assert!(!pwned.exists());
 }
@@ -256,9 +225,9 @@ fn two_studios_sharing_a_state_dir_each_resume_their_own_conversation() {
         ("CCS_REAP_STATE_DIR", st.as_str()),
         ("CCS_SESSION_PREFIX", "dev-"),
     ];
-    assert_eq!(once(&a, &env).code, 0);
-    assert_eq!(once(&b, &env).code, 0);
-    assert_eq!(once(&a, &dev).code, 0);
+    a.once(DONE, GRACE, &env);
+    b.once(DONE, GRACE, &env);
+    a.once(DONE, GRACE, &dev);
     assert!(!a.has("ccs-1") && !b.has("ccs-1") && !a.has("dev-1"));
     // Three tombstones, one per studio.
     for (srv, prefix, cid) in [
@@ -324,20 +293,17 @@ fn a_planted_journal_signals_no_stranger_and_deletes_nothing_outside_the_state_d
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "");
     // A process of ours that is no chat's, and a file outside the state dir.
-    let mut stranger = std::process::Command::new("sleep")
-        .arg("100000")
-        .spawn()
-        .unwrap();
-    let _guard = scopeguard(stranger.id() as i32);
-    let spid = stranger.id() as i32;
-    let start = proc_start(spid);
+    let stranger = KillOnDrop(
+        std::process::Command::new("sleep")
+            .arg("100000")
+            .spawn()
+            .unwrap(),
+    );
+    let spid = stranger.0.id() as i32;
+    let start = stat(spid).unwrap().start;
     let outside = s.path("precious.json");
     std::fs::write(&outside, "{}").unwrap();
-    let server: u32 = s
-        .ok(&["display-message", "-p", "#{pid}"])
-        .trim()
-        .parse()
-        .unwrap();
+    let server = s.server_pid();
     let claude = s.pids("ccs-1")["claude"];
     let dir = s.studio().join("reaping");
     std::fs::create_dir_all(&dir).unwrap();
@@ -357,8 +323,8 @@ fn a_planted_journal_signals_no_stranger_and_deletes_nothing_outside_the_state_d
             "9",
             serde_json::json!([
                 {"pid": spid, "start": start},
-                {"pid": claude, "start": proc_start(claude)},
-                {"pid": server, "start": proc_start(server as i32)},
+                {"pid": claude, "start": stat(claude).unwrap().start},
+                {"pid": server, "start": stat(server).unwrap().start},
             ]),
         ),
     )
@@ -369,8 +335,7 @@ fn a_planted_journal_signals_no_stranger_and_deletes_nothing_outside_the_state_d
         journal("../../../precious", serde_json::json!([])),
     )
     .unwrap();
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.once(DONE, GRACE, &[]);
     assert!(
         alive(spid),
         "a stranger listed in a planted journal was signalled"
@@ -384,27 +349,6 @@ fn a_planted_journal_signals_no_stranger_and_deletes_nothing_outside_the_state_d
         dir.join("8.json").exists(),
         "an invalid journal is left for a human"
     );
-    let _ = stranger.kill();
-    let _ = stranger.wait();
-}
-
-fn proc_start(pid: i32) -> u64 {
-    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = st.rsplit(')').next().unwrap();
-    rest.split_whitespace().nth(19).unwrap().parse().unwrap()
-}
-
-/// Kill a pid of ours at the end of the test, whatever happens.
-struct Guard(i32);
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(p) = rustix::process::Pid::from_raw(self.0) {
-            let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
-        }
-    }
-}
-fn scopeguard(pid: i32) -> Guard {
-    Guard(pid)
 }
 
 #[test]
@@ -449,8 +393,7 @@ fn the_state_dir_is_private_whatever_the_umask_and_another_users_is_refused() {
     let n = s.chat("ccs-2", "c2", "");
     s.idle_since(n, 10_000_000);
     let th = path_str(&theirs);
-    let o = once(&s, &[("CCS_REAP_STATE_DIR", th.as_str())]);
-    assert_eq!(o.code, 1, "{}", o.stderr);
+    let o = s.once(FAILED, GRACE, &[("CCS_REAP_STATE_DIR", th.as_str())]);
     assert!(s.has("ccs-2"), "reaped with a state dir of another user");
     assert!(alive(s.pids("ccs-2")["claude"]));
     assert!(
@@ -469,17 +412,17 @@ fn flag_like_conversation_ids_never_reach_claude() {
     let n = s.session("ccs-1", "sleep 100000");
     s.idle_since(n, 10_000_000);
     s.set(n, "@ccs_cid", "--dangerously-skip-permissions");
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, GRACE, &[]);
     assert!(s.has("ccs-1"), "reaped with a flag for a cid");
-    let j = status(&s, &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
-    let one = by_name(&j, "ccs-1").unwrap();
+    let one = by_name(&s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]))
+        .remove("ccs-1")
+        .expect("ccs-1 in status");
     assert_eq!(one["state"], "no-cid", "{one}");
     assert!(one["cid"].is_null());
     // From a command line: unknown too.
     let n = s.session("ccs-2", &format!("exec {} --resume -r", fake_claude()));
     s.idle_since(n, 10_000_000);
-    assert_eq!(once(&s, &[]).code, 0);
+    s.once(DONE, GRACE, &[]);
     assert!(s.has("ccs-2"));
     // From a tombstone: spawn refuses, naming the file, and starts nothing.
     let t = s.studio().join("sessions");
@@ -514,22 +457,14 @@ fn a_window_moved_to_another_session_survives_the_reap_of_its_first_session() {
             pidfile.display()
         ),
     ]);
-    assert!(wait_until(10.0, || std::fs::read_to_string(&pidfile)
-        .is_ok_and(|p| p.ends_with('\n'))));
-    let child: i32 = std::fs::read_to_string(&pidfile)
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    let env = std::fs::read(format!("/proc/{child}/environ")).unwrap();
+    let child = wait_pid(&pidfile, 10.0).expect("the moved window's pid file");
     assert!(
-        env.windows(5).any(|w| w == b"TMUX="),
+        environ_has(child, "TMUX="),
         "the moved window's process does not carry TMUX"
     );
     s.ok(&["move-window", "-s", &format!("${n}:1"), "-t", "=other:"]);
     s.idle_since(n, 10_000_000);
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.once(DONE, GRACE, &[]);
     assert!(!s.has("ccs-1"), "{}", o.stderr);
     assert!(!alive(s.pids("ccs-1")["claude"]));
     assert!(
@@ -564,19 +499,16 @@ fn a_cid_of_a_claude_below_the_chats_claude_is_never_taken() {
         std::fs::set_permissions(f, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     }
     let n = s.session("ccs-1", &top.display().to_string());
-    let running = || {
-        std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
-            std::fs::read(e.path().join("cmdline"))
-                .is_ok_and(|c| c.windows(9).any(|w| w == b"deep-conv"))
-        })
-    };
-    assert!(wait_until(10.0, running), "the sub-agent did not start");
+    assert!(
+        wait_until(10.0, || !procs_with(&["deep-conv"]).is_empty()),
+        "the sub-agent did not start"
+    );
     s.idle_since(n, 10_000_000);
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, GRACE, &[]);
     assert!(s.has("ccs-1"), "reaped under a sub-agent's conversation id");
-    let j = status(&s, &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
-    let one = by_name(&j, "ccs-1").unwrap();
+    let one = by_name(&s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]))
+        .remove("ccs-1")
+        .expect("ccs-1 in status");
     assert!(one["cid"].is_null(), "{one}");
     assert_eq!(one["state"], "no-cid");
 }
@@ -608,13 +540,13 @@ fn tabs_and_newlines_in_one_sessions_values_neither_break_nor_forge_other_rows()
     s.set(other, "@ccs_idle", forged_session);
     // A session name with a tab and a newline, where tmux allows one.
     let _ = s.tmux(&["new-session", "-d", "-s", "ccs-3\tx\ny", "sleep 100000"]);
-    let j = status(&s, &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    let j = s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
     assert!(j["error"].is_null(), "{j}");
-    assert!(by_name(&j, "ccs-99").is_none(), "a row was forged: {j}");
-    assert_eq!(by_name(&j, "ccs-1").unwrap()["viewers"], 0, "{j}");
-    assert_eq!(by_name(&j, "ccs-1").unwrap()["state"], "expired", "{j}");
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let by = by_name(&j);
+    assert!(!by.contains_key("ccs-99"), "a row was forged: {j}");
+    assert_eq!(by["ccs-1"]["viewers"], 0, "{j}");
+    assert_eq!(by["ccs-1"]["state"], "expired", "{j}");
+    let o = s.once(DONE, GRACE, &[]);
     assert!(!s.has("ccs-1"), "the others were not decided: {}", o.stderr);
     assert!(s.has("ccs-2") && s.has("other"));
 }
@@ -627,16 +559,18 @@ fn json_is_json_for_every_command_and_outcome() {
     let n = s.chat("ccs-1", "c1", "");
     s.idle_since(n, 10_000_000);
     let env = [("CCS_ENGINE_IDLE_KILL_MS", LIMIT)];
-    for args in [
-        vec!["reap", "1", "--dry-run", "--json"],
-        vec!["reap", "9", "--json"],
-        vec!["reap", "bad id", "--json"],
-        vec!["turn", "begin", "9", "--json"],
-        vec!["turn", "end", "9", "--json"],
-        vec!["status", "--json"],
-        vec!["--once", "--dry-run", "--json"],
+    for (args, want) in [
+        (vec!["reap", "1", "--dry-run", "--json"], 0),
+        (vec!["reap", "9", "--json"], 1),
+        (vec!["reap", "bad id", "--json"], 1),
+        (vec!["turn", "begin", "9", "--json"], 4),
+        (vec!["turn", "end", "9", "--json"], 4),
+        (vec!["status", "--json"], 0),
+        (vec!["--once", "--dry-run", "--json"], 0),
     ] {
-        let o = s.run(&args, &env);
+        let o = s
+            .run(&args, &env)
+            .expect_exit(&[want], &format!("{args:?}"));
         let v: serde_json::Value = serde_json::from_str(&o.stdout)
             .unwrap_or_else(|e| panic!("{args:?}: not JSON ({e}): {:?}", o.stdout));
         assert!(v.is_object(), "{args:?}: {v}");
@@ -656,8 +590,7 @@ fn an_idle_stamp_in_the_future_is_rewritten_to_now() {
     let future = now_ms() + 100 * 86_400_000;
     s.set(n, "@ccs_idle", &future.to_string());
     let before = now_ms();
-    let o = once(&s, &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.once(DONE, GRACE, &[]);
     let stamp: i64 = s.show(n, "@ccs_idle").unwrap().parse().unwrap();
     assert!(
         stamp >= before && stamp <= now_ms(),
