@@ -2,27 +2,12 @@
 //! endpoint.
 
 mod common;
+use common::http::{free_port, get, samples};
 use common::*;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
-
-fn status(s: &Server, env: &[(&str, &str)]) -> serde_json::Value {
-    let o = s.run(&["status", "--json"], env);
-    assert_eq!(o.code, 0, "status failed: {}", o.stderr);
-    o.json()
-}
-
-fn by_name(j: &serde_json::Value) -> HashMap<String, serde_json::Value> {
-    j["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (x["name"].as_str().unwrap().to_string(), x.clone()))
-        .collect()
-}
 
 /// Audit lines, by session name.
 fn audit_by_name(s: &Server) -> HashMap<String, serde_json::Value> {
@@ -72,8 +57,7 @@ fn pressure_reaps_every_eligible_idle_session_and_nothing_else() {
         ("CCS_ENGINE_MIN_IDLE_MS", "60000"),
         ("CCS_REAP_GRACE_MS", "2000"),
     ];
-    let o = s.run(&["--once"], &env);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &env);
     assert_eq!(
         s.names(),
         strings(&["ccs-3", "ccs-4", "ccs-5", "ccs-6"]),
@@ -95,8 +79,7 @@ fn pressure_reaps_every_eligible_idle_session_and_nothing_else() {
 
     // The first sight started the clock; a second sweep still spares the young and the new one.
     assert!(s.show(_unstamped, "@ccs_idle").is_some());
-    let o = s.run(&["--once"], &env);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &env);
     assert_eq!(
         s.names(),
         strings(&["ccs-3", "ccs-4", "ccs-5", "ccs-6"]),
@@ -118,15 +101,15 @@ fn pressure_without_a_floor_still_spares_first_sight_busy_and_viewed() {
     s.set(busy, "@ccs_turn", &now_ms().to_string());
     s.idle_since(viewed, 10_000_000);
     s.attach_control("ccs-3");
-    let o = s.run(
-        &["--once"],
+    let o = s.sweep(
+        DONE,
+        &[],
         &[
             ("CCS_ENGINE_MEM_HIGH", "1"),
             ("CCS_ENGINE_MIN_IDLE_MS", "0"),
             ("CCS_REAP_GRACE_MS", "2000"),
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(
         s.names(),
         strings(&["ccs-2", "ccs-3", "ccs-4"]),
@@ -146,11 +129,11 @@ fn default_floor_protects_a_chat_that_just_answered() {
     let old = s.chat("ccs-2", "c2", "");
     s.idle_since(just, 30_000);
     s.idle_since(old, 90_000);
-    let o = s.run(
-        &["--once"],
+    let o = s.sweep(
+        DONE,
+        &[],
         &[("CCS_ENGINE_MEM_HIGH", "1"), ("CCS_REAP_GRACE_MS", "2000")],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert_eq!(s.names(), strings(&["ccs-1"]), "{}", o.stderr);
     assert_eq!(audit_by_name(&s)["ccs-2"]["reason"], "memory");
 }
@@ -163,14 +146,14 @@ fn threshold_never_reached_reaps_nothing() {
     s.idle_since(a, 100_000_000);
     s.idle_since(b, 10_000_000);
     for high in ["1000T", "100%"] {
-        let o = s.run(
-            &["--once"],
+        let o = s.sweep(
+            DONE,
+            &[],
             &[
                 ("CCS_ENGINE_MEM_HIGH", high),
                 ("CCS_ENGINE_MIN_IDLE_MS", "0"),
             ],
         );
-        assert_eq!(o.code, 0, "{high}: {}", o.stderr);
         assert_eq!(
             s.names(),
             strings(&["ccs-1", "ccs-2"]),
@@ -208,11 +191,11 @@ fn idle_cap_keeps_the_most_recent_idle_sessions() {
         .map(|(k, n)| (*k, s.show(*n, "@ccs_idle").unwrap().parse().unwrap()))
         .collect();
 
-    let o = s.run(
-        &["--once"],
+    let o = s.sweep(
+        DONE,
+        &[],
         &[("CCS_ENGINE_MAX_IDLE", "2"), ("CCS_REAP_GRACE_MS", "2000")],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     // The two with the most recent idle stamps stay.
     let mut by_recent: Vec<&str> = stamps.keys().copied().collect();
     by_recent.sort_by_key(|k| std::cmp::Reverse(stamps[k]));
@@ -233,8 +216,7 @@ fn idle_cap_keeps_the_most_recent_idle_sessions() {
         assert_eq!(v, stamps[name], "{name}");
     }
     // At the cap: a second sweep takes nothing more.
-    let o = s.run(&["--once"], &[("CCS_ENGINE_MAX_IDLE", "2")]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.sweep(DONE, &[], &[("CCS_ENGINE_MAX_IDLE", "2")]);
     assert_eq!(s.names(), want);
 }
 
@@ -265,25 +247,17 @@ fn ps_rss(pids: &[i32]) -> u64 {
     lines.iter().sum::<u64>() * 1024
 }
 
-/// Every pid a fake claude recorded (its file, not the by-kind map: kinds may repeat).
-fn all_pids(s: &Server, name: &str) -> Vec<i32> {
-    std::fs::read_to_string(s.path(&format!("{name}.pids")))
-        .unwrap()
-        .lines()
-        .filter_map(|l| l.split_whitespace().nth(1)?.parse().ok())
-        .collect()
-}
-
 #[test]
 fn memory_of_a_real_tree_is_within_ten_percent_of_ps() {
     let s = Server::new();
     s.chat("ccs-1", "c1", "plain,daemon,stubborn");
     s.chat("ccs-2", "c2", "plain");
-    let j = status(&s, &[]);
+    let j = s.status(&[]);
     let by = by_name(&j);
     let mut total = 0;
     for name in ["ccs-1", "ccs-2"] {
-        let pids = all_pids(&s, name);
+        // Every pid the fake claude recorded (not the by-kind map: kinds may repeat).
+        let pids: Vec<i32> = s.pid_list(name).into_iter().map(|(_, p)| p).collect();
         let want = ps_rss(&pids);
         let got = by[name]["rss_bytes"]
             .as_u64()
@@ -328,38 +302,6 @@ impl Drop for Daemon {
             let _ = self.0.wait();
         }
     }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// `GET path`: (status line, body), or `None` when nothing answers.
-fn get(port: u16, path: &str) -> Option<(String, String)> {
-    let mut c = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    // One write: a scraper sends its request line in one piece.
-    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
-    c.write_all(req.as_bytes()).ok()?;
-    let mut buf = String::new();
-    c.read_to_string(&mut buf).ok()?;
-    let (head, body) = buf.split_once("\r\n\r\n")?;
-    Some((head.lines().next()?.to_string(), body.to_string()))
-}
-
-/// Prometheus text: `name{labels}` -> value.
-fn samples(body: &str) -> HashMap<String, f64> {
-    body.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .filter_map(|l| {
-            let (k, v) = l.rsplit_once(' ')?;
-            Some((k.to_string(), v.parse().ok()?))
-        })
-        .collect()
 }
 
 const STATES: [&str; 9] = [
@@ -413,25 +355,25 @@ fn metrics_endpoint_answers_and_matches_status() {
     let mut health = None;
     assert!(
         wait_until(10.0, || {
-            health = get(port, "/healthz");
+            health = get(port, "/healthz", Duration::from_secs(5));
             health.is_some()
         }),
         "nothing answers on {addr}: {}",
         log()
     );
-    let (line, body) = health.unwrap();
-    assert!(line.contains(" 200"), "{line}");
-    assert_eq!(body.trim(), "ok");
-    let (line, _) = get(port, "/nothing-here").unwrap();
-    assert!(line.contains(" 404"), "{line}");
+    let r = health.unwrap();
+    assert!(r.status.contains(" 200"), "{}", r.status);
+    assert_eq!(r.body.trim(), "ok");
+    let r = get(port, "/nothing-here", Duration::from_secs(5)).unwrap();
+    assert!(r.status.contains(" 404"), "{}", r.status);
 
     // Wait for the reap to be counted and for a sweep after it.
     let reaped_key = r#"ccs_reap_reaps_total{reason="idle",outcome="reaped"}"#;
     let mut m = HashMap::new();
     assert!(
         wait_until(15.0, || {
-            m = get(port, "/metrics")
-                .map(|(_, b)| samples(&b))
+            m = get(port, "/metrics", Duration::from_secs(5))
+                .map(|r| samples(&r.body))
                 .unwrap_or_default();
             !s.has("ccs-7")
                 && m.get(reaped_key) == Some(&1.0)
@@ -443,8 +385,9 @@ fn metrics_endpoint_answers_and_matches_status() {
     );
 
     // Now compare one scrape with one status, taken together.
-    let (line, body) = get(port, "/metrics").unwrap();
-    let j = status(&s, &env);
+    let r = get(port, "/metrics", Duration::from_secs(5)).unwrap();
+    let (line, body) = (r.status, r.body);
+    let j = s.status(&env);
     assert!(line.contains(" 200"), "{line}");
     let m = samples(&body);
     let mut count: HashMap<String, f64> = HashMap::new();
