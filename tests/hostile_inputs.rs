@@ -4,6 +4,7 @@
 //! SIGTERM, sessions are kept when liveness is unknown, and the daemon's descriptors stay bounded.
 
 mod common;
+use common::http::{free_port, get, read_response, samples, Response};
 use common::*;
 
 use std::io::{Read, Write};
@@ -13,8 +14,6 @@ use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const LIMIT: &str = "600000";
 
 /// A session the sweep reaps when nothing says otherwise: idle for hours, with a conversation id.
 fn reapable(s: &Server, name: &str) -> u32 {
@@ -51,11 +50,13 @@ fn run_within(s: &Server, args: &[&str], env: &[(&str, &str)], secs: f64) -> Out
         exited,
         "ccs-reap {args:?} hung (killed after {secs} s): {stderr}"
     );
-    Out {
+    let o = Out {
         code: status.and_then(|s| s.code()).unwrap_or(-1),
         stdout: std::fs::read_to_string(&out).unwrap_or_default(),
         stderr,
-    }
+    };
+    // Whatever it is asked, it answers 0 or 1: never a config error, a crash or a signal.
+    o.expect_exit(DONE_OR_FAILED, &format!("{args:?}"))
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -110,6 +111,11 @@ fn hostile_file_keeps_everything(h: Hostile) {
             ("CCS_ACTIVITY_FILES", missing.as_str()),
         ],
         20.0,
+    );
+    assert_eq!(
+        reference.code, 1,
+        "an unreadable activity file fails the sweep: {}",
+        reference.stderr
     );
     assert!(s.has("ccs-1"), "{}", reference.stderr);
 
@@ -198,11 +204,6 @@ fn tail(p: &std::path::Path) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
-fn sigterm(pid: u32) {
-    let pid = rustix::process::Pid::from_raw(pid as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-}
-
 #[test]
 fn daemon_with_a_fifo_activity_file_stops_within_a_second_of_sigterm() {
     let s = Server::new();
@@ -230,7 +231,7 @@ fn daemon_with_a_fifo_activity_file_stops_within_a_second_of_sigterm() {
         tail(&log)
     );
     assert!(s.has("ccs-1"));
-    sigterm(d.0.id());
+    signal(d.0.id() as i32, Signal::TERM).unwrap();
     let t0 = Instant::now();
     let mut status = None;
     let stopped = wait_until(1.0, || {
@@ -249,75 +250,9 @@ fn daemon_with_a_fifo_activity_file_stops_within_a_second_of_sigterm() {
 
 // ---- the metrics endpoint ----
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct Response {
-    status: String,
-    headers: Vec<(String, String)>,
-    body: String,
-}
-
-impl Response {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-}
-
-/// Read one response (head, then a body of Content-Length bytes) off a connection.
-fn read_response(c: &mut TcpStream) -> std::io::Result<Response> {
-    let mut buf = Vec::new();
-    let mut byte = [0u8; 1];
-    while !buf.ends_with(b"\r\n\r\n") {
-        if c.read(&mut byte)? == 0 {
-            return Err(std::io::ErrorKind::UnexpectedEof.into());
-        }
-        buf.push(byte[0]);
-    }
-    let head = String::from_utf8_lossy(&buf).into_owned();
-    let mut lines = head.split("\r\n");
-    let status = lines.next().unwrap_or_default().to_string();
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let len: usize = headers
-        .iter()
-        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no Content-Length: {head}")))?;
-    let mut body = vec![0u8; len];
-    c.read_exact(&mut body)?;
-    Ok(Response {
-        status,
-        headers,
-        body: String::from_utf8_lossy(&body).into_owned(),
-    })
-}
-
-/// One request on a new connection (closed after it).
-fn get(port: u16, path: &str, timeout: Duration) -> Option<Response> {
-    let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    c.set_read_timeout(Some(timeout)).ok()?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
-    c.write_all(req.as_bytes()).ok()?;
-    read_response(&mut c).ok()
-}
-
 /// A sample of the Prometheus text.
 fn sample(body: &str, key: &str) -> Option<f64> {
-    body.lines()
-        .filter(|l| !l.starts_with('#'))
-        .find_map(|l| l.rsplit_once(' ').filter(|(k, _)| *k == key))
-        .and_then(|(_, v)| v.parse().ok())
+    samples(body).get(key).copied()
 }
 
 fn fd_count(pid: u32) -> usize {
