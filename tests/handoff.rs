@@ -6,7 +6,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 const ON: &[(&str, &str)] = &[
-    ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+    ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
     ("CCS_REAP_GRACE_MS", "1000"),
 ];
 
@@ -20,7 +20,7 @@ fn turn_begin_and_end_hold_and_release_the_session() {
     let t: i64 = s.show(n, "@ccs_turn").unwrap().parse().unwrap();
     assert!(now_ms() - t < 60_000);
     // A long-idle session in a turn is not reaped.
-    s.run(&["--once"], ON);
+    s.sweep(DONE, &[], ON);
     assert!(s.has("ccs-1"));
     let before = now_ms();
     let o = s.run(&["turn", "end", "1"], ON);
@@ -108,7 +108,7 @@ fn reap_and_turn_begin_race_has_exactly_two_outcomes() {
         s.idle_since(n, 10_000_000);
         let (d1, d2) = (rand(40), rand(40));
         let env = [
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_REAP_GRACE_MS", "300"),
         ];
         let mut reap = s.reap(&env);
@@ -196,7 +196,7 @@ fn spawn_resumes_from_the_tombstone_and_is_idempotent() {
     );
     assert!(wait_until(5.0, || s.pids("ccs-5").contains_key("claude")));
     s.idle_since(n, 10_000_000);
-    assert_eq!(s.run(&["--once"], ON).code, 0);
+    s.sweep(DONE, &[], ON);
     assert!(!s.has("ccs-5"));
     let t = s.tombstone("5").unwrap();
     assert_eq!(t["cid"], "conv-5");
@@ -372,24 +372,13 @@ fn an_exited_pane_says_respawn_and_spawn_brings_the_chat_back() {
     s.session("keeper", "sleep 100000");
     // claude exits on its own; the session stays (remain-on-exit), with no @ccs_cid: the cid is
     // in the pane's start command only.
-    let n = s.session("ccs-1", "sleep 100000");
-    s.ok(&[
-        "set-option",
-        "-t",
-        &format!("${n}:"),
-        "remain-on-exit",
-        "on",
-    ]);
-    s.ok(&[
-        "respawn-pane",
-        "-k",
-        "-t",
-        &format!("${n}:"),
+    let n = s.remain_on_exit(
+        "ccs-1",
         &format!(
             "{} --session-id dead-conv --helpers nothing </dev/null",
             fake_claude()
         ),
-    ]);
+    );
     assert!(wait_until(10.0, || s
         .ok(&[
             "display-message",
