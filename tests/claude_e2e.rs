@@ -12,6 +12,7 @@
 //! `tests/e2e/NOTES.md`.
 
 mod common;
+use common::wrapper::which;
 use common::*;
 
 use std::io::{BufRead, BufReader};
@@ -38,15 +39,6 @@ fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join("e2e")
-}
-
-/// A program on the test's PATH.
-fn which(name: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|p| {
-        std::env::split_paths(&p)
-            .map(|d| d.join(name))
-            .find(|f| f.is_file())
-    })
 }
 
 fn is_elf(p: &Path) -> bool {
@@ -213,46 +205,25 @@ impl Drop for Cleanup<'_> {
         }
         if !wait_until(15.0, || pids.iter().all(|p| !alive(*p))) {
             for p in pids.iter().filter(|p| alive(**p)) {
-                let _ = Command::new("kill")
-                    .args(["-9", &p.to_string()])
-                    .stderr(Stdio::null())
-                    .status();
+                let _ = signal(*p, Signal::KILL);
             }
         }
     }
 }
 
-/// (pid, ppid, state) of every process.
-fn processes() -> Vec<(i32, i32, String)> {
-    let mut v = Vec::new();
-    let Ok(rd) = std::fs::read_dir("/proc") else {
-        return v;
-    };
-    for e in rd.flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        let mut rest = stat.rsplit(')').next().unwrap_or("").split_whitespace();
-        let state = rest.next().unwrap_or("").to_string();
-        let ppid = rest.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-        v.push((pid, ppid, state));
-    }
-    v
-}
-
 /// Every living (non-zombie) descendant of `root`.
 fn descendants(root: i32) -> Vec<i32> {
-    let procs: Vec<_> = processes()
+    let procs: Vec<(i32, i32)> = all_processes()
         .into_iter()
-        .filter(|(_, _, st)| st != "Z" && st != "X")
+        .filter_map(|pid| {
+            let st = stat(pid)?;
+            (st.state != 'Z' && st.state != 'X').then_some((pid, st.ppid))
+        })
         .collect();
     let mut out = Vec::new();
     let mut frontier = vec![root];
     while let Some(p) = frontier.pop() {
-        for (pid, ppid, _) in &procs {
+        for (pid, ppid) in &procs {
             if *ppid == p && !out.contains(pid) {
                 out.push(*pid);
                 frontier.push(*pid);
@@ -260,17 +231,6 @@ fn descendants(root: i32) -> Vec<i32> {
         }
     }
     out
-}
-
-fn cmdline(pid: i32) -> String {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .map(|b| {
-            String::from_utf8_lossy(&b)
-                .replace('\0', " ")
-                .trim()
-                .to_string()
-        })
-        .unwrap_or_default()
 }
 
 /// The MCP server under claude's pid.
@@ -522,23 +482,20 @@ fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history()
     // ccs-reap with the same clean environment: tmux gives a new session the PATH of the client
     // that runs new-session, and that client is ccs-reap's.
     let ccs = |args: &[&str]| -> Out {
-        let o = Command::new(BIN)
-            .args(args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .env("CCS_TMUX_SOCKET_PATH", &s.sock)
-            .env("CCS_REAP_STATE_DIR", s.state_dir())
-            .env("CCS_LOG", "debug")
-            .env("CCS_ENGINE_IDLE_KILL_MS", "600000")
-            .env("CCS_REAP_GRACE_MS", "5000")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap();
-        Out {
-            code: o.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
-        }
+        Out::from(
+            Command::new(BIN)
+                .args(args)
+                .env_clear()
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .env("CCS_TMUX_SOCKET_PATH", &s.sock)
+                .env("CCS_REAP_STATE_DIR", s.state_dir())
+                .env("CCS_LOG", "debug")
+                .env("CCS_ENGINE_IDLE_KILL_MS", LIMIT)
+                .env("CCS_REAP_GRACE_MS", "5000")
+                .stdin(Stdio::null())
+                .output()
+                .unwrap(),
+        )
     };
     let ok = |args: &[&str]| {
         let o = ccs(args);
