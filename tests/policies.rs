@@ -4,36 +4,15 @@
 mod common;
 use common::*;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 /// A limit no test session ever reaches: reaping is on, the idle rule takes nothing young.
 const FAR: &str = "86400000";
 
-/// `status --json`, by session name.
-fn status(s: &Server, env: &[(&str, &str)]) -> (HashMap<String, serde_json::Value>, Out) {
-    let o = s.run(&["status", "--json"], env);
-    assert_eq!(o.code, 0, "status failed: {}", o.stderr);
-    let by = o.json()["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|x| (x["name"].as_str().unwrap().to_string(), x.clone()))
-        .collect();
-    (by, o)
-}
-
-fn audit_for(s: &Server, name: &str) -> Vec<serde_json::Value> {
-    s.audit()
-        .into_iter()
-        .filter(|l| l["session"] == name)
-        .collect()
-}
-
 /// The one audit line of `name`, which must say it was reaped.
 fn reaped_line(s: &Server, name: &str, o: &Out) -> serde_json::Value {
-    let a = audit_for(s, name);
+    let a = s.audit_of(name);
     assert_eq!(
         a.len(),
         1,
@@ -66,25 +45,24 @@ fn stuck_turn_by_wall_clock_is_reported_and_reaped_only_when_allowed() {
         ("CCS_ENGINE_STUCK_WALL_MS", "60000"),
         ("CCS_REAP_GRACE_MS", "2000"),
     ];
-    let (by, _) = status(&s, &base);
+    let by = by_name(&s.status(&base));
     assert_eq!(by["ccs-1"]["state"], "stuck", "{:?}", by["ccs-1"]);
     assert_eq!(by["ccs-1"]["action"], "keep");
     assert_eq!(by["ccs-2"]["state"], "busy", "{:?}", by["ccs-2"]);
 
     // Reported, not reaped, without CCS_ENGINE_REAP_STUCK.
-    let o = s.run(&["--once"], &base);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &base);
     assert!(s.has("ccs-1") && s.has("ccs-2"), "{}", o.stderr);
     assert!(s.audit().is_empty(), "{:?}", s.audit());
-    let o = s.run(
-        &["--once"],
+    s.sweep(
+        DONE,
+        &[],
         &[
             ("CCS_ENGINE_IDLE_KILL_MS", FAR),
             ("CCS_ENGINE_STUCK_WALL_MS", "60000"),
             ("CCS_ENGINE_REAP_STUCK", "0"),
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         s.has("ccs-1"),
         "reaped a stuck turn with CCS_ENGINE_REAP_STUCK=0"
@@ -93,8 +71,7 @@ fn stuck_turn_by_wall_clock_is_reported_and_reaped_only_when_allowed() {
     // With it: the stuck one goes (reason stuck, stopped by us), the healthy turn stays.
     let mut env = base.to_vec();
     env.push(("CCS_ENGINE_REAP_STUCK", "1"));
-    let o = s.run(&["--once"], &env);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &env);
     assert!(!s.has("ccs-1"), "stuck turn not reaped: {}", o.stderr);
     assert!(s.has("ccs-2"), "a healthy turn was reaped: {}", o.stderr);
     let l = reaped_line(&s, "ccs-1", &o);
@@ -130,14 +107,14 @@ fn stuck_turn_by_silence_follows_window_activity() {
     let mut last = None;
     assert!(
         wait_until(10.0, || {
-            let (by, _) = status(&s, &base);
+            let by = by_name(&s.status(&base));
             let ok = by["ccs-1"]["state"] == "stuck";
             last = Some(by);
             ok
         }),
         "the silent pane never became stuck: {last:?}"
     );
-    let (by, _) = status(&s, &base);
+    let by = by_name(&s.status(&base));
     assert_eq!(by["ccs-1"]["state"], "stuck", "{:?}", by["ccs-1"]);
     assert_eq!(
         by["ccs-2"]["state"], "busy",
@@ -146,14 +123,12 @@ fn stuck_turn_by_silence_follows_window_activity() {
     );
 
     // Not reaped without CCS_ENGINE_REAP_STUCK.
-    let o = s.run(&["--once"], &base);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.sweep(DONE, &[], &base);
     assert!(s.has("ccs-1"));
 
     let mut env = base.to_vec();
     env.push(("CCS_ENGINE_REAP_STUCK", "1"));
-    let o = s.run(&["--once"], &env);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &env);
     assert!(
         !s.has("ccs-1"),
         "silent stuck turn not reaped: {}",
@@ -216,12 +191,8 @@ struct Orphan {
 
 impl Drop for Orphan {
     fn drop(&mut self) {
-        let cmd = std::fs::read(format!("/proc/{}/cmdline", self.sleeper)).unwrap_or_default();
-        if self.sleeper > 1 && cmd.starts_with(b"sleep\0") {
-            let _ = Command::new("kill")
-                .args(["-9", &self.sleeper.to_string()])
-                .stderr(Stdio::null())
-                .status();
+        if self.sleeper > 1 && cmdline(self.sleeper).starts_with("sleep ") {
+            let _ = signal(self.sleeper, Signal::KILL);
         }
     }
 }
@@ -268,28 +239,12 @@ fn attach_orphan(s: &Server, name: &str) -> Orphan {
         }),
         "the orphaned control client did not attach"
     );
-    let mut sleeper = None;
-    assert!(wait_until(5.0, || {
-        sleeper = std::fs::read_to_string(&pidfile)
-            .ok()
-            .and_then(|t| t.trim().parse().ok());
-        sleeper.is_some()
-    }));
     let o = Orphan {
         client: client.unwrap(),
-        sleeper: sleeper.unwrap(),
+        sleeper: wait_pid(&pidfile, 5.0).expect("the sleeper's pid file"),
     };
     // Its parent, the subshell, is gone.
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", o.client)).unwrap();
-    let ppid: i32 = stat
-        .rsplit(')')
-        .next()
-        .unwrap()
-        .split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let ppid = stat(o.client as i32).expect("the client's /proc stat").ppid;
     assert_ne!(
         ppid,
         std::process::id() as i32,
@@ -311,7 +266,7 @@ fn orphaned_control_client_keeps_by_default_and_is_ignored_on_request() {
     let live = s.attach_control("ccs-2");
 
     // status shows each viewer: pid, control mode, attached for, orphaned or not.
-    let (by, _) = status(&s, &[("CCS_ENGINE_IDLE_KILL_MS", "600000")]);
+    let by = by_name(&s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]));
     let v1 = by["ccs-1"]["viewer_list"].as_array().unwrap();
     assert_eq!(v1.len(), 1, "{v1:?}");
     assert_eq!(v1[0]["pid"], orphan.client);
@@ -327,32 +282,31 @@ fn orphaned_control_client_keeps_by_default_and_is_ignored_on_request() {
     assert_eq!(by["ccs-2"]["state"], "viewed");
 
     // Default: every client counts, the orphan too.
-    let o = s.run(&["--once"], &[("CCS_ENGINE_IDLE_KILL_MS", "600000")]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
     assert!(s.has("ccs-1") && s.has("ccs-2"), "{}", o.stderr);
     assert!(s.audit().is_empty());
-    let o = s.run(
-        &["--once"],
+    let o = s.sweep(
+        DONE,
+        &[],
         &[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_ENGINE_ORPHAN_VIEWERS", "count"),
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(s.has("ccs-1"), "{}", o.stderr);
 
     // The sweeps above refreshed the idle clocks (viewed): expire them again.
     s.idle_since(n, 10_000_000);
     s.idle_since(m, 10_000_000);
-    let o = s.run(
-        &["--once"],
+    let o = s.sweep(
+        DONE,
+        &[],
         &[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_ENGINE_ORPHAN_VIEWERS", "ignore"),
             ("CCS_REAP_GRACE_MS", "2000"),
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         !s.has("ccs-1"),
         "an idle session held only by an orphaned viewer was kept: {}",
@@ -389,25 +343,25 @@ fn viewer_without_input_past_the_limit_no_longer_counts() {
     s.attach_control("ccs-1");
 
     // A limit the client has not reached: it counts, and the sweep keeps the session.
-    let o = s.run(
-        &["--once"],
+    let o = s.sweep(
+        DONE,
+        &[],
         &[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_ENGINE_VIEWER_MAX_MS", "3600000"),
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(s.has("ccs-1"), "{}", o.stderr);
 
     // A 3 s limit: counted at first, discounted once it has passed. tmux gives client_created
     // and client_activity in whole seconds, so the age seen can be up to 1 s more than the truth.
     s.idle_since(n, 10_000_000);
     let env = [
-        ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
         ("CCS_ENGINE_VIEWER_MAX_MS", "3000"),
         ("CCS_REAP_GRACE_MS", "2000"),
     ];
-    let (by, _) = status(&s, &env);
+    let by = by_name(&s.status(&env));
     if now_ms() - t_attach < 1500 {
         assert_eq!(
             by["ccs-1"]["state"], "viewed",
@@ -416,7 +370,7 @@ fn viewer_without_input_past_the_limit_no_longer_counts() {
         );
     }
     assert!(wait_until(10.0, || {
-        let (by, _) = status(&s, &env);
+        let by = by_name(&s.status(&env));
         by["ccs-1"]["state"] != "viewed"
     }));
     let waited = now_ms() - t_attach;
@@ -424,7 +378,7 @@ fn viewer_without_input_past_the_limit_no_longer_counts() {
         waited >= 1900,
         "discounted after {waited} ms, limit 3000 ms"
     );
-    let (by, _) = status(&s, &env);
+    let by = by_name(&s.status(&env));
     let v = by["ccs-1"]["viewer_list"].as_array().unwrap();
     assert_eq!(
         v.len(),
@@ -434,8 +388,7 @@ fn viewer_without_input_past_the_limit_no_longer_counts() {
     assert_eq!(v[0]["control_mode"], true);
     assert!(v[0]["attached_ms"].as_u64().unwrap() >= 2000, "{v:?}");
 
-    let o = s.run(&["--once"], &env);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &env);
     assert!(
         !s.has("ccs-1"),
         "a viewer without input past CCS_ENGINE_VIEWER_MAX_MS still held the session: {}",
@@ -466,20 +419,12 @@ fn pane(s: &Server, n: u32) -> (bool, String, String, i32) {
     )
 }
 
-/// A session kept after its command exits (`remain-on-exit`, set before the command runs), its
-/// cid set, its idle clock started just now. The pane is respawned with `cmd`.
+/// A session kept after its command `cmd` exits (see [`Server::remain_on_exit`]), its cid set,
+/// its idle clock started just now.
 fn kept_on_exit(s: &Server, name: &str, cid: &str, cmd: &str) -> u32 {
-    let n = s.session(name, "sleep 100000");
-    s.ok(&[
-        "set-option",
-        "-t",
-        &format!("${n}:"),
-        "remain-on-exit",
-        "on",
-    ]);
+    let n = s.remain_on_exit(name, cmd);
     s.set(n, "@ccs_cid", cid);
     s.idle_since(n, 0);
-    s.ok(&["respawn-pane", "-k", "-t", &format!("${n}:"), cmd]);
     n
 }
 
@@ -504,15 +449,6 @@ fn wait_dead(s: &Server, n: u32) {
         }),
         "${n}: the pane did not die with a known status: {last:?}"
     );
-}
-
-/// The state letter and parent of a process, from /proc.
-fn proc_state(pid: i32) -> Option<(char, i32)> {
-    let st = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let mut it = st.rsplit(')').next()?.split_whitespace();
-    let state = it.next()?.chars().next()?;
-    let ppid = it.next()?.parse().ok()?;
-    Some((state, ppid))
 }
 
 const EXITED_ENV: [(&str, &str); 2] = [
@@ -542,12 +478,11 @@ fn exited_pane_is_cleaned_up_at_once_with_its_lingering_helper() {
     let young = s.chat("ccs-2", "conv-live", "");
     s.idle_since(young, 1000);
 
-    let (by, _) = status(&s, &EXITED_ENV);
+    let by = by_name(&s.status(&EXITED_ENV));
     assert_eq!(by["ccs-1"]["state"], "exited", "{:?}", by["ccs-1"]);
 
     // The idle clock started just now: only the exited rule can take it.
-    let o = s.run(&["--once"], &EXITED_ENV);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &EXITED_ENV);
     assert!(
         !s.has("ccs-1"),
         "the dead pane's session was kept: {}",
@@ -591,16 +526,12 @@ fn every_ending_is_classified_completed_failed_or_stopped() {
     let mut pid = 0;
     assert!(wait_until(5.0, || {
         pid = pane(&s, killed).3;
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .unwrap_or_default()
-            .starts_with(b"sleep\0")
+        cmdline(pid).starts_with("sleep ")
     }));
-    let p = rustix::process::Pid::from_raw(pid).unwrap();
-    rustix::process::kill_process(p, rustix::process::Signal::TERM).unwrap();
+    signal(pid, Signal::TERM).unwrap();
     wait_dead(&s, killed);
 
-    let o = s.run(&["--once"], &EXITED_ENV);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &EXITED_ENV);
     assert_eq!(s.names(), vec!["keeper".to_string()], "{}", o.stderr);
 
     let l = reaped_line(&s, "ccs-1", &o);
@@ -642,11 +573,7 @@ fn dead_pane_whose_exit_status_tmux_missed_is_still_cleaned_up() {
     // status" for good (the idle rule never sees it either).
     let s = Server::new();
     s.session("keeper", "sleep 100000");
-    let server_pid: i32 = s
-        .ok(&["display-message", "-p", "#{pid}"])
-        .trim()
-        .parse()
-        .unwrap();
+    let server_pid = s.server_pid();
     s.ok(&["set-option", "-g", "remain-on-exit", "on"]);
     let mut found = None;
     for i in 0..60 {
@@ -655,7 +582,7 @@ fn dead_pane_whose_exit_status_tmux_missed_is_still_cleaned_up() {
         assert!(wait_until(5.0, || pane(&s, n).0), "{name} did not exit");
         std::thread::sleep(std::time::Duration::from_millis(200));
         let (dead, status, signal, pid) = pane(&s, n);
-        let zombie = proc_state(pid) == Some(('Z', server_pid));
+        let zombie = stat(pid).is_some_and(|st| st.state == 'Z' && st.ppid == server_pid);
         if dead && status.is_empty() && signal.is_empty() && zombie {
             found = Some((name, n, i));
             break;
@@ -672,8 +599,7 @@ fn dead_pane_whose_exit_status_tmux_missed_is_still_cleaned_up() {
     s.idle_since(n, 0);
     // Give the sweeps two chances ("a moment"), no more.
     for _ in 0..2 {
-        let o = s.run(&["--once"], &EXITED_ENV);
-        assert_eq!(o.code, 0, "{}", o.stderr);
+        s.sweep(DONE, &[], &EXITED_ENV);
         if !s.has(&name) {
             break;
         }
@@ -683,7 +609,7 @@ fn dead_pane_whose_exit_status_tmux_missed_is_still_cleaned_up() {
         "a dead pane whose exit status tmux has not collected was kept for good: {:?}",
         pane(&s, n)
     );
-    let l = audit_for(&s, &name);
+    let l = s.audit_of(&name);
     assert_eq!(l.len(), 1, "{l:?}");
     assert_eq!(l[0]["outcome"], "reaped", "{l:?}");
     assert_eq!(l[0]["reason"], "exited", "{l:?}");
@@ -700,13 +626,11 @@ fn exited_pane_waits_for_a_viewer_to_leave() {
     let n = kept_on_exit(&s, "ccs-1", "conv-v", "exit 7");
     wait_dead(&s, n);
     s.attach_control("ccs-1");
-    let o = s.run(&["--once"], &EXITED_ENV);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &EXITED_ENV);
     assert!(s.has("ccs-1"), "{}", o.stderr);
     s.detach_all();
     assert!(wait_until(5.0, || clients_of(&s, "ccs-1").is_empty()));
-    let o = s.run(&["--once"], &EXITED_ENV);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    let o = s.sweep(DONE, &[], &EXITED_ENV);
     assert!(!s.has("ccs-1"), "{}", o.stderr);
     let l = reaped_line(&s, "ccs-1", &o);
     assert_eq!(l["exit_status"], 7);
@@ -717,28 +641,21 @@ fn exited_pane_waits_for_a_viewer_to_leave() {
 // A server left without sessions
 // ---------------------------------------------------------------------------------------------
 
-/// A server that stays up with no session (`exit-empty off`; the default server is in that state
-/// for a moment between its last session going and its exit). tmux then answers any targeted
-/// command with "no current target" instead of "can't find session".
-fn server_that_stays_up(s: &Server) {
-    s.session("boot", "sleep 100000");
-    s.ok(&["set-option", "-g", "exit-empty", "off"]);
-    s.ok(&["kill-session", "-t", "=boot"]);
-}
-
 #[test]
 fn reaping_the_last_session_of_a_server_is_reaped_not_failed() {
     // The pane's claude dies on SIGTERM, tmux closes the session on its own, and kill-session
     // then finds a server with no session at all: the session is gone, the reap succeeded.
     let s = Server::new();
-    server_that_stays_up(&s);
+    s.server_that_stays_up();
     let n = s.chat("ccs-1", "conv-last", "plain");
     s.idle_since(n, 10_000_000);
     let pids = s.pids("ccs-1");
-    let o = s.run(
-        &["--once"],
+    // Either code here: a failed reap's exit 1 is checked last, after the audit line says why.
+    let o = s.sweep(
+        DONE_OR_FAILED,
+        &[],
         &[
-            ("CCS_ENGINE_IDLE_KILL_MS", "600000"),
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
             ("CCS_REAP_GRACE_MS", "2000"),
         ],
     );
@@ -746,7 +663,7 @@ fn reaping_the_last_session_of_a_server_is_reaped_not_failed() {
     for (kind, pid) in &pids {
         assert!(!alive(*pid), "{kind} {pid} survived");
     }
-    let l = audit_for(&s, "ccs-1");
+    let l = s.audit_of("ccs-1");
     assert_eq!(l.len(), 1, "{l:?}");
     assert_eq!(
         l[0]["outcome"], "reaped",
@@ -760,7 +677,7 @@ fn reaping_the_last_session_of_a_server_is_reaped_not_failed() {
 #[test]
 fn turn_begin_on_a_server_without_sessions_says_respawn() {
     let s = Server::new();
-    server_that_stays_up(&s);
+    s.server_that_stays_up();
     let o = s.run(&["turn", "begin", "1"], &[]);
     assert_eq!(
         o.code, 4,
