@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
@@ -571,11 +572,16 @@ fn dead_pane_whose_exit_status_tmux_missed_is_still_cleaned_up() {
     // #{pane_dead_status} stays empty until another child of the server happens to exit. A
     // session left so must still be cleaned up by the sweeps, not kept "waiting for the exit
     // status" for good (the idle rule never sees it either).
+    //
+    // The miss cannot be forced from outside tmux (a server started with SIGCHLD blocked never
+    // collects anything, which is another case), so the test tries up to 60 exits. Where none is
+    // missed, it says so on the test's stderr, uncaptured, and checks only the other half: an
+    // exit that tmux did collect, cleaned up by the same sweeps with the same outcome.
     let s = Server::new();
     s.session("keeper", "sleep 100000");
     let server_pid = s.server_pid();
     s.ok(&["set-option", "-g", "remain-on-exit", "on"]);
-    let mut found = None;
+    let (mut missed, mut collected) = (None, None);
     for i in 0..60 {
         let name = format!("ccs-{i}");
         let n = s.session(&name, "exit 3");
@@ -584,38 +590,64 @@ fn dead_pane_whose_exit_status_tmux_missed_is_still_cleaned_up() {
         let (dead, status, signal, pid) = pane(&s, n);
         let zombie = stat(pid).is_some_and(|st| st.state == 'Z' && st.ppid == server_pid);
         if dead && status.is_empty() && signal.is_empty() && zombie {
-            found = Some((name, n, i));
+            missed = Some((name, n, i));
             break;
         }
-        // Collected normally: not the case this test is about. (kill-session of a dead pane
-        // makes no child exit, so it cannot collect anything for the next one.)
+        if collected.is_none() && dead && status == "3" {
+            // Collected normally: the first one is kept for the check made in any case.
+            collected = Some((name, n, i));
+            continue;
+        }
+        // (kill-session of a dead pane makes no child exit, so it cannot collect anything for
+        // the next one.)
         s.ok(&["kill-session", "-t", &format!("${n}")]);
     }
-    let Some((name, n, id)) = found else {
-        eprintln!("tmux collected every exit status in 60 tries: nothing to prove on this tmux");
-        return;
-    };
-    s.set(n, "@ccs_cid", "conv-missed");
-    s.idle_since(n, 0);
+    if missed.is_none() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "NOTE dead_pane_whose_exit_status_tmux_missed_is_still_cleaned_up: tmux collected \
+             every exit status in 60 tries, so its main check (a missed SIGCHLD) did NOT run; \
+             only the cleanup of an exit tmux collected was checked"
+        );
+    }
+    let ours: Vec<&(String, u32, i32)> = missed.iter().chain(collected.iter()).collect();
+    assert!(
+        !ours.is_empty(),
+        "no session of ccs-0..59 was left to sweep"
+    );
+    for (_, n, id) in &ours {
+        s.set(*n, "@ccs_cid", &format!("conv-{id}"));
+        s.idle_since(*n, 0);
+    }
     // Give the sweeps two chances ("a moment"), no more.
     for _ in 0..2 {
         s.sweep(DONE, &[], &EXITED_ENV);
-        if !s.has(&name) {
+        if ours.iter().all(|(name, ..)| !s.has(name)) {
             break;
         }
     }
-    assert!(
-        !s.has(&name),
-        "a dead pane whose exit status tmux has not collected was kept for good: {:?}",
-        pane(&s, n)
-    );
-    let l = s.audit_of(&name);
-    assert_eq!(l.len(), 1, "{l:?}");
-    assert_eq!(l[0]["outcome"], "reaped", "{l:?}");
-    assert_eq!(l[0]["reason"], "exited", "{l:?}");
-    assert_eq!(l[0]["exit_status"], 3, "{l:?}");
-    assert_eq!(l[0]["ended"], "failed", "{l:?}");
-    assert_eq!(s.tombstone(&id.to_string()).unwrap()["cid"], "conv-missed");
+    for (name, n, id) in &ours {
+        let what = if missed.as_ref().is_some_and(|(m, ..)| m == name) {
+            "a dead pane whose exit status tmux has not collected"
+        } else {
+            "a dead pane whose exit status tmux collected"
+        };
+        assert!(
+            !s.has(name),
+            "{what} ({name}) was kept for good: {:?}",
+            pane(&s, *n)
+        );
+        let l = s.audit_of(name);
+        assert_eq!(l.len(), 1, "{name}: {l:?}");
+        assert_eq!(l[0]["outcome"], "reaped", "{name}: {l:?}");
+        assert_eq!(l[0]["reason"], "exited", "{name}: {l:?}");
+        assert_eq!(l[0]["exit_status"], 3, "{name}: {l:?}");
+        assert_eq!(l[0]["ended"], "failed", "{name}: {l:?}");
+        assert_eq!(
+            s.tombstone(&id.to_string()).unwrap()["cid"],
+            format!("conv-{id}")
+        );
+    }
     assert!(s.has("keeper"));
 }
 
