@@ -117,6 +117,8 @@ pub struct Config {
     /// How long one tmux call may take before the sweep gives up on it.
     pub tmux_timeout: Duration,
     pub metrics_addr: Option<SocketAddr>,
+    /// `CCS_ENGINE_MEM_CGROUP`: the memory cgroup to watch instead of the tmux server's.
+    pub mem_cgroup: Option<PathBuf>,
 }
 
 /// The raw strings, as envy reads them (`CCS_` prefix stripped, lowercased).
@@ -137,6 +139,8 @@ struct Raw {
     engine_mem_high: Option<String>,
     engine_max_idle: Option<String>,
     engine_min_idle_ms: Option<String>,
+    engine_mem_cgroup: Option<String>,
+    engine_mem_psi: Option<String>,
     metrics_addr: Option<String>,
     engine_stuck_wall_ms: Option<String>,
     engine_stuck_idle_ms: Option<String>,
@@ -311,6 +315,39 @@ impl Config {
             ),
         };
         let min_idle_ms = ms("ENGINE_MIN_IDLE_MS", &raw.engine_min_idle_ms, 0)?.unwrap_or(60_000);
+        let mem_cgroup = match &raw.engine_mem_cgroup {
+            None => None,
+            Some(s) => {
+                let d = PathBuf::from(s.trim());
+                match crate::memory::cgroup_dir(&d) {
+                    Some(src) if crate::memory::read(&src).is_some() => Some(d),
+                    _ => {
+                        return Err(err(
+                            "ENGINE_MEM_CGROUP",
+                            s,
+                            "a readable memory cgroup directory (with memory.current, or memory.usage_in_bytes)",
+                        ))
+                    }
+                }
+            }
+        };
+        let mem_psi = match &raw.engine_mem_psi {
+            None => None,
+            Some(s) => Some(
+                s.trim()
+                    .trim_end_matches('%')
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|p| *p > 0.0 && *p <= 100.0)
+                    .ok_or_else(|| {
+                        err(
+                            "ENGINE_MEM_PSI",
+                            s,
+                            "a share of time stalled on memory (PSI some avg10), above 0 and at most 100, such as 10",
+                        )
+                    })?,
+            ),
+        };
         let metrics_addr = match &raw.metrics_addr {
             None => None,
             Some(s) => Some(
@@ -339,6 +376,7 @@ impl Config {
                 idle_kill_ms,
                 reap_without_cid,
                 mem_high,
+                mem_psi,
                 max_idle,
                 min_idle_ms,
                 stuck_wall_ms,
@@ -358,6 +396,7 @@ impl Config {
             log_format,
             tmux_timeout: Duration::from_millis(tmux_timeout),
             metrics_addr,
+            mem_cgroup,
         })
     }
 
@@ -479,6 +518,9 @@ mod tests {
             ("CCS_ENGINE_MEM_HIGH", "85%", |c| {
                 c.policy.mem_high == Some(MemThreshold::Percent(85.0))
             }),
+            ("CCS_ENGINE_MEM_PSI", "12.5", |c| {
+                c.policy.mem_psi == Some(12.5) && c.policy.enabled()
+            }),
             ("CCS_ENGINE_MAX_IDLE", "4", |c| {
                 c.policy.max_idle == Some(4) && c.policy.enabled()
             }),
@@ -527,6 +569,11 @@ mod tests {
             ("CCS_ENGINE_MEM_HIGH", "120%"),
             ("CCS_ENGINE_MEM_HIGH", "12X"),
             ("CCS_ENGINE_MAX_IDLE", "-1"),
+            ("CCS_ENGINE_MEM_CGROUP", "/nonexistent/cgroup"),
+            ("CCS_ENGINE_MEM_CGROUP", "/tmp"),
+            ("CCS_ENGINE_MEM_PSI", "0"),
+            ("CCS_ENGINE_MEM_PSI", "101"),
+            ("CCS_ENGINE_MEM_PSI", "lots"),
             ("CCS_ENGINE_MIN_IDLE_MS", "1m"),
             ("CCS_METRICS_ADDR", "localhost"),
             ("CCS_ENGINE_STUCK_WALL_MS", "x"),

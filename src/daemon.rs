@@ -1,8 +1,14 @@
 //! The daemon: one sweep every interval, under the single-instance lock of its socket, with the
 //! metrics endpoint beside it; SIGTERM/SIGINT finish the sweep and every reap in flight.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Notify;
+
+use crate::clock::now_ms;
+use crate::memory;
 
 use crate::policy::Action;
 use crate::reaper::Reaper;
@@ -40,19 +46,44 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     );
     let mut tick = tokio::time::interval(r.cfg.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // Between sweeps, a watcher reads the memory every WATCH_EVERY and starts a sweep as soon as
+    // it crosses CCS_ENGINE_MEM_HIGH (or the stall passes CCS_ENGINE_MEM_PSI).
+    let pressure = Arc::new(Pressure::default());
+    let p = &r.cfg.policy;
+    let _watcher = (p.mem_high.is_some() || p.mem_psi.is_some())
+        .then(|| tokio::spawn(watch(Arc::clone(&r), Arc::clone(&pressure))));
     loop {
-        tokio::select! {
-            _ = tick.tick() => {
-                let rep = sweep(&r, false).await;
-                let reaping = rep.sessions.iter().filter(|s| s.decision.action == Action::Reap).count();
-                if reaping > 0 || rep.error.is_some() {
-                    tracing::info!(sessions = rep.sessions.len(), reaping, error = ?rep.error, took_ms = rep.took_ms, "sweep");
-                } else {
-                    tracing::debug!(sessions = rep.sessions.len(), took_ms = rep.took_ms, "sweep");
-                }
-            }
+        let why = tokio::select! {
+            _ = tick.tick() => "interval",
+            _ = pressure.wake.notified() => "memory pressure",
             _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
             _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
+        };
+        let rep = sweep(&r, false).await;
+        let reaping = rep
+            .sessions
+            .iter()
+            .filter(|s| s.decision.action == Action::Reap)
+            .count();
+        if why != "interval" {
+            // Nothing to take under pressure (all busy, viewed or young): do not sweep again at
+            // every watch; the interval, or a while, will tell.
+            let pause = if reaping > 0 {
+                WATCH_EVERY
+            } else {
+                PRESSURE_PAUSE
+            };
+            pressure.pause_until(now_ms() + pause.as_millis() as i64);
+        }
+        if reaping > 0 || rep.error.is_some() {
+            tracing::info!(why, sessions = rep.sessions.len(), reaping, error = ?rep.error, took_ms = rep.took_ms, "sweep");
+        } else {
+            tracing::debug!(
+                why,
+                sessions = rep.sessions.len(),
+                took_ms = rep.took_ms,
+                "sweep"
+            );
         }
     }
     let n = r.inflight_count();
@@ -64,4 +95,52 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     }
     tracing::info!("ccs-reap stopped");
     Ok(())
+}
+
+/// How often the watcher reads the memory between sweeps.
+pub const WATCH_EVERY: Duration = Duration::from_millis(250);
+/// How long the watcher waits after a pressure sweep that found nothing to take.
+pub const PRESSURE_PAUSE: Duration = Duration::from_secs(5);
+
+/// Between the watcher and the daemon loop.
+#[derive(Default)]
+struct Pressure {
+    wake: Notify,
+    /// No wake before this (Unix ms).
+    quiet_until: AtomicI64,
+}
+
+impl Pressure {
+    fn pause_until(&self, ms: i64) {
+        self.quiet_until.store(ms, Ordering::Relaxed);
+    }
+}
+
+/// The watcher: one or two small file reads every [`WATCH_EVERY`]; a wake for the daemon loop
+/// when the memory is above the threshold (or the stall above its limit). Quiet while a teardown
+/// is in flight (it is freeing memory) and after a pressure sweep.
+async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
+    let mut every = tokio::time::interval(WATCH_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let p = &r.cfg.policy;
+    loop {
+        every.tick().await;
+        if r.inflight_count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {
+            continue;
+        }
+        // Resolved by the sweeps (the tmux server's cgroup needs its pid).
+        let Some(w) = r.watched() else { continue };
+        let over = memory::read(&w.source).is_some_and(|h| {
+            crate::policy::mem_limit(p, Some(h)).is_some_and(|l| h.used_bytes > l)
+        });
+        let stalled = p
+            .mem_psi
+            .is_some_and(|max| memory::pressure(&w.source).is_some_and(|now| now >= max));
+        if over || stalled {
+            tracing::debug!(over, stalled, "memory pressure: waking the sweep");
+            pressure.wake.notify_one();
+            // One wake per crossing: the sweep sets the next quiet time.
+            pressure.pause_until(now_ms() + 60_000);
+        }
+    }
 }

@@ -9,6 +9,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod hooks;
+pub mod memory;
 pub mod metrics;
 pub mod observe;
 pub mod policy;

@@ -5,6 +5,7 @@
 use std::collections::HashSet;
 
 use crate::clock::now_ms;
+use crate::memory;
 use crate::policy::{self, Decision, Snapshot};
 use crate::procs;
 use crate::reaper::Reaper;
@@ -62,9 +63,13 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
             }
         }
     }
-    if all || p.mem_high.is_some() || r.cfg.metrics_addr.is_some() {
+    if all || p.mem_high.is_some() || p.mem_psi.is_some() || r.cfg.metrics_addr.is_some() {
         measure(&mut snap, &listing);
-        snap.host = procs::host_memory();
+        let w = r.watch_memory(listing.server_pid);
+        snap.host = memory::read(&w.source);
+        if p.mem_psi.is_some() {
+            snap.stall_pct = memory::pressure(&w.source);
+        }
     }
     (snap, listing)
 }

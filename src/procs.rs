@@ -445,55 +445,6 @@ pub fn cmdline(pid: i32) -> Option<Vec<String>> {
     Process::new(pid).and_then(|p| p.cmdline()).ok()
 }
 
-/// Host memory: the reaper's cgroup (v2, then v1), else /proc/meminfo.
-pub fn host_memory() -> Option<crate::policy::HostMemory> {
-    use crate::policy::HostMemory;
-    let read_u64 = |p: &str| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|s| s.trim().parse::<u64>().ok())
-    };
-    let cg = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    for line in cg.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(ctrl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
-            continue;
-        };
-        if ctrl.is_empty() {
-            let dir = format!("/sys/fs/cgroup{path}");
-            if let Some(used) = read_u64(&format!("{dir}/memory.current")) {
-                let max = std::fs::read_to_string(format!("{dir}/memory.max")).ok();
-                let limit = max.and_then(|m| m.trim().parse::<u64>().ok());
-                return Some(HostMemory {
-                    used_bytes: used,
-                    limit_bytes: limit,
-                });
-            }
-        } else if ctrl.split(',').any(|c| c == "memory") {
-            for dir in [
-                format!("/sys/fs/cgroup/memory{path}"),
-                "/sys/fs/cgroup/memory".to_string(),
-            ] {
-                if let Some(used) = read_u64(&format!("{dir}/memory.usage_in_bytes")) {
-                    let limit = read_u64(&format!("{dir}/memory.limit_in_bytes"))
-                        .filter(|&l| l < (1 << 60));
-                    return Some(HostMemory {
-                        used_bytes: used,
-                        limit_bytes: limit,
-                    });
-                }
-            }
-        }
-    }
-    let mi = <procfs::Meminfo as procfs::Current>::current().ok()?;
-    Some(HostMemory {
-        used_bytes: mi
-            .mem_total
-            .saturating_sub(mi.mem_available.unwrap_or(mi.mem_free)),
-        limit_bytes: Some(mi.mem_total),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::activity;
 use crate::config::Config;
+use crate::memory::{self, Watched};
 use crate::metrics::Metrics;
 use crate::state::StateDir;
 use crate::tmux::{Tmux, TmuxError};
@@ -20,6 +21,8 @@ pub struct Reaper {
     pub dry_run: bool,
     inflight: Mutex<HashSet<u32>>,
     pub metrics: Arc<Metrics>,
+    /// The memory the pressure rules watch, as last resolved (for the watcher and `status`).
+    watched: Mutex<Option<Watched>>,
 }
 
 /// The failure of a one-session command (`reap <id>`), for exit codes.
@@ -51,6 +54,7 @@ impl Reaper {
             dry_run,
             inflight: Mutex::new(HashSet::new()),
             metrics: Arc::new(Metrics::default()),
+            watched: Mutex::new(None),
         })
     }
 
@@ -93,5 +97,29 @@ impl Reaper {
 
     pub(crate) fn is_inflight(&self, n: u32) -> bool {
         self.inflight().contains(&n)
+    }
+
+    /// Resolve the memory to watch (see [`memory::resolve`]) for a server of `server_pid`, and
+    /// remember it; a change (a cgroup that vanished, a server that moved) is logged once.
+    pub(crate) fn watch_memory(&self, server_pid: Option<u32>) -> Watched {
+        let w = memory::resolve(self.cfg.mem_cgroup.as_deref(), server_pid);
+        let mut last = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        if last.as_ref() != Some(&w) {
+            if last.is_some() {
+                tracing::warn!(watching = %w, "the memory watched changed");
+            } else {
+                tracing::info!(watching = %w, "watching memory");
+            }
+            *last = Some(w.clone());
+        }
+        w
+    }
+
+    /// The memory watched, as last resolved.
+    pub fn watched(&self) -> Option<Watched> {
+        self.watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }

@@ -17,6 +17,8 @@ pub struct SweepReport {
     pub error: Option<String>,
     pub sessions: Vec<SessionReport>,
     pub host: Option<HostMemory>,
+    /// Which memory `host` is, and why that one.
+    pub watching: Option<String>,
     pub total_rss_bytes: u64,
     pub total_pss_bytes: Option<u64>,
     /// The reaps this sweep carried out (with `--once`; the daemon logs them as they finish).
@@ -144,6 +146,9 @@ pub fn render_status(r: &SweepReport) -> String {
             .map(human_bytes)
             .unwrap_or_else(|| "no limit".into());
         let _ = writeln!(o, "memory used {} of {limit}", human_bytes(h.used_bytes));
+        if let Some(w) = &r.watching {
+            let _ = writeln!(o, "watching {w}");
+        }
     }
     if !r.enabled {
         let _ = writeln!(

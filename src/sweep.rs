@@ -258,6 +258,7 @@ fn report(
         error: snap.global_problem.clone(),
         sessions,
         host: snap.host,
+        watching: snap.host.and(r.watched()).map(|w| w.to_string()),
         total_rss_bytes,
         total_pss_bytes,
         reaps,

@@ -215,6 +215,18 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     d
 }
 
+/// The memory threshold in bytes: `CCS_ENGINE_MEM_HIGH` as a size, or as a share of the
+/// watched limit (none without a limit).
+pub fn mem_limit(policy: &Policy, host: Option<HostMemory>) -> Option<u64> {
+    match (policy.mem_high, host) {
+        (Some(MemThreshold::Bytes(b)), _) => Some(b),
+        (Some(MemThreshold::Percent(pc)), Some(h)) => {
+            h.limit_bytes.map(|l| (l as f64 * pc / 100.0) as u64)
+        }
+        _ => None,
+    }
+}
+
 /// Decide every session of the snapshot. One decision per session, in snapshot order.
 pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     let mut out: Vec<Decision> = snap
@@ -227,11 +239,16 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     }
 
     // The pressure rules take only sessions that passed rules 1-6 and are still kept, idle at least
-    // the floor, oldest-idle first (ties: lowest tmux id, the older session).
+    // the floor, oldest-idle first (ties: lowest tmux id, the older session). A session that a
+    // reap in flight holds (`@ccs_reaping`) is going already: never taken twice, and its memory
+    // counts as freed.
+    let going = |s: &Session| !s.reaping.trim().is_empty();
     let mut eligible: Vec<usize> = out
         .iter()
         .enumerate()
-        .filter(|(_, d)| d.state == State::Idle && d.action == Action::Keep)
+        .filter(|(i, d)| {
+            d.state == State::Idle && d.action == Action::Keep && !going(&snap.sessions[*i])
+        })
         .map(|(i, _)| i)
         .collect();
     eligible.sort_by_key(|&i| {
@@ -258,34 +275,46 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
         }
     }
 
-    if let (Some(th), Some(host)) = (policy.mem_high, snap.host) {
-        let limit = match th {
-            MemThreshold::Bytes(b) => Some(b),
-            MemThreshold::Percent(pc) => host.limit_bytes.map(|l| (l as f64 * pc / 100.0) as u64),
-        };
-        if let Some(limit) = limit {
-            let freed: u64 = out
-                .iter()
-                .zip(&snap.sessions)
-                .filter(|(d, _)| d.action == Action::Reap)
-                .map(|(_, s)| s.mem_bytes.unwrap_or(0))
-                .sum();
-            let mut projected = host.used_bytes.saturating_sub(freed);
-            for &i in &eligible {
-                if projected <= limit {
-                    break;
-                }
-                if out[i].action == Action::Reap || !floor(&out[i]) {
-                    continue;
-                }
-                let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
-                let d = &mut out[i];
-                d.action = Action::Reap;
-                d.state = State::Expired;
-                d.reap_reason = Some(ReapReason::Memory);
-                d.why = format!("memory {projected} bytes above {limit}: oldest idle goes first");
-                projected = projected.saturating_sub(mem);
+    // Memory: above the threshold (or stalled on memory past CCS_ENGINE_MEM_PSI, which takes at
+    // least one), reap the oldest idle until the projection (used minus what the trees being
+    // reaped hold) is below it.
+    let stalled = matches!((policy.mem_psi, snap.stall_pct), (Some(max), Some(now)) if now >= max);
+    let limit = mem_limit(policy, snap.host);
+    let used = snap.host.map(|h| h.used_bytes);
+    if (limit.is_some() && used.is_some()) || stalled {
+        let freed: u64 = out
+            .iter()
+            .zip(&snap.sessions)
+            .filter(|(d, s)| d.action == Action::Reap || going(s))
+            .map(|(_, s)| s.mem_bytes.unwrap_or(0))
+            .sum();
+        let mut projected = used.unwrap_or(0).saturating_sub(freed);
+        let mut must = stalled;
+        for &i in &eligible {
+            let over = matches!(limit, Some(l) if projected > l);
+            if !over && !must {
+                break;
             }
+            if out[i].action == Action::Reap || !floor(&out[i]) {
+                continue;
+            }
+            let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
+            let d = &mut out[i];
+            d.action = Action::Reap;
+            d.state = State::Expired;
+            d.reap_reason = Some(ReapReason::Memory);
+            d.why = match limit {
+                Some(l) if over => {
+                    format!("memory {projected} bytes above {l}: oldest idle goes first")
+                }
+                _ => format!(
+                    "stalled on memory ({:.1}% of the time, limit {:.1}%): oldest idle goes first",
+                    snap.stall_pct.unwrap_or(0.0),
+                    policy.mem_psi.unwrap_or(0.0)
+                ),
+            };
+            projected = projected.saturating_sub(mem);
+            must = false;
         }
     }
     out
@@ -961,6 +990,64 @@ mod tests {
             reaped(&decide(&snap, NOW, &p1)),
             vec![(3, ReapReason::MaxIdle)]
         );
+    }
+
+    #[test]
+    fn sessions_being_reaped_are_not_taken_twice_and_count_as_freed() {
+        let p = Policy {
+            idle_kill_ms: None,
+            mem_high: Some(MemThreshold::Bytes(1000)),
+            min_idle_ms: 60_000,
+            ..Policy::default()
+        };
+        let mut snap = idle_sessions(&[(1, 500_000, 300), (2, 400_000, 300), (3, 300_000, 300)]);
+        snap.host = Some(HostMemory {
+            used_bytes: 1500,
+            limit_bytes: None,
+        });
+        // Without a reap in flight: 1 and 2 go (1500 -> 1200 -> 900).
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![(1, ReapReason::Memory), (2, ReapReason::Memory)]
+        );
+        // 1 is being reaped (a watcher-started sweep before its memory is freed): only 2 goes.
+        snap.sessions[0].reaping = (NOW - 100).to_string();
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![(2, ReapReason::Memory)]
+        );
+        // 1 and 2 in flight: the projection is under the limit already.
+        snap.sessions[1].reaping = (NOW - 100).to_string();
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+    }
+
+    #[test]
+    fn a_memory_stall_past_the_psi_limit_takes_the_oldest_idle() {
+        let p = Policy {
+            idle_kill_ms: None,
+            mem_psi: Some(10.0),
+            min_idle_ms: 60_000,
+            ..Policy::default()
+        };
+        let mut snap = idle_sessions(&[(1, 500_000, 300), (2, 400_000, 300), (3, 30_000, 300)]);
+        // (stall %, reaped)
+        type Row = (Option<f64>, Vec<(u32, ReapReason)>);
+        let table: &[Row] = &[
+            (None, vec![]),
+            (Some(9.9), vec![]),
+            (Some(10.0), vec![(1, ReapReason::Memory)]),
+            (Some(80.0), vec![(1, ReapReason::Memory)]),
+        ];
+        for (stall, want) in table {
+            snap.stall_pct = *stall;
+            assert_eq!(&reaped(&decide(&snap, NOW, &p)), want, "{stall:?}");
+        }
+        // Never one under the floor, even stalled.
+        let snap = Snapshot {
+            stall_pct: Some(50.0),
+            ..idle_sessions(&[(3, 30_000, 300)])
+        };
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
     }
 
     #[test]

@@ -29,6 +29,8 @@ pub struct Policy {
     pub idle_kill_ms: Option<u64>,
     pub reap_without_cid: bool,
     pub mem_high: Option<MemThreshold>,
+    /// A memory stall share (PSI `some avg10`, %) that also starts the memory rule.
+    pub mem_psi: Option<f64>,
     pub max_idle: Option<usize>,
     pub min_idle_ms: u64,
     pub stuck_wall_ms: Option<u64>,
@@ -45,6 +47,7 @@ impl Default for Policy {
             idle_kill_ms: None,
             reap_without_cid: false,
             mem_high: None,
+            mem_psi: None,
             max_idle: None,
             min_idle_ms: 60_000,
             stuck_wall_ms: None,
@@ -62,6 +65,7 @@ impl Policy {
     pub fn enabled(&self) -> bool {
         self.idle_kill_ms.is_some()
             || self.mem_high.is_some()
+            || self.mem_psi.is_some()
             || self.max_idle.is_some()
             || (self.reap_stuck && (self.stuck_wall_ms.is_some() || self.stuck_idle_ms.is_some()))
     }
@@ -149,6 +153,8 @@ pub struct Snapshot {
     /// Ids listed busy in the activity files.
     pub busy_ids: HashSet<String>,
     pub host: Option<HostMemory>,
+    /// The memory stall share (PSI `some avg10`, %), when it was read.
+    pub stall_pct: Option<f64>,
 }
 
 /// What to do with a session.

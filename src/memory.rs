@@ -1,0 +1,220 @@
+//! Which memory the pressure rules watch, and reading it cheaply.
+//!
+//! By default the memory cgroup of the tmux server (that is where the chats live, whether the
+//! reaper runs beside them or in a sidecar); `CCS_ENGINE_MEM_CGROUP` names another; else the
+//! reaper's own cgroup; else `/proc/meminfo`. cgroup v2 (`memory.current`, `memory.max`) and v1
+//! (`memory.usage_in_bytes`, `memory.limit_in_bytes`) are both read. A read is one or two small
+//! files, cheap enough for the watcher that runs between sweeps.
+
+use std::path::{Path, PathBuf};
+
+use crate::policy::HostMemory;
+
+/// Where the memory figure comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    V2(PathBuf),
+    V1(PathBuf),
+    Meminfo,
+}
+
+/// The memory watched, and why that one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Watched {
+    pub source: Source,
+    pub why: String,
+}
+
+impl std::fmt::Display for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.source {
+            Source::V2(d) => write!(f, "cgroup v2 {} ({})", d.display(), self.why),
+            Source::V1(d) => write!(f, "cgroup v1 {} ({})", d.display(), self.why),
+            Source::Meminfo => write!(f, "/proc/meminfo ({})", self.why),
+        }
+    }
+}
+
+/// Where the cgroup file systems are mounted.
+const CGROUP_ROOT: &str = "/sys/fs/cgroup";
+
+fn read_u64(p: &Path) -> Option<u64> {
+    std::fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// A directory as a memory cgroup: v2 if it has `memory.current`, v1 if `memory.usage_in_bytes`.
+pub fn cgroup_dir(dir: &Path) -> Option<Source> {
+    if dir.join("memory.current").is_file() {
+        Some(Source::V2(dir.to_path_buf()))
+    } else if dir.join("memory.usage_in_bytes").is_file() {
+        Some(Source::V1(dir.to_path_buf()))
+    } else {
+        None
+    }
+}
+
+/// The memory cgroup named by the lines of a `/proc/<pid>/cgroup` file (pure: `exists` says
+/// whether a candidate directory is a memory cgroup). v2's `0::<path>` first, then v1's
+/// `<n>:...memory...:<path>`.
+pub fn cgroup_from_proc(text: &str, exists: impl Fn(&Path) -> Option<Source>) -> Option<Source> {
+    let mut v1 = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(ctrl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        let rel = path.trim_start_matches('/');
+        if ctrl.is_empty() {
+            let d = Path::new(CGROUP_ROOT).join(rel);
+            if let Some(s @ Source::V2(_)) = exists(&d) {
+                return Some(s);
+            }
+        } else if ctrl.split(',').any(|c| c == "memory") {
+            let d = Path::new(CGROUP_ROOT).join("memory").join(rel);
+            v1 = v1.or_else(|| exists(&d));
+        }
+    }
+    v1
+}
+
+/// The memory cgroup of a process.
+pub fn cgroup_of(pid: u32) -> Option<Source> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    cgroup_from_proc(&text, cgroup_dir)
+}
+
+/// Decide what to watch: `configured` (`CCS_ENGINE_MEM_CGROUP`), else the tmux server's cgroup,
+/// else ours, else `/proc/meminfo`. A source that cannot be read now is passed over.
+pub fn resolve(configured: Option<&Path>, server_pid: Option<u32>) -> Watched {
+    let readable = |s: &Source| read(s).is_some();
+    if let Some(d) = configured {
+        match cgroup_dir(d) {
+            Some(s) if readable(&s) => {
+                return Watched {
+                    source: s,
+                    why: "CCS_ENGINE_MEM_CGROUP".into(),
+                }
+            }
+            _ => {
+                tracing::warn!(dir = %d.display(), "CCS_ENGINE_MEM_CGROUP cannot be read now (gone?): falling back")
+            }
+        }
+    }
+    if let Some(s) = server_pid.and_then(cgroup_of).filter(readable) {
+        return Watched {
+            source: s,
+            why: "the tmux server's cgroup".into(),
+        };
+    }
+    if let Some(s) = cgroup_of(std::process::id()).filter(readable) {
+        return Watched {
+            source: s,
+            why: if server_pid.is_some() {
+                "the reaper's own cgroup: the tmux server's could not be read".into()
+            } else {
+                "the reaper's own cgroup: no tmux server".into()
+            },
+        };
+    }
+    Watched {
+        source: Source::Meminfo,
+        why: "no memory cgroup could be read".into(),
+    }
+}
+
+/// Read the memory in use and its limit. `None` when the source cannot be read (a cgroup that
+/// vanished, say).
+pub fn read(s: &Source) -> Option<HostMemory> {
+    match s {
+        Source::V2(d) => {
+            let used = read_u64(&d.join("memory.current"))?;
+            // "max" = no limit.
+            let limit = read_u64(&d.join("memory.max"));
+            Some(HostMemory {
+                used_bytes: used,
+                limit_bytes: limit,
+            })
+        }
+        Source::V1(d) => {
+            let used = read_u64(&d.join("memory.usage_in_bytes"))?;
+            // v1 says "no limit" with a huge number.
+            let limit = read_u64(&d.join("memory.limit_in_bytes")).filter(|&l| l < (1 << 60));
+            Some(HostMemory {
+                used_bytes: used,
+                limit_bytes: limit,
+            })
+        }
+        Source::Meminfo => {
+            let mi = <procfs::Meminfo as procfs::Current>::current().ok()?;
+            Some(HostMemory {
+                used_bytes: mi
+                    .mem_total
+                    .saturating_sub(mi.mem_available.unwrap_or(mi.mem_free)),
+                limit_bytes: Some(mi.mem_total),
+            })
+        }
+    }
+}
+
+/// The `some avg10` of a PSI file's text (`some avg10=1.23 avg60=...`).
+pub fn psi_some_avg10(text: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with("some "))?
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("avg10="))?
+        .parse()
+        .ok()
+}
+
+/// Memory pressure stall (`some avg10`, %) of the watched cgroup (v2 `memory.pressure`), else
+/// of the host (`/proc/pressure/memory`).
+pub fn pressure(s: &Source) -> Option<f64> {
+    let cg = match s {
+        Source::V2(d) => std::fs::read_to_string(d.join("memory.pressure")).ok(),
+        _ => None,
+    };
+    let text = cg.or_else(|| std::fs::read_to_string("/proc/pressure/memory").ok())?;
+    psi_some_avg10(&text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_cgroup_of_a_process() {
+        let v1 = |d: &Path| Some(Source::V1(d.to_path_buf()));
+        let v2 = |d: &Path| Some(Source::V2(d.to_path_buf()));
+        let none = |_: &Path| None;
+        let p = |s: &str| PathBuf::from(s);
+        assert_eq!(
+            cgroup_from_proc("4:memory:/docker/abc\n3:cpu:/x\n", v1),
+            Some(Source::V1(p("/sys/fs/cgroup/memory/docker/abc")))
+        );
+        assert_eq!(
+            cgroup_from_proc("5:cpuacct,memory:/\n", v1),
+            Some(Source::V1(p("/sys/fs/cgroup/memory/")))
+        );
+        assert_eq!(
+            cgroup_from_proc("0::/system.slice/studio.service\n", v2),
+            Some(Source::V2(p("/sys/fs/cgroup/system.slice/studio.service")))
+        );
+        assert_eq!(cgroup_from_proc("0::/x\n4:memory:/y\n", none), None);
+        assert_eq!(cgroup_from_proc("garbage\n\n", v1), None);
+    }
+
+    #[test]
+    fn psi_lines() {
+        let t = "some avg10=12.50 avg60=3.00 avg300=1.00 total=1\nfull avg10=1.00 avg60=0 avg300=0 total=0\n";
+        assert_eq!(psi_some_avg10(t), Some(12.5));
+        assert_eq!(psi_some_avg10("full avg10=1.00\n"), None);
+        assert_eq!(psi_some_avg10("some avg10=x\n"), None);
+    }
+
+    #[test]
+    fn meminfo_is_always_there() {
+        let m = read(&Source::Meminfo).unwrap();
+        assert!(m.used_bytes > 0 && m.limit_bytes.unwrap() >= m.used_bytes);
+        assert!(read(&Source::V1(PathBuf::from("/nonexistent"))).is_none());
+    }
+}
