@@ -119,6 +119,9 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
     /// `CCS_ENGINE_MEM_CGROUP`: the memory cgroup to watch instead of the tmux server's.
     pub mem_cgroup: Option<PathBuf>,
+    /// `CCS_REAP_HOOK`: a program run (never through a shell) before and after each reap.
+    pub hook: Option<PathBuf>,
+    pub hook_timeout: Duration,
 }
 
 /// The raw strings, as envy reads them (`CCS_` prefix stripped, lowercased).
@@ -140,6 +143,10 @@ struct Raw {
     engine_max_idle: Option<String>,
     engine_min_idle_ms: Option<String>,
     engine_mem_cgroup: Option<String>,
+    engine_session_mem_max: Option<String>,
+    engine_warn_ms: Option<String>,
+    reap_hook: Option<String>,
+    reap_hook_timeout_ms: Option<String>,
     engine_mem_psi: Option<String>,
     metrics_addr: Option<String>,
     engine_stuck_wall_ms: Option<String>,
@@ -331,6 +338,40 @@ impl Config {
                 }
             }
         };
+        let session_mem_max = match &raw.engine_session_mem_max {
+            None => None,
+            Some(s) => match parse_mem_threshold(s) {
+                Some(MemThreshold::Bytes(b)) => Some(b),
+                _ => {
+                    return Err(err(
+                        "ENGINE_SESSION_MEM_MAX",
+                        s,
+                        "a size such as 1500M, 2G or 1073741824 (the memory of one session's processes)",
+                    ))
+                }
+            },
+        };
+        let warn_ms = ms("ENGINE_WARN_MS", &raw.engine_warn_ms, 0)?.filter(|&n| n > 0);
+        let hook = match &raw.reap_hook {
+            None => None,
+            Some(s) => {
+                use std::os::unix::fs::PermissionsExt;
+                let p = PathBuf::from(s.trim());
+                let ok = p.is_absolute()
+                    && std::fs::metadata(&p)
+                        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+                if !ok {
+                    return Err(err(
+                        "REAP_HOOK",
+                        s,
+                        "the absolute path of an executable file (it is run directly, never through a shell)",
+                    ));
+                }
+                Some(p)
+            }
+        };
+        let hook_timeout =
+            ms("REAP_HOOK_TIMEOUT_MS", &raw.reap_hook_timeout_ms, 1)?.unwrap_or(5_000);
         let mem_psi = match &raw.engine_mem_psi {
             None => None,
             Some(s) => Some(
@@ -377,6 +418,8 @@ impl Config {
                 reap_without_cid,
                 mem_high,
                 mem_psi,
+                session_mem_max,
+                warn_ms,
                 max_idle,
                 min_idle_ms,
                 stuck_wall_ms,
@@ -397,6 +440,8 @@ impl Config {
             tmux_timeout: Duration::from_millis(tmux_timeout),
             metrics_addr,
             mem_cgroup,
+            hook,
+            hook_timeout: Duration::from_millis(hook_timeout),
         })
     }
 
@@ -518,6 +563,16 @@ mod tests {
             ("CCS_ENGINE_MEM_HIGH", "85%", |c| {
                 c.policy.mem_high == Some(MemThreshold::Percent(85.0))
             }),
+            ("CCS_ENGINE_SESSION_MEM_MAX", "1500M", |c| {
+                c.policy.session_mem_max == Some(1500 << 20) && c.policy.enabled()
+            }),
+            ("CCS_ENGINE_WARN_MS", "60000", |c| {
+                c.policy.warn_ms == Some(60_000)
+            }),
+            ("CCS_REAP_HOOK", "/bin/true", |c| {
+                c.hook.as_deref() == Some(Path::new("/bin/true"))
+                    && c.hook_timeout == Duration::from_millis(5000)
+            }),
             ("CCS_ENGINE_MEM_PSI", "12.5", |c| {
                 c.policy.mem_psi == Some(12.5) && c.policy.enabled()
             }),
@@ -574,6 +629,13 @@ mod tests {
             ("CCS_ENGINE_MEM_PSI", "0"),
             ("CCS_ENGINE_MEM_PSI", "101"),
             ("CCS_ENGINE_MEM_PSI", "lots"),
+            ("CCS_ENGINE_SESSION_MEM_MAX", "50%"),
+            ("CCS_ENGINE_SESSION_MEM_MAX", "big"),
+            ("CCS_ENGINE_WARN_MS", "soon"),
+            ("CCS_REAP_HOOK", "notify-studio"),
+            ("CCS_REAP_HOOK", "/nonexistent/hook"),
+            ("CCS_REAP_HOOK", "/proc/version"),
+            ("CCS_REAP_HOOK_TIMEOUT_MS", "0"),
             ("CCS_ENGINE_MIN_IDLE_MS", "1m"),
             ("CCS_METRICS_ADDR", "localhost"),
             ("CCS_ENGINE_STUCK_WALL_MS", "x"),

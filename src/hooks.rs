@@ -303,7 +303,7 @@ pub async fn spawn(
             .tmux
             .new_session(&name, &cwd, &argv, cid.as_deref())
             .await?;
-        if r.tmux.find(&name, &r.cfg.prefix).await?.is_some() {
+        if still_there(r, &name).await? {
             present = true;
             break;
         }
@@ -322,6 +322,51 @@ pub async fn spawn(
         }
     }
     Ok(created)
+}
+
+/// How long a new session must live to count as started: a command that dies at once (a typo,
+/// a crash on start) takes tmux a moment to notice, and must not pass for a spawned chat.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// Whether the session named `name` is there with a living pane, and stays so for [`SETTLE`].
+async fn still_there(r: &Reaper, name: &str) -> Result<bool, CommandError> {
+    let until = Instant::now() + SETTLE;
+    loop {
+        let Some(s) = r.tmux.find(name, &r.cfg.prefix).await? else {
+            return Ok(false);
+        };
+        let living = s.panes.iter().any(|p| {
+            !p.dead
+                && std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).is_ok_and(|st| {
+                    // A zombie is dead: tmux has not collected it yet.
+                    st.rsplit(')')
+                        .next()
+                        .and_then(|f| f.split_whitespace().next())
+                        != Some("Z")
+                })
+        });
+        if !living {
+            return Ok(false);
+        }
+        if Instant::now() >= until {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `pin <id>` / `unpin <id>`: set `@ccs_pin` (to 1) or clear it. `Ok(false)` when the session
+/// is gone.
+pub async fn pin(r: &Reaper, id: &str, on: bool) -> Result<bool, CommandError> {
+    let name = name_of(r, id)?;
+    let done = r
+        .tmux
+        .set_named(&name, "@ccs_pin", on.then_some("1"))
+        .await?;
+    if done {
+        tracing::info!(session = %name, pinned = on, "{}", if on { "pinned" } else { "unpinned" });
+    }
+    Ok(done)
 }
 
 /// Clean up a session whose panes have all exited (for `spawn`): the exited reap, even

@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod observe;
 pub mod policy;
 pub mod procs;
+pub mod reap_hook;
 pub mod reaper;
 pub mod report;
 pub mod state;

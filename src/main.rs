@@ -62,6 +62,10 @@ enum Cmd {
     /// very call the binary makes).
     #[command(hide = true)]
     Formats,
+    /// Pin a chat: it is never reaped (but when its panes exited) until unpinned.
+    Pin { id: String },
+    /// Unpin a chat: it is reaped by the rules again.
+    Unpin { id: String },
     /// Reap one session now, whatever its idle age.
     Reap {
         id: String,
@@ -102,7 +106,12 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&cfg);
-    if cli.dry_run && matches!(cli.cmd, Some(Cmd::Turn { .. } | Cmd::Spawn { .. })) {
+    if cli.dry_run
+        && matches!(
+            cli.cmd,
+            Some(Cmd::Turn { .. } | Cmd::Spawn { .. } | Cmd::Pin { .. } | Cmd::Unpin { .. })
+        )
+    {
         eprintln!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
         return ExitCode::from(EXIT_CONFIG);
     }
@@ -136,6 +145,21 @@ fn command_error(json: bool, e: CommandError) -> ExitCode {
         print_json(&serde_json::json!({ "ok": false, "error": e.to_string() }));
     }
     ExitCode::from(EXIT_FAILED)
+}
+
+/// The answer of `pin` and `unpin`.
+fn pin_answer(json: bool, id: &str, r: Result<bool, CommandError>, done: &str) -> ExitCode {
+    match r {
+        Ok(true) => hook_answer(json, id, done, 0, None),
+        Ok(false) => hook_answer(
+            json,
+            id,
+            "gone",
+            EXIT_RESPAWN,
+            Some(format!("session {id} is gone")),
+        ),
+        Err(e) => command_error(json, e),
+    }
 }
 
 /// The answer of `turn` and `spawn`: with `--json`, one JSON object on stdout, as every command.
@@ -215,6 +239,18 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             ),
             Err(e) => command_error(cli.json, e),
         },
+        Some(Cmd::Pin { id }) => pin_answer(
+            cli.json,
+            &id,
+            hooks::pin(&Reaper::new(cfg, false), &id, true).await,
+            "pinned",
+        ),
+        Some(Cmd::Unpin { id }) => pin_answer(
+            cli.json,
+            &id,
+            hooks::pin(&Reaper::new(cfg, false), &id, false).await,
+            "unpinned",
+        ),
         Some(Cmd::Spawn { id, cid, cwd, cmd }) => {
             match hooks::spawn(&Reaper::new(cfg, false), &id, cid.as_deref(), cwd, &cmd).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),

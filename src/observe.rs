@@ -63,7 +63,12 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
             }
         }
     }
-    if all || p.mem_high.is_some() || p.mem_psi.is_some() || r.cfg.metrics_addr.is_some() {
+    if all
+        || p.mem_high.is_some()
+        || p.mem_psi.is_some()
+        || p.session_mem_max.is_some()
+        || r.cfg.metrics_addr.is_some()
+    {
         measure(&mut snap, &listing);
         let w = r.watch_memory(listing.server_pid);
         snap.host = memory::read(&w.source);

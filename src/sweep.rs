@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{now_ms, rfc3339};
 use crate::observe::{observe, Mode, Observation};
-use crate::policy::{self, Action, Decision, Session, Snapshot, State};
+use crate::policy::{self, Action, Decision, ReapReason, Session, Snapshot, State};
 use crate::procs;
 use crate::reaper::Reaper;
 use crate::report::{SessionReport, SweepReport, ViewerReport};
@@ -92,13 +92,18 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
         }
     }
 
-    // Idle stamps, batched.
+    // Idle stamps, and the `warned` marks of this sweep's warnings, batched.
+    let warn = enabled && !r.dry_run;
     let stamps: Vec<(u32, &str, Option<String>)> = decisions
         .iter()
         .filter_map(|d| {
             d.stamp_idle
                 .map(|t| (d.tmux_id, "@ccs_idle", Some(t.to_string())))
         })
+        .chain(decisions.iter().filter(|_| warn).filter_map(|d| {
+            d.warn_for
+                .map(|t| (d.tmux_id, "@ccs_warned", Some(t.to_string())))
+        }))
         .collect();
     if !r.dry_run && !stamps.is_empty() {
         if let Err(e) = r.tmux.set_options(&stamps).await {
@@ -109,6 +114,31 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
 
     for d in &decisions {
         tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = ?d.idle_ms, "decided");
+        if let Some(w) = &d.warning {
+            tracing::warn!(session = %d.name, "{w}");
+        }
+    }
+
+    // `warned`: one audit line (and event) per idle period, CCS_ENGINE_WARN_MS before the reap.
+    if warn {
+        for d in decisions.iter().filter(|d| d.warn_for.is_some()) {
+            let mut l = AuditLine::begin(
+                rfc3339(now),
+                &d.name,
+                &d.id,
+                d.tmux_id,
+                d.cid.clone(),
+                ReapReason::Idle,
+                d.idle_ms,
+            );
+            l.outcome = Outcome::Warned;
+            l.reap_at = d.deadline_ms.map(rfc3339);
+            tracing::info!(session = %d.name, reap_at = ?l.reap_at, "warned: this chat will be reaped soon");
+            if let Err(e) = r.state.append_audit(&l) {
+                tracing::error!(error = %e, session = %d.name, "failed to append the warned line");
+            }
+            r.metrics.record_reap(&l);
+        }
     }
 
     let mut reqs = Vec::new();

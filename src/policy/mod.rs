@@ -29,6 +29,8 @@ fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
         turn_since_ms: None,
         override_turn: false,
         override_viewers: false,
+        warn_for: None,
+        warning: None,
     }
 }
 
@@ -119,7 +121,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         }
     }
     if turn_set || in_file {
-        let reapable_stuck = stuck.is_some() && p.reap_stuck && !in_file;
+        let reapable_stuck = stuck.is_some() && p.reap_stuck && !in_file && !pinned(s);
         if !reapable_stuck {
             let (state, why) = match &stuck {
                 Some(w) => (State::Stuck, format!("stuck: {w}")),
@@ -159,6 +161,28 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         return d;
     }
 
+    // A pinned session is never reaped by the idle, memory, max-idle or stuck rules (exited
+    // panes, above, are still cleaned up). Its clock runs as any other's.
+    if pinned(s) {
+        let mut d = new(
+            s,
+            State::Pinned,
+            "pinned (@ccs_pin): never reaped while it runs",
+        );
+        d.cid = cid;
+        let since = parse_ms(&s.idle);
+        d.stamp_idle = match since {
+            None => Some(now),
+            Some(t) if t > now => Some(now),
+            Some(_) => None,
+        };
+        d.idle_ms = Some(since.map_or(0, |t| now.saturating_sub(t).max(0) as u64));
+        return d;
+    }
+
+    // This session's own limit (`@ccs_idle_kill_ms`), else the policy's. Garbage counts as unset.
+    let (idle_kill_ms, warning) = own_limit(s, p);
+
     // 4. No clock yet (or garbage): start it. Never kill on first sight.
     let Some(idle_since) = parse_ms(&s.idle) else {
         let why = if s.idle.trim().is_empty() {
@@ -170,7 +194,8 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         d.stamp_idle = Some(now);
         d.cid = cid;
         d.idle_ms = Some(0);
-        d.deadline_ms = p.idle_kill_ms.map(|k| now + k as i64);
+        d.deadline_ms = idle_kill_ms.map(|k| now + k as i64);
+        d.warning = warning;
         return d;
     };
 
@@ -179,7 +204,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     let future = idle_since > now;
     let idle_since = idle_since.min(now);
     let idle_ms = (now - idle_since) as u64;
-    let deadline_ms = p.idle_kill_ms.map(|k| idle_since + k as i64);
+    let deadline_ms = idle_kill_ms.map(|k| idle_since + k as i64);
 
     // 6. Conversation id unknown.
     if cid.is_none() && !p.reap_without_cid {
@@ -191,16 +216,18 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         d.idle_ms = Some(idle_ms);
         d.override_viewers = override_viewers;
         d.stamp_idle = future.then_some(now);
+        d.warning = warning;
         return d;
     }
 
     let mut d = new(s, State::Idle, String::new());
+    d.warning = warning;
     d.cid = cid;
     d.idle_ms = Some(idle_ms);
     d.stamp_idle = future.then_some(now);
     d.deadline_ms = deadline_ms;
     d.override_viewers = override_viewers;
-    match p.idle_kill_ms {
+    match idle_kill_ms {
         // 7. Idle long enough.
         Some(k) if idle_ms >= k => {
             d.state = State::Expired;
@@ -208,11 +235,45 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
             d.reap_reason = Some(ReapReason::Idle);
             d.why = format!("idle for {idle_ms} ms (limit {k})");
         }
-        // 8. Keep, with its deadline.
-        Some(k) => d.why = format!("idle for {idle_ms} ms, reaped in {} ms", k - idle_ms),
+        // 8. Keep, with its deadline; warned once per idle period when it comes within
+        // CCS_ENGINE_WARN_MS.
+        Some(k) => {
+            d.why = format!("idle for {idle_ms} ms, reaped in {} ms", k - idle_ms);
+            let within = p.warn_ms.is_some_and(|w| k - idle_ms <= w);
+            if within && parse_ms(&s.warned) != Some(idle_since) {
+                d.warn_for = Some(idle_since);
+            }
+        }
         None => d.why = format!("idle for {idle_ms} ms"),
     }
     d
+}
+
+/// Whether `@ccs_pin` holds the session: set, and not `0`.
+pub fn pinned(s: &Session) -> bool {
+    let v = s.pin.trim();
+    !v.is_empty() && v != "0"
+}
+
+/// The idle limit that applies to `s`: its `@ccs_idle_kill_ms` (`0` = never by idle), else the
+/// policy's; with a warning when the option is garbage. Reaping must be on (the policy's limit or
+/// a pressure rule) for a session's own limit to count: it never turns reaping on by itself.
+fn own_limit(s: &Session, p: &Policy) -> (Option<u64>, Option<String>) {
+    let raw = s.idle_kill_ms.trim();
+    if raw.is_empty() {
+        return (p.idle_kill_ms, None);
+    }
+    match raw.parse::<u64>() {
+        Ok(_) if !p.enabled() => (None, None),
+        Ok(0) => (None, None),
+        Ok(k) => (Some(k), None),
+        Err(_) => (
+            p.idle_kill_ms,
+            Some(format!(
+                "@ccs_idle_kill_ms {raw:?} is not a number of ms: the global limit applies"
+            )),
+        ),
+    }
 }
 
 /// The memory threshold in bytes: `CCS_ENGINE_MEM_HIGH` as a size, or as a share of the
@@ -271,6 +332,21 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
                     "{} idle sessions, at most {max} kept: oldest idle goes first",
                     eligible.len()
                 );
+            }
+        }
+    }
+
+    // Bloat: a session idle past the floor whose tree holds more than CCS_ENGINE_SESSION_MEM_MAX
+    // goes, whatever the total: it comes back small on its next message.
+    if let Some(max) = policy.session_mem_max {
+        for &i in &eligible {
+            let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
+            if out[i].action == Action::Keep && floor(&out[i]) && mem > max {
+                let d = &mut out[i];
+                d.action = Action::Reap;
+                d.state = State::Expired;
+                d.reap_reason = Some(ReapReason::Bloat);
+                d.why = format!("its processes hold {mem} bytes, more than {max}");
             }
         }
     }
@@ -1048,6 +1124,195 @@ mod tests {
             ..idle_sessions(&[(3, 30_000, 300)])
         };
         assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+    }
+
+    #[test]
+    fn pins_own_limits_warnings_and_bloat() {
+        let p = Policy {
+            warn_ms: Some(120_000),
+            session_mem_max: Some(1000),
+            min_idle_ms: 60_000,
+            ..pol()
+        };
+        type Edit = fn(&mut Session);
+        // (what, edit, state, reaped for, warned)
+        let table: &[(&str, Edit, State, Option<ReapReason>, bool)] = &[
+            (
+                "idle past the limit",
+                |s| s.idle = (NOW - 700_000).to_string(),
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "pinned past the limit",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.pin = "1".into()
+                },
+                State::Pinned,
+                None,
+                false,
+            ),
+            (
+                "pin 0 is no pin",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.pin = "0".into()
+                },
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "pinned and busy: busy",
+                |s| {
+                    s.pin = "x".into();
+                    s.turn = NOW.to_string()
+                },
+                State::Busy,
+                None,
+                false,
+            ),
+            (
+                "pinned and bloated",
+                |s| {
+                    s.idle = (NOW - 300_000).to_string();
+                    s.pin = "1".into();
+                    s.mem_bytes = Some(5000)
+                },
+                State::Pinned,
+                None,
+                false,
+            ),
+            (
+                "own limit, past it",
+                |s| {
+                    s.idle = (NOW - 120_000).to_string();
+                    s.idle_kill_ms = "60000".into()
+                },
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "own limit, under it",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.idle_kill_ms = "86400000".into()
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "own limit 0: never by idle",
+                |s| {
+                    s.idle = (NOW - 7_000_000).to_string();
+                    s.idle_kill_ms = "0".into()
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "own limit garbage: the global one",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.idle_kill_ms = "soon".into()
+                },
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "within the warning",
+                |s| s.idle = (NOW - 500_000).to_string(),
+                State::Idle,
+                None,
+                true,
+            ),
+            (
+                "within, already warned for this period",
+                |s| {
+                    s.idle = (NOW - 500_000).to_string();
+                    s.warned = (NOW - 500_000).to_string()
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "within, warned for an older period",
+                |s| {
+                    s.idle = (NOW - 500_000).to_string();
+                    s.warned = (NOW - 900_000).to_string()
+                },
+                State::Idle,
+                None,
+                true,
+            ),
+            (
+                "bloated past the floor",
+                |s| {
+                    s.idle = (NOW - 70_000).to_string();
+                    s.mem_bytes = Some(5000)
+                },
+                State::Expired,
+                Some(ReapReason::Bloat),
+                false,
+            ),
+            (
+                "bloated under the floor",
+                |s| {
+                    s.idle = (NOW - 10_000).to_string();
+                    s.mem_bytes = Some(5000)
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "not bloated",
+                |s| {
+                    s.idle = (NOW - 70_000).to_string();
+                    s.mem_bytes = Some(900)
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+        ];
+        for (what, edit, state, reason, warned) in table {
+            let mut s = sess(1);
+            edit(&mut s);
+            let d = decide(
+                &Snapshot {
+                    sessions: vec![s],
+                    ..Snapshot::default()
+                },
+                NOW,
+                &p,
+            )
+            .remove(0);
+            assert_eq!(
+                (d.state, d.reap_reason, d.warn_for.is_some()),
+                (*state, *reason, *warned),
+                "{what}: {d:?}"
+            );
+        }
+        let mut s = sess(1);
+        s.idle_kill_ms = "soon".into();
+        let d = decide(
+            &Snapshot {
+                sessions: vec![s],
+                ..Snapshot::default()
+            },
+            NOW,
+            &p,
+        )
+        .remove(0);
+        assert!(d.warning.unwrap().contains("\"soon\""));
     }
 
     #[test]

@@ -31,6 +31,10 @@ pub struct Policy {
     pub mem_high: Option<MemThreshold>,
     /// A memory stall share (PSI `some avg10`, %) that also starts the memory rule.
     pub mem_psi: Option<f64>,
+    /// A session idle past the floor whose tree holds more than this is reaped (`bloat`).
+    pub session_mem_max: Option<u64>,
+    /// Emit `warned` this long before an idle reap.
+    pub warn_ms: Option<u64>,
     pub max_idle: Option<usize>,
     pub min_idle_ms: u64,
     pub stuck_wall_ms: Option<u64>,
@@ -48,6 +52,8 @@ impl Default for Policy {
             reap_without_cid: false,
             mem_high: None,
             mem_psi: None,
+            session_mem_max: None,
+            warn_ms: None,
             max_idle: None,
             min_idle_ms: 60_000,
             stuck_wall_ms: None,
@@ -66,6 +72,7 @@ impl Policy {
         self.idle_kill_ms.is_some()
             || self.mem_high.is_some()
             || self.mem_psi.is_some()
+            || self.session_mem_max.is_some()
             || self.max_idle.is_some()
             || (self.reap_stuck && (self.stuck_wall_ms.is_some() || self.stuck_idle_ms.is_some()))
     }
@@ -114,6 +121,12 @@ pub struct Session {
     pub turn: String,
     pub cid: String,
     pub reaping: String,
+    /// `@ccs_pin`: set (and not `0`), the session is never reaped but when its panes exited.
+    pub pin: String,
+    /// `@ccs_idle_kill_ms`: this session's own idle limit (garbage counts as unset).
+    pub idle_kill_ms: String,
+    /// `@ccs_warned`: the idle stamp a `warned` event was last sent for.
+    pub warned: String,
     /// Unix ms of the last output in the session's windows (`window_activity`).
     pub output_ms: Option<i64>,
     pub clients: Vec<Client>,
@@ -173,6 +186,7 @@ pub enum State {
     Busy,
     Stuck,
     Viewed,
+    Pinned,
     New,
     Idle,
     NoCid,
@@ -187,6 +201,7 @@ impl State {
             State::Busy => "busy",
             State::Stuck => "stuck",
             State::Viewed => "viewed",
+            State::Pinned => "pinned",
             State::New => "new",
             State::Idle => "idle",
             State::NoCid => "no-cid",
@@ -194,11 +209,12 @@ impl State {
             State::Expired => "expired",
         }
     }
-    pub const ALL: [State; 9] = [
+    pub const ALL: [State; 10] = [
         State::Unknown,
         State::Busy,
         State::Stuck,
         State::Viewed,
+        State::Pinned,
         State::New,
         State::Idle,
         State::NoCid,
@@ -243,6 +259,7 @@ pub enum ReapReason {
     Stuck,
     Exited,
     Manual,
+    Bloat,
 }
 
 impl std::fmt::Display for ReapReason {
@@ -260,6 +277,7 @@ impl ReapReason {
             ReapReason::Stuck => "stuck",
             ReapReason::Exited => "exited",
             ReapReason::Manual => "manual",
+            ReapReason::Bloat => "bloat",
         }
     }
     /// The reason a string names (as [`ReapReason::as_str`] writes it).
@@ -268,13 +286,14 @@ impl ReapReason {
         ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
-    pub const ALL: [ReapReason; 6] = [
+    pub const ALL: [ReapReason; 7] = [
         ReapReason::Idle,
         ReapReason::Memory,
         ReapReason::MaxIdle,
         ReapReason::Stuck,
         ReapReason::Exited,
         ReapReason::Manual,
+        ReapReason::Bloat,
     ];
 }
 
@@ -305,4 +324,10 @@ pub struct Decision {
     /// test-and-set must then leave that term out.
     pub override_turn: bool,
     pub override_viewers: bool,
+    /// Send the `warned` event: the session goes within `CCS_ENGINE_WARN_MS` and was not warned
+    /// for this idle period yet (`@ccs_warned` is then set to `warn_for`).
+    pub warn_for: Option<i64>,
+    /// Something of this session's own that was ignored (a garbage `@ccs_idle_kill_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
 }

@@ -422,6 +422,7 @@ mod tests {
             survivors: vec![],
             took_ms: 1,
             error: None,
+            reap_at: None,
         };
         s.append_audit(&l).unwrap();
         l.outcome = Outcome::Aborted;

@@ -17,6 +17,9 @@ pub enum Outcome {
     Aborted,
     /// Something could not be done (or survived): see `error` and `survivors`.
     Failed,
+    /// Not a reap: the session will be reaped at `reap_at` unless it is used
+    /// (`CCS_ENGINE_WARN_MS`).
+    Warned,
 }
 
 impl Outcome {
@@ -25,6 +28,7 @@ impl Outcome {
             Outcome::Reaped => "reaped",
             Outcome::Aborted => "aborted",
             Outcome::Failed => "failed",
+            Outcome::Warned => "warned",
         }
     }
 }
@@ -71,6 +75,9 @@ pub struct AuditLine {
     pub survivors: Vec<i32>,
     pub took_ms: u64,
     pub error: Option<String>,
+    /// When a `warned` session will be reaped (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reap_at: Option<String>,
 }
 
 impl AuditLine {
@@ -104,6 +111,7 @@ impl AuditLine {
             survivors: Vec::new(),
             took_ms: 0,
             error: None,
+            reap_at: None,
         }
     }
 }

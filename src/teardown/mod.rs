@@ -22,7 +22,13 @@ use crate::reaper::Reaper;
 use crate::state::{AuditLine, Ended, Journal, Outcome, Tombstone};
 use crate::tmux::Listing;
 
+mod audit;
+mod reap_hooks;
 mod recover;
+
+use audit::finish_all;
+pub(crate) use audit::{finish, verify};
+use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
 
 /// One reap asked for: the decision and the session as the sweep saw them.
@@ -183,6 +189,11 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         ms = t0.elapsed().as_millis() as u64,
         "teardown"
     );
+    // The studio's hook may veto a reap before anything is touched.
+    if let Some(hook) = &r.cfg.hook {
+        before_hooks(r, hook, &mut jobs, &mut unmark).await;
+    }
+
     // 4. Journal and tombstone, before the first signal.
     for j in jobs.iter_mut().filter(|j| !j.over) {
         if let Err(e) = write_journal_and_tombstone(r, j, &tok, listing.server_pid) {
@@ -252,6 +263,9 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     );
     let journals: Vec<Journal> = jobs.iter().filter_map(|j| j.journal.clone()).collect();
     let lines = finish_all(r, jobs, t0);
+    if let Some(hook) = &r.cfg.hook {
+        after_hooks(r, hook, &lines).await;
+    }
     for jn in journals {
         if let Err(e) = r.state.remove_journal(&jn) {
             tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
@@ -458,47 +472,4 @@ fn write_journal_and_tombstone(
     }
     j.journal = Some(journal);
     Ok(())
-}
-
-/// The outcome from what survived: `reaped` only when no victim lives and nothing failed.
-pub(crate) fn verify(line: &mut AuditLine, ids: &[procs::Ident]) {
-    line.survivors = ids
-        .iter()
-        .filter(|i| procs::alive(**i))
-        .map(|i| i.pid)
-        .collect();
-    if line.survivors.is_empty() && line.outcome != Outcome::Failed {
-        line.outcome = Outcome::Reaped;
-    } else if !line.survivors.is_empty() {
-        line.outcome = Outcome::Failed;
-        line.error
-            .get_or_insert_with(|| format!("processes survived: {:?}", line.survivors));
-    }
-}
-
-fn finish_all(r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<AuditLine> {
-    jobs.into_iter().map(|j| finish(r, j.line, t0)).collect()
-}
-
-/// Log the line, append it to the audit log, count it.
-pub(crate) fn finish(r: &Reaper, mut line: AuditLine, t0: Instant) -> AuditLine {
-    line.took_ms = t0.elapsed().as_millis() as u64;
-    match line.outcome {
-        Outcome::Reaped => tracing::info!(
-            session = %line.session, tmux_id = %line.tmux_id, reason = %line.reason, idle_ms = ?line.idle_ms,
-            pids = line.pids.len(), term = line.term, kill = line.kill, rss_bytes = line.rss_bytes, took_ms = line.took_ms,
-            "reaped"
-        ),
-        Outcome::Aborted => {
-            tracing::info!(session = %line.session, tmux_id = %line.tmux_id, why = ?line.error, "reap aborted")
-        }
-        _ => {
-            tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = ?line.error, survivors = ?line.survivors, "reap failed")
-        }
-    }
-    if let Err(e) = r.state.append_audit(&line) {
-        tracing::error!(error = %e, session = %line.session, "failed to append the audit line");
-    }
-    r.metrics.record_reap(&line);
-    line
 }

@@ -422,6 +422,33 @@ impl Tmux {
         }
     }
 
+    /// Set (or with `None` unset) one `@` option of the session named exactly `name`. `false`
+    /// when it is gone. (`name` is `<prefix><valid id>`: nothing in it for tmux to expand.)
+    pub async fn set_named(
+        &self,
+        name: &str,
+        opt: &str,
+        value: Option<&str>,
+    ) -> Result<bool, TmuxError> {
+        let b = SetOption::new()
+            .target_pane(format!("={name}:"))
+            .option(opt);
+        let set = match value {
+            Some(v) => b.value(literal(v)),
+            None => b.unset(),
+        };
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            set.build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// `new-session -d -s <name> -c <cwd> <argv...>`, then `@ccs_cid`. Returns `false` when a
     /// session of that name already exists (a concurrent spawn won: tmux checks in the server).
     pub async fn new_session(

@@ -1,0 +1,84 @@
+//! `CCS_REAP_HOOK`: a program run before and after each reap, directly (never through a shell),
+//! with JSON on its stdin. `<program> before` runs before the first signal and vetoes the reap by
+//! exiting non-zero; `<program> after` gets the audit line once the reap is done, and what it does
+//! changes nothing. A hook that runs past `CCS_REAP_HOOK_TIMEOUT_MS` is killed (a `before` that
+//! timed out does not veto). Many hooks of one batch run at once, under one deadline.
+
+use std::path::Path;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+
+/// How one hook run ended.
+#[derive(Debug)]
+pub enum Ran {
+    Ok,
+    /// It exited non-zero (or was killed by a signal).
+    Refused(ExitStatus),
+    /// Killed at the deadline.
+    TimedOut,
+    /// It could not be started, or its stdin not written.
+    Broken(String),
+}
+
+/// Run `<program> <stage>` once per input, all at once, each fed its JSON on stdin; one result
+/// per input, in order, within `timeout` from now.
+pub async fn run_all(
+    program: &Path,
+    stage: &str,
+    inputs: &[Vec<u8>],
+    timeout: Duration,
+) -> Vec<Ran> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut children = Vec::with_capacity(inputs.len());
+    for input in inputs {
+        let child = tokio::process::Command::new(program)
+            .arg(stage)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn();
+        children.push(match child {
+            Ok(mut c) => {
+                // Feed it in the background: a hook that does not read must not hold us up.
+                let stdin = c.stdin.take();
+                let data = input.clone();
+                let feed = tokio::spawn(async move {
+                    if let Some(mut s) = stdin {
+                        s.write_all(&data).await?;
+                        s.shutdown().await?;
+                    }
+                    Ok::<(), std::io::Error>(())
+                });
+                Ok((c, feed))
+            }
+            Err(e) => Err(format!("failed to run {} {stage}: {e}", program.display())),
+        });
+    }
+    let mut out = Vec::with_capacity(children.len());
+    for c in children {
+        out.push(match c {
+            Err(e) => Ran::Broken(e),
+            Ok((mut child, feed)) => match tokio::time::timeout_at(deadline, child.wait()).await {
+                Ok(Ok(st)) => {
+                    // A hook may exit without reading its stdin: that is its business.
+                    let _ = feed.await;
+                    if st.success() {
+                        Ran::Ok
+                    } else {
+                        Ran::Refused(st)
+                    }
+                }
+                Ok(Err(e)) => Ran::Broken(format!("failed to wait for {}: {e}", program.display())),
+                Err(_) => {
+                    let _ = child.kill().await;
+                    feed.abort();
+                    Ran::TimedOut
+                }
+            },
+        });
+    }
+    out
+}
