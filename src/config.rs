@@ -122,6 +122,10 @@ pub struct Config {
     /// `CCS_REAP_HOOK`: a program run (never through a shell) before and after each reap.
     pub hook: Option<PathBuf>,
     pub hook_timeout: Duration,
+    /// `CCS_AUDIT_MAX_BYTES`: `reaped.jsonl` is rotated before it would pass this size.
+    pub audit_max_bytes: u64,
+    /// `CCS_AUDIT_KEEP`: how many rotated audit files are kept (`reaped.jsonl.1` ...).
+    pub audit_keep: usize,
 }
 
 /// The raw strings, as envy reads them (`CCS_` prefix stripped, lowercased).
@@ -155,6 +159,8 @@ struct Raw {
     engine_orphan_viewers: Option<String>,
     engine_viewer_max_ms: Option<String>,
     engine_reap_exited: Option<String>,
+    audit_max_bytes: Option<String>,
+    audit_keep: Option<String>,
 }
 
 fn err(var: &str, value: &str, expected: &str) -> ConfigError {
@@ -209,6 +215,14 @@ pub fn parse_mem_threshold(s: &str) -> Option<MemThreshold> {
     };
     let bytes = n.checked_mul(mult)?;
     (bytes > 0).then_some(MemThreshold::Bytes(bytes))
+}
+
+/// A size in bytes, more than 0: as [`parse_mem_threshold`] without the percentage.
+pub fn parse_size(s: &str) -> Option<u64> {
+    match parse_mem_threshold(s)? {
+        MemThreshold::Bytes(b) => Some(b),
+        MemThreshold::Percent(_) => None,
+    }
 }
 
 impl Config {
@@ -412,6 +426,35 @@ impl Config {
             ms("ENGINE_VIEWER_MAX_MS", &raw.engine_viewer_max_ms, 0)?.filter(|&n| n > 0);
         let reap_exited = flag("ENGINE_REAP_EXITED", &raw.engine_reap_exited)?.unwrap_or(true);
 
+        let audit_max_bytes = match &raw.audit_max_bytes {
+            None => crate::state::DEFAULT_AUDIT_MAX_BYTES,
+            Some(s) => parse_size(s).ok_or_else(|| {
+                err(
+                    "AUDIT_MAX_BYTES",
+                    s,
+                    "a size above 0 such as 10M, 512K, 1G or 1048576",
+                )
+            })?,
+        };
+        let audit_keep = match &raw.audit_keep {
+            None => crate::state::DEFAULT_AUDIT_KEEP,
+            Some(s) => s
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1..=crate::state::MAX_AUDIT_KEEP).contains(n))
+                .ok_or_else(|| {
+                    err(
+                        "AUDIT_KEEP",
+                        s,
+                        &format!(
+                            "a whole number of rotated files, from 1 to {}",
+                            crate::state::MAX_AUDIT_KEEP
+                        ),
+                    )
+                })?,
+        };
+
         Ok(Config {
             policy: Policy {
                 idle_kill_ms,
@@ -442,6 +485,8 @@ impl Config {
             mem_cgroup,
             hook,
             hook_timeout: Duration::from_millis(hook_timeout),
+            audit_max_bytes,
+            audit_keep,
         })
     }
 
@@ -503,6 +548,8 @@ mod tests {
         assert_eq!(c.policy.orphan_viewers, OrphanViewers::Count);
         assert!(c.policy.reap_exited);
         assert_eq!(c.metrics_addr, None);
+        assert_eq!(c.audit_max_bytes, 10 << 20);
+        assert_eq!(c.audit_keep, 5);
     }
 
     /// Each variable: a good value and what it becomes.
@@ -597,6 +644,18 @@ mod tests {
                 c.policy.viewer_max_ms == Some(86_400_000)
             }),
             ("CCS_ENGINE_REAP_EXITED", "0", |c| !c.policy.reap_exited),
+            ("CCS_AUDIT_MAX_BYTES", "2000", |c| c.audit_max_bytes == 2000),
+            ("CCS_AUDIT_MAX_BYTES", " 1M ", |c| {
+                c.audit_max_bytes == 1 << 20
+            }),
+            ("CCS_AUDIT_MAX_BYTES", "512KiB", |c| {
+                c.audit_max_bytes == 512 << 10
+            }),
+            ("CCS_AUDIT_MAX_BYTES", "", |c| c.audit_max_bytes == 10 << 20),
+            ("CCS_AUDIT_KEEP", "1", |c| c.audit_keep == 1),
+            ("CCS_AUDIT_KEEP", " 20 ", |c| c.audit_keep == 20),
+            ("CCS_AUDIT_KEEP", "1000", |c| c.audit_keep == 1000),
+            ("CCS_AUDIT_KEEP", "", |c| c.audit_keep == 5),
         ];
         for (var, val, check) in table {
             let c = cfg(&[(var, val)]).unwrap_or_else(|e| panic!("{var}={val:?}: {e}"));
@@ -644,6 +703,17 @@ mod tests {
             ("CCS_ENGINE_ORPHAN_VIEWERS", "drop"),
             ("CCS_ENGINE_VIEWER_MAX_MS", "forever"),
             ("CCS_ENGINE_REAP_EXITED", "sometimes"),
+            ("CCS_AUDIT_MAX_BYTES", "0"),
+            ("CCS_AUDIT_MAX_BYTES", "0K"),
+            ("CCS_AUDIT_MAX_BYTES", "lots"),
+            ("CCS_AUDIT_MAX_BYTES", "10%"),
+            ("CCS_AUDIT_MAX_BYTES", "-1"),
+            ("CCS_AUDIT_MAX_BYTES", "1.5M"),
+            ("CCS_AUDIT_MAX_BYTES", "99999999999999T"),
+            ("CCS_AUDIT_KEEP", "0"),
+            ("CCS_AUDIT_KEEP", "-1"),
+            ("CCS_AUDIT_KEEP", "five"),
+            ("CCS_AUDIT_KEEP", "1001"),
         ];
         for (var, val) in table {
             let e = cfg(&[(var, val)])

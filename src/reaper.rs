@@ -46,7 +46,8 @@ impl Reaper {
             &cfg.socket.studio_key(&cfg.prefix),
             &cfg.socket.label(),
             &cfg.prefix,
-        );
+        )
+        .with_audit_limits(cfg.audit_max_bytes, cfg.audit_keep);
         Arc::new(Reaper {
             cfg,
             tmux,

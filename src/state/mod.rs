@@ -1,5 +1,5 @@
-//! The state dir: the audit log (`reaped.jsonl`), tombstones (`sessions/<id>.json`) and the
-//! single-instance lock (`reaper-<socket>.lock`, flock).
+//! The state dir: the audit log (`reaped.jsonl`, rotated at a size: `audit.rs`), tombstones
+//! (`sessions/<id>.json`) and the single-instance lock (`reaper-<socket>.lock`, flock).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -7,8 +7,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+mod audit;
 mod private;
 mod records;
+
+pub use audit::{
+    file_id, FileId, LockKind, AUDIT_LOCK_WAIT, DEFAULT_AUDIT_KEEP, DEFAULT_AUDIT_MAX_BYTES,
+    MAX_AUDIT_KEEP,
+};
 
 use private::{open_flags, private_dir, private_file, read_private, refuse};
 pub use records::*;
@@ -55,6 +61,10 @@ pub struct StateDir {
     socket_label: String,
     /// The session prefix: a journal's session must be `<prefix><id>`.
     prefix: String,
+    /// Rotate `reaped.jsonl` before it would pass this many bytes.
+    audit_max_bytes: u64,
+    /// Keep this many rotated audit files.
+    audit_keep: usize,
 }
 
 static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -74,6 +84,8 @@ impl StateDir {
             dir,
             socket_label: socket_label.to_string(),
             prefix: prefix.to_string(),
+            audit_max_bytes: DEFAULT_AUDIT_MAX_BYTES,
+            audit_keep: DEFAULT_AUDIT_KEEP,
         }
     }
 
@@ -132,6 +144,7 @@ impl StateDir {
         self.ensure(Some("sessions"))?;
         self.ensure(Some("reaping"))?;
         self.open_audit()?;
+        self.open_audit_lock()?;
         let n = PROBES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let probe = self
             .studio
@@ -144,9 +157,8 @@ impl StateDir {
     }
 
     /// Append one line (one `write` call on an O_APPEND file, so concurrent writers never
-    /// interleave).
+    /// interleave), rotating the log first when the line would take it past its size limit.
     pub fn append_audit(&self, line: &AuditLine) -> Result<(), StateError> {
-        self.ensure(None)?;
         let p = self.audit_path();
         let mut text = serde_json::to_string(line).map_err(|e| StateError::Io {
             what: "encode an audit line for",
@@ -154,8 +166,7 @@ impl StateDir {
             source: std::io::Error::other(e),
         })?;
         text.push('\n');
-        let mut f = self.open_audit()?;
-        f.write_all(text.as_bytes()).map_err(io("append to", &p))
+        self.append_audit_text(&text)
     }
 
     /// Write `value` as JSON to `<studio>/<sub>/<id>.json` atomically (a private temp file, then

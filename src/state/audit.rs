@@ -1,0 +1,366 @@
+//! The audit log, `reaped.jsonl`: appended to by every reaper that uses the state dir (each studio,
+//! each socket, possibly separate processes and containers), and rotated at a size.
+//!
+//! The protocol every writer follows, under an exclusive `flock` on `reaped.jsonl.lock`:
+//! open `reaped.jsonl` (O_APPEND); if the line would take it past the size limit (and it is not
+//! empty), rotate (`.N-1` → `.N`, ..., `.1` → `.2`, then `reaped.jsonl` → `.1`) and open the new
+//! one; then one `write` of the whole line. So a line is never split and never lost, a file holds
+//! at most the limit (or one line, when a single line is bigger), and a reader that holds the lock
+//! (shared) sees the files at rest: nothing half-written, no rename half-done.
+//!
+//! A writer that cannot take the lock within [`AUDIT_LOCK_WAIT`] (a holder stopped by SIGSTOP or a
+//! frozen container) or cannot open the lock file still appends its line, unlocked and without
+//! rotating: a line is worth more than the size bound.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::private::{open_flags, private_dir, private_file};
+use super::{io, StateDir, StateError};
+
+/// `CCS_AUDIT_MAX_BYTES`' default: 10 MiB.
+pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 10 << 20;
+/// `CCS_AUDIT_KEEP`'s default: `reaped.jsonl.1` ... `reaped.jsonl.5`.
+pub const DEFAULT_AUDIT_KEEP: usize = 5;
+/// The most rotated files `CCS_AUDIT_KEEP` may ask for (a rotation renames each of them).
+pub const MAX_AUDIT_KEEP: usize = 1000;
+/// How long a writer waits for the audit lock before it appends without it.
+pub const AUDIT_LOCK_WAIT: Duration = Duration::from_secs(2);
+
+/// Which `flock` to take on the audit lock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// A writer: check the size, rotate, append.
+    Exclusive,
+    /// A reader (`ccs-reap events`): see the files at rest.
+    Shared,
+}
+
+/// The `(st_dev, st_ino)` of a file: what tells one file from another across renames.
+pub type FileId = (u64, u64);
+
+pub fn file_id(m: &std::fs::Metadata) -> FileId {
+    use std::os::unix::fs::MetadataExt;
+    (m.dev(), m.ino())
+}
+
+impl StateDir {
+    /// Limit the audit log to `max_bytes` a file (at least 1) and `keep` rotated files
+    /// (`reaped.jsonl.1` ... `.<keep>`, at least 1, at most [`MAX_AUDIT_KEEP`]).
+    pub fn with_audit_limits(mut self, max_bytes: u64, keep: usize) -> Self {
+        self.audit_max_bytes = max_bytes.max(1);
+        self.audit_keep = keep.clamp(1, MAX_AUDIT_KEEP);
+        self
+    }
+
+    pub fn audit_limits(&self) -> (u64, usize) {
+        (self.audit_max_bytes, self.audit_keep)
+    }
+
+    /// `reaped.jsonl.<n>`: the n-th most recent rotated audit file.
+    pub fn rotated_audit_path(&self, n: usize) -> PathBuf {
+        self.dir.join(format!("reaped.jsonl.{n}"))
+    }
+
+    pub fn audit_lock_path(&self) -> PathBuf {
+        self.dir.join("reaped.jsonl.lock")
+    }
+
+    /// Open (creating) the audit lock file: a private regular file of ours, never a symlink.
+    pub(super) fn open_audit_lock(&self) -> Result<File, StateError> {
+        let p = self.audit_lock_path();
+        let f = open_flags(OpenOptions::new().create(true).truncate(false).write(true))
+            .open(&p)
+            .map_err(io("open", &p))?;
+        private_file(&f, &p)?;
+        Ok(f)
+    }
+
+    /// Take the audit lock, waiting up to [`AUDIT_LOCK_WAIT`]. Held until the file is dropped.
+    pub fn lock_audit(&self, kind: LockKind) -> Result<File, StateError> {
+        use rustix::fs::{flock, FlockOperation};
+        private_dir(&self.dir)?;
+        let f = self.open_audit_lock()?;
+        let p = self.audit_lock_path();
+        let op = match kind {
+            LockKind::Exclusive => FlockOperation::NonBlockingLockExclusive,
+            LockKind::Shared => FlockOperation::NonBlockingLockShared,
+        };
+        let deadline = Instant::now() + AUDIT_LOCK_WAIT;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            match flock(&f, op) {
+                Ok(()) => return Ok(f),
+                Err(rustix::io::Errno::WOULDBLOCK | rustix::io::Errno::INTR) => {}
+                Err(e) => {
+                    return Err(StateError::Io {
+                        what: "lock",
+                        path: p,
+                        source: e.into(),
+                    })
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(StateError::Io {
+                    what: "lock",
+                    path: p,
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        format!(
+                            "held by another process for more than {} ms",
+                            AUDIT_LOCK_WAIT.as_millis()
+                        ),
+                    ),
+                });
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(10));
+        }
+    }
+
+    /// Rotate: drop `.<keep>`, shift `.<n>` to `.<n+1>`, move `reaped.jsonl` to `.1`, and remove
+    /// any `.<n>` beyond `keep` left by an earlier, larger `CCS_AUDIT_KEEP`. Under the exclusive
+    /// lock only. Renames move names, never follow symlinks, and keep each file's mode (0600).
+    fn rotate_audit(&self) -> Result<(), StateError> {
+        let rename = |from: &Path, to: &Path| match std::fs::rename(from, to) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StateError::Io {
+                what: "rotate the audit log: rename",
+                path: from.to_path_buf(),
+                source: e,
+            }),
+        };
+        let keep = self.audit_keep;
+        for n in (1..keep).rev() {
+            rename(&self.rotated_audit_path(n), &self.rotated_audit_path(n + 1))?;
+        }
+        rename(&self.audit_path(), &self.rotated_audit_path(1))?;
+        for n in keep + 1..=MAX_AUDIT_KEEP + 1 {
+            let p = self.rotated_audit_path(n);
+            match std::fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+                Err(e) => {
+                    return Err(StateError::Io {
+                        what: "rotate the audit log: remove",
+                        path: p,
+                        source: e,
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Append `text` (one whole line, ending in a newline) to the audit log, under the protocol.
+    pub(super) fn append_audit_text(&self, text: &str) -> Result<(), StateError> {
+        self.ensure(None)?;
+        let p = self.audit_path();
+        let lock = match self.lock_audit(LockKind::Exclusive) {
+            Ok(l) => Some(l),
+            Err(e) => {
+                tracing::warn!(error = %e, "appending the audit line without the audit lock, and without rotating");
+                None
+            }
+        };
+        let mut f = self.open_audit()?;
+        if lock.is_some() {
+            let len = f.metadata().map_err(io("stat", &p))?.len();
+            if len > 0 && len.saturating_add(text.len() as u64) > self.audit_max_bytes {
+                drop(f);
+                if let Err(e) = self.rotate_audit() {
+                    tracing::warn!(error = %e, "failed to rotate the audit log: appending to it as it is");
+                }
+                f = self.open_audit()?;
+            }
+        }
+        f.write_all(text.as_bytes()).map_err(io("append to", &p))
+    }
+
+    /// Open an audit file (`reaped.jsonl` or a rotated one) for reading: a private regular file of
+    /// ours, never through a symlink. `Ok(None)` when it is not there.
+    pub fn open_audit_for_reading(&self, p: &Path) -> Result<Option<File>, StateError> {
+        let f = match open_flags(OpenOptions::new().read(true)).open(p) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io("open", p)(e)),
+        };
+        private_file(&f, p)?;
+        Ok(Some(f))
+    }
+
+    /// Make sure the state dir and `reaped.jsonl` exist (an empty log, 0600), as a reader about to
+    /// follow it needs.
+    pub fn create_audit(&self) -> Result<(), StateError> {
+        self.ensure(None)?;
+        self.open_audit().map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(tag: &str, n: usize, pad: usize) -> String {
+        format!(
+            "{}\n",
+            serde_json::json!({"tag": tag, "n": n, "pad": "x".repeat(pad)})
+        )
+    }
+
+    /// Every line of every audit file, oldest file first, each as (file, line).
+    fn all_lines(s: &StateDir) -> Vec<(PathBuf, String)> {
+        let mut files: Vec<PathBuf> = (1..=MAX_AUDIT_KEEP + 1)
+            .map(|n| s.rotated_audit_path(n))
+            .take_while(|p| p.exists())
+            .collect();
+        files.reverse();
+        files.push(s.audit_path());
+        let mut out = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap_or_default();
+            assert!(
+                text.is_empty() || text.ends_with('\n'),
+                "{}: ends mid-line",
+                f.display()
+            );
+            for l in text.lines() {
+                out.push((f.clone(), l.to_string()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn rotates_at_the_size_keeping_so_many_files() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path().join("st"), "k", "sock", "ccs-").with_audit_limits(500, 2);
+        for n in 0..40 {
+            s.append_audit_text(&line("a", n, 60)).unwrap();
+        }
+        assert!(s.rotated_audit_path(2).exists());
+        assert!(!s.rotated_audit_path(3).exists());
+        let lines = all_lines(&s);
+        // The newest lines are kept, in order, none split.
+        let ns: Vec<u64> = lines
+            .iter()
+            .map(|(_, l)| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["n"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(*ns.last().unwrap(), 39);
+        assert!(ns.windows(2).all(|w| w[1] == w[0] + 1), "{ns:?}");
+        for p in [
+            s.audit_path(),
+            s.rotated_audit_path(1),
+            s.rotated_audit_path(2),
+        ] {
+            let len = std::fs::metadata(&p).unwrap().len();
+            assert!(len <= 500, "{}: {len} bytes", p.display());
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o600, "{}", p.display());
+        }
+        let lock = std::fs::metadata(s.audit_lock_path()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(lock.permissions().mode() & 0o7777, 0o600);
+    }
+
+    #[test]
+    fn a_line_bigger_than_the_limit_gets_a_file_of_its_own() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-").with_audit_limits(100, 3);
+        s.append_audit_text(&line("small", 0, 1)).unwrap();
+        s.append_audit_text(&line("big", 1, 300)).unwrap();
+        s.append_audit_text(&line("small", 2, 1)).unwrap();
+        let lines = all_lines(&s);
+        let files: Vec<&Path> = lines.iter().map(|(p, _)| p.as_path()).collect();
+        assert_eq!(
+            files,
+            vec![
+                s.rotated_audit_path(2).as_path(),
+                s.rotated_audit_path(1).as_path(),
+                s.audit_path().as_path()
+            ]
+        );
+    }
+
+    #[test]
+    fn a_smaller_keep_removes_the_files_beyond_it() {
+        let d = tempfile::tempdir().unwrap();
+        let big = StateDir::new(d.path(), "k", "sock", "ccs-").with_audit_limits(100, 5);
+        for n in 0..12 {
+            big.append_audit_text(&line("a", n, 60)).unwrap();
+        }
+        assert!(big.rotated_audit_path(5).exists());
+        let small = big.clone().with_audit_limits(100, 2);
+        small.append_audit_text(&line("a", 12, 60)).unwrap();
+        assert!(small.rotated_audit_path(2).exists());
+        for n in 3..=5 {
+            assert!(!small.rotated_audit_path(n).exists(), "{n}");
+        }
+    }
+
+    /// Threads with their own open file descriptions contend for the flock as processes do
+    /// (tests/audit.rs does it with processes): no line lost, none split, across many rotations.
+    #[test]
+    fn concurrent_writers_lose_no_line() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-").with_audit_limits(1000, 1000);
+        std::thread::scope(|sc| {
+            for t in 0..4 {
+                let s = s.clone();
+                sc.spawn(move || {
+                    for n in 0..100 {
+                        s.append_audit_text(&line(&format!("t{t}"), n, 50)).unwrap();
+                    }
+                });
+            }
+        });
+        let lines = all_lines(&s);
+        assert_eq!(lines.len(), 400);
+        for t in 0..4 {
+            let tag = format!("t{t}");
+            let ns: Vec<u64> = lines
+                .iter()
+                .map(|(_, l)| serde_json::from_str::<serde_json::Value>(l).unwrap())
+                .filter(|v| v["tag"] == tag.as_str())
+                .map(|v| v["n"].as_u64().unwrap())
+                .collect();
+            assert_eq!(ns, (0..100).collect::<Vec<u64>>(), "{tag}");
+        }
+    }
+
+    #[test]
+    fn a_planted_lock_is_refused_and_the_line_still_lands() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-").with_audit_limits(10, 2);
+        std::os::unix::fs::symlink("/etc/passwd", s.audit_lock_path()).unwrap();
+        assert!(s.lock_audit(LockKind::Exclusive).is_err());
+        assert!(s.check_writable().is_err());
+        s.append_audit_text(&line("a", 0, 1)).unwrap();
+        s.append_audit_text(&line("a", 1, 1)).unwrap();
+        // Unlocked: appended, never rotated.
+        assert_eq!(all_lines(&s).len(), 2);
+        assert!(!s.rotated_audit_path(1).exists());
+    }
+
+    #[test]
+    fn a_held_lock_is_waited_for_then_given_up_on() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-");
+        let shared = s.lock_audit(LockKind::Shared).unwrap();
+        let shared2 = s.lock_audit(LockKind::Shared).unwrap();
+        let t0 = Instant::now();
+        let e = s.lock_audit(LockKind::Exclusive).unwrap_err().to_string();
+        assert!(t0.elapsed() >= AUDIT_LOCK_WAIT, "{e}");
+        assert!(e.contains("reaped.jsonl.lock"), "{e}");
+        drop((shared, shared2));
+        assert!(s.lock_audit(LockKind::Exclusive).is_ok());
+    }
+}
