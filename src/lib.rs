@@ -8,6 +8,7 @@ pub mod activity;
 pub mod clock;
 pub mod config;
 pub mod daemon;
+pub mod events;
 pub mod hooks;
 pub mod memory;
 pub mod metrics;

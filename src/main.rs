@@ -73,6 +73,13 @@ enum Cmd {
         #[arg(long)]
         force: bool,
     },
+    /// Print each audit event (one JSON line per reap attempt or warning) as it is appended,
+    /// following the audit log across rotations, until SIGTERM/SIGINT or stdout closes.
+    Events {
+        /// First print what the current audit log (reaped.jsonl) holds.
+        #[arg(long)]
+        from_start: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -290,6 +297,15 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 Err(e) => command_error(cli.json, e),
+            }
+        }
+        Some(Cmd::Events { from_start }) => {
+            match ccs_reap::events::run(&Reaper::new(cfg, true).state, from_start).await {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("ccs-reap: {e}");
+                    ExitCode::from(EXIT_FAILED)
+                }
             }
         }
         None => {

@@ -156,7 +156,7 @@ impl StateDir {
     }
 
     /// Append `text` (one whole line, ending in a newline) to the audit log, under the protocol.
-    pub(super) fn append_audit_text(&self, text: &str) -> Result<(), StateError> {
+    pub(crate) fn append_audit_text(&self, text: &str) -> Result<(), StateError> {
         self.ensure(None)?;
         let p = self.audit_path();
         let lock = match self.lock_audit(LockKind::Exclusive) {
