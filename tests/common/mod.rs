@@ -176,11 +176,12 @@ impl Server {
         (o.status.success() && !v.is_empty()).then_some(v)
     }
 
-    /// Session names, sorted.
+    /// Session names, sorted. Split on newlines only: tmux before 3.2 keeps a `\r` in a name as
+    /// it is, and `ccs-1\r` is not `ccs-1` (`str::lines` would drop the `\r`).
     pub fn names(&self) -> Vec<String> {
         let o = self.tmux(&["list-sessions", "-F", "#{session_name}"]);
         let mut v: Vec<String> = String::from_utf8_lossy(&o.stdout)
-            .lines()
+            .split_terminator('\n')
             .map(str::to_string)
             .collect();
         v.sort();
