@@ -314,12 +314,14 @@ def reap_env(server, state_dir, extra=None, path_prefix=None):
 
 def counting_wrapper(dirpath, real, logfile):
     """A `tmux` on PATH that appends one line per invocation to `logfile`, then execs the real
-    one. Used only for counting runs: its own fork+exec would distort timings."""
+    one. Used only for counting runs: its own fork+exec would distort timings. The version check
+    every ccs-reap process makes once at start-up (`tmux -V`) is not counted: the counts are of
+    the work a sweep does."""
     os.makedirs(dirpath, exist_ok=True)
     w = os.path.join(dirpath, "tmux")
     with open(w, "w") as f:
         # One line a call, whatever newlines the arguments hold (the listing formats do).
-        f.write(f'#!/bin/sh\nprintf \'%s\\n\' "$(printf \'%s\' "$*" | tr \'\\n\' \' \')" >>{sh_quote(logfile)}\nexec {sh_quote(real)} "$@"\n')
+        f.write(f'#!/bin/sh\n[ "$*" = -V ] || printf \'%s\\n\' "$(printf \'%s\' "$*" | tr \'\\n\' \' \')" >>{sh_quote(logfile)}\nexec {sh_quote(real)} "$@"\n')
     os.chmod(w, 0o755)
     return dirpath
 

@@ -22,3 +22,4 @@ pub mod state;
 pub mod sweep;
 pub mod teardown;
 pub mod tmux;
+pub mod tmux_version;

@@ -195,6 +195,14 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     for w in cfg.warnings() {
         tracing::warn!("{w}");
     }
+    // Every command that talks to tmux refuses one older than it supports (one `tmux -V`).
+    let talks_to_tmux = cli.cmd.is_some() || cfg.policy.enabled();
+    if talks_to_tmux && !matches!(cli.cmd, Some(Cmd::Formats)) {
+        if let Err(e) = ccs_reap::tmux_version::check(&cfg).await {
+            let _ = command_error(cli.json, CommandError::Refused(e)); // stderr, and the JSON
+            return ExitCode::from(EXIT_CONFIG);
+        }
+    }
     match cli.cmd {
         Some(Cmd::Formats) => {
             print_json(&serde_json::json!({
