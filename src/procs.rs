@@ -440,6 +440,17 @@ pub fn orphaned(pid: u32) -> Option<bool> {
     Some(REAPERS.contains(&comm.trim()))
 }
 
+/// Whether the process `server` has collected the exit of its child `pid`: no process `pid` is
+/// its child any more, zombie or running. `None` when `server` cannot be seen (another pid
+/// namespace): then nothing can be told.
+pub fn exit_collected(server: u32, pid: u32) -> Option<bool> {
+    Process::new(server as i32).and_then(|p| p.stat()).ok()?;
+    match Process::new(pid as i32).and_then(|p| p.stat()) {
+        Ok(st) => Some(st.ppid != server as i32),
+        Err(_) => Some(true),
+    }
+}
+
 /// The argv of a process, if readable.
 pub fn cmdline(pid: i32) -> Option<Vec<String>> {
     Process::new(pid).and_then(|p| p.cmdline()).ok()
@@ -588,6 +599,34 @@ mod tests {
             !signal(&v[0], Signal::TERM),
             "a reaped process cannot be signalled through its pidfd"
         );
+    }
+
+    #[test]
+    fn an_exit_is_collected_once_the_parent_has_reaped_it() {
+        // This test process plays the tmux server; its child, the pane's process.
+        let me = std::process::id();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert_eq!(exit_collected(me, pid), Some(false), "running");
+        rustix::process::kill_process(Pid::from_raw(pid as i32).unwrap(), Signal::KILL).unwrap();
+        let zombie = || Process::new(pid as i32).unwrap().stat().unwrap().state == 'Z';
+        let t0 = Instant::now();
+        while !zombie() && t0.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(zombie());
+        assert_eq!(
+            exit_collected(me, pid),
+            Some(false),
+            "a zombie not reaped yet"
+        );
+        child.wait().unwrap();
+        assert_eq!(exit_collected(me, pid), Some(true), "reaped");
+        // A server that cannot be seen tells nothing.
+        assert_eq!(exit_collected(0x3fff_fff0, pid), None);
     }
 
     #[test]

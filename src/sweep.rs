@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{now_ms, rfc3339};
 use crate::observe::{observe, Mode, Observation};
-use crate::policy::{self, Action, Decision, ReapReason, Session, Snapshot, State};
+use crate::policy::{self, Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::procs;
 use crate::reaper::Reaper;
 use crate::report::{SessionReport, SweepReport, ViewerReport};
@@ -298,9 +298,5 @@ fn report(
 
 /// Every pane is dead, and at least one exit status is not known yet.
 fn waiting_for_exit_status(s: &Session) -> bool {
-    !s.panes.is_empty()
-        && s.panes.iter().all(|p| p.dead)
-        && s.panes
-            .iter()
-            .any(|p| p.dead_status.is_none() && p.dead_signal.is_none())
+    !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) && !s.panes.iter().all(Pane::exit_known)
 }

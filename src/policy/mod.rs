@@ -81,10 +81,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         let known = cid.is_some();
         d.cid = cid;
         d.viewers = viewers;
-        if s.panes
-            .iter()
-            .any(|x| x.dead_status.is_none() && x.dead_signal.is_none())
-        {
+        if !s.panes.iter().all(Pane::exit_known) {
             d.why = "every pane has exited; waiting for the exit status".into();
         } else if !known && !p.reap_without_cid {
             d.why = "every pane has exited; conversation id unknown: kept".into();
@@ -422,6 +419,7 @@ mod tests {
                 dead: false,
                 dead_status: None,
                 dead_signal: None,
+                exit_unreported: false,
                 start_command: String::new(),
             }],
             ..Session::default()
@@ -435,6 +433,7 @@ mod tests {
             dead: true,
             dead_status: status,
             dead_signal: signal,
+            exit_unreported: false,
             start_command: String::new(),
         }
     }
@@ -674,6 +673,18 @@ mod tests {
                 "exited, status unknown yet: kept",
                 |s, _, _| s.panes[0] = dead(None, None),
                 Action::Keep,
+                State::Exited,
+                false,
+            ),
+            (
+                "exited by a signal tmux < 3.3 cannot name: cleaned",
+                |s, _, _| {
+                    s.panes[0] = Pane {
+                        exit_unreported: true,
+                        ..dead(None, None)
+                    }
+                },
+                Action::Reap,
                 State::Exited,
                 false,
             ),

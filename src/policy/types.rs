@@ -104,8 +104,19 @@ pub struct Pane {
     pub dead: bool,
     pub dead_status: Option<i32>,
     pub dead_signal: Option<i32>,
+    /// tmux has collected the exit of the pane's process, yet reports neither a status nor a
+    /// signal: a death by signal on a tmux older than 3.3, which has no `#{pane_dead_signal}`.
+    /// The ending is known to be a failure; the signal is not.
+    pub exit_unreported: bool,
     /// tmux's `pane_start_command`: the command line the pane was started with.
     pub start_command: String,
+}
+
+impl Pane {
+    /// Whether tmux has told how the pane's process ended (or that it never will).
+    pub fn exit_known(&self) -> bool {
+        self.dead_status.is_some() || self.dead_signal.is_some() || self.exit_unreported
+    }
 }
 
 /// One session as tmux listed it, with its `@` options as raw strings (parsing them is policy).

@@ -183,6 +183,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                         dead: f[3] == "1",
                         dead_status: opt_num(f[4])?,
                         dead_signal: opt_num(f[5])?,
+                        exit_unreported: false,
                         start_command: f[PANE_FIELDS - 1..].join(SEP),
                     };
                     let act: Option<i64> = opt_num(f[6])?;

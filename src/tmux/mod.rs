@@ -69,6 +69,19 @@ fn session_gone(stderr: &str) -> bool {
         || stderr.contains("no current target")
 }
 
+/// tmux before 3.3 has no `#{pane_dead_signal}`: a pane killed by a signal shows neither an exit
+/// status nor a signal, for good, which looks like an exit tmux has not collected yet (3.3a
+/// sometimes misses one, see [`Tmux::collect_exits`]). Told apart by the process: once the
+/// server has reaped its child, the ending is known to be a failure, by an unknown signal.
+fn mark_unreported_exits(l: &mut Listing) {
+    let Some(server) = l.server_pid else { return };
+    for p in l.sessions.iter_mut().flat_map(|s| s.panes.iter_mut()) {
+        if p.dead && p.dead_status.is_none() && p.dead_signal.is_none() {
+            p.exit_unreported = crate::procs::exit_collected(server, p.pid) == Some(true);
+        }
+    }
+}
+
 /// The outcome of `turn begin`'s test-and-set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TurnBegin {
@@ -149,7 +162,11 @@ impl Tmux {
             ListPanes::new().all().format(PANE_FMT).build(),
         ];
         match self.run(&cmds).await {
-            Ok(out) => Ok(parse_listing(&out, prefix)),
+            Ok(out) => {
+                let mut l = parse_listing(&out, prefix);
+                mark_unreported_exits(&mut l);
+                Ok(l)
+            }
             Err(TmuxError::NoServer(_)) => Ok(Listing::default()),
             // A server without sessions: an empty world too.
             Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
