@@ -168,10 +168,22 @@ fn dry_run_writes_nothing_and_kills_nothing() {
 #[test]
 fn cid_is_read_from_the_command_line_when_the_option_is_unset() {
     let s = Server::new();
-    // Under the default shell the pane runs `sh -c '<command>'`, and claude is its child.
+    // Under the default shell the pane runs `sh -c '<command>'`, and claude is its child. The
+    // command tmux recorded reads `from-argv-7;` (with the shell's `;`), no id: the id comes from
+    // the running claude's command line, so the sweep starts once that claude runs (on tmux
+    // 3.1c, about one sweep in 20 came before it).
+    let pids = s.path("ccs-7.pids");
     let n = s.session(
         "ccs-7",
-        &format!("{} --session-id from-argv-7; true", fake_claude()),
+        &format!(
+            "FAKE_CLAUDE_PIDS={} {} --session-id from-argv-7; true",
+            pids.display(),
+            fake_claude()
+        ),
+    );
+    assert!(
+        wait_until(10.0, || s.pids("ccs-7").contains_key("claude")),
+        "the fake claude did not start"
     );
     s.idle_since(n, 10_000_000);
     let o = s.once(DONE, GRACE, &[]);
