@@ -464,7 +464,7 @@ fn wait_dead(s: &Server, n: u32) {
     assert!(
         wait_until(10.0, || {
             let p = pane(s, n);
-            let collected = || proc_state(p.3).is_none_or(|(_, ppid)| ppid != server);
+            let collected = || stat(p.3).is_none_or(|st| st.ppid != server);
             let ok = p.0 && (!p.1.is_empty() || !p.2.is_empty() || (!signals && collected()));
             if p.0 && !ok && !nudged && now_ms() - t0 > 300 {
                 s.ok(&["run-shell", "-b", "true"]);
