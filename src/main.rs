@@ -66,6 +66,14 @@ enum Cmd {
     Pin { id: String },
     /// Unpin a chat: it is reaped by the rules again.
     Unpin { id: String },
+    /// Print a shell completion script to stdout, e.g. `ccs-reap completions bash`.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff) to stdout: `ccs-reap man > ccs-reap.1`.
+    Man {
+        /// Instead, write it and one page per subcommand (ccs-reap-status.1, ...) into DIR.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
     /// Reap one session now, whatever its idle age.
     Reap {
         id: String,
@@ -90,6 +98,49 @@ enum TurnCmd {
     End { id: String },
 }
 
+/// `completions` and `man`: generated from the clap definition, printed to stdout; they read no
+/// configuration, so they work whatever the environment holds.
+fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
+    use clap::CommandFactory;
+    use std::io::Write;
+    let mut c = Cli::command();
+    // Into memory first: the generators panic on a failed write, stdout can be a closed pipe.
+    let mut buf = Vec::new();
+    let rendered = match cmd? {
+        Cmd::Completions { shell } => {
+            clap_complete::generate(*shell, &mut c, "ccs-reap", &mut buf);
+            Ok(())
+        }
+        Cmd::Man { dir: Some(dir) } => {
+            return Some(match clap_mangen::generate_to(c, dir) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!(
+                        "ccs-reap: failed to write the man pages to {}: {e}",
+                        dir.display()
+                    );
+                    ExitCode::from(EXIT_FAILED)
+                }
+            });
+        }
+        Cmd::Man { dir: None } => {
+            clap_mangen::Man::new(c.disable_help_subcommand(true)).render(&mut buf)
+        }
+        _ => return None,
+    };
+    let mut out = std::io::stdout().lock();
+    let written = rendered
+        .and_then(|()| out.write_all(&buf))
+        .and_then(|()| out.flush());
+    Some(match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ccs-reap: failed to print it: {e}");
+            ExitCode::from(EXIT_FAILED)
+        }
+    })
+}
+
 fn init_logging(cfg: &Config) {
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(&cfg.log_filter)
@@ -105,6 +156,9 @@ fn init_logging(cfg: &Config) {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(code) = generated(cli.cmd.as_ref()) {
+        return code;
+    }
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -204,6 +258,8 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         }
     }
     match cli.cmd {
+        // Printed before the configuration is read: generated().
+        Some(Cmd::Completions { .. } | Cmd::Man { .. }) => ExitCode::SUCCESS,
         Some(Cmd::Formats) => {
             print_json(&serde_json::json!({
                 "SESSION_FMT": ccs_reap::tmux::SESSION_FMT,
