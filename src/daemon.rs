@@ -44,6 +44,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         interval_ms = r.cfg.interval.as_millis() as u64, grace_ms = r.cfg.grace.as_millis() as u64,
         dry_run = r.dry_run, "ccs-reap started"
     );
+    let mut notify = crate::notify::Notifier::from_env(r.cfg.interval, r.cfg.tmux_timeout);
     let mut tick = tokio::time::interval(r.cfg.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Between sweeps, a watcher reads the memory every WATCH_EVERY and starts a sweep as soon as
@@ -85,7 +86,16 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
                 "sweep"
             );
         }
+        notify.swept(&match &rep.error {
+            Some(e) => format!("kept every session: {e}"),
+            None => format!(
+                "{} session(s), {reaping} to reap; last sweep {} ms",
+                rep.sessions.len(),
+                rep.took_ms
+            ),
+        });
     }
+    notify.stopping();
     let n = r.inflight_count();
     if n > 0 {
         tracing::info!(reaps = n, "finishing the reaps in flight before exit");

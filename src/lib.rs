@@ -12,6 +12,7 @@ pub mod events;
 pub mod hooks;
 pub mod memory;
 pub mod metrics;
+pub mod notify;
 pub mod observe;
 pub mod policy;
 pub mod procs;
