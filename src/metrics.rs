@@ -100,12 +100,12 @@ impl Default for Metrics {
         );
         registry.register(
             "host_memory_used_bytes",
-            "Memory used by the reaper's cgroup, else the host",
+            "Memory in use where ccs-reap watches it: the tmux server's cgroup by default, else its own, else the host",
             m.host_used.clone(),
         );
         registry.register(
             "host_memory_limit_bytes",
-            "Memory limit of the cgroup or host (0 = none)",
+            "Memory limit where ccs-reap watches it (0 = none)",
             m.host_limit.clone(),
         );
         Metrics { registry, ..m }

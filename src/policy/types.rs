@@ -158,7 +158,7 @@ impl Session {
     }
 }
 
-/// Host memory, as the reaper's cgroup or /proc/meminfo tells it.
+/// The watched memory (a cgroup, else /proc/meminfo): used, and the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct HostMemory {
     pub used_bytes: u64,
