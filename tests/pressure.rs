@@ -312,3 +312,56 @@ fn under_a_real_memory_limit_the_reaper_keeps_the_oom_killer_away_and_without_it
     }
     drop(cg);
 }
+
+#[test]
+fn a_watched_cgroup_that_vanishes_falls_back_with_a_warning_and_the_daemon_goes_on() {
+    if skip() {
+        return;
+    }
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "");
+    s.set(n, "@ccs_turn", &now_ms().to_string());
+    let cg = Cgroup::new(LIMIT);
+    let dir = path_str(&cg.dir);
+    let log = s.path("daemon.log");
+    let mut d = KillOnDrop(
+        s.reap(&[
+            ("CCS_ENGINE_MEM_HIGH", "1G"),
+            ("CCS_ENGINE_MEM_CGROUP", dir.as_str()),
+            ("CCS_REAP_INTERVAL_MS", "200"),
+        ])
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap(),
+    );
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        wait_until(10.0, || read().contains("watching memory")
+            && read().contains(&dir)),
+        "{}",
+        read()
+    );
+    // The container restarts: its cgroup goes.
+    std::fs::remove_dir(&cg.dir).unwrap();
+    assert!(
+        wait_until(10.0, || read().contains("the memory watched changed")),
+        "no fallback: {}",
+        read()
+    );
+    // Still sweeping, no crash.
+    let sweeps = |t: &str| t.matches("decided").count();
+    let before = sweeps(&read());
+    assert!(
+        wait_until(10.0, || sweeps(&read()) > before),
+        "it stopped sweeping"
+    );
+    assert!(
+        d.0.try_wait().unwrap().is_none(),
+        "the daemon died: {}",
+        read()
+    );
+    let pid = rustix::process::Pid::from_raw(d.0.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    assert_eq!(d.0.wait().unwrap().code(), Some(0));
+    assert!(!read().contains("panicked"));
+}
