@@ -69,7 +69,9 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         if why != "interval" {
             // Nothing to take under pressure (all busy, viewed or young): do not sweep again at
             // every watch; the interval, or a while, will tell.
-            let pause = if reaping > 0 {
+            // A short pause only while a teardown it started is under way (the watcher waits
+            // for it anyway); a reap decided but not started (held, dry run) waits the long one.
+            let pause = if reaping > 0 && r.inflight_count() > 0 {
                 WATCH_EVERY
             } else {
                 PRESSURE_PAUSE

@@ -210,7 +210,15 @@ async fn wait_for_teardown(r: &Reaper, id: &str, deadline: Instant) -> Result<()
 /// `turn end <id>`: `Ok(false)` when the session is gone.
 pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
     let name = name_of(r, id)?;
-    Ok(r.tmux.turn_end(&name, now_ms()).await?)
+    let there = r.tmux.turn_end(&name, now_ms()).await?;
+    if there {
+        // A turn went through on the (respawned) chat: its tombstone has served. (The audit log
+        // keeps the history; a failure to remove it only leaves a cid that is still right.)
+        if let Err(e) = r.state.remove_tombstone(id) {
+            tracing::warn!(session = %name, error = %e, "failed to remove the used tombstone");
+        }
+    }
+    Ok(there)
 }
 
 /// `spawn <id> [--cid C] [--cwd D] -- <cmd...>`. Returns whether a session was created.
@@ -316,10 +324,9 @@ pub async fn spawn(
         )));
     }
     if created {
-        tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), "spawned");
-        if tomb.is_some() {
-            r.state.remove_tombstone(id)?;
-        }
+        // The tombstone stays until the chat has answered a turn (`turn end`): a claude that
+        // fails after start (a bad resume, an auth error) must not take the cid with it.
+        tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), resumed = tomb.is_some(), "spawned");
     }
     Ok(created)
 }

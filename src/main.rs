@@ -154,11 +154,27 @@ fn init_logging(cfg: &Config) {
     }
 }
 
+/// A batch of reaps holds a pidfd per victim: take the hard limit of open files, not the soft one.
+fn raise_fd_limit() {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let l = getrlimit(Resource::Nofile);
+    if l.current < l.maximum {
+        let _ = setrlimit(
+            Resource::Nofile,
+            Rlimit {
+                current: l.maximum,
+                maximum: l.maximum,
+            },
+        );
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(code) = generated(cli.cmd.as_ref()) {
         return code;
     }
+    raise_fd_limit();
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {

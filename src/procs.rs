@@ -95,14 +95,15 @@ pub fn members(
     protected: &HashSet<i32>,
 ) -> HashMap<u32, Vec<Ident>> {
     let want: HashSet<u32> = wanted.iter().map(|(n, _)| *n).collect();
-    let mut all: Vec<(u32, Vec<u32>)> = wanted.to_vec();
+    // The other sessions' panes first: a pane linked into two sessions is the other's.
     let mut extra: HashMap<u32, Vec<u32>> = HashMap::new();
     for &(n, pid) in others {
         if !want.contains(&n) {
             extra.entry(n).or_default().push(pid);
         }
     }
-    all.extend(extra);
+    let mut all: Vec<(u32, Vec<u32>)> = extra.into_iter().collect();
+    all.extend(wanted.iter().cloned());
     let mut out = claim_all(table, &all, wanted, tmux_env, uid, protected);
     out.retain(|n, _| want.contains(n));
     out
@@ -269,12 +270,20 @@ pub fn journal_victims(
     (kept, refused)
 }
 
-/// Whether `id` still names the same, living process (a zombie is gone).
-pub fn alive(id: Ident) -> bool {
+/// Whether `id` still names the same, living process (a zombie is gone). `None` when /proc
+/// could not tell (out of file descriptors, say): not the same as gone.
+pub fn living(id: Ident) -> Option<bool> {
     match Process::new(id.pid).and_then(|p| p.stat()) {
-        Ok(st) => st.starttime == id.start && st.state != 'Z' && st.state != 'X',
-        Err(_) => false,
+        Ok(st) => Some(st.starttime == id.start && st.state != 'Z' && st.state != 'X'),
+        Err(procfs::ProcError::NotFound(_)) => Some(false),
+        Err(_) => None,
     }
+}
+
+/// Whether `id` may still be alive: what /proc cannot tell counts as alive, so a teardown never
+/// reports a survivor it could not see as gone.
+pub fn alive(id: Ident) -> bool {
+    living(id) != Some(false)
 }
 
 /// This process's own identity.
@@ -306,7 +315,9 @@ pub fn pin(ids: &[Ident]) -> Vec<Victim> {
             continue;
         }
         let fd = rustix::process::pidfd_open(pid, PidfdFlags::empty()).ok();
-        if alive(id) {
+        // Known to be the same process after the pidfd was opened; one /proc cannot tell about
+        // is not pinned (never signalled), and a teardown reports it as a survivor.
+        if living(id) == Some(true) {
             out.push(Victim { id, fd });
         }
     }
@@ -321,8 +332,9 @@ pub fn signal(v: &Victim, sig: Signal) -> bool {
     match &v.fd {
         Some(fd) => rustix::process::pidfd_send_signal(fd, sig).is_ok(),
         None => {
-            // No pidfd (an old kernel): re-check identity right before the signal.
-            if !alive(v.id) {
+            // No pidfd (an old kernel, or out of descriptors): re-check identity right before
+            // the signal, and signal only what is known to be the same process.
+            if living(v.id) != Some(true) {
                 return false;
             }
             match Pid::from_raw(v.id.pid) {

@@ -63,8 +63,13 @@ pub async fn run_all(
             Err(e) => Ran::Broken(e),
             Ok((mut child, feed)) => match tokio::time::timeout_at(deadline, child.wait()).await {
                 Ok(Ok(st)) => {
-                    // A hook may exit without reading its stdin: that is its business.
-                    let _ = feed.await;
+                    // A hook may exit without reading its stdin (a child of it may hold the pipe):
+                    // that is its business, and never ours to wait on past the deadline.
+                    let mut feed = feed;
+                    if tokio::time::timeout_at(deadline, &mut feed).await.is_err() {
+                        feed.abort();
+                        tracing::debug!("a hook's stdin was not read to its end");
+                    }
                     if st.success() {
                         Ran::Ok
                     } else {

@@ -73,7 +73,11 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
     let live: HashSet<String> = live.into_iter().map(|j| j.id).collect();
     let mut reaps = Vec::new();
     if !r.dry_run {
-        reaps = teardown::recover(r, &listing, dead).await;
+        // Only on a listing that was read: an empty one standing for a tmux that failed would
+        // hide the live sessions (and the server) from the checks.
+        if snap.global_problem.is_none() {
+            reaps = teardown::recover(r, &listing, dead).await;
+        }
         let stale: Vec<(u32, String)> = snap
             .sessions
             .iter()

@@ -660,7 +660,10 @@ fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history()
         .parse()
         .unwrap();
     assert_eq!(s.show(n, "@ccs_cid").as_deref(), Some(cid.as_str()));
-    assert!(s.tombstone(ID).is_none(), "the tombstone was not used up");
+    assert!(
+        s.tombstone(ID).is_some(),
+        "the tombstone went before a turn"
+    );
     let ready2 = wait_for(&s, &api, "resumed claude ready (empty prompt)", || {
         prompt_empty(&s)
     });
@@ -682,6 +685,10 @@ fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history()
     });
     let mcp_up2 = t0.elapsed().as_secs_f64();
     let reply2 = turn(&msg2, &echo2);
+    assert!(
+        s.tombstone(ID).is_none(),
+        "the tombstone was not used up by the turn"
+    );
 
     // 9. The request of turn 2 carries turn 1.
     let reqs = api.requests();

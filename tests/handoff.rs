@@ -220,6 +220,12 @@ fn spawn_resumes_from_the_tombstone_and_is_idempotent() {
     let sid = s.ok(&["display-message", "-p", "-t", "=ccs-5:", "#{session_id}"]);
     let m: u32 = sid.trim().trim_start_matches('$').parse().unwrap();
     assert_eq!(s.show(m, "@ccs_cid").as_deref(), Some("conv-5"));
+    // The tombstone serves until the chat has answered a turn.
+    assert!(
+        s.tombstone("5").is_some(),
+        "the tombstone went before a turn"
+    );
+    assert_eq!(s.run(&["turn", "end", "5"], &[]).code, 0);
     assert!(s.tombstone("5").is_none(), "the tombstone was not used up");
     assert!(wait_until(5.0, || s
         .ok(&["capture-pane", "-p", "-t", "=ccs-5:"])

@@ -268,6 +268,7 @@ fn a_tombstone_of_0_1_0_is_used_while_unambiguous_and_ignored_once_the_dir_is_sh
     let o = s.run(&["spawn", "5", "--", &claude], &[]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(start_command(&s, "ccs-5").contains("--resume legacy-5"));
+    assert_eq!(s.run(&["turn", "end", "5"], &[]).code, 0);
     assert!(
         !legacy.join("5.json").exists(),
         "the tombstone was not used up"

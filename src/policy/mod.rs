@@ -362,7 +362,13 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
             .map(|(_, s)| s.mem_bytes.unwrap_or(0))
             .sum();
         let mut projected = used.unwrap_or(0).saturating_sub(freed);
-        let mut must = stalled;
+        // A stall takes one, unless a reap in flight is freeing memory already (PSI lags).
+        let mut must = stalled && freed == 0;
+        // Sizes not known (the process table could not be read): at most one this sweep.
+        let sized = eligible
+            .iter()
+            .all(|&i| snap.sessions[i].mem_bytes.is_some());
+        let mut taken = 0;
         for &i in &eligible {
             let over = matches!(limit, Some(l) if projected > l);
             if !over && !must {
@@ -388,6 +394,10 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
             };
             projected = projected.saturating_sub(mem);
             must = false;
+            taken += 1;
+            if !sized && taken >= 1 {
+                break;
+            }
         }
     }
     out

@@ -53,7 +53,12 @@ pub fn still_reapable(
         ReapReason::Manual => {
             !matches!(
                 fresh.state,
-                State::Unknown | State::Busy | State::Stuck | State::Viewed | State::NoCid
+                State::Unknown
+                    | State::Busy
+                    | State::Stuck
+                    | State::Viewed
+                    | State::NoCid
+                    | State::Pinned
             ) && (fresh.cid.is_some() || p.reap_without_cid)
         }
     };

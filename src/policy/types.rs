@@ -132,6 +132,8 @@ pub struct Session {
     pub turn: String,
     pub cid: String,
     pub reaping: String,
+    /// `@ccs_reaper`: the token of the reap that holds the mark.
+    pub reaper: String,
     /// `@ccs_pin`: set (and not `0`), the session is never reaped but when its panes exited.
     pub pin: String,
     /// `@ccs_idle_kill_ms`: this session's own idle limit (garbage counts as unset).

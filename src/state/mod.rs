@@ -311,7 +311,12 @@ impl StateDir {
     /// Unreadable or invalid ones are reported, not guessed at, and never acted on.
     pub fn journals(&self) -> Vec<Result<Journal, StateError>> {
         let mut out = Vec::new();
-        for d in [self.studio.join("reaping"), self.dir.join("reaping")] {
+        // 0.1.0's journals (keyed by id alone) only while the dir can only be this studio's.
+        let mut dirs = vec![self.studio.join("reaping")];
+        if self.legacy_is_ours() {
+            dirs.push(self.dir.join("reaping"));
+        }
+        for d in dirs {
             let Ok(rd) = std::fs::read_dir(&d) else {
                 continue;
             };

@@ -152,6 +152,11 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         Ok(m) => m,
         Err(e) => {
             r.metrics.tmux_errors.inc();
+            // Some marks may have been set before it failed: take back ours (best effort).
+            let all: Vec<u32> = jobs.iter().map(Job::n).collect();
+            if let Err(e) = r.tmux.clear_reaping_many(&all, &tok).await {
+                tracing::warn!(error = %e, "failed to clear reap marks after a failed marking");
+            }
             for j in &mut jobs {
                 j.stop(Outcome::Failed, format!("failed to mark the session: {e}"));
             }
@@ -263,13 +268,14 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     );
     let journals: Vec<Journal> = jobs.iter().filter_map(|j| j.journal.clone()).collect();
     let lines = finish_all(r, jobs, t0);
-    if let Some(hook) = &r.cfg.hook {
-        after_hooks(r, hook, &lines).await;
-    }
-    for jn in journals {
-        if let Err(e) = r.state.remove_journal(&jn) {
+    // The journals go first: `turn begin` and `spawn` wait for them, not for the after hooks.
+    for jn in &journals {
+        if let Err(e) = r.state.remove_journal(jn) {
             tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
         }
+    }
+    if let Some(hook) = &r.cfg.hook {
+        after_hooks(r, hook, &lines).await;
     }
     tracing::debug!(
         phase = "audit",
@@ -347,7 +353,8 @@ async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<
             j.stop(Outcome::Aborted, why);
             continue;
         }
-        if j.line.cid.is_none() {
+        // The chat's cid as it is now (a studio may have set `@ccs_cid` since the sweep).
+        if fresh.cid.is_some() {
             j.line.cid = fresh.cid.clone();
         }
         j.fresh = snap.sessions.into_iter().next();
@@ -391,7 +398,9 @@ fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let ids = members.get(&j.n()).map(Vec::as_slice).unwrap_or(&[]);
         j.victims = procs::pin(ids);
-        j.ids = j.victims.iter().map(|v| v.id).collect();
+        // Every member, pinned or not: one that could not be pinned (/proc could not tell) and
+        // still lives is a survivor, never a silent success.
+        j.ids = ids.to_vec();
         let (rss, pss) = procs::memory(&j.ids);
         j.line.rss_bytes = rss;
         j.line.pss_bytes = pss;

@@ -12,17 +12,50 @@ use crate::state::{AuditLine, Ended, Journal, Outcome, Tombstone};
 use crate::tmux::Listing;
 
 /// Finish the teardowns that a reaper left behind when it died (their journals remain and their
-/// owner is gone). The session, if still there under the same name, is killed too.
+/// owner is gone). The session, if still there under the same name, is killed too. Called only
+/// with a listing that was read (never an empty one standing for a tmux that failed).
 pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> Vec<AuditLine> {
     let mut lines = Vec::new();
+    if journals.is_empty() {
+        return lines;
+    }
+    // Without the process table nothing can be told of the victims: leave the journals for the
+    // next sweep rather than take every victim for gone.
+    let table = match procs::table() {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "reap journals left for the next sweep");
+            return lines;
+        }
+    };
     for j in journals {
         if r.is_inflight(j.tmux_id) {
+            continue;
+        }
+        // The session the journal names, still there on the same server: it is the dead
+        // reaper's only while it still carries its mark. A mark cleared since (the chat was used
+        // again) means the chat is no longer its to take: drop the journal, signal nothing.
+        let still = listing.server_pid.is_some()
+            && j.server_pid == listing.server_pid
+            && listing
+                .sessions
+                .iter()
+                .any(|s| s.tmux_id == j.tmux_id && s.name == j.session);
+        let held = listing
+            .sessions
+            .iter()
+            .any(|s| s.tmux_id == j.tmux_id && s.reaper.trim() == j.token);
+        if still && !held {
+            tracing::warn!(session = %j.session, "a reap journal whose session no longer carries its mark: dropped, nothing signalled");
+            if let Err(e) = r.state.remove_journal(&j) {
+                tracing::warn!(error = %e, "failed to remove the reap journal");
+            }
             continue;
         }
         let t0 = Instant::now();
         tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
         let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
-        let pinned = journal_victims(r, &j, listing, same_server);
+        let pinned = journal_victims(r, &table, &j, listing, same_server);
         let victims = procs::pin(&pinned);
         let mut line = AuditLine::begin(
             rfc3339(now_ms()),
@@ -84,6 +117,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
 /// would compute.
 fn journal_victims(
     r: &Reaper,
+    table: &[procs::Proc],
     j: &Journal,
     listing: &Listing,
     same_server: bool,
@@ -92,8 +126,7 @@ fn journal_victims(
         tracing::warn!(session = %j.session, "the journal names no tmux server: no process is signalled");
         return Vec::new();
     };
-    let table = procs::table().unwrap_or_default();
-    let prot = procs::protected(&table, listing.server_pid);
+    let prot = procs::protected(table, listing.server_pid);
     let mut paths: Vec<String> = listing.socket_path.iter().cloned().collect();
     paths.push(r.cfg.socket.path().to_string_lossy().into_owned());
     paths.push(r.socket_path());
@@ -111,13 +144,12 @@ fn journal_victims(
     }
     let others: Vec<(u32, Vec<u32>)> = by.into_iter().collect();
     let uid = rustix::process::getuid().as_raw();
-    let exclude: HashSet<i32> = procs::members(&table, &others, &[], None, uid, &prot)
+    let exclude: HashSet<i32> = procs::members(table, &others, &[], None, uid, &prot)
         .into_values()
         .flatten()
         .map(|i| i.pid)
         .collect();
-    let (kept, refused) =
-        procs::journal_victims(&table, &j.victims, &needles, &exclude, uid, &prot);
+    let (kept, refused) = procs::journal_victims(table, &j.victims, &needles, &exclude, uid, &prot);
     for (id, why) in refused.iter().filter(|(_, w)| *w != "gone") {
         tracing::warn!(session = %j.session, pid = id.pid, why, "a pid of the journal is not signalled");
     }

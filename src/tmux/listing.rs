@@ -29,6 +29,8 @@ pub const SESSION_FMT: &str = concat!(
     "\t",
     clean!("@ccs_reaping"),
     "\t",
+    clean!("@ccs_reaper"),
+    "\t",
     clean!("@ccs_pin"),
     "\t",
     clean!("@ccs_idle_kill_ms"),
@@ -39,7 +41,7 @@ pub const SESSION_FMT: &str = concat!(
     "\t",
     clean!("session_name"),
 );
-const SESSION_FIELDS: usize = 13;
+const SESSION_FIELDS: usize = 14;
 pub const CLIENT_FMT: &str =
     "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}";
 const CLIENT_FIELDS: usize = 6;
@@ -124,7 +126,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     continue;
                 }
                 l.server_pid = l.server_pid.or(f[3].parse().ok());
-                l.socket_path = l.socket_path.take().or_else(|| Some(f[11].to_string()));
+                l.socket_path = l.socket_path.take().or_else(|| Some(f[12].to_string()));
                 if !ours(name) {
                     continue;
                 }
@@ -138,9 +140,10 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     turn: f[5].to_string(),
                     cid: f[6].to_string(),
                     reaping: f[7].to_string(),
-                    pin: f[8].to_string(),
-                    idle_kill_ms: f[9].to_string(),
-                    warned: f[10].to_string(),
+                    reaper: f[8].to_string(),
+                    pin: f[9].to_string(),
+                    idle_kill_ms: f[10].to_string(),
+                    warned: f[11].to_string(),
                     ..Session::default()
                 };
                 if attached.is_err() {
@@ -247,12 +250,12 @@ mod tests {
 
     #[test]
     fn listing_parses_and_filters() {
-        let out = "S\t$0\t0\t77\t123\t\tc0\t\t\t\t\t/tmp/s\tccs-1\n\
-                   S\t$1\t1\t77\t\t9\t\t\t\t\t\t/tmp/s\tccs-10\n\
-                   S\t$2\t0\t77\t1\t\t\t\t\t\t\t/tmp/s\tother\n\
-                   S\t$3\t0\t77\t1\t\t\t\t\t\t\t/tmp/s\tccs-\n\
-                   S\t$4\t0\t77\t1\t\t\t\t\t\t\t/tmp/s\txccs-1\n\
-                   S\t$5\t0\t77\t1\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
+        let out = "S\t$0\t0\t77\t123\t\tc0\t\t\t\t\t\t/tmp/s\tccs-1\n\
+                   S\t$1\t1\t77\t\t9\t\t\t\t\t\t\t/tmp/s\tccs-10\n\
+                   S\t$2\t0\t77\t1\t\t\t\t\t\t\t\t/tmp/s\tother\n\
+                   S\t$3\t0\t77\t1\t\t\t\t\t\t\t\t/tmp/s\tccs-\n\
+                   S\t$4\t0\t77\t1\t\t\t\t\t\t\t\t/tmp/s\txccs-1\n\
+                   S\t$5\t0\t77\t1\t\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
                    C\t$1\t4242\t1\t1700000000\t1700000001\n\
                    C\t$2\t4243\t0\t1700000000\t1700000001\n\
                    P\t$0\t100\t0\t\t\t1700000002\tclaude --resume x\n\
@@ -301,7 +304,7 @@ mod tests {
         assert!(l.problems.is_empty() && l.sessions.is_empty());
         // A row of ours with a wrong field count keeps that session alone.
         let l = parse_listing(
-            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\tclaude\n",
+            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\tclaude\n",
             "ccs-",
         );
         assert!(l.problems.is_empty(), "{:?}", l.problems);
@@ -310,7 +313,7 @@ mod tests {
         assert!(l.sessions[1].problem.is_none());
         // A client row of one of ours that does not parse marks that session.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0]
@@ -320,18 +323,18 @@ mod tests {
             .contains("client row"));
         // A client row whose session cannot be told: everything unknown.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert_eq!(l.problems.len(), 1);
         // A pane with a garbage status.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0].problem.is_some());
         // A session without panes is not trusted.
-        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t/s\tccs-1\n", "ccs-");
+        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\n", "ccs-");
         assert!(l.sessions[0].problem.is_some());
     }
 }

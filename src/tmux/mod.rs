@@ -213,7 +213,12 @@ impl Tmux {
     /// argv budget allows. A chain stops in tmux at a session that is gone ("can't find session:
     /// $N"): that one is reported gone and the chain goes on from the next in a new call. Returns
     /// the output of every call, concatenated, and the sessions found gone.
-    async fn per_session<F>(&self, ns: &[u32], build: F) -> Result<(String, Vec<u32>), TmuxError>
+    async fn per_session<F>(
+        &self,
+        ns: &[u32],
+        rerun: bool,
+        build: F,
+    ) -> Result<(String, Vec<u32>), TmuxError>
     where
         F: Fn(u32) -> Vec<TmuxCommand<'static>>,
     {
@@ -256,10 +261,11 @@ impl Tmux {
                         return Err(TmuxError::Failed { cmd, stderr });
                     };
                     gone.push(chain[i]);
-                    // The ones before it ran, but their output went with the failed call: they
-                    // run again (every batched command is checked in tmux, so a second run is
-                    // harmless); the ones after it never ran.
-                    for &n in chain[..i].iter().chain(&chain[i + 1..]).rev() {
+                    // The ones after it never ran. The ones before it did, but their output went
+                    // with the failed call: with `rerun` (their output is wanted) they run again,
+                    // which every batched command, checked in tmux, allows.
+                    let before: &[u32] = if rerun { &chain[..i] } else { &[] };
+                    for &n in before.iter().chain(&chain[i + 1..]).rev() {
                         pending.push_front(n);
                     }
                 }
@@ -287,7 +293,7 @@ impl Tmux {
         let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
         let token_s = token.to_string();
         let (out, _gone) = self
-            .per_session(&ns, |n| {
+            .per_session(&ns, true, |n| {
                 let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
                 vec![
                     HasSession::new().target_session(sid(n)).build(),
@@ -312,7 +318,7 @@ impl Tmux {
     /// Clear our marks on many sessions (each only if still ours), batched.
     pub async fn clear_reaping_many(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
         let token = token.to_string();
-        self.per_session(ns, |n| {
+        self.per_session(ns, false, |n| {
             vec![
                 HasSession::new().target_session(sid(n)).build(),
                 clear_command(n, &token),
@@ -326,7 +332,7 @@ impl Tmux {
     /// already gone are fine.
     pub async fn kill_sessions(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
         let token = token.to_string();
-        self.per_session(ns, |n| {
+        self.per_session(ns, false, |n| {
             vec![
                 HasSession::new().target_session(sid(n)).build(),
                 kill_command(n, &token),
