@@ -111,6 +111,8 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
 
 /// How often the watcher reads the memory between sweeps.
 pub const WATCH_EVERY: Duration = Duration::from_millis(250);
+/// How often the watcher re-reads the limit it compares with.
+const LIMIT_REREAD: Duration = Duration::from_secs(10);
 /// How long the watcher waits after a pressure sweep that found nothing to take.
 pub const PRESSURE_PAUSE: Duration = Duration::from_secs(5);
 
@@ -128,23 +130,72 @@ impl Pressure {
     }
 }
 
-/// The watcher: one or two small file reads every [`WATCH_EVERY`]; a wake for the daemon loop
-/// when the memory is above the threshold (or the stall above its limit). Quiet while a teardown
-/// is in flight (it is freeing memory) and after a pressure sweep.
+/// The watcher: where the kernel offers a notification of the threshold (cgroup v1), it sleeps
+/// until the memory crosses it; elsewhere it reads one small file every [`WATCH_EVERY`]. Either
+/// way it wakes the daemon loop when the memory is above the threshold (or the stall above its
+/// limit), and stays quiet while a teardown is in flight (it is freeing memory) and after a
+/// pressure sweep.
 async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
-    let mut every = tokio::time::interval(WATCH_EVERY);
-    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let p = &r.cfg.policy;
+    // The threshold in bytes for the source watched, re-read now and then (a limit rarely moves).
+    let mut threshold: Option<(memory::Watched, Option<u64>, tokio::time::Instant)> = None;
+    let mut used = memory::UsedReader::default();
+    // The kernel's notification, for the source and threshold it was registered for.
+    let mut notify: Option<(
+        memory::Watched,
+        u64,
+        tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
+    )> = None;
+    // Above the threshold at the last look: poll until it is not (a crossing is notified once).
+    let mut last_over = false;
     loop {
-        every.tick().await;
+        // Wait: for the kernel where it notifies (and at most LIMIT_REREAD, to follow changes and
+        // to look again while the memory stays high), else one poll period.
+        match &notify {
+            Some((_, _, fd))
+                if !last_over
+                    && p.mem_psi.is_none()
+                    && now_ms() >= pressure.quiet_until.load(Ordering::Relaxed) =>
+            {
+                if let Ok(Ok(mut g)) = tokio::time::timeout(LIMIT_REREAD, fd.readable()).await {
+                    // Drain the eventfd's counter; the crossing is judged below.
+                    let mut buf = [0u8; 8];
+                    let _ = g.try_io(|f| {
+                        rustix::io::read(f.get_ref(), &mut buf).map_err(std::io::Error::from)
+                    });
+                    g.clear_ready();
+                }
+            }
+            _ => tokio::time::sleep(WATCH_EVERY).await,
+        }
         if r.inflight_count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {
             continue;
         }
         // Resolved by the sweeps (the tmux server's cgroup needs its pid).
         let Some(w) = r.watched() else { continue };
-        let over = memory::read(&w.source).is_some_and(|h| {
-            crate::policy::mem_limit(p, Some(h)).is_some_and(|l| h.used_bytes > l)
-        });
+        let limit = match &threshold {
+            Some((tw, l, at)) if *tw == w && at.elapsed() < LIMIT_REREAD => *l,
+            _ => {
+                let l = memory::read(&w.source).and_then(|h| crate::policy::mem_limit(p, Some(h)));
+                threshold = Some((w.clone(), l, tokio::time::Instant::now()));
+                l
+            }
+        };
+        // (Re-)register the kernel's notification when the source or the threshold moved.
+        if let Some(l) = limit {
+            let stale = notify
+                .as_ref()
+                .is_none_or(|(nw, nl, _)| *nw != w || *nl != l);
+            if stale {
+                notify = memory::threshold(&w.source, l)
+                    // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it: the fd stays
+                    // open and the same until the AsyncFd drops.
+                    .and_then(|t| unsafe { tokio::io::unix::AsyncFd::register(t.fd) }.ok())
+                    .map(|fd| (w.clone(), l, fd));
+            }
+        }
+        let over = limit.is_some_and(|l| used.read(&w.source).is_some_and(|u| u > l));
+        last_over = over;
         let stalled = p
             .mem_psi
             .is_some_and(|max| memory::pressure(&w.source).is_some_and(|now| now >= max));

@@ -156,6 +156,71 @@ pub fn read(s: &Source) -> Option<HostMemory> {
     }
 }
 
+/// The file that holds the memory in use (none for `/proc/meminfo`).
+fn used_file(s: &Source) -> Option<PathBuf> {
+    match s {
+        Source::V2(d) => Some(d.join("memory.current")),
+        Source::V1(d) => Some(d.join("memory.usage_in_bytes")),
+        Source::Meminfo => None,
+    }
+}
+
+/// The memory in use alone, for the watcher: the file is kept open and read again from its
+/// start each time (one `pread`), reopened when that fails (a cgroup that went and came back).
+#[derive(Default)]
+pub struct UsedReader {
+    open: Option<(Source, std::fs::File)>,
+}
+
+impl UsedReader {
+    pub fn read(&mut self, s: &Source) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let Some(path) = used_file(s) else {
+            return read(s).map(|h| h.used_bytes);
+        };
+        if self.open.as_ref().is_none_or(|(src, _)| src != s) {
+            self.open = std::fs::File::open(&path).ok().map(|f| (s.clone(), f));
+        }
+        let (_, f) = self.open.as_ref()?;
+        let mut buf = [0u8; 32];
+        match f.read_at(&mut buf, 0) {
+            Ok(n) if n > 0 => std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok(),
+            _ => {
+                self.open = None;
+                None
+            }
+        }
+    }
+}
+
+/// A kernel notification, on cgroup v1, when the memory in use crosses `bytes` (either way):
+/// an eventfd registered through `cgroup.event_control`, readable at each crossing. The watcher
+/// then sleeps instead of polling. `None` where the source offers none (v2, `/proc/meminfo`).
+pub struct Threshold {
+    pub fd: std::os::fd::OwnedFd,
+    /// Kept open while the notification is registered.
+    _usage: std::fs::File,
+}
+
+pub fn threshold(s: &Source, bytes: u64) -> Option<Threshold> {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let Source::V1(d) = s else { return None };
+    let fd = rustix::event::eventfd(
+        0,
+        rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
+    )
+    .ok()?;
+    let usage = std::fs::File::open(d.join("memory.usage_in_bytes")).ok()?;
+    let mut ctl = std::fs::OpenOptions::new()
+        .write(true)
+        .open(d.join("cgroup.event_control"))
+        .ok()?;
+    ctl.write_all(format!("{} {} {bytes}", fd.as_raw_fd(), usage.as_raw_fd()).as_bytes())
+        .ok()?;
+    Some(Threshold { fd, _usage: usage })
+}
+
 /// The `some avg10` of a PSI file's text (`some avg10=1.23 avg60=...`).
 pub fn psi_some_avg10(text: &str) -> Option<f64> {
     text.lines()
