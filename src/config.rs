@@ -174,6 +174,14 @@ fn err(var: &str, value: &str, expected: &str) -> ConfigError {
 fn ms(var: &str, v: &Option<String>, min: u64) -> Result<Option<u64>, ConfigError> {
     let Some(s) = v else { return Ok(None) };
     match s.trim().parse::<u64>() {
+        Ok(n) if n > crate::policy::MAX_MS => Err(err(
+            var,
+            s,
+            &format!(
+                "a whole number of milliseconds, at most {} (100 years)",
+                crate::policy::MAX_MS
+            ),
+        )),
         Ok(n) if n >= min => Ok(Some(n)),
         Ok(_) => Err(err(
             var,
@@ -688,6 +696,8 @@ mod tests {
             ("CCS_ENGINE_MEM_PSI", "0"),
             ("CCS_ENGINE_MEM_PSI", "101"),
             ("CCS_ENGINE_MEM_PSI", "lots"),
+            ("CCS_ENGINE_IDLE_KILL_MS", "18446744073709551615"),
+            ("CCS_ENGINE_STUCK_WALL_MS", "9223372036854775807"),
             ("CCS_ENGINE_SESSION_MEM_MAX", "50%"),
             ("CCS_ENGINE_SESSION_MEM_MAX", "big"),
             ("CCS_ENGINE_WARN_MS", "soon"),

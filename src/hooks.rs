@@ -342,16 +342,8 @@ async fn still_there(r: &Reaper, name: &str) -> Result<bool, CommandError> {
         let Some(s) = r.tmux.find(name, &r.cfg.prefix).await? else {
             return Ok(false);
         };
-        let living = s.panes.iter().any(|p| {
-            !p.dead
-                && std::fs::read_to_string(format!("/proc/{}/stat", p.pid)).is_ok_and(|st| {
-                    // A zombie is dead: tmux has not collected it yet.
-                    st.rsplit(')')
-                        .next()
-                        .and_then(|f| f.split_whitespace().next())
-                        != Some("Z")
-                })
-        });
+        // A zombie is dead: tmux has not collected it yet.
+        let living = s.panes.iter().any(|p| !p.dead && procs::running(p.pid));
         if !living {
             return Ok(false);
         }

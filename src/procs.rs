@@ -286,6 +286,13 @@ pub fn alive(id: Ident) -> bool {
     living(id) != Some(false)
 }
 
+/// Whether some process `pid` runs (a zombie does not), whoever it is.
+pub fn running(pid: u32) -> bool {
+    Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .is_ok_and(|st| st.state != 'Z' && st.state != 'X')
+}
+
 /// This process's own identity.
 pub fn myself() -> Ident {
     let pid = std::process::id() as i32;

@@ -246,6 +246,10 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     d
 }
 
+/// The longest time in ms a limit may name (100 years): anything longer is garbage, so that no
+/// sum with a time stamp can overflow.
+pub const MAX_MS: u64 = 100 * 365 * 24 * 3_600_000;
+
 /// Whether `@ccs_pin` holds the session: set, and not `0`.
 pub fn pinned(s: &Session) -> bool {
     let v = s.pin.trim();
@@ -260,14 +264,14 @@ fn own_limit(s: &Session, p: &Policy) -> (Option<u64>, Option<String>) {
     if raw.is_empty() {
         return (p.idle_kill_ms, None);
     }
-    match raw.parse::<u64>() {
+    match raw.parse::<u64>().ok().filter(|&k| k <= MAX_MS).ok_or(()) {
         Ok(_) if !p.enabled() => (None, None),
         Ok(0) => (None, None),
         Ok(k) => (Some(k), None),
         Err(_) => (
             p.idle_kill_ms,
             Some(format!(
-                "@ccs_idle_kill_ms {raw:?} is not a number of ms: the global limit applies"
+                "@ccs_idle_kill_ms {raw:?} is not a number of ms (at most 100 years): the global limit applies"
             )),
         ),
     }

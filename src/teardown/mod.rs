@@ -377,24 +377,11 @@ fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
             return;
         }
     };
-    let prot = procs::protected(&table, listing.server_pid);
-    let wanted: Vec<(u32, Vec<u32>)> = jobs
+    let live = jobs
         .iter()
         .filter(|j| !j.over)
-        .filter_map(|j| {
-            let s = j.fresh.as_ref()?;
-            Some((
-                s.tmux_id,
-                s.panes.iter().filter(|p| !p.dead).map(|p| p.pid).collect(),
-            ))
-        })
-        .collect();
-    let env = match (&listing.socket_path, listing.server_pid) {
-        (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
-        _ => None,
-    };
-    let uid = rustix::process::getuid().as_raw();
-    let members = procs::members(&table, &wanted, &listing.all_panes, env, uid, &prot);
+        .filter_map(|j| j.fresh.as_ref());
+    let members = crate::observe::members_of(&table, live, listing);
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let ids = members.get(&j.n()).map(Vec::as_slice).unwrap_or(&[]);
         j.victims = procs::pin(ids);
