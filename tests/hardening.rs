@@ -290,6 +290,38 @@ fn a_tombstone_of_0_1_0_is_used_while_unambiguous_and_ignored_once_the_dir_is_sh
 // 4. Journals and tombstones are never trusted blindly; everything we write is private.
 
 #[test]
+fn a_journal_naming_a_live_session_that_no_longer_carries_its_mark_signals_nothing() {
+    // A dead reaper's journal (planted, or left when its tombstone could not be written) names
+    // ccs-1 on this very server, with ccs-1's own claude as victim: the claude carries ccs-1's
+    // TMUX marker, so only the mark can tell. ccs-1 was used since (no mark): nothing is killed.
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.set(n, "@ccs_turn", &now_ms().to_string());
+    let claude = s.pids("ccs-1")["claude"];
+    let dir = s.studio().join("reaping");
+    std::fs::create_dir_all(&dir).unwrap();
+    let journal = serde_json::json!({
+        "id": "1", "session": "ccs-1", "tmux_id": n, "cid": "c1", "reason": "idle",
+        "idle_ms": 1, "cwd": null, "started_at": "2026-01-01T00:00:00Z",
+        "owner": {"pid": 99_999_999, "start": 1},
+        "victims": [{"pid": claude, "start": stat(claude).unwrap().start}],
+        "server_pid": s.server_pid(), "token": "r1x0x0"
+    });
+    std::fs::write(dir.join("1.json"), journal.to_string()).unwrap();
+    let o = s.once(DONE, GRACE, &[]);
+    assert!(s.has("ccs-1"), "a busy session was killed by a journal");
+    for (kind, pid) in s.pids("ccs-1") {
+        assert!(alive(pid), "{kind} was signalled on a journal's word");
+    }
+    assert!(!dir.join("1.json").exists(), "the journal was not dropped");
+    assert!(
+        o.stderr.contains("no longer carries its mark"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
 fn a_planted_journal_signals_no_stranger_and_deletes_nothing_outside_the_state_dir() {
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "");
