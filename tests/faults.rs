@@ -712,7 +712,7 @@ fn a_session_renamed_between_listing_and_reaping_keeps_no_reap_mark() {
         None,
         "an aborted reap left its @ccs_reaping mark on a session it no longer owns"
     );
-    assert_eq!(s.show(n, "@ccs_reaper"), None);
+    assert_eq!(s.token(n), None);
 }
 
 #[test]

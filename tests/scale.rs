@@ -107,3 +107,92 @@ fn one_sweep_reaps_a_batch_in_a_handful_of_tmux_calls() {
     let n = std::fs::read_to_string(&calls).unwrap().lines().count();
     assert!(n <= 8, "{n} tmux calls for 30 reaps");
 }
+
+/// A `tmux` wrapper that counts the marking calls (only marks set `@ccs_reaping` to a time) in
+/// `<dir>/marks`, and kills session `=victim` just before the first one.
+fn kill_before_mark(s: &Server, victim: &str) -> std::path::PathBuf {
+    s.tmux_wrapper(&format!(
+        r#"case "$*" in *if-shell*"@ccs_reaping 1"*)
+  [ -e {marks} ] || "$REAL" -S "$SOCK" kill-session -t ={victim}
+  echo x >>{marks}
+esac
+exec "$REAL" "$@"
+"#,
+        marks = shq(&path_str(&s.path("marks"))),
+        victim = shq(victim),
+    ))
+}
+
+#[test]
+fn a_session_gone_before_its_mark_is_aborted_quietly_and_the_batch_goes_on() {
+    let s = Server::new();
+    for i in 1..=4 {
+        let id = s.chat(&format!("ccs-{i}"), &format!("c{i}"), "plain");
+        s.idle_since(id, 10_000_000);
+    }
+    // Not ours, idle, unattached and the newest: tmux's "current" session, where an `if-shell`
+    // whose target is gone runs instead.
+    let other = s.session("other", "sleep 100000");
+    // ccs-1 is `$0`, the first of the chain.
+    let bin = kill_before_mark(&s, "ccs-1");
+    let (o, _) = s.sweep_via(
+        &bin,
+        DONE,
+        &["--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "500"),
+        ],
+    );
+    let j = o.json();
+    let outcome = |name: &str| {
+        j["reaps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|l| l["session"] == name)
+            .map(|l| l["outcome"].as_str().unwrap().to_string())
+    };
+    assert_eq!(outcome("ccs-1").as_deref(), Some("aborted"), "{j}");
+    assert!(s.tombstone("1").is_none());
+    for name in ["ccs-2", "ccs-3", "ccs-4"] {
+        assert_eq!(outcome(name).as_deref(), Some("reaped"), "{name}: {j}");
+    }
+    // Every mark went in one call: the gone session stopped nothing.
+    let calls = std::fs::read_to_string(s.path("marks"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(calls, 1, "{calls} marking calls: {}", o.stderr);
+    assert!(s.has("other"));
+    assert_eq!(s.show(other, "@ccs_reaping"), None);
+    assert_eq!(s.token(other), None);
+}
+
+/// `reap --force` leaves out the turn and viewer terms of the test-and-set, so on a session that
+/// is gone (where tmux evaluates the condition without a session) only the `$N` guard keeps its
+/// commands from running, and failing, at all.
+#[test]
+fn a_forced_reap_of_a_session_gone_before_its_mark_is_aborted_not_failed() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, 10_000_000);
+    s.session("other", "sleep 100000");
+    let bin = kill_before_mark(&s, "ccs-1");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let o = s.run(&["--json", "reap", "--force", "1"], &[("PATH", &path)]);
+    assert!(s.path("marks").exists(), "the wrapper never ran");
+    let out = o.json();
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("aborted") && error.contains("gone"),
+        "{out}\n{}",
+        o.stderr
+    );
+    assert!(s.tombstone("1").is_none());
+    assert!(s.has("other"));
+}

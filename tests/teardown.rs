@@ -137,12 +137,12 @@ fn a_session_held_by_another_reap_is_not_reaped_twice() {
     let n = s.chat("ccs-1", "c1", "");
     s.idle_since(n, 10_000_000);
     s.set(n, "@ccs_reaping", &now_ms().to_string());
-    s.set(n, "@ccs_reaper", "someone-else");
+    s.set_token(n, "someone-else");
     s.once(DONE, 500, &[]);
     assert!(s.has("ccs-1"));
     assert!(s.audit().iter().all(|l| l["outcome"] != "reaped"));
     // The other reaper's mark is left alone.
-    assert_eq!(s.show(n, "@ccs_reaper").as_deref(), Some("someone-else"));
+    assert_eq!(s.token(n).as_deref(), Some("someone-else"));
 }
 
 #[test]
@@ -151,7 +151,7 @@ fn a_stale_mark_from_a_dead_reaper_is_cleared_and_the_session_re_decided() {
     let n = s.chat("ccs-1", "c1", "plain");
     s.idle_since(n, 10_000_000);
     s.set(n, "@ccs_reaping", &(now_ms() - 3_600_000).to_string());
-    s.set(n, "@ccs_reaper", "dead");
+    s.set_token(n, "dead");
     s.once(DONE, 500, &[]);
     // The first sweep clears the mark; the reap it decided on the same snapshot may have lost
     // the test-and-set to the mark it was clearing. The next sweep certainly reaps.

@@ -132,7 +132,7 @@ pub struct Session {
     pub turn: String,
     pub cid: String,
     pub reaping: String,
-    /// `@ccs_reaper`: the token of the reap that holds the mark.
+    /// `CCS_REAP_TOKEN` in the session's environment: the token of the reap that holds the mark.
     pub reaper: String,
     /// `@ccs_pin`: set (and not `0`), the session is never reaped but when its panes exited.
     pub pin: String,

@@ -67,6 +67,12 @@ pub struct StateDir {
     audit_keep: usize,
 }
 
+/// A studio's `reaping/` and `sessions/` directories as [`StateDir::reap_dirs`] checked them.
+pub struct ReapDirs {
+    reaping: PathBuf,
+    sessions: PathBuf,
+}
+
 static PROBES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 impl StateDir {
@@ -180,6 +186,14 @@ impl StateDir {
             ));
         }
         let d = self.ensure(Some(sub))?;
+        Self::write_json_in(&d, id, value)
+    }
+
+    /// [`StateDir::write_json`] into `d`, a directory already checked by [`StateDir::ensure`].
+    fn write_json_in(d: &Path, id: &str, value: &impl Serialize) -> Result<(), StateError> {
+        if !crate::policy::valid_id(id) {
+            return Err(refuse("write", d, format!("invalid id {id:?}")));
+        }
         let p = d.join(format!("{id}.json"));
         let tmp = d.join(format!(".{id}.json.{}", std::process::id()));
         let text = serde_json::to_vec_pretty(value).map_err(|e| StateError::Io {
@@ -294,6 +308,25 @@ impl StateDir {
 
     pub fn write_journal(&self, j: &Journal) -> Result<(), StateError> {
         self.write_json("reaping", &j.id, j)
+    }
+
+    /// The directories a batch of reaps writes its journals and tombstones to, checked (ours,
+    /// private, not a symlink) once for the whole batch rather than once a file.
+    pub fn reap_dirs(&self) -> Result<ReapDirs, StateError> {
+        Ok(ReapDirs {
+            reaping: self.ensure(Some("reaping"))?,
+            sessions: self.ensure(Some("sessions"))?,
+        })
+    }
+
+    /// [`StateDir::write_journal`] into the checked `dirs`.
+    pub fn write_journal_in(&self, dirs: &ReapDirs, j: &Journal) -> Result<(), StateError> {
+        Self::write_json_in(&dirs.reaping, &j.id, j)
+    }
+
+    /// [`StateDir::write_tombstone`] into the checked `dirs`.
+    pub fn write_tombstone_in(&self, dirs: &ReapDirs, t: &Tombstone) -> Result<(), StateError> {
+        Self::write_json_in(&dirs.sessions, &t.id, t)
     }
 
     /// Remove a journal: the file it was read from (never a path made from its contents).

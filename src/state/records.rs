@@ -149,7 +149,8 @@ pub struct Journal {
     pub victims: Vec<crate::procs::Ident>,
     /// The tmux server's pid: `$N` is only unique within one server's life.
     pub server_pid: Option<u32>,
-    /// The reap's token in `@ccs_reaper`: only a session that still carries it is killed.
+    /// The reap's token (`CCS_REAP_TOKEN` in the session's environment): only a session that
+    /// still carries it is killed.
     pub token: String,
     /// The file it was read from (not stored).
     #[serde(skip)]

@@ -19,7 +19,7 @@ use crate::clock::{now_ms, rfc3339};
 use crate::policy::{self, Decision, ReapReason, Session, Snapshot};
 use crate::procs;
 use crate::reaper::Reaper;
-use crate::state::{AuditLine, Ended, Journal, Outcome, Tombstone};
+use crate::state::{AuditLine, Ended, Journal, Outcome, ReapDirs, Tombstone};
 use crate::tmux::Listing;
 
 mod audit;
@@ -148,41 +148,31 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             )
         })
         .collect();
-    let marked = match r.tmux.mark_reaping(&items, now_ms(), &tok).await {
-        Ok(m) => m,
-        Err(e) => {
-            r.metrics.tmux_errors.inc();
-            // Some marks may have been set before it failed: take back ours (best effort).
-            let all: Vec<u32> = jobs.iter().map(Job::n).collect();
-            if let Err(e) = r.tmux.clear_reaping_many(&all, &tok).await {
-                tracing::warn!(error = %e, "failed to clear reap marks after a failed marking");
-            }
-            for j in &mut jobs {
-                j.stop(Outcome::Failed, format!("failed to mark the session: {e}"));
-            }
-            return finish_all(r, jobs, t0);
+    if let Err(e) = r.tmux.mark_reaping(&items, now_ms(), &tok).await {
+        r.metrics.tmux_errors.inc();
+        // Some marks may have been set before it failed: take back ours (best effort).
+        let all: Vec<u32> = jobs.iter().map(Job::n).collect();
+        if let Err(e) = r.tmux.clear_reaping_many(&all, &tok).await {
+            tracing::warn!(error = %e, "failed to clear reap marks after a failed marking");
         }
-    };
-    for j in jobs.iter_mut().filter(|j| !marked.contains(&j.n())) {
-        j.stop(
-            Outcome::Aborted,
-            "the session became busy or viewed, is gone, or another reap holds it".into(),
-        );
+        for j in &mut jobs {
+            j.stop(Outcome::Failed, format!("failed to mark the session: {e}"));
+        }
+        return finish_all(r, jobs, t0);
     }
-
     tracing::debug!(
         phase = "mark",
         ms = t0.elapsed().as_millis() as u64,
-        marked = marked.len(),
         "teardown"
     );
     // 2. The re-check, on one listing and one read of the activity files taken after the marks.
     let mut unmark: Vec<u32> = Vec::new();
-    let listing = recheck(r, &mut jobs, &mut unmark).await;
+    let listing = recheck(r, &mut jobs, &tok, &mut unmark).await;
 
     tracing::debug!(
         phase = "re-check",
         ms = t0.elapsed().as_millis() as u64,
+        marked = jobs.iter().filter(|j| j.fresh.is_some()).count(),
         "teardown"
     );
     // 3. The victims: one scan of the process table for the whole batch.
@@ -200,8 +190,13 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     }
 
     // 4. Journal and tombstone, before the first signal.
+    let dirs = r.state.reap_dirs();
     for j in jobs.iter_mut().filter(|j| !j.over) {
-        if let Err(e) = write_journal_and_tombstone(r, j, &tok, listing.server_pid) {
+        let written = match &dirs {
+            Ok(d) => write_journal_and_tombstone(r, d, j, &tok, listing.server_pid),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = written {
             unmark.push(j.n());
             j.stop(Outcome::Failed, format!("not attempted: {e}"));
         }
@@ -285,9 +280,15 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     lines
 }
 
-/// Re-check every marked session on fresh data. Sessions that no longer pass are aborted and
-/// queued in `unmark`. Returns the fresh listing.
-async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<Listing> {
+/// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.
+/// A session we do not hold is aborted; one we hold that no longer passes is aborted and queued
+/// in `unmark`. Returns the fresh listing.
+async fn recheck(
+    r: &Reaper,
+    jobs: &mut [Job],
+    token: &str,
+    unmark: &mut Vec<u32>,
+) -> Option<Listing> {
     if jobs.iter().all(|j| j.over) {
         return None;
     }
@@ -317,9 +318,9 @@ async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<
     let ignore_orphans = r.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let old = &j.req.session;
-        // Same `$N` and same name: a session renamed since it was listed (even to another name
-        // of ours) is not the one this reap was decided for.
-        let Some(s) = by_id.get(&j.n()).filter(|s| s.name == old.name) else {
+        // Listed only under a name of ours: one renamed away may still carry our mark (the
+        // clear is checked in the server, and is a no-op on a session that is gone).
+        let Some(s) = by_id.get(&j.n()) else {
             unmark.push(j.n());
             j.stop(
                 Outcome::Aborted,
@@ -327,6 +328,21 @@ async fn recheck(r: &Reaper, jobs: &mut [Job], unmark: &mut Vec<u32>) -> Option<
             );
             continue;
         };
+        // The test-and-set left our token only where all its conditions held.
+        if s.reaper.trim() != token {
+            j.stop(
+                Outcome::Aborted,
+                "the session became busy or viewed, or another reap holds it".into(),
+            );
+            continue;
+        }
+        // Same `$N` and same name: a session renamed since it was listed (even to another name
+        // of ours) is not the one this reap was decided for.
+        if s.name != old.name {
+            unmark.push(j.n());
+            j.stop(Outcome::Aborted, "the session was renamed".into());
+            continue;
+        }
         let mut s = (*s).clone();
         s.cmdline_cid = old.cmdline_cid.clone();
         s.mem_bytes = old.mem_bytes;
@@ -425,10 +441,11 @@ fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> Ended {
 /// Either write failing: nothing is touched.
 fn write_journal_and_tombstone(
     r: &Reaper,
+    dirs: &ReapDirs,
     j: &mut Job,
     tok: &str,
     server_pid: Option<u32>,
-) -> Result<(), crate::state::StateError> {
+) -> Result<(), String> {
     let d = &j.req.decision;
     let cwd = j.fresh.as_ref().and_then(|s| {
         s.panes.iter().find_map(|p| {
@@ -461,10 +478,12 @@ fn write_journal_and_tombstone(
         session: Some(d.name.clone()),
         socket: Some(r.socket_path()),
     };
-    r.state.write_journal(&journal)?;
-    if let Err(e) = r.state.write_tombstone(&tomb) {
+    r.state
+        .write_journal_in(dirs, &journal)
+        .map_err(|e| e.to_string())?;
+    if let Err(e) = r.state.write_tombstone_in(dirs, &tomb) {
         let _ = r.state.remove_journal(&journal);
-        return Err(e);
+        return Err(e.to_string());
     }
     j.journal = Some(journal);
     Ok(())

@@ -29,13 +29,25 @@ pub fn sid(n: u32) -> String {
     format!("${n}")
 }
 
-/// Every command built here targets `$N:` with `if-shell -t`, which on a session that is gone runs
-/// in the client's current session instead: each is always preceded by `has-session -t $N`, whose
-/// failure stops the chain.
-///
-/// The test-and-set of one session's reap mark: set `@ccs_reaping` (and `token` in `@ccs_reaper`)
-/// only if no reap is marked, no turn runs and no client is attached (each term can be left out).
-/// `token` is ours (alphanumeric): it can be put in a format as it is.
+/// The session environment variable that holds the token of the reap that marked the session.
+/// An environment variable and not an `@` option: tmux (3.1 to 3.5) refreshes every session's
+/// status cache and recalculates every window's size on *any* `set-option`, so each option write
+/// costs O(sessions), while `set-environment` costs O(1). Formats read it like an option
+/// (`#{CCS_REAP_TOKEN}`: a format name tmux does not know is looked up in the session's
+/// environment, then the global one).
+pub const TOKEN_VAR: &str = "CCS_REAP_TOKEN";
+
+/// Every command built here is an `if-shell -F -t '$N:'`. On a session that is gone, tmux runs
+/// `if-shell` in the client's *current* session instead, so every condition begins with
+/// `#{==:#{session_id},$N}`: it is false anywhere but in session `$N`, and the commands run only
+/// there (each also targets `$N` by itself).
+fn guarded(n: u32, cond: &str) -> String {
+    format!("#{{&&:#{{==:#{{session_id}},{}}},{cond}}}", sid(n))
+}
+
+/// The test-and-set of one session's reap mark: set `@ccs_reaping` (and `token` in
+/// [`TOKEN_VAR`]) only if no reap is marked, no turn runs and no client is attached (each term
+/// can be left out). `token` is ours (alphanumeric): it can be put in a format as it is.
 pub(super) fn mark_command(
     n: u32,
     now_ms: i64,
@@ -51,36 +63,64 @@ pub(super) fn mark_command(
         cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
     }
     let t = quote(&format!("{}:", sid(n)));
+    let s = quote(&sid(n));
     IfShell::new()
         .not_execute()
         .target_pane(format!("{}:", sid(n)))
-        .shell_command(cond)
+        .shell_command(guarded(n, &cond))
         .command(format!(
-            "set-option -t {t} @ccs_reaping {now_ms} ; set-option -t {t} @ccs_reaper {token}"
+            "set-option -t {t} @ccs_reaping {now_ms} ; set-environment -t {s} {TOKEN_VAR} {token}"
         ))
         .build()
+}
+
+/// The condition that session `n` carries our reap token.
+fn ours(n: u32, token: &str) -> String {
+    guarded(n, &format!("#{{==:#{{{TOKEN_VAR}}},{token}}}"))
 }
 
 /// Clear our mark of session `n` (only while it carries `token`).
 pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
     let t = quote(&format!("{}:", sid(n)));
+    let s = quote(&sid(n));
     IfShell::new()
         .not_execute()
         .target_pane(format!("{}:", sid(n)))
-        .shell_command(format!("#{{==:#{{@ccs_reaper}},{token}}}"))
+        .shell_command(ours(n, token))
         .command(format!(
-            "set-option -u -t {t} @ccs_reaping ; set-option -u -t {t} @ccs_reaper"
+            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR}"
         ))
         .build()
 }
 
-/// `kill-session -t $N`, only while the session carries our reap token in `@ccs_reaper` (so
-/// never a session of a newer server that reuses `$N`).
+/// Clear a stale mark of session `n` whatever its owner, but only while `@ccs_reaping` still
+/// holds `value` (so a fresh mark set since is left alone). A value that a format cannot hold
+/// verbatim (not alphanumeric) is compared by a condition that is true.
+pub(super) fn clear_stale_command(n: u32, value: &str) -> TmuxCommand<'static> {
+    let cond = if !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric()) {
+        format!("#{{==:#{{@ccs_reaping}},{value}}}")
+    } else {
+        "1".to_string()
+    };
+    let t = quote(&format!("{}:", sid(n)));
+    let s = quote(&sid(n));
+    IfShell::new()
+        .not_execute()
+        .target_pane(format!("{}:", sid(n)))
+        .shell_command(guarded(n, &cond))
+        .command(format!(
+            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR}"
+        ))
+        .build()
+}
+
+/// `kill-session -t $N`, only while the session carries our reap token (so never a session of a
+/// newer server that reuses `$N`).
 pub(super) fn kill_command(n: u32, token: &str) -> TmuxCommand<'static> {
     IfShell::new()
         .not_execute()
         .target_pane(format!("{}:", sid(n)))
-        .shell_command(format!("#{{==:#{{@ccs_reaper}},{token}}}"))
+        .shell_command(ours(n, token))
         .command(
             KillSession::new()
                 .target_session(quote(&sid(n)))

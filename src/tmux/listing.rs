@@ -29,7 +29,7 @@ pub const SESSION_FMT: &str = concat!(
     "\t",
     clean!("@ccs_reaping"),
     "\t",
-    clean!("@ccs_reaper"),
+    clean!("CCS_REAP_TOKEN"),
     "\t",
     clean!("@ccs_pin"),
     "\t",

@@ -13,8 +13,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tmux_interface::{
-    DisplayMessage, HasSession, IfShell, ListClients, ListPanes, ListSessions, NewSession,
-    RunShell, SetOption, TmuxCommand,
+    HasSession, IfShell, ListClients, ListPanes, ListSessions, NewSession, RunShell, SetOption,
+    TmuxCommand,
 };
 
 use crate::config::Socket;
@@ -23,8 +23,8 @@ use crate::policy::Session;
 mod args;
 mod listing;
 
-use args::{clear_command, kill_command, mark_command, quote};
-pub use args::{format_literal, literal, sid};
+use args::{clear_command, clear_stale_command, kill_command, mark_command, quote};
+pub use args::{format_literal, literal, sid, TOKEN_VAR};
 use listing::parse_sid;
 pub use listing::{parse_listing, Listing, CLIENT_FMT, PANE_FMT, SESSION_FMT};
 
@@ -279,91 +279,49 @@ impl Tmux {
         Ok((out, gone))
     }
 
-    /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in as few
-    /// tmux calls as the argv budget allows: `(n, check_turn, check_viewers)`. Returns the
-    /// sessions we hold the mark of (those whose `@ccs_reaper` is `token` afterwards).
+    /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in
+    /// as few tmux calls as the argv budget allows: `(n, check_turn, check_viewers)`. Which ones
+    /// we hold is read from the next listing (those that carry `token`): the re-check lists the
+    /// server anyway, and a read-back here would cost one more tmux command per session.
     pub async fn mark_reaping(
         &self,
         items: &[(u32, bool, bool)],
         now_ms: i64,
         token: &str,
-    ) -> Result<std::collections::HashSet<u32>, TmuxError> {
+    ) -> Result<(), TmuxError> {
         let checks: HashMap<u32, (bool, bool)> =
             items.iter().map(|&(n, t, v)| (n, (t, v))).collect();
         let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
         let token_s = token.to_string();
-        let (out, _gone) = self
-            .per_session(&ns, true, |n| {
-                let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
-                vec![
-                    HasSession::new().target_session(sid(n)).build(),
-                    mark_command(n, now_ms, &token_s, check_turn, check_viewers),
-                    DisplayMessage::new()
-                        .print()
-                        .target_pane(format!("{}:", sid(n)))
-                        .message("#{session_id} #{@ccs_reaper}")
-                        .build(),
-                ]
-            })
-            .await?;
-        Ok(out
-            .lines()
-            .filter_map(|l| {
-                let (n, t) = l.split_once(' ')?;
-                (t.trim() == token).then(|| parse_sid(n)).flatten()
-            })
-            .collect())
+        self.per_session(&ns, false, |n| {
+            let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
+            vec![mark_command(n, now_ms, &token_s, check_turn, check_viewers)]
+        })
+        .await
+        .map(|_| ())
     }
 
     /// Clear our marks on many sessions (each only if still ours), batched.
     pub async fn clear_reaping_many(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
         let token = token.to_string();
-        self.per_session(ns, false, |n| {
-            vec![
-                HasSession::new().target_session(sid(n)).build(),
-                clear_command(n, &token),
-            ]
-        })
-        .await
-        .map(|_| ())
+        self.per_session(ns, false, |n| vec![clear_command(n, &token)])
+            .await
+            .map(|_| ())
     }
 
     /// `kill-session` of many sessions, each only while it carries our token, batched. Sessions
     /// already gone are fine.
     pub async fn kill_sessions(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
         let token = token.to_string();
-        self.per_session(ns, false, |n| {
-            vec![
-                HasSession::new().target_session(sid(n)).build(),
-                kill_command(n, &token),
-            ]
-        })
-        .await
-        .map(|_| ())
+        self.per_session(ns, false, |n| vec![kill_command(n, &token)])
+            .await
+            .map(|_| ())
     }
 
     /// Clear a stale reaping mark whatever its owner, but only if it still holds `value`.
     pub async fn clear_stale_reaping(&self, n: u32, value: &str) -> Result<(), TmuxError> {
-        let t = quote(&format!("{}:", sid(n)));
-        // Compare with the value seen, so a fresh mark set since is left alone. A value that a
-        // format cannot hold verbatim (not alphanumeric) is compared by a condition that is true.
-        let cond = if !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric()) {
-            format!("#{{==:#{{@ccs_reaping}},{value}}}")
-        } else {
-            "1".to_string()
-        };
-        let cmds = [
-            HasSession::new().target_session(sid(n)).build(),
-            IfShell::new()
-                .not_execute()
-                .target_pane(format!("{}:", sid(n)))
-                .shell_command(cond)
-                .command(format!(
-                    "set-option -u -t {t} @ccs_reaping ; set-option -u -t {t} @ccs_reaper"
-                ))
-                .build(),
-        ];
-        self.gone_is_ok(self.run(&cmds).await).map(|_| ())
+        let r = self.run(&[clear_stale_command(n, value)]).await;
+        self.gone_is_ok(r).map(|_| ())
     }
 
     fn gone_is_ok(&self, r: Result<String, TmuxError>) -> Result<String, TmuxError> {

@@ -176,6 +176,26 @@ impl Server {
         (o.status.success() && !v.is_empty()).then_some(v)
     }
 
+    /// Put `val` where a reap keeps its token: the session's environment (`CCS_REAP_TOKEN`).
+    pub fn set_token(&self, n: u32, val: &str) {
+        self.ok(&[
+            "set-environment",
+            "-t",
+            &format!("${n}"),
+            "CCS_REAP_TOKEN",
+            val,
+        ]);
+    }
+
+    /// The reap token session `n` carries in its environment, if any.
+    pub fn token(&self, n: u32) -> Option<String> {
+        let o = self.tmux(&["show-environment", "-t", &format!("${n}"), "CCS_REAP_TOKEN"]);
+        let v = String::from_utf8_lossy(&o.stdout);
+        v.trim_end_matches('\n')
+            .strip_prefix("CCS_REAP_TOKEN=")
+            .map(str::to_string)
+    }
+
     /// Session names, sorted. Split on newlines only: tmux before 3.2 keeps a `\r` in a name as
     /// it is, and `ccs-1\r` is not `ccs-1` (`str::lines` would drop the `\r`).
     pub fn names(&self) -> Vec<String> {
