@@ -1,8 +1,10 @@
 //! `CCS_REAP_HOOK`: a program run before and after each reap, directly (never through a shell),
 //! with JSON on its stdin. `<program> before` runs before the first signal and vetoes the reap by
 //! exiting non-zero; `<program> after` gets the audit line once the reap is done, and what it does
-//! changes nothing. A hook that runs past `CCS_REAP_HOOK_TIMEOUT_MS` is killed (a `before` that
-//! timed out does not veto). Many hooks of one batch run at once, under one deadline.
+//! changes nothing. A hook that runs past `CCS_REAP_HOOK_TIMEOUT_MS` is killed with every process
+//! of its process group (each hook runs in a new group, so what it started goes with it; a child
+//! that left the group on purpose, with `setsid`, is its own business). A `before` that timed out
+//! does not veto. Many hooks of one batch run at once, under one deadline.
 
 use std::path::Path;
 use std::process::{ExitStatus, Stdio};
@@ -38,6 +40,7 @@ pub async fn run_all(
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
+            .process_group(0)
             .kill_on_drop(true)
             .spawn();
         children.push(match child {
@@ -78,6 +81,15 @@ pub async fn run_all(
                 }
                 Ok(Err(e)) => Ran::Broken(format!("failed to wait for {}: {e}", program.display())),
                 Err(_) => {
+                    // The group first (its id is the hook's pid, while the hook is unreaped), then
+                    // the hook itself, reaped.
+                    if let Some(pid) = child
+                        .id()
+                        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+                    {
+                        let _ =
+                            rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+                    }
                     let _ = child.kill().await;
                     feed.abort();
                     Ran::TimedOut

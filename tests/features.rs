@@ -153,7 +153,11 @@ fn a_hook_that_hangs_is_killed_and_the_reap_goes_on() {
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "");
     s.idle_since(n, HOUR);
-    let h = hook(&s, "echo \"$1 $$\" >>\"$LOG\"\nexec sleep 100000\n");
+    // Each hook starts a child of its own, then hangs.
+    let h = hook(
+        &s,
+        "sleep 100000 </dev/null >/dev/null 2>&1 &\necho \"$1 $$ $!\" >>\"$LOG\"\nexec sleep 100000\n",
+    );
     let t = Instant::now();
     s.once(
         DONE,
@@ -168,11 +172,16 @@ fn a_hook_that_hangs_is_killed_and_the_reap_goes_on() {
         "the sweep waited on the hook"
     );
     assert!(!s.has("ccs-1") && reaped(&s, "ccs-1"));
-    // Both hooks ran and were killed: no sleeping hook is left.
+    // Both hooks ran and were killed, each with the child it started: nothing is left.
     let log = std::fs::read_to_string(s.path("hook.log")).unwrap();
     for l in log.lines() {
-        let pid: i32 = l.split_whitespace().nth(1).unwrap().parse().unwrap();
-        assert!(wait_until(5.0, || !alive(pid)), "hook {l} was left running");
+        for pid in l.split_whitespace().skip(1) {
+            let pid: i32 = pid.parse().unwrap();
+            assert!(
+                wait_until(5.0, || !alive(pid)),
+                "{pid} of hook {l} was left running"
+            );
+        }
     }
     assert_eq!(log.lines().count(), 2, "{log}");
 }
