@@ -53,12 +53,14 @@ pub async fn reap(
     s: &Session,
     reason: ReapReason,
     force: bool,
+    server_pid: Option<u32>,
 ) -> AuditLine {
     let req = teardown::Request {
         decision: d.clone(),
         session: s.clone(),
         reason,
         force,
+        server_pid,
     };
     let mut lines = teardown::reap(r, vec![req]).await;
     lines.pop().unwrap_or_else(|| {
@@ -81,7 +83,7 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
         mut snap,
         mut decisions,
         now,
-        ..
+        listing,
     } = observe(r, Mode::Act).await;
     // The sweep only looks for a cid where its decision hinges on one; here it always does.
     let want: HashSet<u32> = snap
@@ -125,7 +127,7 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
             "{name} is already being reaped"
         )));
     }
-    let line = reap(r, &d, &s, reason, force).await;
+    let line = reap(r, &d, &s, reason, force, listing.server_pid).await;
     r.inflight().remove(&d.tmux_id);
     match line.outcome {
         Outcome::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
@@ -382,7 +384,8 @@ async fn reap_dead(r: &Reaper, s: &Session) -> AuditLine {
     };
     let mut d = policy::decide(&snap, now_ms(), &policy).remove(0);
     d.override_turn = true;
-    reap(r, &d, &snap.sessions[0], ReapReason::Exited, true).await
+    // Found by name, on a listing of its own: its server's pid is not known here.
+    reap(r, &d, &snap.sessions[0], ReapReason::Exited, true, None).await
 }
 
 #[cfg(test)]

@@ -24,6 +24,33 @@ pub enum Ran {
     Broken(String),
 }
 
+/// A hook's process group (its id is the hook's pid), killed when this is dropped while armed: at
+/// the deadline, or when the task running the hooks is dropped (the daemon on its way out). It is
+/// disarmed once the hook is reaped, since from then on its pid may belong to someone else.
+struct Group(Option<rustix::process::Pid>);
+
+impl Group {
+    fn of(child: &tokio::process::Child) -> Self {
+        Group(
+            child
+                .id()
+                .and_then(|p| rustix::process::Pid::from_raw(p as i32)),
+        )
+    }
+
+    fn disarm(&mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0.take() {
+            let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+        }
+    }
+}
+
 /// Run `<program> <stage>` once per input, all at once, each fed its JSON on stdin; one result
 /// per input, in order, within `timeout` from now.
 pub async fn run_all(
@@ -55,7 +82,8 @@ pub async fn run_all(
                     }
                     Ok::<(), std::io::Error>(())
                 });
-                Ok((c, feed))
+                // Dropped first (before the child, which is still unreaped then).
+                Ok((Group::of(&c), c, feed))
             }
             Err(e) => Err(format!("failed to run {} {stage}: {e}", program.display())),
         });
@@ -64,37 +92,35 @@ pub async fn run_all(
     for c in children {
         out.push(match c {
             Err(e) => Ran::Broken(e),
-            Ok((mut child, feed)) => match tokio::time::timeout_at(deadline, child.wait()).await {
-                Ok(Ok(st)) => {
-                    // A hook may exit without reading its stdin (a child of it may hold the pipe):
-                    // that is its business, and never ours to wait on past the deadline.
-                    let mut feed = feed;
-                    if tokio::time::timeout_at(deadline, &mut feed).await.is_err() {
+            Ok((mut group, mut child, feed)) => {
+                match tokio::time::timeout_at(deadline, child.wait()).await {
+                    Ok(Ok(st)) => {
+                        group.disarm();
+                        // A hook may exit without reading its stdin (a child of it may hold the pipe):
+                        // that is its business, and never ours to wait on past the deadline.
+                        let mut feed = feed;
+                        if tokio::time::timeout_at(deadline, &mut feed).await.is_err() {
+                            feed.abort();
+                            tracing::debug!("a hook's stdin was not read to its end");
+                        }
+                        if st.success() {
+                            Ran::Ok
+                        } else {
+                            Ran::Refused(st)
+                        }
+                    }
+                    Ok(Err(e)) => {
+                        Ran::Broken(format!("failed to wait for {}: {e}", program.display()))
+                    }
+                    Err(_) => {
+                        // The group first, while the hook is unreaped, then the hook itself.
+                        drop(group);
+                        let _ = child.kill().await;
                         feed.abort();
-                        tracing::debug!("a hook's stdin was not read to its end");
-                    }
-                    if st.success() {
-                        Ran::Ok
-                    } else {
-                        Ran::Refused(st)
+                        Ran::TimedOut
                     }
                 }
-                Ok(Err(e)) => Ran::Broken(format!("failed to wait for {}: {e}", program.display())),
-                Err(_) => {
-                    // The group first (its id is the hook's pid, while the hook is unreaped), then
-                    // the hook itself, reaped.
-                    if let Some(pid) = child
-                        .id()
-                        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
-                    {
-                        let _ =
-                            rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-                    }
-                    let _ = child.kill().await;
-                    feed.abort();
-                    Ran::TimedOut
-                }
-            },
+            }
         });
     }
     out

@@ -173,6 +173,7 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
                 session: s.clone(),
                 reason,
                 force: false,
+                server_pid: listing.server_pid,
             });
         }
     }

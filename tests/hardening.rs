@@ -293,10 +293,30 @@ fn a_tombstone_of_0_1_0_is_used_while_unambiguous_and_ignored_once_the_dir_is_sh
 fn a_journal_naming_a_live_session_that_no_longer_carries_its_mark_signals_nothing() {
     // A dead reaper's journal (planted, or left when its tombstone could not be written) names
     // ccs-1 on this very server, with ccs-1's own claude as victim: the claude carries ccs-1's
-    // TMUX marker, so only the mark can tell. ccs-1 was used since (no mark): nothing is killed.
+    // TMUX marker, so only the mark can tell. ccs-1 was used since (no `@ccs_reaping`): nothing
+    // is killed, wherever else the journal's token may be found.
+    for token_in in [
+        "nowhere",
+        "the global environment",
+        "the session environment",
+        "@ccs_reaper",
+    ] {
+        journal_without_mark(token_in);
+    }
+}
+
+fn journal_without_mark(token_in: &str) {
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "plain");
     s.set(n, "@ccs_turn", &now_ms().to_string());
+    match token_in {
+        "the global environment" => {
+            s.ok(&["set-environment", "-g", "CCS_REAP_TOKEN", "r1x0x0"]);
+        }
+        "the session environment" => s.set_token(n, "r1x0x0"),
+        "@ccs_reaper" => s.set(n, "@ccs_reaper", "r1x0x0"),
+        _ => {}
+    }
     let claude = s.pids("ccs-1")["claude"];
     let dir = s.studio().join("reaping");
     std::fs::create_dir_all(&dir).unwrap();
@@ -309,9 +329,15 @@ fn a_journal_naming_a_live_session_that_no_longer_carries_its_mark_signals_nothi
     });
     std::fs::write(dir.join("1.json"), journal.to_string()).unwrap();
     let o = s.once(DONE, GRACE, &[]);
-    assert!(s.has("ccs-1"), "a busy session was killed by a journal");
+    assert!(
+        s.has("ccs-1"),
+        "token in {token_in}: a busy session was killed by a journal"
+    );
     for (kind, pid) in s.pids("ccs-1") {
-        assert!(alive(pid), "{kind} was signalled on a journal's word");
+        assert!(
+            alive(pid),
+            "token in {token_in}: {kind} was signalled on a journal's word"
+        );
     }
     assert!(!dir.join("1.json").exists(), "the journal was not dropped");
     assert!(

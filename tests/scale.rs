@@ -196,3 +196,49 @@ fn a_forced_reap_of_a_session_gone_before_its_mark_is_aborted_not_failed() {
     assert!(s.tombstone("1").is_none());
     assert!(s.has("other"));
 }
+
+/// Between the sweep's listing and the marks the tmux server is replaced by a new one whose
+/// ccs-1 is `$0` again, idle for long: same `$N`, same name, and reapable on its own terms. The
+/// mark lands on it, but the re-check sees another server: nothing of the new server is touched.
+#[test]
+fn a_session_of_a_server_started_after_the_listing_is_never_reaped() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    assert_eq!(n, 0);
+    s.idle_since(n, 10_000_000);
+    let pid_file = s.path("new-pane.pid");
+    let bin = s.tmux_wrapper(&format!(
+        r#"case "$*" in *if-shell*"@ccs_reaping 1"*)
+  if [ ! -e {pid} ]; then
+    "$REAL" -S "$SOCK" kill-server
+    i=0
+    while "$REAL" -S "$SOCK" has-session 2>/dev/null && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
+    "$REAL" -S "$SOCK" -f /dev/null new-session -d -s ccs-1 'sleep 100000' \; set -t =ccs-1: @ccs_cid c9 \; set -t =ccs-1: @ccs_idle 1000
+    "$REAL" -S "$SOCK" display -p -t =ccs-1: '#{{pane_pid}}' >{pid}
+  fi
+esac
+exec "$REAL" "$@"
+"#,
+        pid = shq(&path_str(&pid_file)),
+    ));
+    let (o, _) = s.sweep_via(
+        &bin,
+        DONE,
+        &["--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "500"),
+        ],
+    );
+    let pane: i32 = std::fs::read_to_string(&pid_file)
+        .expect("the wrapper never replaced the server")
+        .trim()
+        .parse()
+        .unwrap();
+    let j = o.json();
+    let line = &j["reaps"][0];
+    assert_eq!(line["outcome"], "aborted", "{j}\n{}", o.stderr);
+    assert!(s.has("ccs-1"), "the new server's ccs-1 was reaped");
+    assert!(alive(pane), "the new server's pane process was signalled");
+    assert!(s.tombstone("1").is_none());
+}

@@ -215,10 +215,30 @@ fn sigterm_during_a_teardown_finishes_it_first() {
 
 #[test]
 fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
+    reaper_killed_mid_teardown(false);
+}
+
+/// The same, with the mark as an earlier version left it: its token in `@ccs_reaper`.
+#[test]
+fn a_teardown_left_by_an_earlier_version_is_completed_too() {
+    reaper_killed_mid_teardown(true);
+}
+
+fn reaper_killed_mid_teardown(legacy: bool) {
     let s = Server::new();
     s.session("keeper", "sleep 100000");
     let n = s.chat("ccs-1", "c1", "stubborn,daemon");
     s.idle_since(n, 10_000_000);
+    if legacy {
+        // The session outlives its claude, so the next sweep finds it with its mark.
+        s.ok(&[
+            "set-option",
+            "-t",
+            &format!("${n}:"),
+            "remain-on-exit",
+            "on",
+        ]);
+    }
     let env = [
         ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
         ("CCS_REAP_GRACE_MS", "100000"),
@@ -247,6 +267,20 @@ fn a_reaper_killed_mid_teardown_leaves_a_state_the_next_sweep_completes() {
     // Its grace is 100 s: the helper that ignores SIGTERM is still there, and so is the journal.
     assert!(alive(stubborn));
     assert!(journal.exists());
+    if legacy {
+        // Where an earlier version kept the token: `@ccs_reaper`, not the environment.
+        assert!(s.has("ccs-1"), "the session went with its claude");
+        let token = s.token(n).expect("the reap's token");
+        s.set(n, "@ccs_reaper", &token);
+        s.ok(&[
+            "set-environment",
+            "-u",
+            "-t",
+            &format!("${n}"),
+            "CCS_REAP_TOKEN",
+        ]);
+        assert_eq!(s.token(n), None);
+    }
     // The next sweep finishes the job.
     s.once(DONE, 100, &[]);
     assert!(!s.has("ccs-1"));

@@ -158,6 +158,13 @@ impl Session {
     pub fn tmux_target(&self) -> String {
         format!("${}", self.tmux_id)
     }
+
+    /// Whether the reap with `token` holds this session: a reap mark, and that reap's token. The
+    /// token alone proves nothing: it may come from tmux's global environment, or stay behind
+    /// when a mark is cleared by hand.
+    pub fn holds_mark_of(&self, token: &str) -> bool {
+        !token.is_empty() && !self.reaping.trim().is_empty() && self.reaper.trim() == token
+    }
 }
 
 /// The watched memory (a cgroup, else /proc/meminfo): used, and the limit.
@@ -343,4 +350,38 @@ pub struct Decision {
     /// Something of this session's own that was ignored (a garbage `@ccs_idle_kill_ms`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_is_held_only_with_both_the_mark_and_the_token() {
+        // (@ccs_reaping, the token listed, the token asked about, held)
+        let table: &[(&str, &str, &str, bool)] = &[
+            ("1700000000000", "r1x0x1", "r1x0x1", true),
+            ("1700000000000", " r1x0x1 ", "r1x0x1", true),
+            // The token alone (the global environment, a mark cleared by hand).
+            ("", "r1x0x1", "r1x0x1", false),
+            ("  ", "r1x0x1", "r1x0x1", false),
+            // Another reap's mark.
+            ("1700000000000", "r2x0x1", "r1x0x1", false),
+            ("1700000000000", "", "r1x0x1", false),
+            // Nothing to ask about.
+            ("1700000000000", "", "", false),
+        ];
+        for &(reaping, reaper, token, held) in table {
+            let s = Session {
+                reaping: reaping.into(),
+                reaper: reaper.into(),
+                ..Session::default()
+            };
+            assert_eq!(
+                s.holds_mark_of(token),
+                held,
+                "{reaping:?} {reaper:?} {token:?}"
+            );
+        }
+    }
 }

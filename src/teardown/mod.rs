@@ -40,6 +40,9 @@ pub struct Request {
     /// `reap --force`, or the cleanup of exited panes: no re-check, and the test-and-set leaves
     /// out what the decision overrides.
     pub force: bool,
+    /// The tmux server's pid in the listing the decision was made on, when known: a session of a
+    /// server started since (which may reuse `$N` and the name) is never acted on.
+    pub server_pid: Option<u32>,
 }
 
 /// One reap under way.
@@ -315,6 +318,15 @@ async fn recheck(
         }
     };
     let by_id: HashMap<u32, &Session> = listing.sessions.iter().map(|s| (s.tmux_id, s)).collect();
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        if j.req.server_pid.is_some() && j.req.server_pid != listing.server_pid {
+            unmark.push(j.n());
+            j.stop(
+                Outcome::Aborted,
+                "the tmux server was restarted since the session was listed".into(),
+            );
+        }
+    }
     let ignore_orphans = r.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let old = &j.req.session;
@@ -328,8 +340,10 @@ async fn recheck(
             );
             continue;
         };
-        // The test-and-set left our token only where all its conditions held.
-        if s.reaper.trim() != token {
+        // The test-and-set left our mark only where all its conditions held. (A session we do
+        // not hold is queued too: the clear is checked in the server, a no-op unless ours.)
+        if !s.holds_mark_of(token) {
+            unmark.push(j.n());
             j.stop(
                 Outcome::Aborted,
                 "the session became busy or viewed, or another reap holds it".into(),

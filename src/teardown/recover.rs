@@ -44,7 +44,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         let held = listing
             .sessions
             .iter()
-            .any(|s| s.tmux_id == j.tmux_id && s.reaper.trim() == j.token);
+            .any(|s| s.tmux_id == j.tmux_id && s.holds_mark_of(&j.token));
         if still && !held {
             tracing::warn!(session = %j.session, "a reap journal whose session no longer carries its mark: dropped, nothing signalled");
             if let Err(e) = r.state.remove_journal(&j) {

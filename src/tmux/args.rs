@@ -74,9 +74,18 @@ pub(super) fn mark_command(
         .build()
 }
 
-/// The condition that session `n` carries our reap token.
+/// The condition that session `n` holds a reap mark and carries our reap token: both, since the
+/// token alone proves nothing (a format falls back to the global environment, which anyone with
+/// the socket, or the environment the server started in, may fill; and a mark cleared by hand
+/// may leave the token behind). The token is looked for where earlier versions kept it too
+/// (`@ccs_reaper`), so a teardown one of them left is finished.
 fn ours(n: u32, token: &str) -> String {
-    guarded(n, &format!("#{{==:#{{{TOKEN_VAR}}},{token}}}"))
+    guarded(
+        n,
+        &format!(
+            "#{{&&:#{{!=:#{{@ccs_reaping}},}},#{{||:#{{==:#{{{TOKEN_VAR}}},{token}}},#{{==:#{{@ccs_reaper}},{token}}}}}}}"
+        ),
+    )
 }
 
 /// Clear our mark of session `n` (only while it carries `token`).
@@ -109,7 +118,7 @@ pub(super) fn clear_stale_command(n: u32, value: &str) -> TmuxCommand<'static> {
         .target_pane(format!("{}:", sid(n)))
         .shell_command(guarded(n, &cond))
         .command(format!(
-            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR}"
+            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-option -q -u -t {t} @ccs_reaper"
         ))
         .build()
 }

@@ -29,7 +29,13 @@ pub const SESSION_FMT: &str = concat!(
     "\t",
     clean!("@ccs_reaping"),
     "\t",
+    // The reap token, from the session's environment, else from the `@ccs_reaper` option
+    // where earlier versions kept it (a mark left by one of them is still told apart).
+    "#{?#{CCS_REAP_TOKEN},",
     clean!("CCS_REAP_TOKEN"),
+    ",",
+    clean!("@ccs_reaper"),
+    "}",
     "\t",
     clean!("@ccs_pin"),
     "\t",

@@ -210,73 +210,42 @@ impl Tmux {
     }
 
     /// Run `build(n)` for every session number of `ns`, chained into as few tmux processes as the
-    /// argv budget allows. A chain stops in tmux at a session that is gone ("can't find session:
-    /// $N"): that one is reported gone and the chain goes on from the next in a new call. Returns
-    /// the output of every call, concatenated, and the sessions found gone.
-    async fn per_session<F>(
-        &self,
-        ns: &[u32],
-        rerun: bool,
-        build: F,
-    ) -> Result<(String, Vec<u32>), TmuxError>
+    /// argv budget allows. Every command built for it is guarded in the server by its own `$N`
+    /// (see [`args`]): a session gone meanwhile fails nothing and is simply left out. A server
+    /// without any session, or none at all, leaves nothing to act on: done.
+    async fn per_session<F>(&self, ns: &[u32], build: F) -> Result<(), TmuxError>
     where
         F: Fn(u32) -> Vec<TmuxCommand<'static>>,
     {
-        let mut out = String::new();
-        let mut gone = Vec::new();
-        let mut pending: std::collections::VecDeque<u32> = ns.iter().copied().collect();
-        while !pending.is_empty() {
-            // One chain: from the front, as many sessions as fit.
+        let mut pending = ns.iter().copied().peekable();
+        while pending.peek().is_some() {
+            // One chain: as many sessions as fit.
             let mut cmds: Vec<TmuxCommand<'static>> = Vec::new();
             let mut size = 0;
-            let mut chain: Vec<u32> = Vec::new();
-            while let Some(&n) = pending.front() {
+            while let Some(&n) = pending.peek() {
                 let c = build(n);
                 let len: usize = c
                     .iter()
                     .map(|c| c.to_vec().iter().map(|a| a.len() + 1).sum::<usize>() + 2)
                     .sum();
-                if size + len > ARGV_BUDGET && !chain.is_empty() {
+                if size + len > ARGV_BUDGET && !cmds.is_empty() {
                     break;
                 }
                 size += len;
                 cmds.extend(c);
-                chain.push(n);
-                pending.pop_front();
+                pending.next();
             }
             match self.run(&cmds).await {
-                Ok(o) => out.push_str(&o),
-                // A server left without any session answers so: all of them are gone.
+                Ok(_) => {}
+                // A server left without any session answers so.
                 Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
-                    gone.extend(chain);
-                    gone.extend(pending.drain(..));
+                    return Ok(())
                 }
-                Err(TmuxError::Failed { stderr, cmd }) if session_gone(&stderr) => {
-                    // Which one: tmux names it. Anything else is not ours to guess.
-                    let Some(i) = stderr
-                        .split_whitespace()
-                        .find_map(parse_sid)
-                        .and_then(|m| chain.iter().position(|&n| n == m))
-                    else {
-                        return Err(TmuxError::Failed { cmd, stderr });
-                    };
-                    gone.push(chain[i]);
-                    // The ones after it never ran. The ones before it did, but their output went
-                    // with the failed call: with `rerun` (their output is wanted) they run again,
-                    // which every batched command, checked in tmux, allows.
-                    let before: &[u32] = if rerun { &chain[..i] } else { &[] };
-                    for &n in before.iter().chain(&chain[i + 1..]).rev() {
-                        pending.push_front(n);
-                    }
-                }
-                Err(TmuxError::NoServer(_)) => {
-                    gone.extend(chain);
-                    gone.extend(pending.drain(..));
-                }
+                Err(TmuxError::NoServer(_)) => return Ok(()),
                 Err(e) => return Err(e),
             }
         }
-        Ok((out, gone))
+        Ok(())
     }
 
     /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in
@@ -293,29 +262,26 @@ impl Tmux {
             items.iter().map(|&(n, t, v)| (n, (t, v))).collect();
         let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
         let token_s = token.to_string();
-        self.per_session(&ns, false, |n| {
+        self.per_session(&ns, |n| {
             let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
             vec![mark_command(n, now_ms, &token_s, check_turn, check_viewers)]
         })
         .await
-        .map(|_| ())
     }
 
     /// Clear our marks on many sessions (each only if still ours), batched.
     pub async fn clear_reaping_many(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
         let token = token.to_string();
-        self.per_session(ns, false, |n| vec![clear_command(n, &token)])
+        self.per_session(ns, |n| vec![clear_command(n, &token)])
             .await
-            .map(|_| ())
     }
 
     /// `kill-session` of many sessions, each only while it carries our token, batched. Sessions
     /// already gone are fine.
     pub async fn kill_sessions(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
         let token = token.to_string();
-        self.per_session(ns, false, |n| vec![kill_command(n, &token)])
+        self.per_session(ns, |n| vec![kill_command(n, &token)])
             .await
-            .map(|_| ())
     }
 
     /// Clear a stale reaping mark whatever its owner, but only if it still holds `value`.
