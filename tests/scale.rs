@@ -5,6 +5,25 @@ mod common;
 use common::wrapper::shq;
 use common::*;
 
+/// One `--once --json` sweep with `bin` first on the reaper's PATH, reaping on, grace 0.5 s.
+fn once_json_via(s: &Server, bin: &std::path::Path) -> Out {
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+        ("CCS_REAP_GRACE_MS", "500"),
+    ];
+    s.sweep_via(bin, DONE, &["--json"], &env).0
+}
+
+/// The outcome of `name`'s reap in a `--once --json` report.
+fn outcome_of(report: &serde_json::Value, name: &str) -> Option<String> {
+    report["reaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["session"] == name)
+        .map(|l| l["outcome"].as_str().unwrap().to_string())
+}
+
 /// A `tmux` first on the reaper's PATH that, right after the call that sets the reap marks
 /// (the first holding `@ccs_reaping`), changes three chats as a studio and a user would: ccs-2
 /// starts a turn, ccs-3 is renamed, ccs-4 gets a control-mode viewer. Every call is passed on.
@@ -49,14 +68,7 @@ fn a_batch_refuses_each_session_that_changed_after_its_mark_and_reaps_the_others
     );
     assert!(s.path("meddled").exists(), "the wrapper never ran");
     let j = o.json();
-    let outcome = |name: &str| {
-        j["reaps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["session"] == name)
-            .map(|l| l["outcome"].as_str().unwrap().to_string())
-    };
+    let outcome = |name: &str| outcome_of(&j, name);
     // The three that changed after the mark: aborted, every process alive, no tombstone.
     for (name, now) in [("ccs-2", "ccs-2"), ("ccs-3", "renamed"), ("ccs-4", "ccs-4")] {
         assert_eq!(outcome(name).as_deref(), Some("aborted"), "{name}: {j}");
@@ -135,24 +147,9 @@ fn a_session_gone_before_its_mark_is_aborted_quietly_and_the_batch_goes_on() {
     let other = s.session("other", "sleep 100000");
     // ccs-1 is `$0`, the first of the chain.
     let bin = kill_before_mark(&s, "ccs-1");
-    let (o, _) = s.sweep_via(
-        &bin,
-        DONE,
-        &["--json"],
-        &[
-            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
-            ("CCS_REAP_GRACE_MS", "500"),
-        ],
-    );
+    let o = once_json_via(&s, &bin);
     let j = o.json();
-    let outcome = |name: &str| {
-        j["reaps"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|l| l["session"] == name)
-            .map(|l| l["outcome"].as_str().unwrap().to_string())
-    };
+    let outcome = |name: &str| outcome_of(&j, name);
     assert_eq!(outcome("ccs-1").as_deref(), Some("aborted"), "{j}");
     assert!(s.tombstone("1").is_none());
     for name in ["ccs-2", "ccs-3", "ccs-4"] {
@@ -179,12 +176,7 @@ fn a_forced_reap_of_a_session_gone_before_its_mark_is_aborted_not_failed() {
     s.idle_since(n, 10_000_000);
     s.session("other", "sleep 100000");
     let bin = kill_before_mark(&s, "ccs-1");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let o = s.run(&["--json", "reap", "--force", "1"], &[("PATH", &path)]);
+    let o = s.run_via(&bin, &["--json", "reap", "--force", "1"], &[]);
     assert!(s.path("marks").exists(), "the wrapper never ran");
     let out = o.json();
     let error = out["error"].as_str().unwrap_or_default();
@@ -221,15 +213,7 @@ exec "$REAL" "$@"
 "#,
         pid = shq(&path_str(&pid_file)),
     ));
-    let (o, _) = s.sweep_via(
-        &bin,
-        DONE,
-        &["--json"],
-        &[
-            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
-            ("CCS_REAP_GRACE_MS", "500"),
-        ],
-    );
+    let o = once_json_via(&s, &bin);
     let pane: i32 = std::fs::read_to_string(&pid_file)
         .expect("the wrapper never replaced the server")
         .trim()

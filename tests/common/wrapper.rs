@@ -46,6 +46,17 @@ impl Server {
         bin
     }
 
+    /// [`Server::run`] with `bin` (see [`Server::tmux_wrapper`]) first on the reaper's PATH.
+    pub fn run_via(&self, bin: &Path, args: &[&str], env: &[(&str, &str)]) -> Out {
+        Out::from(
+            self.reap(env)
+                .env("PATH", path_with(bin))
+                .args(args)
+                .output()
+                .unwrap(),
+        )
+    }
+
     /// [`Server::sweep`] with `bin` (see [`Server::tmux_wrapper`]) first on the reaper's PATH; also
     /// how long it took.
     pub fn sweep_via(
@@ -55,15 +66,10 @@ impl Server {
         args: &[&str],
         env: &[(&str, &str)],
     ) -> (Out, Duration) {
-        let path = format!(
-            "{}:{}",
-            bin.display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
         let t = Instant::now();
         let o = Out::from(
             self.reap(env)
-                .env("PATH", path)
+                .env("PATH", path_with(bin))
                 .arg("--once")
                 .args(args)
                 .output()
@@ -72,4 +78,13 @@ impl Server {
         let took = t.elapsed();
         (o.expect_exit(want, &format!("--once {args:?}")), took)
     }
+}
+
+/// `PATH` with `bin` first.
+fn path_with(bin: &Path) -> String {
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
 }
