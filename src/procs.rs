@@ -370,6 +370,22 @@ pub async fn stop(victims: &[Victim], grace: Duration) -> StopReport {
 /// [`stop`] for many groups at once (one per session of a batch), with one grace for all: the
 /// groups are signalled together and polled together, and each gets its own report. Each poll
 /// looks only at the victims still alive at the last one.
+/// Wait until every victim of `left` is gone (those still alive stay in it), or `deadline`.
+/// Looks at once, then after 1, 2, 4 ms and so on up to `every`: a polite process is gone within
+/// a millisecond or two of its signal, and a reap should not wait a whole period for it.
+async fn wait_gone(left: &mut Vec<(usize, &Victim)>, deadline: Instant, every: Duration) {
+    let mut pause = Duration::from_millis(1);
+    loop {
+        left.retain(|(_, v)| alive(v.id));
+        let now = Instant::now();
+        if left.is_empty() || now >= deadline {
+            return;
+        }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(every);
+    }
+}
+
 pub async fn stop_many(groups: &[&[Victim]], grace: Duration) -> Vec<StopReport> {
     let t0 = Instant::now();
     let mut reports = vec![StopReport::default(); groups.len()];
@@ -385,24 +401,14 @@ pub async fn stop_many(groups: &[&[Victim]], grace: Duration) -> Vec<StopReport>
             }
         }
     }
-    let deadline = t0 + grace;
-    while !left.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        left.retain(|(_, v)| alive(v.id));
-    }
+    wait_gone(&mut left, t0 + grace, Duration::from_millis(20)).await;
     for (g, v) in &left {
         if alive(v.id) && signal(v, Signal::KILL) {
             reports[*g].kill += 1;
         }
     }
     let deadline = Instant::now() + Duration::from_secs(2);
-    loop {
-        left.retain(|(_, v)| alive(v.id));
-        if left.is_empty() || Instant::now() >= deadline {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_gone(&mut left, deadline, Duration::from_millis(10)).await;
     for (g, v) in &left {
         reports[*g].survivors.push(v.id.pid);
     }
