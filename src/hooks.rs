@@ -248,7 +248,9 @@ pub async fn spawn(
     // or all its panes are dead (then clean it up first, as a sweep would, and respawn).
     let deadline = Instant::now() + reap_wait(r);
     loop {
-        match r.tmux.find(&name, &r.cfg.prefix).await? {
+        let listing = r.tmux.list(&r.cfg.prefix).await?;
+        let server_pid = listing.server_pid;
+        match listing.sessions.into_iter().find(|s| s.name == name) {
             None => break,
             Some(s) if !s.reaping.trim().is_empty() => {
                 if Instant::now() >= deadline {
@@ -259,7 +261,7 @@ pub async fn spawn(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
-                let line = reap_dead(r, &s).await;
+                let line = reap_dead(r, &s, server_pid).await;
                 if line.outcome != Outcome::Reaped
                     && r.tmux.find(&name, &r.cfg.prefix).await?.is_some()
                 {
@@ -372,7 +374,7 @@ pub async fn pin(r: &Reaper, id: &str, on: bool) -> Result<bool, CommandError> {
 
 /// Clean up a session whose panes have all exited (for `spawn`): the exited reap, even
 /// before tmux has its exit status.
-async fn reap_dead(r: &Reaper, s: &Session) -> AuditLine {
+async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> AuditLine {
     let mut snap = Snapshot {
         sessions: vec![s.clone()],
         ..Snapshot::default()
@@ -384,8 +386,15 @@ async fn reap_dead(r: &Reaper, s: &Session) -> AuditLine {
     };
     let mut d = policy::decide(&snap, now_ms(), &policy).remove(0);
     d.override_turn = true;
-    // Found by name, on a listing of its own: its server's pid is not known here.
-    reap(r, &d, &snap.sessions[0], ReapReason::Exited, true, None).await
+    reap(
+        r,
+        &d,
+        &snap.sessions[0],
+        ReapReason::Exited,
+        true,
+        server_pid,
+    )
+    .await
 }
 
 #[cfg(test)]

@@ -367,9 +367,6 @@ pub async fn stop(victims: &[Victim], grace: Duration) -> StopReport {
     stop_many(&[victims], grace).await.remove(0)
 }
 
-/// [`stop`] for many groups at once (one per session of a batch), with one grace for all: the
-/// groups are signalled together and polled together, and each gets its own report. Each poll
-/// looks only at the victims still alive at the last one.
 /// Wait until every victim of `left` is gone (those still alive stay in it), or `deadline`.
 /// Looks at once, then after 1, 2, 4 ms and so on up to `every`: a polite process is gone within
 /// a millisecond or two of its signal, and a reap should not wait a whole period for it.
@@ -386,6 +383,9 @@ async fn wait_gone(left: &mut Vec<(usize, &Victim)>, deadline: Instant, every: D
     }
 }
 
+/// [`stop`] for many groups at once (one per session of a batch), with one grace for all: the
+/// groups are signalled together and polled together, and each gets its own report. Each poll
+/// looks only at the victims still alive at the last one.
 pub async fn stop_many(groups: &[&[Victim]], grace: Duration) -> Vec<StopReport> {
     let t0 = Instant::now();
     let mut reports = vec![StopReport::default(); groups.len()];

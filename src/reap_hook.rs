@@ -24,9 +24,10 @@ pub enum Ran {
     Broken(String),
 }
 
-/// A hook's process group (its id is the hook's pid), killed when this is dropped while armed: at
-/// the deadline, or when the task running the hooks is dropped (the daemon on its way out). It is
-/// disarmed once the hook is reaped, since from then on its pid may belong to someone else.
+/// A hook's process group (its id is the hook's pid), killed by [`Group::kill`] or when this is
+/// dropped while armed: at the deadline, or when the task running the hooks is dropped (the daemon
+/// on its way out). It is disarmed once the hook is reaped, since from then on its pid may belong
+/// to someone else.
 struct Group(Option<rustix::process::Pid>);
 
 impl Group {
@@ -41,14 +42,26 @@ impl Group {
     fn disarm(&mut self) {
         self.0 = None;
     }
-}
 
-impl Drop for Group {
-    fn drop(&mut self) {
+    fn kill(&mut self) {
         if let Some(pid) = self.0.take() {
             let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
         }
     }
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A hook running. The fields drop in this order: the group is killed while the child, dropped
+/// after it (and killed then, `kill_on_drop`), is still unreaped and holds its pid.
+struct Running {
+    group: Group,
+    child: tokio::process::Child,
+    feed: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 /// Run `<program> <stage>` once per input, all at once, each fed its JSON on stdin; one result
@@ -60,7 +73,7 @@ pub async fn run_all(
     timeout: Duration,
 ) -> Vec<Ran> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let mut children = Vec::with_capacity(inputs.len());
+    let mut running = Vec::with_capacity(inputs.len());
     for input in inputs {
         let child = tokio::process::Command::new(program)
             .arg(stage)
@@ -70,10 +83,10 @@ pub async fn run_all(
             .process_group(0)
             .kill_on_drop(true)
             .spawn();
-        children.push(match child {
-            Ok(mut c) => {
+        running.push(match child {
+            Ok(mut child) => {
                 // Feed it in the background: a hook that does not read must not hold us up.
-                let stdin = c.stdin.take();
+                let stdin = child.stdin.take();
                 let data = input.clone();
                 let feed = tokio::spawn(async move {
                     if let Some(mut s) = stdin {
@@ -82,45 +95,46 @@ pub async fn run_all(
                     }
                     Ok::<(), std::io::Error>(())
                 });
-                // Dropped first (before the child, which is still unreaped then).
-                Ok((Group::of(&c), c, feed))
+                Ok(Running {
+                    group: Group::of(&child),
+                    child,
+                    feed,
+                })
             }
             Err(e) => Err(format!("failed to run {} {stage}: {e}", program.display())),
         });
     }
-    let mut out = Vec::with_capacity(children.len());
-    for c in children {
-        out.push(match c {
+    let mut out = Vec::with_capacity(running.len());
+    for r in running {
+        out.push(match r {
             Err(e) => Ran::Broken(e),
-            Ok((mut group, mut child, feed)) => {
-                match tokio::time::timeout_at(deadline, child.wait()).await {
-                    Ok(Ok(st)) => {
-                        group.disarm();
-                        // A hook may exit without reading its stdin (a child of it may hold the pipe):
-                        // that is its business, and never ours to wait on past the deadline.
-                        let mut feed = feed;
-                        if tokio::time::timeout_at(deadline, &mut feed).await.is_err() {
-                            feed.abort();
-                            tracing::debug!("a hook's stdin was not read to its end");
-                        }
-                        if st.success() {
-                            Ran::Ok
-                        } else {
-                            Ran::Refused(st)
-                        }
+            Ok(mut run) => match tokio::time::timeout_at(deadline, run.child.wait()).await {
+                Ok(Ok(st)) => {
+                    run.group.disarm();
+                    // A hook may exit without reading its stdin (a child of it may hold the
+                    // pipe): that is its business, and never ours to wait on past the deadline.
+                    if tokio::time::timeout_at(deadline, &mut run.feed)
+                        .await
+                        .is_err()
+                    {
+                        run.feed.abort();
+                        tracing::debug!("a hook's stdin was not read to its end");
                     }
-                    Ok(Err(e)) => {
-                        Ran::Broken(format!("failed to wait for {}: {e}", program.display()))
-                    }
-                    Err(_) => {
-                        // The group first, while the hook is unreaped, then the hook itself.
-                        drop(group);
-                        let _ = child.kill().await;
-                        feed.abort();
-                        Ran::TimedOut
+                    if st.success() {
+                        Ran::Ok
+                    } else {
+                        Ran::Refused(st)
                     }
                 }
-            }
+                Ok(Err(e)) => Ran::Broken(format!("failed to wait for {}: {e}", program.display())),
+                Err(_) => {
+                    // The group first, while the hook is unreaped, then the hook itself.
+                    run.group.kill();
+                    let _ = run.child.kill().await;
+                    run.feed.abort();
+                    Ran::TimedOut
+                }
+            },
         });
     }
     out

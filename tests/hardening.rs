@@ -294,12 +294,13 @@ fn a_journal_naming_a_live_session_that_no_longer_carries_its_mark_signals_nothi
     // A dead reaper's journal (planted, or left when its tombstone could not be written) names
     // ccs-1 on this very server, with ccs-1's own claude as victim: the claude carries ccs-1's
     // TMUX marker, so only the mark can tell. ccs-1 was used since (no `@ccs_reaping`): nothing
-    // is killed, wherever else the journal's token may be found.
+    // is killed, wherever else the journal's token may be found, and whatever its name now.
     for token_in in [
         "nowhere",
         "the global environment",
         "the session environment",
         "@ccs_reaper",
+        "nowhere, and the session renamed",
     ] {
         journal_without_mark(token_in);
     }
@@ -309,12 +310,17 @@ fn journal_without_mark(token_in: &str) {
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "plain");
     s.set(n, "@ccs_turn", &now_ms().to_string());
+    let mut name = "ccs-1";
     match token_in {
         "the global environment" => {
             s.ok(&["set-environment", "-g", "CCS_REAP_TOKEN", "r1x0x0"]);
         }
         "the session environment" => s.set_token(n, "r1x0x0"),
         "@ccs_reaper" => s.set(n, "@ccs_reaper", "r1x0x0"),
+        "nowhere, and the session renamed" => {
+            s.ok(&["rename-session", "-t", "=ccs-1", "renamed"]);
+            name = "renamed";
+        }
         _ => {}
     }
     let claude = s.pids("ccs-1")["claude"];
@@ -330,7 +336,7 @@ fn journal_without_mark(token_in: &str) {
     std::fs::write(dir.join("1.json"), journal.to_string()).unwrap();
     let o = s.once(DONE, GRACE, &[]);
     assert!(
-        s.has("ccs-1"),
+        s.has(name),
         "token in {token_in}: a busy session was killed by a journal"
     );
     for (kind, pid) in s.pids("ccs-1") {

@@ -189,15 +189,10 @@ fn a_forced_reap_of_a_session_gone_before_its_mark_is_aborted_not_failed() {
     assert!(s.has("other"));
 }
 
-/// Between the sweep's listing and the marks the tmux server is replaced by a new one whose
-/// ccs-1 is `$0` again, idle for long: same `$N`, same name, and reapable on its own terms. The
-/// mark lands on it, but the re-check sees another server: nothing of the new server is touched.
-#[test]
-fn a_session_of_a_server_started_after_the_listing_is_never_reaped() {
-    let s = Server::new();
-    let n = s.chat("ccs-1", "c1", "plain");
-    assert_eq!(n, 0);
-    s.idle_since(n, 10_000_000);
+/// A `tmux` wrapper that, just before the first marking call, replaces the server with a new one
+/// whose ccs-1 is `$0` again, idle for long and with a cid: same `$N`, same name, and reapable on
+/// its own terms. Returns the wrapper and the file where the new pane's pid is written.
+fn replace_server_before_mark(s: &Server) -> (std::path::PathBuf, std::path::PathBuf) {
     let pid_file = s.path("new-pane.pid");
     let bin = s.tmux_wrapper(&format!(
         r#"case "$*" in *if-shell*"@ccs_reaping 1"*)
@@ -213,16 +208,61 @@ exec "$REAL" "$@"
 "#,
         pid = shq(&path_str(&pid_file)),
     ));
-    let o = once_json_via(&s, &bin);
-    let pane: i32 = std::fs::read_to_string(&pid_file)
+    (bin, pid_file)
+}
+
+fn new_pane(pid_file: &std::path::Path) -> i32 {
+    std::fs::read_to_string(pid_file)
         .expect("the wrapper never replaced the server")
         .trim()
         .parse()
-        .unwrap();
+        .unwrap()
+}
+
+/// Between the sweep's listing and the marks the tmux server is replaced by a new one whose
+/// ccs-1 reuses `$0` and the name. The mark lands on it, but the re-check sees another server:
+/// nothing of the new server is touched.
+#[test]
+fn a_session_of_a_server_started_after_the_listing_is_never_reaped() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    assert_eq!(n, 0);
+    s.idle_since(n, 10_000_000);
+    let (bin, pid_file) = replace_server_before_mark(&s);
+    let o = once_json_via(&s, &bin);
+    let pane = new_pane(&pid_file);
     let j = o.json();
     let line = &j["reaps"][0];
     assert_eq!(line["outcome"], "aborted", "{j}\n{}", o.stderr);
     assert!(s.has("ccs-1"), "the new server's ccs-1 was reaped");
     assert!(alive(pane), "the new server's pane process was signalled");
     assert!(s.tombstone("1").is_none());
+}
+
+/// `spawn` cleans up a chat whose panes have all exited with a forced reap (no re-check of the
+/// rules): the server replaced before its mark, the new server's live ccs-1 must survive it.
+#[test]
+fn spawn_never_cleans_up_a_session_of_a_server_started_after_it_looked() {
+    let s = Server::new();
+    let n = s.remain_on_exit("ccs-1", "true");
+    assert_eq!(n, 0);
+    s.set(n, "@ccs_cid", "c1");
+    assert!(wait_until(10.0, || s
+        .ok(&["list-panes", "-t", "=ccs-1:", "-F", "#{pane_dead}"])
+        .trim()
+        == "1"));
+    let (bin, pid_file) = replace_server_before_mark(&s);
+    let o = s.run_via(&bin, &["spawn", "1", "--", "sleep", "100000"], &[]);
+    let pane = new_pane(&pid_file);
+    assert!(
+        alive(pane),
+        "the new server's ccs-1 was reaped: {}",
+        o.stderr
+    );
+    assert!(s.has("ccs-1"));
+    assert_ne!(
+        o.code, 0,
+        "spawn went on as if it had cleaned up: {}",
+        o.stderr
+    );
 }

@@ -32,15 +32,14 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         if r.is_inflight(j.tmux_id) {
             continue;
         }
-        // The session the journal names, still there on the same server: it is the dead
-        // reaper's only while it still carries its mark. A mark cleared since (the chat was used
-        // again) means the chat is no longer its to take: drop the journal, signal nothing.
+        // The session the journal names (its `$N`, under any name: one renamed since is the same
+        // session), still there on the same server: it is the dead reaper's only while it still
+        // carries its mark. A mark cleared since (the chat was used again) means the chat is no
+        // longer its to take: drop the journal, signal nothing.
         let still = listing.server_pid.is_some()
             && j.server_pid == listing.server_pid
-            && listing
-                .sessions
-                .iter()
-                .any(|s| s.tmux_id == j.tmux_id && s.name == j.session);
+            && (listing.sessions.iter().any(|s| s.tmux_id == j.tmux_id)
+                || listing.all_panes.iter().any(|&(n, _)| n == j.tmux_id));
         let held = listing
             .sessions
             .iter()

@@ -104,12 +104,13 @@ pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
 
 /// Clear a stale mark of session `n` whatever its owner, but only while `@ccs_reaping` still
 /// holds `value` (so a fresh mark set since is left alone). A value that a format cannot hold
-/// verbatim (not alphanumeric) is compared by a condition that is true.
+/// verbatim (not alphanumeric: garbage, never a mark of ours) is matched by "not a time", which a
+/// fresh mark always is.
 pub(super) fn clear_stale_command(n: u32, value: &str) -> TmuxCommand<'static> {
     let cond = if !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric()) {
         format!("#{{==:#{{@ccs_reaping}},{value}}}")
     } else {
-        "1".to_string()
+        "#{==:#{m/r:^[0-9]+$,#{@ccs_reaping}},0}".to_string()
     };
     let t = quote(&format!("{}:", sid(n)));
     let s = quote(&sid(n));
