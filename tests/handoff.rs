@@ -1,6 +1,7 @@
 //! No message dropped, no history lost: turn begin/end, the reap/turn race, spawn, manual reap.
 
 mod common;
+use common::wrapper::{path_with, shq};
 use common::*;
 use std::process::Stdio;
 use std::time::Duration;
@@ -243,35 +244,19 @@ fn spawn_resumes_from_the_tombstone_and_is_idempotent() {
 /// A `tmux` first on PATH that passes every call on and, after a `new-session`, waits (up to 5 s)
 /// until the session `name` is gone. Returns the PATH to run the reaper with.
 fn gone_before_spawn_looks(s: &Server, name: &str) -> String {
-    use std::os::unix::fs::PermissionsExt;
-    let real = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("tmux"))
-        .find(|f| f.is_file())
-        .unwrap();
-    let bin = s.path("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let f = bin.join("tmux");
-    std::fs::write(
-        &f,
-        format!(
-            r#"#!/bin/sh
-REAL='{real}'
-"$REAL" "$@"; rc=$?
+    let bin = s.tmux_wrapper(&format!(
+        r#""$REAL" "$@"; rc=$?
 case " $* " in *" new-session "*)
   i=0
-  while "$REAL" -S '{sock}' has-session -t '={name}' 2>/dev/null && [ $i -lt 250 ]; do
+  while "$REAL" -S "$SOCK" has-session -t {target} 2>/dev/null && [ $i -lt 250 ]; do
     sleep 0.02; i=$((i+1))
   done
 esac
 exit $rc
 "#,
-            real = real.display(),
-            sock = s.sock.display(),
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+        target = shq(&format!("={name}")),
+    ));
+    path_with(&bin)
 }
 
 #[test]

@@ -3,32 +3,20 @@
 //! and nothing else; a version that cannot be told is warned about and the command goes on.
 
 mod common;
+use common::wrapper::{path_with, shq};
 use common::*;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
 /// `<dir>/bin/tmux`: logs its arguments to `<dir>/calls`, answers `-V` with `version`, and passes
 /// every other call to the real tmux. Returns the PATH to run the reaper with.
 fn fake_tmux(s: &Server, version: &str) -> String {
-    let real = std::env::split_paths(&std::env::var_os("PATH").unwrap())
-        .map(|d| d.join("tmux"))
-        .find(|f| f.is_file())
-        .unwrap();
-    let bin = s.path("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let f = bin.join("tmux");
-    std::fs::write(
-        &f,
-        format!(
-            "#!/bin/sh\necho \"$*\" >>'{calls}'\n[ \"$1\" = -V ] && {{ echo '{version}'; exit 0; }}\nexec '{real}' \"$@\"\n",
-            calls = path_str(&calls(s)),
-            real = path_str(&real),
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o755)).unwrap();
-    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+    let bin = s.tmux_wrapper(&format!(
+        "echo \"$*\" >>{calls}\n[ \"$1\" = -V ] && {{ echo {version}; exit 0; }}\nexec \"$REAL\" \"$@\"\n",
+        calls = shq(&path_str(&calls(s))),
+        version = shq(version),
+    ));
+    path_with(&bin)
 }
 
 fn calls(s: &Server) -> PathBuf {

@@ -81,7 +81,7 @@ impl Server {
 }
 
 /// `PATH` with `bin` first.
-fn path_with(bin: &Path) -> String {
+pub fn path_with(bin: &Path) -> String {
     format!(
         "{}:{}",
         bin.display(),
