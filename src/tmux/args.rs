@@ -37,12 +37,23 @@ pub fn sid(n: u32) -> String {
 /// environment, then the global one).
 pub const TOKEN_VAR: &str = "CCS_REAP_TOKEN";
 
-/// Every command built here is an `if-shell -F -t '$N:'`. On a session that is gone, tmux runs
-/// `if-shell` in the client's *current* session instead, so every condition begins with
-/// `#{==:#{session_id},$N}`: it is false anywhere but in session `$N`, and the commands run only
-/// there (each also targets `$N` by itself).
-fn guarded(n: u32, cond: &str) -> String {
-    format!("#{{&&:#{{==:#{{session_id}},{}}},{cond}}}", sid(n))
+/// Every command built here is an `if-shell -F -t '$N:'` that runs `command` only while `cond`
+/// holds. On a session that is gone, tmux runs `if-shell` in the client's *current* session
+/// instead, so the condition is always preceded by `#{==:#{session_id},$N}`: it is false anywhere
+/// but in session `$N`, and the command runs only there (it also targets `$N` by itself).
+fn on_session(n: u32, cond: &str, command: String) -> TmuxCommand<'static> {
+    IfShell::new()
+        .not_execute()
+        .target_pane(format!("{}:", sid(n)))
+        .shell_command(format!("#{{&&:#{{==:#{{session_id}},{}}},{cond}}}", sid(n)))
+        .command(command)
+        .build()
+}
+
+/// `'$N:'` and `'$N'`, quoted for a command string: the targets of `set-option` and
+/// `set-environment`.
+fn targets(n: u32) -> (String, String) {
+    (quote(&format!("{}:", sid(n))), quote(&sid(n)))
 }
 
 /// The test-and-set of one session's reap mark: set `@ccs_reaping` (and `token` in
@@ -62,44 +73,35 @@ pub(super) fn mark_command(
     if check_viewers {
         cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
     }
-    let t = quote(&format!("{}:", sid(n)));
-    let s = quote(&sid(n));
-    IfShell::new()
-        .not_execute()
-        .target_pane(format!("{}:", sid(n)))
-        .shell_command(guarded(n, &cond))
-        .command(format!(
+    let (t, s) = targets(n);
+    on_session(
+        n,
+        &cond,
+        format!(
             "set-option -t {t} @ccs_reaping {now_ms} ; set-environment -t {s} {TOKEN_VAR} {token}"
-        ))
-        .build()
+        ),
+    )
 }
 
-/// The condition that session `n` holds a reap mark and carries our reap token: both, since the
+/// The condition that a session holds a reap mark and carries our reap token: both, since the
 /// token alone proves nothing (a format falls back to the global environment, which anyone with
 /// the socket, or the environment the server started in, may fill; and a mark cleared by hand
 /// may leave the token behind). The token is looked for where earlier versions kept it too
 /// (`@ccs_reaper`), so a teardown one of them left is finished.
-fn ours(n: u32, token: &str) -> String {
-    guarded(
-        n,
-        &format!(
-            "#{{&&:#{{!=:#{{@ccs_reaping}},}},#{{||:#{{==:#{{{TOKEN_VAR}}},{token}}},#{{==:#{{@ccs_reaper}},{token}}}}}}}"
-        ),
+fn ours(token: &str) -> String {
+    format!(
+        "#{{&&:#{{!=:#{{@ccs_reaping}},}},#{{||:#{{==:#{{{TOKEN_VAR}}},{token}}},#{{==:#{{@ccs_reaper}},{token}}}}}}}"
     )
 }
 
 /// Clear our mark of session `n` (only while it carries `token`).
 pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
-    let t = quote(&format!("{}:", sid(n)));
-    let s = quote(&sid(n));
-    IfShell::new()
-        .not_execute()
-        .target_pane(format!("{}:", sid(n)))
-        .shell_command(ours(n, token))
-        .command(format!(
-            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR}"
-        ))
-        .build()
+    let (t, s) = targets(n);
+    on_session(
+        n,
+        &ours(token),
+        format!("set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR}"),
+    )
 }
 
 /// Clear a stale mark of session `n` whatever its owner, but only while `@ccs_reaping` still
@@ -112,33 +114,25 @@ pub(super) fn clear_stale_command(n: u32, value: &str) -> TmuxCommand<'static> {
     } else {
         "#{==:#{m/r:^[0-9]+$,#{@ccs_reaping}},0}".to_string()
     };
-    let t = quote(&format!("{}:", sid(n)));
-    let s = quote(&sid(n));
-    IfShell::new()
-        .not_execute()
-        .target_pane(format!("{}:", sid(n)))
-        .shell_command(guarded(n, &cond))
-        .command(format!(
+    let (t, s) = targets(n);
+    on_session(
+        n,
+        &cond,
+        format!(
             "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-option -q -u -t {t} @ccs_reaper"
-        ))
-        .build()
+        ),
+    )
 }
 
 /// `kill-session -t $N`, only while the session carries our reap token (so never a session of a
 /// newer server that reuses `$N`).
 pub(super) fn kill_command(n: u32, token: &str) -> TmuxCommand<'static> {
-    IfShell::new()
-        .not_execute()
-        .target_pane(format!("{}:", sid(n)))
-        .shell_command(ours(n, token))
-        .command(
-            KillSession::new()
-                .target_session(quote(&sid(n)))
-                .build()
-                .to_vec()
-                .join(" "),
-        )
+    let kill = KillSession::new()
+        .target_session(quote(&sid(n)))
         .build()
+        .to_vec()
+        .join(" ");
+    on_session(n, &ours(token), kill)
 }
 
 #[cfg(test)]
