@@ -600,9 +600,12 @@ fn tabs_and_newlines_in_one_sessions_values_neither_break_nor_forge_other_rows()
             s.set(bad, opt, v);
         }
     }
+    // The reap token's column too: from the session's environment, else `@ccs_reaper`.
+    s.set_token(bad, &forged_client);
     let other = s.session("other", "sleep 100000");
     s.set(other, "@ccs_cid", &forged_client);
     s.set(other, "@ccs_idle", forged_session);
+    s.set(other, "@ccs_reaper", forged_session);
     // A session name with a tab and a newline, where tmux allows one.
     let _ = s.tmux(&["new-session", "-d", "-s", "ccs-3\tx\ny", "sleep 100000"]);
     let j = s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
