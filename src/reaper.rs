@@ -11,6 +11,8 @@ use crate::activity;
 use crate::config::Config;
 use crate::memory::{self, Watched};
 use crate::metrics::Metrics;
+use crate::policy::{self, MarkOwner, OwnerSeen, Session};
+use crate::procs;
 use crate::state::StateDir;
 use crate::tmux::{Tmux, TmuxError};
 
@@ -91,6 +93,41 @@ impl Reaper {
             + (self.cfg.tmux_timeout.as_millis() as i64) * 3
             + hook
             + 2000
+    }
+
+    /// The owner this reaper writes into its marks: itself, and the limit after which a reader
+    /// that cannot see it may take its mark for stale.
+    pub(crate) fn mark_owner(&self) -> MarkOwner {
+        let me = procs::myself();
+        MarkOwner {
+            pid: me.pid,
+            start: me.start,
+            pidns: procs::pidns(),
+            limit_ms: self.stale_after(),
+        }
+    }
+
+    /// Whether the reap mark on `s` may be cleared as stale now ([`policy::mark_is_stale`], with
+    /// its owner looked up from here). Earlier versions' marks are judged by our own limit.
+    pub(crate) fn mark_is_stale(&self, s: &Session, now: i64) -> bool {
+        let (owner, seen) = self.owner_of(s);
+        policy::mark_is_stale(&s.reaping, owner.as_ref(), seen, now, self.stale_after())
+    }
+
+    /// Whether another reap's live mark holds `s` ([`policy::mark_holds`]).
+    pub(crate) fn mark_holds(&self, s: &Session, now: i64) -> bool {
+        let (owner, seen) = self.owner_of(s);
+        policy::mark_holds(&s.reaping, owner.as_ref(), seen, now, self.stale_after())
+    }
+
+    fn owner_of(&self, s: &Session) -> (Option<MarkOwner>, OwnerSeen) {
+        if s.reaping.trim().is_empty() {
+            return (None, OwnerSeen::Unknowable);
+        }
+        match MarkOwner::from_token(&s.reaper) {
+            Some(o) => (Some(o), procs::owner_seen(&o)),
+            None => (None, OwnerSeen::Unknowable),
+        }
     }
 
     /// The socket's path as the tombstones record it.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{now_ms, rfc3339};
 use crate::observe::{observe, Mode, Observation};
-use crate::policy::{self, Action, Decision, Pane, ReapReason, Session, Snapshot, State};
+use crate::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::procs;
 use crate::reaper::Reaper;
 use crate::report::{SessionReport, SweepReport, ViewerReport};
@@ -78,19 +78,19 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
         if snap.global_problem.is_none() {
             reaps = teardown::recover(r, &listing, dead).await;
         }
-        let stale: Vec<(u32, String)> = snap
+        // A mark is stale only when its owner cannot act any more (gone, or out of our sight
+        // past the limit it wrote): see `policy::mark_is_stale`.
+        let stale: Vec<(u32, String, String)> = snap
             .sessions
             .iter()
             .filter(|s| {
-                policy::mark_is_stale(&s.reaping, now, r.stale_after())
-                    && !r.is_inflight(s.tmux_id)
-                    && !live.contains(&s.id)
+                r.mark_is_stale(s, now) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id)
             })
-            .map(|s| (s.tmux_id, s.reaping.clone()))
+            .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone()))
             .collect();
-        for (n, v) in stale {
-            tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, "clearing a stale reap mark (a reaper stopped mid-teardown)");
-            if let Err(e) = r.tmux.clear_stale_reaping(n, &v).await {
+        for (n, v, tok) in stale {
+            tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, token = %tok, "clearing a stale reap mark (its reaper is gone)");
+            if let Err(e) = r.tmux.clear_stale_reaping(n, &v, tok.trim()).await {
                 tracing::warn!(tmux_id = %format!("${n}"), error = %e, "failed to clear a stale reap mark");
             }
         }
@@ -160,7 +160,7 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
             }
             // Another reaper (a manual `reap`) holds it: not ours to start. A stale mark was
             // cleared above, and the test-and-set decides.
-            let held = live.contains(&s.id) || policy::mark_holds(&s.reaping, now, r.stale_after());
+            let held = live.contains(&s.id) || r.mark_holds(s, now);
             if held {
                 tracing::debug!(session = %d.name, "another reap holds this session");
                 continue;

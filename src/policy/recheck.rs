@@ -1,7 +1,7 @@
 //! The rules around a reap in flight: which sessions need a command-line cid, when a reap mark
 //! is stale or holds the session, and the re-check on data taken after the mark.
 
-use super::{parse_ms, valid_cid, Decision, Policy, ReapReason, Session, State};
+use super::{valid_cid, Decision, Policy, ReapReason, Session, State};
 
 /// Whether a session's conversation id must be looked for on the `claude` command lines (a
 /// read of /proc): its `@ccs_cid` is not a valid cid, and the decision hinges on one (it is kept
@@ -9,21 +9,6 @@ use super::{parse_ms, valid_cid, Decision, Policy, ReapReason, Session, State};
 pub fn needs_cmdline_cid(d: &Decision, s: &Session, for_status: bool) -> bool {
     !valid_cid(s.cid.trim())
         && (for_status || matches!(d.state, State::NoCid | State::Stuck | State::Exited))
-}
-
-/// Whether a `@ccs_reaping` mark was left by a reaper that stopped mid-teardown: older than
-/// `stale_after_ms`, or not a time at all (it would block the session forever).
-pub fn mark_is_stale(reaping: &str, now: i64, stale_after_ms: i64) -> bool {
-    match parse_ms(reaping) {
-        Some(at) => now - at > stale_after_ms,
-        None => !reaping.trim().is_empty(),
-    }
-}
-
-/// Whether a live reap mark holds the session (another reaper's teardown): a time, and not
-/// stale.
-pub fn mark_holds(reaping: &str, now: i64, stale_after_ms: i64) -> bool {
-    parse_ms(reaping).is_some_and(|at| now - at <= stale_after_ms)
 }
 
 /// Whether a fresh decision (taken after the reap mark was set) still allows the reap that

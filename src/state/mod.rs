@@ -422,6 +422,7 @@ mod tests {
             cwd: Some("/w".into()),
             session: None,
             socket: None,
+            token: None,
         };
         s.write_tombstone(&t).unwrap();
         assert_eq!(s.read_tombstone("1").unwrap(), Some(t));
@@ -494,6 +495,7 @@ mod tests {
             cwd: Some("/w".into()),
             session: None,
             socket: None,
+            token: None,
         }
     }
 

@@ -129,6 +129,10 @@ pub struct Tombstone {
     pub session: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
+    /// The token of the reap that wrote it (absent before 0.3): a journal whose reaper died is
+    /// finished only when this reap got as far as its tombstone (see [`Journal::armed_by_tombstone`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
 }
 
 /// `reaping/<id>.json`: a teardown in progress, written before the first signal and removed after
@@ -152,6 +156,12 @@ pub struct Journal {
     /// The reap's token (`CCS_REAP_TOKEN` in the session's environment): only a session that
     /// still carries it is killed.
     pub token: String,
+    /// Written before the `before` hook ran (0.3 on): the reap was carried on past the hook only
+    /// if the tombstone of `id` carries `token`; otherwise nothing was signalled, and a dead
+    /// reaper's journal is released, not finished. Absent (earlier versions): written right
+    /// before the first signal.
+    #[serde(default)]
+    pub armed_by_tombstone: bool,
     /// The file it was read from (not stored).
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -201,8 +211,16 @@ impl Journal {
                 self.session, self.id
             ));
         }
-        if self.token.is_empty() || !self.token.chars().all(|c| c.is_ascii_alphanumeric()) {
-            return Err(format!("its token {:?} is not alphanumeric", self.token));
+        if self.token.is_empty()
+            || !self
+                .token
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(format!(
+                "its token {:?} is not made of letters, digits and '_'",
+                self.token
+            ));
         }
         if let Some(v) = self.victims.iter().find(|v| v.pid <= 1) {
             return Err(format!("it lists pid {}", v.pid));

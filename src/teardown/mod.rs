@@ -54,6 +54,8 @@ struct Job {
     victims: Vec<procs::Victim>,
     ids: Vec<procs::Ident>,
     journal: Option<Journal>,
+    /// Whether this reap wrote its tombstone.
+    tombstone_written: bool,
     /// Whether this reap is over (its line is final), before the signals.
     over: bool,
 }
@@ -74,14 +76,83 @@ impl Job {
 
 static TOKENS: AtomicU64 = AtomicU64::new(0);
 
-/// A token that no other reap, of this reaper or another, holds: pid, a counter, the clock.
-fn token() -> String {
+/// What makes one reap's token unique among this reaper's: a counter and the clock (the owner's
+/// pid and start time, in the token too, set it apart from every other reaper's).
+fn nonce() -> String {
     let n = TOKENS.fetch_add(1, Ordering::Relaxed);
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.subsec_nanos())
         .unwrap_or(0);
-    format!("r{}x{n}x{t}", std::process::id())
+    format!("{n}x{t}")
+}
+
+/// How long a teardown may still take once past the fence: the grace, the kills landing, and the
+/// tmux calls that follow. A mark with less than this left under its owner's limit is not signalled
+/// under.
+fn rest_ms(r: &Reaper) -> i64 {
+    (r.cfg.grace.as_millis() as i64) + 2 * (r.cfg.tmux_timeout.as_millis() as i64) + 2000
+}
+
+/// The fence ([`policy::fence`]): one guarded tmux call tells which marks of the batch are still
+/// exactly ours (and which chats no viewer has attached to since the mark, where the mark asked
+/// for none); a reap whose mark changed, went, or ran out of time, or whose chat is now watched,
+/// is aborted, nothing signalled.
+async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &mut Vec<u32>) {
+    let ns: Vec<(u32, bool)> = jobs
+        .iter()
+        .filter(|j| !j.over)
+        .map(|j| (j.n(), !j.req.force && !j.req.decision.override_viewers))
+        .collect();
+    if ns.is_empty() {
+        return;
+    }
+    let held = match r.tmux.fence(&ns, mark_at, tok).await {
+        Ok(h) => h,
+        Err(e) => {
+            r.metrics.tmux_errors.inc();
+            for j in jobs.iter_mut().filter(|j| !j.over) {
+                unmark.push(j.n());
+                j.stop(
+                    Outcome::Aborted,
+                    format!("the fence could not be checked: {e}"),
+                );
+            }
+            return;
+        }
+    };
+    let now = now_ms();
+    let limit = r.stale_after();
+    let rest = rest_ms(r);
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        let held = held.contains(&j.n());
+        if let Err(why) = policy::fence(held, mark_at, now, limit, rest) {
+            tracing::warn!(session = %j.req.decision.name, tmux_id = %format!("${}", j.n()), why = why.as_str(), "fenced off: nothing signalled");
+            unmark.push(j.n());
+            j.stop(Outcome::Aborted, format!("fenced off: {}", why.as_str()));
+        }
+    }
+}
+
+/// Take back what was written for the reaps that stopped before their first signal: their journals,
+/// and the tombstones they wrote (the chat lives on).
+async fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32]) {
+    for j in jobs
+        .iter_mut()
+        .filter(|j| j.over && unmark.contains(&j.n()))
+    {
+        let Some(jn) = j.journal.take() else {
+            continue;
+        };
+        if j.tombstone_written {
+            if let Err(e) = r.state.remove_tombstone(&jn.id) {
+                tracing::warn!(error = %e, session = %jn.session, "failed to remove the tombstone of a reap that did not go on");
+            }
+        }
+        if let Err(e) = r.state.remove_journal(&jn) {
+            tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
+        }
+    }
 }
 
 /// Reap a batch of sessions. Returns one audit line per request, in order, each also appended
@@ -121,6 +192,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
                 victims: Vec::new(),
                 ids: Vec::new(),
                 journal: None,
+                tombstone_written: false,
                 over: false,
             }
         })
@@ -138,8 +210,9 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         return finish_all(r, jobs, t0);
     }
 
-    // 1. The marks: the atomic test-and-set, in the server.
-    let tok = token();
+    // 1. The marks: the atomic test-and-set, in the server. The token names us and our limit.
+    let tok = r.mark_owner().token(&nonce());
+    let mark_at = now_ms();
     let items: Vec<(u32, bool, bool)> = jobs
         .iter()
         .map(|j| {
@@ -151,7 +224,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             )
         })
         .collect();
-    if let Err(e) = r.tmux.mark_reaping(&items, now_ms(), &tok).await {
+    if let Err(e) = r.tmux.mark_reaping(&items, mark_at, &tok).await {
         r.metrics.tmux_errors.inc();
         // Some marks may have been set before it failed: take back ours (best effort).
         let all: Vec<u32> = jobs.iter().map(Job::n).collect();
@@ -187,16 +260,12 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         ms = t0.elapsed().as_millis() as u64,
         "teardown"
     );
-    // The studio's hook may veto a reap before anything is touched.
-    if let Some(hook) = &r.cfg.hook {
-        before_hooks(r, hook, &mut jobs, &mut unmark).await;
-    }
-
-    // 4. Journal and tombstone, before the first signal.
+    // 4. The journals, before the hook: from here on a reaper that dies or stalls leaves a
+    // journal, and its live mark keeps everyone else off the session.
     let dirs = r.state.reap_dirs();
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let written = match &dirs {
-            Ok(d) => write_journal_and_tombstone(r, d, j, &tok, listing.server_pid),
+            Ok(d) => write_journal(r, d, j, &tok, listing.server_pid),
             Err(e) => Err(e.to_string()),
         };
         if let Err(e) = written {
@@ -204,6 +273,27 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             j.stop(Outcome::Failed, format!("not attempted: {e}"));
         }
     }
+    // The studio's hook may veto a reap before anything is touched.
+    if let Some(hook) = &r.cfg.hook {
+        before_hooks(r, hook, &mut jobs, &mut unmark).await;
+    }
+    // The tombstones, before the first signal (and the sign, for a reaper that finds this
+    // journal after we died, that the hook let the reap go on).
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        let written = match &dirs {
+            Ok(d) => write_tombstone(r, d, j, &tok),
+            Err(e) => Err(e.to_string()),
+        };
+        if let Err(e) = written {
+            unmark.push(j.n());
+            j.stop(Outcome::Failed, format!("not attempted: {e}"));
+        }
+    }
+    // 5. The fence: right before the first signal, every mark of the batch must still be ours,
+    // with time left under it. A reaper held up anywhere above (a stalled hook, a paused
+    // container) finds out here, and signals nothing.
+    fence(r, &mut jobs, mark_at, &tok, &mut unmark).await;
+    release(r, &mut jobs, &unmark).await;
     if !unmark.is_empty() {
         if let Err(e) = r.tmux.clear_reaping_many(&unmark, &tok).await {
             tracing::warn!(error = %e, "failed to clear reap marks");
@@ -215,7 +305,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         ms = t0.elapsed().as_millis() as u64,
         "teardown"
     );
-    // 5. Stop every tree of the batch together: one grace for all.
+    // 6. Stop every tree of the batch together: one grace for all.
     let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
     if !live.is_empty() {
         let groups: Vec<&[procs::Victim]> =
@@ -230,7 +320,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             ms = t0.elapsed().as_millis() as u64,
             "teardown"
         );
-        // 6. kill-session, each only while it carries our token. A session usually goes with
+        // 7. kill-session, each only while it carries our token. A session usually goes with
         // its pane's claude; only those still listed are asked for (one listing for a batch).
         let mut targets: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
         if targets.len() > 1 {
@@ -253,7 +343,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             ms = t0.elapsed().as_millis() as u64,
             "teardown"
         );
-        // 7. Nothing may survive.
+        // 8. Nothing may survive.
         for &i in &live {
             let j = &mut jobs[i];
             verify(&mut j.line, &j.ids);
@@ -449,11 +539,10 @@ fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> Ended {
     }
 }
 
-/// The journal goes down before the first signal (a reaper that dies from here on leaves enough
-/// for the next sweep to finish), and so does the tombstone: the pane dies with claude, so the
-/// session may vanish long before the teardown ends, and whoever sees it gone must find the cid.
-/// Either write failing: nothing is touched.
-fn write_journal_and_tombstone(
+/// The journal goes down before the `before` hook runs: a reaper that dies or stalls from here
+/// on leaves it, and its pids are what a later sweep finishes from (only once the tombstone
+/// carries this reap's token: see [`write_tombstone`]).
+fn write_journal(
     r: &Reaper,
     dirs: &ReapDirs,
     j: &mut Job,
@@ -475,30 +564,42 @@ fn write_journal_and_tombstone(
         cid: j.line.cid.clone(),
         reason: j.req.reason,
         idle_ms: d.idle_ms,
-        cwd: cwd.clone(),
+        cwd,
         started_at: j.line.at.clone(),
         owner: procs::myself(),
         victims: j.ids.clone(),
         server_pid,
         token: tok.to_string(),
+        armed_by_tombstone: true,
         path: None,
-    };
-    let tomb = Tombstone {
-        id: d.id.clone(),
-        cid: j.line.cid.clone(),
-        reaped_at: rfc3339(now_ms()),
-        reason: j.req.reason,
-        cwd,
-        session: Some(d.name.clone()),
-        socket: Some(r.socket_path()),
     };
     r.state
         .write_journal_in(dirs, &journal)
         .map_err(|e| e.to_string())?;
-    if let Err(e) = r.state.write_tombstone_in(dirs, &tomb) {
-        let _ = r.state.remove_journal(&journal);
-        return Err(e.to_string());
-    }
     j.journal = Some(journal);
+    Ok(())
+}
+
+/// The tombstone goes down before the first signal, after the hook: the pane dies with claude,
+/// so the session may vanish long before the teardown ends, and whoever sees it gone must find
+/// the cid. It carries the reap's token: the sign that the reap went on past its hook.
+fn write_tombstone(r: &Reaper, dirs: &ReapDirs, j: &mut Job, tok: &str) -> Result<(), String> {
+    let Some(jn) = &j.journal else {
+        return Err("no journal was written".into());
+    };
+    let tomb = Tombstone {
+        id: jn.id.clone(),
+        cid: j.line.cid.clone(),
+        reaped_at: rfc3339(now_ms()),
+        reason: j.req.reason,
+        cwd: jn.cwd.clone(),
+        session: Some(jn.session.clone()),
+        socket: Some(r.socket_path()),
+        token: Some(tok.to_string()),
+    };
+    r.state
+        .write_tombstone_in(dirs, &tomb)
+        .map_err(|e| e.to_string())?;
+    j.tombstone_written = true;
     Ok(())
 }

@@ -52,6 +52,66 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
             continue;
         }
         let t0 = Instant::now();
+        // A journal written before the `before` hook whose tombstone does not carry its token:
+        // the reaper died before the hook let it go on (or before the tombstone), so nothing
+        // was signalled. Release the chat: its mark goes, the journal goes, nothing is signalled.
+        if j.armed_by_tombstone && !tombstone_of(r, &j) {
+            tracing::warn!(session = %j.session, "a reaper stopped before its first signal: its mark is released, nothing signalled");
+            if still {
+                if let Err(e) = r.tmux.clear_reaping_many(&[j.tmux_id], &j.token).await {
+                    tracing::warn!(error = %e, session = %j.session, "failed to clear the mark of a released reap: the journal stays");
+                    continue;
+                }
+            }
+            let mut line = AuditLine::begin(
+                rfc3339(now_ms()),
+                &j.session,
+                &j.id,
+                j.tmux_id,
+                j.cid.clone(),
+                j.reason,
+                j.idle_ms,
+            );
+            line.outcome = Outcome::Aborted;
+            line.error =
+                Some("released: the reaper that began it stopped before its first signal".into());
+            lines.push(finish(r, line, t0));
+            if let Err(e) = r.state.remove_journal(&j) {
+                tracing::warn!(error = %e, "failed to remove the reap journal");
+            }
+            continue;
+        }
+        // The session still carries the dead reaper's mark: take it over (only while it is
+        // still exactly that mark), so that no other reader clears it while we finish; what we
+        // do not then hold is not ours to signal.
+        let mut token = j.token.clone();
+        if still && held {
+            let mark = listing
+                .sessions
+                .iter()
+                .find(|s| s.tmux_id == j.tmux_id)
+                .map(|s| s.reaping.clone())
+                .unwrap_or_default();
+            let mine = r.mark_owner().token(&super::nonce());
+            match r
+                .tmux
+                .take_over(j.tmux_id, mark.trim(), &j.token, now_ms(), &mine)
+                .await
+            {
+                Ok(true) => token = mine,
+                Ok(false) => {
+                    tracing::warn!(session = %j.session, "the mark of a dead reaper's teardown changed before it could be taken over: dropped, nothing signalled");
+                    if let Err(e) = r.state.remove_journal(&j) {
+                        tracing::warn!(error = %e, "failed to remove the reap journal");
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, session = %j.session, "failed to take over a dead reaper's mark: the journal stays");
+                    continue;
+                }
+            }
+        }
         tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
         let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
         let pinned = journal_victims(r, &table, &j, listing, same_server);
@@ -82,6 +142,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                 cwd: j.cwd.clone(),
                 session: Some(j.session.clone()),
                 socket: Some(r.socket_path()),
+                token: Some(j.token.clone()),
             };
             if let Err(e) = r.state.write_tombstone(&tomb) {
                 tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
@@ -94,7 +155,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // The session is killed only if it is the same one: same server, and it still carries
         // the dead reaper's token (checked in the server).
         if same_server {
-            if let Err(e) = r.tmux.kill_sessions(&[j.tmux_id], &j.token).await {
+            if let Err(e) = r.tmux.kill_sessions(&[j.tmux_id], &token).await {
                 line.outcome = Outcome::Failed;
                 line.error = Some(format!("failed to kill the session: {e}"));
             }
@@ -108,6 +169,12 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         }
     }
     lines
+}
+
+/// Whether the tombstone of the journal's chat carries the journal's token: the reap got past
+/// its `before` hook and may have signalled.
+fn tombstone_of(r: &Reaper, j: &Journal) -> bool {
+    matches!(r.state.read_tombstone(&j.id), Ok(Some(t)) if t.token.as_deref() == Some(j.token.as_str()))
 }
 
 /// A dead reaper's journal lists pids; none is signalled on its word alone (the file may have

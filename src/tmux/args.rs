@@ -104,25 +104,83 @@ pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
     )
 }
 
-/// Clear a stale mark of session `n` whatever its owner, but only while `@ccs_reaping` still
-/// holds `value` (so a fresh mark set since is left alone). A value that a format cannot hold
-/// verbatim (not alphanumeric: garbage, never a mark of ours) is matched by "not a time", which a
-/// fresh mark always is.
-pub(super) fn clear_stale_command(n: u32, value: &str) -> TmuxCommand<'static> {
-    let cond = if !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric()) {
+/// Whether `token` can be put in a format and a command string as it is.
+fn plain_token(token: &str) -> bool {
+    !token.is_empty() && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The condition that the mark is still the one a reader saw: `@ccs_reaping` still `value`, and
+/// (when the reader saw one) still `token`. A value that a format cannot hold verbatim (not
+/// alphanumeric: garbage, never a mark of ours) is matched by "not a time", which a fresh mark
+/// always is.
+fn same_mark(value: &str, token: &str) -> String {
+    let value_cond = if !value.is_empty() && value.chars().all(|c| c.is_ascii_alphanumeric()) {
         format!("#{{==:#{{@ccs_reaping}},{value}}}")
     } else {
         "#{==:#{m/r:^[0-9]+$,#{@ccs_reaping}},0}".to_string()
     };
+    if plain_token(token) {
+        format!(
+            "#{{&&:{value_cond},#{{||:#{{==:#{{{TOKEN_VAR}}},{token}}},#{{==:#{{@ccs_reaper}},{token}}}}}}}"
+        )
+    } else {
+        value_cond
+    }
+}
+
+/// Clear a stale mark of session `n` whatever its owner, but only while the mark is still the one
+/// judged stale: `@ccs_reaping` still `value` and the token still `token` (so a fresh mark set
+/// since, or one taken over by a live reaper, is left alone).
+pub(super) fn clear_stale_command(n: u32, value: &str, token: &str) -> TmuxCommand<'static> {
     let (t, s) = targets(n);
     on_session(
         n,
-        &cond,
+        &same_mark(value, token),
         format!(
             "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-option -q -u -t {t} @ccs_reaper"
         ),
     )
 }
+
+/// Take over the mark of a reaper that died mid-teardown, only while it is still exactly its
+/// (`value` and `token`): our time and our token replace them, so no other reader takes the mark
+/// for stale while we finish the teardown.
+pub(super) fn takeover_command(
+    n: u32,
+    value: &str,
+    token: &str,
+    now_ms: i64,
+    new_token: &str,
+) -> TmuxCommand<'static> {
+    let (t, s) = targets(n);
+    on_session(
+        n,
+        &same_mark(value, token),
+        format!(
+            "set-option -t {t} @ccs_reaping {now_ms} ; set-environment -t {s} {TOKEN_VAR} {new_token} ; set-option -q -u -t {t} @ccs_reaper"
+        ),
+    )
+}
+
+/// The fence of session `n`: prints `fenced-<n>` only while the session carries exactly our mark,
+/// `@ccs_reaping` = `mark_at` and our `token` in its environment, and (with `check_viewers`) no
+/// client has attached since the mark.
+pub(super) fn fence_command(
+    n: u32,
+    mark_at: i64,
+    token: &str,
+    check_viewers: bool,
+) -> TmuxCommand<'static> {
+    let mut cond =
+        format!("#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}}");
+    if check_viewers {
+        cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
+    }
+    on_session(n, &cond, format!("display-message -p {FENCED}{n}"))
+}
+
+/// What [`fence_command`] prints for a session that passed.
+pub(super) const FENCED: &str = "fenced-";
 
 /// `kill-session -t $N`, only while the session carries our reap token (so never a session of a
 /// newer server that reuses `$N`).

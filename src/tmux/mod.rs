@@ -7,7 +7,7 @@
 //! sessions. Sessions are addressed by `$id` once listed: `-t ccs-1` would match `ccs-10`.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
@@ -23,7 +23,10 @@ use crate::policy::Session;
 mod args;
 mod listing;
 
-use args::{clear_command, clear_stale_command, kill_command, mark_command, quote};
+use args::{
+    clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
+    takeover_command, FENCED,
+};
 pub use args::{format_literal, literal, sid, TOKEN_VAR};
 use listing::parse_sid;
 pub use listing::{parse_listing, Listing, CLIENT_FMT, PANE_FMT, SESSION_FMT};
@@ -213,11 +216,12 @@ impl Tmux {
     /// argv budget allows. Every command built for it is guarded in the server by its own `$N`
     /// (see [`args`]): a session gone meanwhile fails nothing and is simply left out. A server
     /// without any session, or none at all, leaves nothing to act on: done.
-    async fn per_session<F>(&self, ns: &[u32], build: F) -> Result<(), TmuxError>
+    async fn per_session<F>(&self, ns: &[u32], build: F) -> Result<String, TmuxError>
     where
         F: Fn(u32) -> Vec<TmuxCommand<'static>>,
     {
         let mut pending = ns.iter().copied().peekable();
+        let mut out = String::new();
         while pending.peek().is_some() {
             // One chain: as many sessions as fit.
             let mut cmds: Vec<TmuxCommand<'static>> = Vec::new();
@@ -236,16 +240,16 @@ impl Tmux {
                 pending.next();
             }
             match self.run(&cmds).await {
-                Ok(_) => {}
+                Ok(o) => out.push_str(&o),
                 // A server left without any session answers so.
                 Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
-                    return Ok(())
+                    return Ok(out)
                 }
-                Err(TmuxError::NoServer(_)) => return Ok(()),
+                Err(TmuxError::NoServer(_)) => return Ok(out),
                 Err(e) => return Err(e),
             }
         }
-        Ok(())
+        Ok(out)
     }
 
     /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in
@@ -267,6 +271,52 @@ impl Tmux {
             vec![mark_command(n, now_ms, &token_s, check_turn, check_viewers)]
         })
         .await
+        .map(|_| ())
+    }
+
+    /// The fence before a batch's first signal: which of `ns` (`(n, check_viewers)`) still carry
+    /// exactly our mark (`@ccs_reaping` = `mark_at` and our `token`), with no client attached
+    /// where the mark asked for none, in as few guarded tmux calls as the argv budget allows (one
+    /// for any usual batch). A session gone, taken or now watched is simply not in the set.
+    pub async fn fence(
+        &self,
+        ns: &[(u32, bool)],
+        mark_at: i64,
+        token: &str,
+    ) -> Result<HashSet<u32>, TmuxError> {
+        let token = token.to_string();
+        let viewers: HashMap<u32, bool> = ns.iter().copied().collect();
+        let only: Vec<u32> = ns.iter().map(|x| x.0).collect();
+        let out = self
+            .per_session(&only, |n| {
+                let check = viewers.get(&n).copied().unwrap_or(true);
+                vec![fence_command(n, mark_at, &token, check)]
+            })
+            .await?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(FENCED)?.parse().ok())
+            .collect())
+    }
+
+    /// Take over a dead reaper's mark of session `n` (only while it is still `value` and
+    /// `token`), to finish its teardown under our own mark; then whether we hold it (the fence).
+    pub async fn take_over(
+        &self,
+        n: u32,
+        value: &str,
+        token: &str,
+        now_ms: i64,
+        new_token: &str,
+    ) -> Result<bool, TmuxError> {
+        let cmds = [
+            takeover_command(n, value, token, now_ms, new_token),
+            fence_command(n, now_ms, new_token, false),
+        ];
+        let out = self.gone_is_ok(self.run(&cmds).await)?;
+        Ok(out
+            .lines()
+            .any(|l| l.trim().strip_prefix(FENCED) == Some(&n.to_string())))
     }
 
     /// Clear our marks on many sessions (each only if still ours), batched.
@@ -274,6 +324,7 @@ impl Tmux {
         let token = token.to_string();
         self.per_session(ns, |n| vec![clear_command(n, &token)])
             .await
+            .map(|_| ())
     }
 
     /// `kill-session` of many sessions, each only while it carries our token, batched. Sessions
@@ -282,11 +333,18 @@ impl Tmux {
         let token = token.to_string();
         self.per_session(ns, |n| vec![kill_command(n, &token)])
             .await
+            .map(|_| ())
     }
 
-    /// Clear a stale reaping mark whatever its owner, but only if it still holds `value`.
-    pub async fn clear_stale_reaping(&self, n: u32, value: &str) -> Result<(), TmuxError> {
-        let r = self.run(&[clear_stale_command(n, value)]).await;
+    /// Clear a stale reaping mark whatever its owner, but only if it is still `value` with
+    /// `token` (the token as listed; empty for none).
+    pub async fn clear_stale_reaping(
+        &self,
+        n: u32,
+        value: &str,
+        token: &str,
+    ) -> Result<(), TmuxError> {
+        let r = self.run(&[clear_stale_command(n, value, token)]).await;
         self.gone_is_ok(r).map(|_| ())
     }
 
