@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
@@ -102,7 +103,6 @@ enum TurnCmd {
 /// configuration, so they work whatever the environment holds.
 fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
     use clap::CommandFactory;
-    use std::io::Write;
     let mut c = Cli::command();
     // Into memory first: the generators panic on a failed write, stdout can be a closed pipe.
     let mut buf = Vec::new();
@@ -128,14 +128,13 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
         }
         _ => return None,
     };
-    let mut out = std::io::stdout().lock();
-    let written = rendered
-        .and_then(|()| out.write_all(&buf))
-        .and_then(|()| out.flush());
-    Some(match written {
-        Ok(()) => ExitCode::SUCCESS,
+    Some(match rendered {
+        Ok(()) => {
+            out(&String::from_utf8_lossy(&buf));
+            exit_code(ExitCode::SUCCESS)
+        }
         Err(e) => {
-            eprintln!("ccs-reap: failed to print it: {e}");
+            eprintln!("ccs-reap: failed to render it: {e}");
             ExitCode::from(EXIT_FAILED)
         }
     })
@@ -206,12 +205,49 @@ fn main() -> ExitCode {
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    rt.block_on(run(cli, cfg))
+    exit_code(rt.block_on(run(cli, cfg)))
+}
+
+/// What became of the writes to stdout: 0 all written, [`OUT_CLOSED`] its reader went away,
+/// [`OUT_FAILED`] a write failed otherwise (reported once on stderr).
+static OUT: AtomicU8 = AtomicU8::new(0);
+const OUT_CLOSED: u8 = 1;
+const OUT_FAILED: u8 = 2;
+
+/// Write `text` to stdout, never panicking (as `print!` does on a failed write). A closed pipe
+/// (`status | head -1`) stops the output quietly, as shell tools do; another failure (`> /dev/full`)
+/// is said once on stderr and makes the exit code 1 (see [`exit_code`]). After either, nothing
+/// more is written.
+fn out(text: &str) {
+    use std::io::Write;
+    if OUT.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            OUT.store(OUT_CLOSED, Ordering::Relaxed);
+        }
+        Err(e) => {
+            OUT.store(OUT_FAILED, Ordering::Relaxed);
+            eprintln!("ccs-reap: failed to write to stdout: {e}");
+        }
+    }
+}
+
+/// The exit code, once the output is written: 1 when stdout could not be written (but closed).
+fn exit_code(code: ExitCode) -> ExitCode {
+    if OUT.load(Ordering::Relaxed) == OUT_FAILED {
+        ExitCode::from(EXIT_FAILED)
+    } else {
+        code
+    }
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {
     match serde_json::to_string_pretty(v) {
-        Ok(s) => println!("{s}"),
+        Ok(s) => out(&format!("{s}\n")),
         Err(e) => eprintln!("ccs-reap: failed to encode JSON: {e}"),
     }
 }
@@ -290,7 +326,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             if cli.json {
                 print_json(&rep);
             } else {
-                print!("{}", ccs_reap::report::render_status(&rep));
+                out(&ccs_reap::report::render_status(&rep));
             }
             if rep.error.is_some() {
                 ExitCode::from(EXIT_FAILED)
@@ -352,14 +388,14 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     if cli.json {
                         print_json(&line);
                     } else {
-                        println!(
-                            "reaped {} ({}): {} processes, {} freed, {} ms",
+                        out(&format!(
+                            "reaped {} ({}): {} processes, {} freed, {} ms\n",
                             line.session,
                             line.tmux_id,
                             line.pids.len(),
                             ccs_reap::report::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
                             line.took_ms
-                        );
+                        ));
                     }
                     ExitCode::SUCCESS
                 }
@@ -372,7 +408,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                             "message": m,
                         }));
                     } else {
-                        println!("{m}");
+                        out(&format!("{m}\n"));
                     }
                     ExitCode::SUCCESS
                 }
@@ -401,7 +437,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 if cli.json {
                     print_json(&rep);
                 } else {
-                    print!("{}", ccs_reap::report::render_sweep(&rep));
+                    out(&ccs_reap::report::render_sweep(&rep));
                 }
                 if rep
                     .reaps
