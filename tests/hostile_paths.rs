@@ -114,3 +114,101 @@ fn a_stdout_that_cannot_be_written_exits_1_with_one_line() {
         );
     }
 }
+
+// ---- a `before` hook that cannot be run ----
+
+/// Write an executable `hook` script that logs each call, and return its path.
+fn hook(s: &Server, body: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let p = s.path("hook");
+    std::fs::write(&p, body).unwrap();
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path_str(&p)
+}
+
+/// The audit line of `name`, once there is one.
+fn wait_for_line(s: &Server, name: &str, secs: f64) -> Option<serde_json::Value> {
+    let mut line = None;
+    wait_until(secs, || {
+        line = s.audit_of(name).into_iter().next();
+        line.is_some()
+    });
+    line
+}
+
+#[test]
+fn a_before_hook_that_cannot_be_run_vetoes_the_reap() {
+    let s = Server::new();
+    let n = reapable(&s, "ccs-1");
+    // Executable, so the configuration takes it, but its interpreter is gone: it cannot be run.
+    let h = hook(&s, "#!/nonexistent/interpreter\nexit 0\n");
+    let o = s.once(DONE, 200, &[("CCS_REAP_HOOK", h.as_str())]);
+    assert!(
+        s.has("ccs-1"),
+        "the reap went on without its veto: {}",
+        o.stderr
+    );
+    let lines = s.audit_of("ccs-1");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "aborted", "{}", lines[0]);
+    let e = lines[0]["error"].as_str().unwrap();
+    assert!(e.contains(&h) && e.contains("could not be run"), "{e}");
+    assert_eq!(s.show(n, "@ccs_reaping"), None, "the mark was left");
+}
+
+#[test]
+fn a_before_hook_deleted_or_made_unexecutable_under_the_daemon_vetoes_its_reaps() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Server::new();
+    let a = s.session("ccs-1", "sleep 100000");
+    let b = s.session("ccs-2", "sleep 100000");
+    for n in [a, b] {
+        s.set(n, "@ccs_cid", &format!("conv-{n}"));
+    }
+    let h = hook(&s, "#!/bin/sh\nexit 0\n");
+    let log = s.path("daemon.log");
+    let mut d = KillOnDrop(
+        s.reap(&[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_INTERVAL_MS", "100"),
+            ("CCS_REAP_GRACE_MS", "200"),
+            ("CCS_REAP_HOOK", h.as_str()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap(),
+    );
+    // The daemon has swept (first sight stamps the idle clock): the hook was fine at its start.
+    assert!(
+        wait_until(10.0, || s.show(a, "@ccs_idle").is_some()),
+        "{}",
+        tail(&log)
+    );
+    std::fs::remove_file(&h).unwrap();
+    s.idle_since(a, 10_000_000);
+    let l = wait_for_line(&s, "ccs-1", 10.0).unwrap_or_else(|| panic!("{}", tail(&log)));
+    assert_eq!(l["outcome"], "aborted", "{l}");
+    assert!(
+        l["error"].as_str().unwrap().contains("could not be run"),
+        "{l}"
+    );
+    // Back, but no longer executable.
+    std::fs::write(&h, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&h, std::fs::Permissions::from_mode(0o644)).unwrap();
+    s.idle_since(b, 10_000_000);
+    let l = wait_for_line(&s, "ccs-2", 10.0).unwrap_or_else(|| panic!("{}", tail(&log)));
+    assert_eq!(l["outcome"], "aborted", "{l}");
+    assert!(
+        l["error"].as_str().unwrap().contains("could not be run"),
+        "{l}"
+    );
+    assert!(s.has("ccs-1") && s.has("ccs-2"), "{}", tail(&log));
+    signal(d.0.id() as i32, Signal::TERM).unwrap();
+    let mut status = None;
+    assert!(wait_until(10.0, || {
+        status = d.0.try_wait().unwrap();
+        status.is_some()
+    }));
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", tail(&log));
+}
