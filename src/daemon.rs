@@ -1,5 +1,6 @@
 //! The daemon: one sweep every interval, under the single-instance lock of its socket, with the
-//! metrics endpoint beside it; SIGTERM/SIGINT finish the sweep and every reap in flight.
+//! metrics endpoint beside it; SIGTERM/SIGINT/SIGHUP finish the sweep and every reap in flight,
+//! SIGUSR1 is ignored.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -30,6 +31,11 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     let mut term =
         signal(SignalKind::terminate()).map_err(|e| DaemonError::Signal("SIGTERM", e))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| DaemonError::Signal("SIGINT", e))?;
+    // SIGHUP (a closed terminal, a `kill -HUP` meant as "reload") stops it gracefully like
+    // SIGTERM; SIGUSR1 is ignored. Their default action would kill it mid-teardown.
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| DaemonError::Signal("SIGHUP", e))?;
+    let mut usr1 =
+        signal(SignalKind::user_defined1()).map_err(|e| DaemonError::Signal("SIGUSR1", e))?;
     let _metrics = match r.cfg.metrics_addr {
         Some(addr) => {
             let l = tokio::net::TcpListener::bind(addr)
@@ -59,6 +65,8 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             _ = pressure.wake.notified() => "memory pressure",
             _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
             _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
+            _ = hup.recv() => { tracing::info!("SIGHUP: stopping (as on SIGTERM; there is no reload)"); break }
+            _ = usr1.recv() => { tracing::info!("SIGUSR1: ignored"); continue }
         };
         let rep = sweep(&r, false).await;
         let reaping = rep

@@ -212,3 +212,85 @@ fn a_before_hook_deleted_or_made_unexecutable_under_the_daemon_vetoes_its_reaps(
     }));
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", tail(&log));
 }
+
+// ---- signals to the daemon ----
+
+/// A daemon reaping at [`LIMIT`] every 100 ms with `grace_ms`, logging to `<dir>/daemon.log`.
+fn daemon(s: &Server, grace_ms: &str, extra: &[(&str, &str)]) -> KillOnDrop {
+    let mut env = vec![
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+        ("CCS_REAP_INTERVAL_MS", "100"),
+        ("CCS_REAP_GRACE_MS", grace_ms),
+    ];
+    env.extend_from_slice(extra);
+    KillOnDrop(
+        s.reap(&env)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(s.path("daemon.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    )
+}
+
+/// Wait up to `secs` for the daemon to exit; its exit code (`None`: still running, or a signal).
+fn exit_of(d: &mut KillOnDrop, secs: f64) -> Option<std::process::ExitStatus> {
+    let mut status = None;
+    wait_until(secs, || {
+        status = d.0.try_wait().unwrap();
+        status.is_some()
+    });
+    status
+}
+
+#[test]
+fn sigusr1_and_sighup_never_kill_the_daemon_mid_teardown() {
+    let s = Server::new();
+    let log = s.path("daemon.log");
+    let journal = |id: &str| s.studio().join("reaping").join(format!("{id}.json"));
+    // A helper that ignores SIGTERM: each teardown lasts its whole grace.
+    let a = s.chat("ccs-1", "c1", "stubborn");
+    s.idle_since(a, 10_000_000);
+    let mut d = daemon(&s, "1500", &[]);
+    assert!(
+        wait_until(10.0, || journal("1").exists()),
+        "no teardown started: {}",
+        tail(&log)
+    );
+    // SIGUSR1 mid-teardown: ignored; the teardown ends as it would have.
+    signal(d.0.id() as i32, Signal::USR1).unwrap();
+    let l = wait_for_line(&s, "ccs-1", 10.0).unwrap_or_else(|| panic!("{}", tail(&log)));
+    assert_eq!(l["outcome"], "reaped", "{l}");
+    assert!(
+        d.0.try_wait().unwrap().is_none(),
+        "SIGUSR1 stopped the daemon: {}",
+        tail(&log)
+    );
+    // SIGHUP mid-teardown: stops it like SIGTERM, once the teardown is finished.
+    let b = s.chat("ccs-2", "c2", "stubborn");
+    s.idle_since(b, 10_000_000);
+    assert!(
+        wait_until(10.0, || journal("2").exists()),
+        "no second teardown started: {}",
+        tail(&log)
+    );
+    let t0 = Instant::now();
+    signal(d.0.id() as i32, Signal::HUP).unwrap();
+    let status = exit_of(&mut d, 10.0);
+    assert_eq!(
+        status.and_then(|s| s.code()),
+        Some(0),
+        "SIGHUP did not stop the daemon gracefully ({status:?}): {}",
+        tail(&log)
+    );
+    let l = &s.audit_of("ccs-2")[0];
+    assert_eq!(l["outcome"], "reaped", "{l}");
+    assert!(!s.has("ccs-2"));
+    assert!(
+        !journal("2").exists(),
+        "the teardown was cut short after {:?}",
+        t0.elapsed()
+    );
+    for (kind, pid) in s.pids("ccs-2") {
+        assert!(!alive(pid), "ccs-2's {kind} survived");
+    }
+}
