@@ -7,13 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::task::JoinSet;
 
 use crate::clock::now_ms;
 use crate::memory;
 
 use crate::policy::Action;
 use crate::reaper::Reaper;
-use crate::sweep::sweep;
+use crate::sweep::{sweep, Batches};
 
 /// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,
 /// then return.
@@ -51,6 +52,8 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         dry_run = r.dry_run, "ccs-reap started"
     );
     let mut notify = crate::notify::Notifier::from_env(r.cfg.interval, r.cfg.tmux_timeout);
+    // The batches of reaps the sweeps started: joined before exit.
+    let mut batches = JoinSet::new();
     let mut tick = tokio::time::interval(r.cfg.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Between sweeps, a watcher reads the memory every WATCH_EVERY and starts a sweep as soon as
@@ -68,7 +71,10 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             _ = hup.recv() => { tracing::info!("SIGHUP: stopping (as on SIGTERM; there is no reload)"); break }
             _ = usr1.recv() => { tracing::info!("SIGUSR1: ignored"); continue }
         };
-        let rep = sweep(&r, false).await;
+        let rep = sweep(&r, Batches::Spawn(&mut batches)).await;
+        while let Some(ended) = batches.try_join_next() {
+            batch_ended(ended);
+        }
         let reaping = rep
             .sessions
             .iter()
@@ -106,15 +112,26 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         });
     }
     notify.stopping();
-    let n = r.inflight_count();
-    if n > 0 {
-        tracing::info!(reaps = n, "finishing the reaps in flight before exit");
+    if !batches.is_empty() {
+        tracing::info!(
+            batches = batches.len(),
+            reaps = r.inflight_count(),
+            "finishing the reaps in flight before exit"
+        );
     }
-    while r.inflight_count() > 0 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    while let Some(ended) = batches.join_next().await {
+        batch_ended(ended);
     }
     tracing::info!("ccs-reap stopped");
     Ok(())
+}
+
+/// A batch's task ended. Its reaps logged themselves; a task that failed all the same (a panic
+/// outside the teardown, which unwinds its own) is logged here.
+fn batch_ended(ended: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = ended {
+        tracing::error!(error = %e, "a reap batch's task failed");
+    }
 }
 
 /// How often the watcher reads the memory between sweeps.

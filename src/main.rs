@@ -433,7 +433,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }
             if cli.once {
                 let r = Reaper::new(cfg, cli.dry_run);
-                let rep = ccs_reap::sweep::sweep(&r, true).await;
+                let rep = ccs_reap::sweep::sweep(&r, ccs_reap::sweep::Batches::Wait).await;
                 if cli.json {
                     print_json(&rep);
                 } else {

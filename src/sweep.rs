@@ -5,7 +5,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock::{now_ms, rfc3339};
+use tokio::task::JoinSet;
+
+use crate::clock::rfc3339;
 use crate::observe::{observe, Mode, Observation};
 use crate::policy::{self, Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::procs;
@@ -29,9 +31,16 @@ impl Drop for Inflight {
     }
 }
 
-/// One sweep. With `wait`, reaps are awaited and returned in the report; without, they run on
-/// in the background (the daemon) and are logged as they finish.
-pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
+/// Where a sweep's batch of reaps goes.
+pub enum Batches<'a> {
+    /// Awaited, and returned in the report (`--once`).
+    Wait,
+    /// Spawned into the daemon's set, which joins them on shutdown; each is logged as it ends.
+    Spawn(&'a mut JoinSet<()>),
+}
+
+/// One sweep. Its reaps go as one batch, awaited or spawned as `batches` says.
+pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let t0 = Instant::now();
     let mut o = observe(r, Mode::Act).await;
     let enabled = r.cfg.policy.enabled();
@@ -178,51 +187,27 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
         }
     }
 
-    // The sweep's reaps go as one batch (see `teardown`), in a task of its own: the daemon
-    // sweeps on while a slow teardown runs. The guard takes the sessions out of the in-flight
-    // set on every path, a panic included; a batch that panicked is reported as failed.
+    // The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in
+    // its set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
+    // in-flight set on every path. A batch that panics is caught and unwound by the teardown
+    // itself (marks cleared, journals removed, each audit line written once).
     if !reqs.is_empty() {
         let guard = Inflight {
             r: Arc::clone(r),
             ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
         };
-        let me = Arc::clone(r);
-        let asked = reqs.clone();
-        let task = tokio::spawn(async move {
-            let _guard = guard;
-            teardown::reap(&me, reqs).await
-        });
-        let me = Arc::clone(r);
-        let done = async move {
-            match task.await {
-                Ok(lines) => lines,
-                Err(e) => {
-                    tracing::error!(error = %e, reaps = asked.len(), "a reap task failed");
-                    asked
-                        .iter()
-                        .map(|q| {
-                            let d = &q.decision;
-                            let mut l = AuditLine::begin(
-                                rfc3339(now_ms()),
-                                &d.name,
-                                &d.id,
-                                d.tmux_id,
-                                d.cid.clone(),
-                                q.reason,
-                                d.idle_ms,
-                            );
-                            l.outcome = Outcome::Failed;
-                            l.error = Some(format!("the reap task failed: {e}"));
-                            teardown::finish(&me, l, Instant::now())
-                        })
-                        .collect()
-                }
+        match batches {
+            Batches::Wait => {
+                reaps.extend(teardown::reap(r, reqs).await);
+                drop(guard);
             }
-        };
-        if wait {
-            reaps.extend(done.await);
-        } else {
-            tokio::spawn(done);
+            Batches::Spawn(set) => {
+                let me = Arc::clone(r);
+                set.spawn(async move {
+                    let _guard = guard;
+                    teardown::reap(&me, reqs).await;
+                });
+            }
         }
     }
 

@@ -7,7 +7,6 @@ mod common;
 use common::*;
 
 use std::process::Stdio;
-#[allow(unused_imports)]
 use std::time::{Duration, Instant};
 
 /// A session the sweep reaps when nothing says otherwise: idle for hours, with a conversation id.
@@ -19,7 +18,6 @@ fn reapable(s: &Server, name: &str) -> u32 {
 }
 
 /// The last lines of a log, for a failure message.
-#[allow(dead_code)]
 fn tail(p: &std::path::Path) -> String {
     let text = std::fs::read_to_string(p).unwrap_or_default();
     let lines: Vec<&str> = text.lines().collect();
@@ -43,8 +41,11 @@ fn into_closed_pipe(s: &Server, args: &[&str], env: &[(&str, &str)]) -> Out {
     Out::from(c.wait_with_output().unwrap())
 }
 
-/// Every command that prints, as a table: (args, extra env, the exit code it has anyway).
-fn printing_commands() -> Vec<(Vec<&'static str>, Vec<(&'static str, &'static str)>, i32)> {
+/// A command that prints: its args, extra env, and the exit code it has anyway.
+type Printing = (Vec<&'static str>, Vec<(&'static str, &'static str)>, i32);
+
+/// Every command that prints, as a table.
+fn printing_commands() -> Vec<Printing> {
     let reap = vec![
         ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
         ("CCS_REAP_GRACE_MS", "200"),
@@ -293,4 +294,117 @@ fn sigusr1_and_sighup_never_kill_the_daemon_mid_teardown() {
     for (kind, pid) in s.pids("ccs-2") {
         assert!(!alive(pid), "ccs-2's {kind} survived");
     }
+}
+
+// ---- a batch that panics (CCS_REAP_TEST_PANIC, honoured by debug builds only) ----
+
+/// The journals left in this studio's `reaping/`.
+fn journals(s: &Server) -> Vec<String> {
+    std::fs::read_dir(s.studio().join("reaping"))
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.ends_with(".json"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_batch_that_panics_before_the_signals_clears_its_marks_and_journals_and_fails_once() {
+    let s = Server::new();
+    let a = reapable(&s, "ccs-1");
+    let b = reapable(&s, "ccs-2");
+    let o = s.run(
+        &["--once"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "200"),
+            ("CCS_REAP_TEST_PANIC", "journals"),
+        ],
+    );
+    assert_eq!(o.code, 1, "a failed reap exits 1:\n{}", o.stderr);
+    assert!(o.stderr.contains("CCS_REAP_TEST_PANIC"), "{}", o.stderr);
+    for (n, name) in [(a, "ccs-1"), (b, "ccs-2")] {
+        let lines = s.audit_of(name);
+        assert_eq!(lines.len(), 1, "{name}: one audit line: {lines:?}");
+        assert_eq!(lines[0]["outcome"], "failed", "{}", lines[0]);
+        assert!(
+            lines[0]["error"].as_str().unwrap().contains("panicked"),
+            "{}",
+            lines[0]
+        );
+        // Nothing was signalled: the session lives, unmarked.
+        assert!(s.has(name));
+        assert_eq!(s.show(n, "@ccs_reaping"), None, "{name}: its mark was left");
+        assert_eq!(s.token(n), None, "{name}: its token was left");
+    }
+    assert_eq!(journals(&s), Vec::<String>::new(), "journals were left");
+    // Nothing left to wait for: the turn starts at once.
+    let o = s.run(&["turn", "begin", "1"], &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+}
+
+#[test]
+fn a_batch_that_panics_after_its_audit_lines_writes_no_second_line() {
+    let s = Server::new();
+    reapable(&s, "ccs-1");
+    let o = s.run(
+        &["--once", "--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "200"),
+            ("CCS_REAP_TEST_PANIC", "audit"),
+        ],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(o.stderr.contains("CCS_REAP_TEST_PANIC"), "{}", o.stderr);
+    let lines = s.audit_of("ccs-1");
+    assert_eq!(
+        lines.len(),
+        1,
+        "one audit line, not a contradicting second: {lines:?}"
+    );
+    assert_eq!(lines[0]["outcome"], "reaped");
+    let rep = o.json();
+    let reaps = rep["reaps"].as_array().unwrap();
+    assert_eq!(reaps.len(), 1, "{rep}");
+    assert_eq!(reaps[0]["outcome"], "reaped");
+    assert!(!s.has("ccs-1"));
+    assert_eq!(journals(&s), Vec::<String>::new(), "the journal was left");
+}
+
+#[test]
+fn under_the_daemon_a_batch_that_panics_neither_holds_turn_begin_nor_the_shutdown() {
+    let s = Server::new();
+    let n = reapable(&s, "ccs-1");
+    let log = s.path("daemon.log");
+    // Every batch panics once its journal is written: sweep after sweep.
+    let mut d = daemon(&s, "200", &[("CCS_REAP_TEST_PANIC", "journals")]);
+    assert!(
+        wait_until(10.0, || s.audit_of("ccs-1").len() >= 2),
+        "no batch ran twice: {}",
+        tail(&log)
+    );
+    assert!(
+        s.audit_of("ccs-1").iter().all(|l| l["outcome"] == "failed"),
+        "{:?}",
+        s.audit_of("ccs-1")
+    );
+    // The daemon is alive (it owns the journals), yet `turn begin` does not wait on them.
+    let t0 = Instant::now();
+    let o = s.run(&["turn", "begin", "1"], &[("CCS_REAP_INTERVAL_MS", "100")]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "turn begin waited {:?} on a batch that panicked",
+        t0.elapsed()
+    );
+    assert!(s.has("ccs-1") && s.show(n, "@ccs_turn").is_some());
+    // Busy now: no new batch. The daemon stops at once, leaving no journal and no mark.
+    signal(d.0.id() as i32, Signal::TERM).unwrap();
+    let status = exit_of(&mut d, 10.0);
+    assert_eq!(status.and_then(|s| s.code()), Some(0), "{}", tail(&log));
+    assert_eq!(journals(&s), Vec::<String>::new(), "journals were left");
+    assert_eq!(s.show(n, "@ccs_reaping"), None, "a mark was left");
 }

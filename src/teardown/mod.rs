@@ -25,11 +25,12 @@ use crate::tmux::Listing;
 mod audit;
 mod reap_hooks;
 mod recover;
+mod unwind;
 
-use audit::finish_all;
 pub(crate) use audit::{finish, verify};
 use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
+use unwind::{test_panic, CatchUnwind, Progress};
 
 /// One reap asked for: the decision and the session as the sweep saw them.
 #[derive(Debug, Clone)]
@@ -85,7 +86,12 @@ fn token() -> String {
 }
 
 /// Reap a batch of sessions. Returns one audit line per request, in order, each also appended
-/// to the audit log.
+/// to the audit log once.
+///
+/// A batch that panics is caught here: its marks are cleared, its journals removed (so `turn
+/// begin` and `spawn` do not wait on a reaper that is alive but no longer tearing down), and each
+/// request whose audit line was not written yet gets one, `failed`; a line already written is
+/// never contradicted by a second.
 pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     if reqs.is_empty() {
         return Vec::new();
@@ -96,10 +102,19 @@ pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         }
         many => tracing::info_span!("reap", sessions = many.len()),
     };
-    reap_batch(r, reqs).instrument(span).await
+    let t0 = Instant::now();
+    let mut progress = Progress::default();
+    let ran = {
+        let batch = std::pin::pin!(reap_batch(r, reqs, &mut progress).instrument(span.clone()));
+        CatchUnwind(batch).await
+    };
+    match ran {
+        Ok(lines) => lines,
+        Err(why) => progress.unwind(r, &why, t0).instrument(span).await,
+    }
 }
 
-async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
+async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<AuditLine> {
     let t0 = Instant::now();
     let mut jobs: Vec<Job> = reqs
         .into_iter()
@@ -125,6 +140,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             }
         })
         .collect();
+    p.begun = jobs.iter().map(|j| j.line.clone()).collect();
 
     // The audit line and the tombstone must be writable before anything is touched.
     if let Err(e) = r.state.check_writable() {
@@ -135,7 +151,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
                 format!("not attempted: the state dir cannot be written: {e}"),
             );
         }
-        return finish_all(r, jobs, t0);
+        return p.finish_all(r, jobs, t0);
     }
 
     // 1. The marks: the atomic test-and-set, in the server.
@@ -151,6 +167,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             )
         })
         .collect();
+    p.marked(&tok, items.iter().map(|i| i.0).collect());
     if let Err(e) = r.tmux.mark_reaping(&items, now_ms(), &tok).await {
         r.metrics.tmux_errors.inc();
         // Some marks may have been set before it failed: take back ours (best effort).
@@ -161,7 +178,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         for j in &mut jobs {
             j.stop(Outcome::Failed, format!("failed to mark the session: {e}"));
         }
-        return finish_all(r, jobs, t0);
+        return p.finish_all(r, jobs, t0);
     }
     tracing::debug!(
         phase = "mark",
@@ -199,11 +216,15 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             Ok(d) => write_journal_and_tombstone(r, d, j, &tok, listing.server_pid),
             Err(e) => Err(e.to_string()),
         };
-        if let Err(e) = written {
-            unmark.push(j.n());
-            j.stop(Outcome::Failed, format!("not attempted: {e}"));
+        match written {
+            Ok(()) => p.journals.extend(j.journal.clone()),
+            Err(e) => {
+                unmark.push(j.n());
+                j.stop(Outcome::Failed, format!("not attempted: {e}"));
+            }
         }
     }
+    test_panic("journals");
     if !unmark.is_empty() {
         if let Err(e) = r.tmux.clear_reaping_many(&unmark, &tok).await {
             tracing::warn!(error = %e, "failed to clear reap marks");
@@ -265,13 +286,15 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         "teardown"
     );
     let journals: Vec<Journal> = jobs.iter().filter_map(|j| j.journal.clone()).collect();
-    let lines = finish_all(r, jobs, t0);
+    let lines = p.finish_all(r, jobs, t0);
+    test_panic("audit");
     // The journals go first: `turn begin` and `spawn` wait for them, not for the after hooks.
     for jn in &journals {
         if let Err(e) = r.state.remove_journal(jn) {
             tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
         }
     }
+    p.journals.clear();
     if let Some(hook) = &r.cfg.hook {
         after_hooks(r, hook, &lines).await;
     }
