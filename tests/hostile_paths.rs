@@ -408,3 +408,70 @@ fn under_the_daemon_a_batch_that_panics_neither_holds_turn_begin_nor_the_shutdow
     assert_eq!(journals(&s), Vec::<String>::new(), "journals were left");
     assert_eq!(s.show(n, "@ccs_reaping"), None, "a mark was left");
 }
+
+// ---- the `--once` summary ----
+
+#[test]
+fn the_once_summary_adds_up_and_a_reap_never_attempted_frees_nothing() {
+    let s = Server::new();
+    let fresh = s.session("ccs-1", "sleep 100000");
+    s.set(fresh, "@ccs_cid", "conv-1");
+    s.idle_since(fresh, 1000);
+    reapable(&s, "ccs-2");
+    // Held: another reaper's mark, fresh.
+    let held = reapable(&s, "ccs-3");
+    s.set(held, "@ccs_reaping", &now_ms().to_string());
+    // Vetoed by the hook: aborted before any signal.
+    reapable(&s, "ccs-4");
+    let h = hook(
+        &s,
+        "#!/bin/sh\ncase \"$1:$(cat)\" in before:*'\"name\":\"ccs-4\"'*) exit 3 ;; esac\nexit 0\n",
+    );
+    let env = [("CCS_REAP_HOOK", h.as_str())];
+    let o = s.once(DONE, 200, &env);
+    let last = o.stdout.lines().last().unwrap_or_default().to_string();
+    assert_eq!(
+        last, "4 session(s), 1 kept, 1 reaped, 1 held by another reaper, 1 aborted",
+        "{}",
+        o.stdout
+    );
+    let vetoed = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("aborted ccs-4 "))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(
+        vetoed.contains("nothing freed") && !vetoed.contains("B freed"),
+        "a vetoed reap freed nothing: {vetoed}"
+    );
+    let reaped = o
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("reaped ccs-2 "))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(reaped.contains("B freed"), "{reaped}");
+    assert!(s.has("ccs-1") && !s.has("ccs-2") && s.has("ccs-3") && s.has("ccs-4"));
+
+    // The same with --json: the counts add up to the sessions seen.
+    let held2 = reapable(&s, "ccs-5");
+    s.set(held2, "@ccs_reaping", &now_ms().to_string());
+    let o = s.sweep(
+        DONE,
+        &["--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "200"),
+            ("CCS_REAP_HOOK", h.as_str()),
+        ],
+    );
+    let j = o.json();
+    let sum = &j["summary"];
+    let n = |k: &str| sum[k].as_u64().unwrap_or_else(|| panic!("{k} in {sum}"));
+    assert_eq!(n("seen"), 4, "{sum}");
+    assert_eq!(
+        n("kept") + n("reaped") + n("held") + n("aborted") + n("failed"),
+        n("seen"),
+        "{sum}"
+    );
+    assert_eq!((n("held"), n("aborted")), (2, 1), "{sum}");
+}
