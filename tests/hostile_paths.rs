@@ -475,3 +475,122 @@ fn the_once_summary_adds_up_and_a_reap_never_attempted_frees_nothing() {
     );
     assert_eq!((n("held"), n("aborted")), (2, 1), "{sum}");
 }
+
+// ---- ids too long for a file name ----
+
+/// The longest id (docs/commands.md), and one byte more.
+const MAX_ID: usize = 200;
+
+#[test]
+fn every_command_refuses_an_id_longer_than_the_maximum() {
+    let s = Server::new();
+    let long = "7".repeat(MAX_ID + 1);
+    let claude = fake_claude();
+    let table: Vec<Vec<&str>> = vec![
+        vec!["spawn", &long, "--cid", "conv-1", "--", &claude],
+        vec!["turn", "begin", &long],
+        vec!["turn", "end", &long],
+        vec!["pin", &long],
+        vec!["unpin", &long],
+        vec!["reap", &long],
+        vec!["reap", "--force", &long],
+    ];
+    for args in table {
+        let o = s
+            .run(&args, &[])
+            .expect_exit(FAILED, &format!("{:?}", &args[..2]));
+        assert!(
+            o.stderr.contains("at most 200 bytes"),
+            "{:?}: {}",
+            &args[..2],
+            o.stderr
+        );
+    }
+    assert!(
+        s.names().iter().all(|n| n.len() < MAX_ID),
+        "{:?}",
+        s.names()
+    );
+}
+
+#[test]
+fn the_longest_id_spawn_accepts_is_reaped_and_resumed() {
+    let s = Server::new();
+    let id = "a".repeat(MAX_ID);
+    let name = format!("ccs-{id}");
+    let pids = s.path("long.pids");
+    let cmd = format!("FAKE_CLAUDE_PIDS={} exec {}", pids.display(), fake_claude());
+    s.run(&["spawn", &id, "--cid", "conv-long", "--", &cmd], &[])
+        .expect_exit(DONE, "spawn");
+    assert!(s.has(&name));
+    let n: u32 = s
+        .ok(&[
+            "display-message",
+            "-p",
+            "-t",
+            &format!("={name}:"),
+            "#{session_id}",
+        ])
+        .trim()
+        .trim_start_matches('$')
+        .parse()
+        .unwrap();
+    s.idle_since(n, 10_000_000);
+    s.once(DONE, 200, &[]);
+    assert!(!s.has(&name), "the longest id was not reaped");
+    assert_eq!(s.audit_of(&name)[0]["outcome"], "reaped");
+    assert_eq!(s.tombstone(&id).unwrap()["cid"], "conv-long");
+    // Back, resuming its conversation.
+    s.run(&["spawn", &id, "--", &cmd], &[])
+        .expect_exit(DONE, "spawn again");
+    assert!(s.has(&name));
+}
+
+#[test]
+fn a_listed_session_whose_id_is_too_long_is_kept_with_one_warning_never_a_failed_sweep() {
+    let s = Server::new();
+    let long = format!("ccs-{}", "7".repeat(MAX_ID + 50));
+    let n = reapable(&s, &long);
+    reapable(&s, "ccs-1");
+    // --once, twice: exit 0, the long one kept, no audit line for it, one warning a run.
+    for _ in 0..2 {
+        let o = s.once(DONE, 200, &[]);
+        assert!(s.has(&long), "{}", o.stderr);
+        let warnings = o
+            .stderr
+            .lines()
+            .filter(|l| l.contains("WARN") && l.contains("250 bytes"))
+            .count();
+        assert_eq!(warnings, 1, "{}", o.stderr);
+    }
+    assert!(!s.has("ccs-1"), "the others are reaped as usual");
+    assert_eq!(s.audit_of(&long), Vec::<serde_json::Value>::new());
+    // status shows it, kept, saying why.
+    let st = s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    let row = &by_name(&st)[&long];
+    assert_eq!(row["action"], "keep", "{row}");
+    assert!(row["why"].as_str().unwrap().contains("250 bytes"), "{row}");
+    // The daemon says it once, however many sweeps.
+    let log = s.path("daemon.log");
+    let mut d = daemon(&s, "200", &[]);
+    let sweeps = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" sweep "))
+            .count()
+    };
+    assert!(wait_until(10.0, || sweeps() >= 4), "{}", tail(&log));
+    signal(d.0.id() as i32, Signal::TERM).unwrap();
+    assert_eq!(exit_of(&mut d, 10.0).and_then(|s| s.code()), Some(0));
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("WARN") && l.contains("250 bytes"))
+            .count(),
+        1,
+        "{}",
+        tail(&log)
+    );
+    assert!(s.has(&long) && s.show(n, "@ccs_reaping").is_none());
+}
