@@ -140,6 +140,20 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
     })
 }
 
+/// A command line that is not a command: `--help` and `--version` go to stdout through [`out`]
+/// (clap's own printing drops a write error and exits 0); anything else is clap's (stderr, exit 2).
+/// On a terminal, clap prints them itself, with its colours.
+fn parse_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    use std::io::IsTerminal;
+    let to_stdout = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if !to_stdout || std::io::stdout().is_terminal() {
+        e.exit()
+    }
+    out(&e.render().to_string());
+    exit_code(ExitCode::SUCCESS)
+}
+
 fn init_logging(cfg: &Config) {
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(&cfg.log_filter)
@@ -169,7 +183,10 @@ fn raise_fd_limit() {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return parse_error(e),
+    };
     if let Some(code) = generated(cli.cmd.as_ref()) {
         return code;
     }

@@ -60,6 +60,9 @@ fn printing_commands() -> Vec<Printing> {
         (vec!["turn", "end", "--json", "nope"], vec![], 4),
         (vec!["completions", "bash"], vec![], 0),
         (vec!["man"], vec![], 0),
+        (vec!["--help"], vec![], 0),
+        (vec!["status", "--help"], vec![], 0),
+        (vec!["--version"], vec![], 0),
     ]
 }
 
