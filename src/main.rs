@@ -11,6 +11,15 @@ use ccs_reap::config::{Config, LogFormat};
 use ccs_reap::hooks::{self, ReapNow};
 use ccs_reap::reaper::{CommandError, Reaper};
 
+/// A line on stderr, never panicking as `eprintln!` does when stderr cannot be written (`2>
+/// /dev/full`): a message that cannot be said is dropped.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
+
 /// Exit codes (the contract's).
 const EXIT_FAILED: u8 = 1;
 const EXIT_CONFIG: u8 = 2;
@@ -115,7 +124,7 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
             return Some(match clap_mangen::generate_to(c, dir) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!(
+                    say!(
                         "ccs-reap: failed to write the man pages to {}: {e}",
                         dir.display()
                     );
@@ -134,7 +143,7 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
             exit_code(ExitCode::SUCCESS)
         }
         Err(e) => {
-            eprintln!("ccs-reap: failed to render it: {e}");
+            say!("ccs-reap: failed to render it: {e}");
             ExitCode::from(EXIT_FAILED)
         }
     })
@@ -158,9 +167,12 @@ fn init_logging(cfg: &Config) {
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(&cfg.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A log line that cannot be written is dropped: the subscriber's own report of it would be
+    // an `eprintln!`, which panics when stderr is the thing that fails (`2> /dev/full`).
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     match cfg.log_format {
         LogFormat::Json => b.json().init(),
         LogFormat::Text => b.with_ansi(false).init(),
@@ -194,7 +206,7 @@ fn main() -> ExitCode {
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("ccs-reap: {e}");
+            say!("ccs-reap: {e}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
@@ -205,11 +217,11 @@ fn main() -> ExitCode {
             Some(Cmd::Turn { .. } | Cmd::Spawn { .. } | Cmd::Pin { .. } | Cmd::Unpin { .. })
         )
     {
-        eprintln!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
+        say!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
         return ExitCode::from(EXIT_CONFIG);
     }
     if cli.once && cli.cmd.is_some() {
-        eprintln!("ccs-reap: --once goes with the daemon, not with a subcommand");
+        say!("ccs-reap: --once goes with the daemon, not with a subcommand");
         return ExitCode::from(EXIT_CONFIG);
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -218,7 +230,7 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("ccs-reap: failed to start the async runtime: {e}");
+            say!("ccs-reap: failed to start the async runtime: {e}");
             return ExitCode::from(EXIT_FAILED);
         }
     };
@@ -248,7 +260,7 @@ fn out(text: &str) {
         }
         Err(e) => {
             OUT.store(OUT_FAILED, Ordering::Relaxed);
-            eprintln!("ccs-reap: failed to write to stdout: {e}");
+            say!("ccs-reap: failed to write to stdout: {e}");
         }
     }
 }
@@ -265,12 +277,12 @@ fn exit_code(code: ExitCode) -> ExitCode {
 fn print_json<T: serde::Serialize>(v: &T) {
     match serde_json::to_string_pretty(v) {
         Ok(s) => out(&format!("{s}\n")),
-        Err(e) => eprintln!("ccs-reap: failed to encode JSON: {e}"),
+        Err(e) => say!("ccs-reap: failed to encode JSON: {e}"),
     }
 }
 
 fn command_error(json: bool, e: CommandError) -> ExitCode {
-    eprintln!("ccs-reap: {e}");
+    say!("ccs-reap: {e}");
     if json {
         print_json(&serde_json::json!({ "ok": false, "error": e.to_string() }));
     }
@@ -301,7 +313,7 @@ fn hook_answer(
     message: Option<String>,
 ) -> ExitCode {
     if let Some(m) = &message {
-        eprintln!("ccs-reap: {m}");
+        say!("ccs-reap: {m}");
     }
     if json {
         print_json(&serde_json::json!({
@@ -436,7 +448,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             match ccs_reap::events::run(&Reaper::new(cfg, true).state, from_start).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("ccs-reap: {e}");
+                    say!("ccs-reap: {e}");
                     ExitCode::from(EXIT_FAILED)
                 }
             }
@@ -481,14 +493,14 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
         match r.state.lock(&r.cfg.socket.label()) {
             Ok(l) => Some(l),
             Err(ccs_reap::state::StateError::Locked(p)) => {
-                eprintln!(
+                say!(
                     "ccs-reap: another reaper holds this socket ({})",
                     p.display()
                 );
                 return ExitCode::from(EXIT_LOCKED);
             }
             Err(e) => {
-                eprintln!("ccs-reap: {e}");
+                say!("ccs-reap: {e}");
                 return ExitCode::from(EXIT_FAILED);
             }
         }
@@ -496,7 +508,7 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
     match ccs_reap::daemon::run_daemon(r).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ccs-reap: {e}");
+            say!("ccs-reap: {e}");
             ExitCode::from(EXIT_FAILED)
         }
     }

@@ -119,6 +119,38 @@ fn a_stdout_that_cannot_be_written_exits_1_with_one_line() {
     }
 }
 
+#[test]
+fn a_stderr_that_cannot_be_written_never_panics() {
+    let s = Server::new();
+    reapable(&s, "ccs-1");
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap()
+    };
+    for (args, env, code) in printing_commands() {
+        // Logs (CCS_LOG=debug) and messages into a full stderr: dropped, never a panic.
+        let o = s
+            .reap(&env)
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(full())
+            .status()
+            .unwrap();
+        assert_eq!(o.code(), Some(code), "{args:?} 2> /dev/full");
+        // Both full: the failed stdout still exits 1.
+        let o = s
+            .reap(&env)
+            .args(&args)
+            .stdout(full())
+            .stderr(full())
+            .status()
+            .unwrap();
+        assert_eq!(o.code(), Some(1), "{args:?} > /dev/full 2> /dev/full");
+    }
+}
+
 // ---- a `before` hook that cannot be run ----
 
 /// Write an executable `hook` script that logs each call, and return its path.
