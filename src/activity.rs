@@ -81,11 +81,15 @@ pub fn parse(text: &str, path: &str) -> Result<HashSet<String>, ActivityError> {
                         .iter()
                         .find_map(|k| o.get(*k))
                         .and_then(|v| match v {
-                            Value::String(s) => Some(s.clone()),
-                            Value::Number(n) => Some(n.to_string()),
+                            Value::String(s) => Some(Ok(s.clone())),
+                            Value::Number(n) => Some(whole_number(n).ok_or_else(|| {
+                                bad(format!(
+                                    "{key}[{i}] has the id {n}, which is not a plain whole number of at most 64 bits"
+                                ))
+                            })),
                             _ => None,
                         })
-                        .ok_or_else(|| bad(format!("{key}[{i}] has no id, sessionId or chatId")))?;
+                        .ok_or_else(|| bad(format!("{key}[{i}] has no id, sessionId or chatId")))??;
                     let terminal = match o.get("status") {
                         None | Some(Value::Null) => false,
                         Some(Value::String(s)) => {
@@ -102,6 +106,15 @@ pub fn parse(text: &str, path: &str) -> Result<HashSet<String>, ActivityError> {
         }
     }
     Ok(busy)
+}
+
+/// A number id as the chat id it names: only a plain whole number that fits in 64 bits (`7`,
+/// `-3`). `2.0`, `3e0` or a number past 64 bits is not read exactly (JSON parses it as a float,
+/// whose text is not what the studio wrote), so it names no id we could match: `None`.
+fn whole_number(n: &serde_json::Number) -> Option<String> {
+    n.as_u64()
+        .map(|u| u.to_string())
+        .or_else(|| n.as_i64().map(|i| i.to_string()))
 }
 
 /// Read every configured file. Any failure is an error naming the file.
@@ -272,6 +285,10 @@ mod tests {
             (r#"{"kanban": [{"sessionId": "a"}]}"#, &["a"]),
             (r#"{"kanban": [{"chatId": 7, "status": null}]}"#, &["7"]),
             (
+                r#"{"k": [{"id": 18446744073709551615}, {"id": -9223372036854775808}, {"id": 0}]}"#,
+                &["18446744073709551615", "-9223372036854775808", "0"],
+            ),
+            (
                 r#"{"kanban": [{"id": "a", "status": "done"}, {"id": "b", "status": "Completed"}]}"#,
                 &[],
             ),
@@ -302,6 +319,15 @@ mod tests {
             r#"{"activeTasks": [1]}"#,
             r#"{"activeTasks": [{"status": "running"}]}"#,
             r#"{"activeTasks": [{"id": true}]}"#,
+            // Numbers that are not plain whole numbers of at most 64 bits: not read exactly.
+            r#"{"activeTasks": [{"id": 2.0}]}"#,
+            r#"{"activeTasks": [{"id": 3e0}]}"#,
+            r#"{"activeTasks": [{"id": 3E2}]}"#,
+            r#"{"activeTasks": [{"id": 1.5}]}"#,
+            r#"{"activeTasks": [{"chatId": -0.0}]}"#,
+            r#"{"activeTasks": [{"sessionId": 18446744073709551616}]}"#,
+            r#"{"activeTasks": [{"id": -9223372036854775809}]}"#,
+            r#"{"activeTasks": [{"id": 1e400}]}"#,
         ] {
             let e = parse(text, "/x/act.json").expect_err(text);
             assert!(e.to_string().contains("/x/act.json"), "{e}");

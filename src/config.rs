@@ -276,11 +276,11 @@ impl Config {
         };
 
         let prefix = raw.session_prefix.clone().unwrap_or_else(|| "ccs-".into());
-        if !crate::policy::valid_id(&prefix) {
+        if !crate::policy::valid_id(&prefix) || prefix.len() > crate::policy::MAX_PREFIX_LEN {
             return Err(err(
                 "SESSION_PREFIX",
                 &prefix,
-                "a non-empty prefix of letters, digits, '_' and '-'",
+                "a non-empty prefix of letters, digits, '_' and '-', at most 64 bytes",
             ));
         }
 

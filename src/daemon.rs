@@ -1,18 +1,20 @@
 //! The daemon: one sweep every interval, under the single-instance lock of its socket, with the
-//! metrics endpoint beside it; SIGTERM/SIGINT finish the sweep and every reap in flight.
+//! metrics endpoint beside it; SIGTERM/SIGINT/SIGHUP finish the sweep and every reap in flight,
+//! SIGUSR1 is ignored.
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::Notify;
+use tokio::task::JoinSet;
 
 use crate::clock::now_ms;
 use crate::memory;
 
 use crate::policy::Action;
 use crate::reaper::Reaper;
-use crate::sweep::sweep;
+use crate::sweep::{sweep, Batches};
 
 /// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,
 /// then return.
@@ -30,6 +32,11 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     let mut term =
         signal(SignalKind::terminate()).map_err(|e| DaemonError::Signal("SIGTERM", e))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| DaemonError::Signal("SIGINT", e))?;
+    // SIGHUP (a closed terminal, a `kill -HUP` meant as "reload") stops it gracefully like
+    // SIGTERM; SIGUSR1 is ignored. Their default action would kill it mid-teardown.
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| DaemonError::Signal("SIGHUP", e))?;
+    let mut usr1 =
+        signal(SignalKind::user_defined1()).map_err(|e| DaemonError::Signal("SIGUSR1", e))?;
     let _metrics = match r.cfg.metrics_addr {
         Some(addr) => {
             let l = tokio::net::TcpListener::bind(addr)
@@ -45,6 +52,8 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         dry_run = r.dry_run, "ccs-reap started"
     );
     let mut notify = crate::notify::Notifier::from_env(r.cfg.interval, r.cfg.tmux_timeout);
+    // The batches of reaps the sweeps started: joined before exit.
+    let mut batches = JoinSet::new();
     let mut tick = tokio::time::interval(r.cfg.interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     // Between sweeps, a watcher reads the memory every WATCH_EVERY and starts a sweep as soon as
@@ -59,8 +68,13 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             _ = pressure.wake.notified() => "memory pressure",
             _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
             _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
+            _ = hup.recv() => { tracing::info!("SIGHUP: stopping (as on SIGTERM; there is no reload)"); break }
+            _ = usr1.recv() => { tracing::info!("SIGUSR1: ignored"); continue }
         };
-        let rep = sweep(&r, false).await;
+        let rep = sweep(&r, Batches::Spawn(&mut batches)).await;
+        while let Some(ended) = batches.try_join_next() {
+            batch_ended(ended);
+        }
         let reaping = rep
             .sessions
             .iter()
@@ -98,15 +112,26 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         });
     }
     notify.stopping();
-    let n = r.inflight_count();
-    if n > 0 {
-        tracing::info!(reaps = n, "finishing the reaps in flight before exit");
+    if !batches.is_empty() {
+        tracing::info!(
+            batches = batches.len(),
+            reaps = r.inflight_count(),
+            "finishing the reaps in flight before exit"
+        );
     }
-    while r.inflight_count() > 0 {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    while let Some(ended) = batches.join_next().await {
+        batch_ended(ended);
     }
     tracing::info!("ccs-reap stopped");
     Ok(())
+}
+
+/// A batch's task ended. Its reaps logged themselves; a task that failed all the same (a panic
+/// outside the teardown, which unwinds its own) is logged here.
+fn batch_ended(ended: Result<(), tokio::task::JoinError>) {
+    if let Err(e) = ended {
+        tracing::error!(error = %e, "a reap batch's task failed");
+    }
 }
 
 /// How often the watcher reads the memory between sweeps.

@@ -140,10 +140,8 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
 }
 
 fn name_of(r: &Reaper, id: &str) -> Result<String, CommandError> {
-    if !policy::valid_id(id) {
-        return Err(CommandError::Refused(format!(
-            "invalid session id {id:?}: expected letters, digits, '_' and '-'"
-        )));
+    if let Some(why) = policy::invalid_id_why(id) {
+        return Err(CommandError::Refused(why));
     }
     Ok(format!("{}{id}", r.cfg.prefix))
 }

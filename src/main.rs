@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
@@ -9,6 +10,15 @@ use clap::{Parser, Subcommand};
 use ccs_reap::config::{Config, LogFormat};
 use ccs_reap::hooks::{self, ReapNow};
 use ccs_reap::reaper::{CommandError, Reaper};
+
+/// A line on stderr, never panicking as `eprintln!` does when stderr cannot be written (`2>
+/// /dev/full`): a message that cannot be said is dropped.
+macro_rules! say {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
 
 /// Exit codes (the contract's).
 const EXIT_FAILED: u8 = 1;
@@ -102,7 +112,6 @@ enum TurnCmd {
 /// configuration, so they work whatever the environment holds.
 fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
     use clap::CommandFactory;
-    use std::io::Write;
     let mut c = Cli::command();
     // Into memory first: the generators panic on a failed write, stdout can be a closed pipe.
     let mut buf = Vec::new();
@@ -115,7 +124,7 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
             return Some(match clap_mangen::generate_to(c, dir) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!(
+                    say!(
                         "ccs-reap: failed to write the man pages to {}: {e}",
                         dir.display()
                     );
@@ -128,26 +137,42 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
         }
         _ => return None,
     };
-    let mut out = std::io::stdout().lock();
-    let written = rendered
-        .and_then(|()| out.write_all(&buf))
-        .and_then(|()| out.flush());
-    Some(match written {
-        Ok(()) => ExitCode::SUCCESS,
+    Some(match rendered {
+        Ok(()) => {
+            out(&String::from_utf8_lossy(&buf));
+            exit_code(ExitCode::SUCCESS)
+        }
         Err(e) => {
-            eprintln!("ccs-reap: failed to print it: {e}");
+            say!("ccs-reap: failed to render it: {e}");
             ExitCode::from(EXIT_FAILED)
         }
     })
+}
+
+/// A command line that is not a command: `--help` and `--version` go to stdout through [`out`]
+/// (clap's own printing drops a write error and exits 0); anything else is clap's (stderr, exit 2).
+/// On a terminal, clap prints them itself, with its colours.
+fn parse_error(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    use std::io::IsTerminal;
+    let to_stdout = matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion);
+    if !to_stdout || std::io::stdout().is_terminal() {
+        e.exit()
+    }
+    out(&e.render().to_string());
+    exit_code(ExitCode::SUCCESS)
 }
 
 fn init_logging(cfg: &Config) {
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(&cfg.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    // A log line that cannot be written is dropped: the subscriber's own report of it would be
+    // an `eprintln!`, which panics when stderr is the thing that fails (`2> /dev/full`).
     let b = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
     match cfg.log_format {
         LogFormat::Json => b.json().init(),
         LogFormat::Text => b.with_ansi(false).init(),
@@ -170,7 +195,10 @@ fn raise_fd_limit() {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => return parse_error(e),
+    };
     if let Some(code) = generated(cli.cmd.as_ref()) {
         return code;
     }
@@ -178,7 +206,7 @@ fn main() -> ExitCode {
     let cfg = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("ccs-reap: {e}");
+            say!("ccs-reap: {e}");
             return ExitCode::from(EXIT_CONFIG);
         }
     };
@@ -189,11 +217,11 @@ fn main() -> ExitCode {
             Some(Cmd::Turn { .. } | Cmd::Spawn { .. } | Cmd::Pin { .. } | Cmd::Unpin { .. })
         )
     {
-        eprintln!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
+        say!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
         return ExitCode::from(EXIT_CONFIG);
     }
     if cli.once && cli.cmd.is_some() {
-        eprintln!("ccs-reap: --once goes with the daemon, not with a subcommand");
+        say!("ccs-reap: --once goes with the daemon, not with a subcommand");
         return ExitCode::from(EXIT_CONFIG);
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -202,22 +230,59 @@ fn main() -> ExitCode {
     {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("ccs-reap: failed to start the async runtime: {e}");
+            say!("ccs-reap: failed to start the async runtime: {e}");
             return ExitCode::from(EXIT_FAILED);
         }
     };
-    rt.block_on(run(cli, cfg))
+    exit_code(rt.block_on(run(cli, cfg)))
+}
+
+/// What became of the writes to stdout: 0 all written, [`OUT_CLOSED`] its reader went away,
+/// [`OUT_FAILED`] a write failed otherwise (reported once on stderr).
+static OUT: AtomicU8 = AtomicU8::new(0);
+const OUT_CLOSED: u8 = 1;
+const OUT_FAILED: u8 = 2;
+
+/// Write `text` to stdout, never panicking (as `print!` does on a failed write). A closed pipe
+/// (`status | head -1`) stops the output quietly, as shell tools do; another failure (`> /dev/full`)
+/// is said once on stderr and makes the exit code 1 (see [`exit_code`]). After either, nothing
+/// more is written.
+fn out(text: &str) {
+    use std::io::Write;
+    if OUT.load(Ordering::Relaxed) != 0 {
+        return;
+    }
+    let mut o = std::io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+            OUT.store(OUT_CLOSED, Ordering::Relaxed);
+        }
+        Err(e) => {
+            OUT.store(OUT_FAILED, Ordering::Relaxed);
+            say!("ccs-reap: failed to write to stdout: {e}");
+        }
+    }
+}
+
+/// The exit code, once the output is written: 1 when stdout could not be written (but closed).
+fn exit_code(code: ExitCode) -> ExitCode {
+    if OUT.load(Ordering::Relaxed) == OUT_FAILED {
+        ExitCode::from(EXIT_FAILED)
+    } else {
+        code
+    }
 }
 
 fn print_json<T: serde::Serialize>(v: &T) {
     match serde_json::to_string_pretty(v) {
-        Ok(s) => println!("{s}"),
-        Err(e) => eprintln!("ccs-reap: failed to encode JSON: {e}"),
+        Ok(s) => out(&format!("{s}\n")),
+        Err(e) => say!("ccs-reap: failed to encode JSON: {e}"),
     }
 }
 
 fn command_error(json: bool, e: CommandError) -> ExitCode {
-    eprintln!("ccs-reap: {e}");
+    say!("ccs-reap: {e}");
     if json {
         print_json(&serde_json::json!({ "ok": false, "error": e.to_string() }));
     }
@@ -248,7 +313,7 @@ fn hook_answer(
     message: Option<String>,
 ) -> ExitCode {
     if let Some(m) = &message {
-        eprintln!("ccs-reap: {m}");
+        say!("ccs-reap: {m}");
     }
     if json {
         print_json(&serde_json::json!({
@@ -290,7 +355,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             if cli.json {
                 print_json(&rep);
             } else {
-                print!("{}", ccs_reap::report::render_status(&rep));
+                out(&ccs_reap::report::render_status(&rep));
             }
             if rep.error.is_some() {
                 ExitCode::from(EXIT_FAILED)
@@ -352,14 +417,14 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     if cli.json {
                         print_json(&line);
                     } else {
-                        println!(
-                            "reaped {} ({}): {} processes, {} freed, {} ms",
+                        out(&format!(
+                            "reaped {} ({}): {} processes, {} freed, {} ms\n",
                             line.session,
                             line.tmux_id,
                             line.pids.len(),
                             ccs_reap::report::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
                             line.took_ms
-                        );
+                        ));
                     }
                     ExitCode::SUCCESS
                 }
@@ -372,7 +437,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                             "message": m,
                         }));
                     } else {
-                        println!("{m}");
+                        out(&format!("{m}\n"));
                     }
                     ExitCode::SUCCESS
                 }
@@ -383,7 +448,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             match ccs_reap::events::run(&Reaper::new(cfg, true).state, from_start).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
-                    eprintln!("ccs-reap: {e}");
+                    say!("ccs-reap: {e}");
                     ExitCode::from(EXIT_FAILED)
                 }
             }
@@ -397,11 +462,11 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }
             if cli.once {
                 let r = Reaper::new(cfg, cli.dry_run);
-                let rep = ccs_reap::sweep::sweep(&r, true).await;
+                let rep = ccs_reap::sweep::sweep(&r, ccs_reap::sweep::Batches::Wait).await;
                 if cli.json {
                     print_json(&rep);
                 } else {
-                    print!("{}", ccs_reap::report::render_sweep(&rep));
+                    out(&ccs_reap::report::render_sweep(&rep));
                 }
                 if rep
                     .reaps
@@ -428,14 +493,14 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
         match r.state.lock(&r.cfg.socket.label()) {
             Ok(l) => Some(l),
             Err(ccs_reap::state::StateError::Locked(p)) => {
-                eprintln!(
+                say!(
                     "ccs-reap: another reaper holds this socket ({})",
                     p.display()
                 );
                 return ExitCode::from(EXIT_LOCKED);
             }
             Err(e) => {
-                eprintln!("ccs-reap: {e}");
+                say!("ccs-reap: {e}");
                 return ExitCode::from(EXIT_FAILED);
             }
         }
@@ -443,7 +508,7 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
     match ccs_reap::daemon::run_daemon(r).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("ccs-reap: {e}");
+            say!("ccs-reap: {e}");
             ExitCode::from(EXIT_FAILED)
         }
     }

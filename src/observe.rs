@@ -2,7 +2,7 @@
 //! the process table (memory, viewers' parents, conversation ids on command lines), read into an
 //! [`Observation`] and decided by the pure core.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 
 use crate::clock::now_ms;
 use crate::memory;
@@ -30,6 +30,28 @@ pub struct Observation {
     pub now: i64,
 }
 
+/// One warning per session (`$N` and name) whose id is longer than [`policy::MAX_ID_LEN`], for
+/// the life of the process: it is kept every sweep, and a daemon must not say so every sweep.
+fn warn_too_long(listing: &Listing) {
+    static WARNED: std::sync::Mutex<BTreeSet<(u32, String)>> =
+        std::sync::Mutex::new(BTreeSet::new());
+    let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+    for s in listing
+        .sessions
+        .iter()
+        .filter(|s| s.id.len() > policy::MAX_ID_LEN)
+    {
+        if warned.insert((s.tmux_id, s.name.clone())) {
+            tracing::warn!(
+                session = %format!("{}...", &s.name[..s.name.len().min(40)]),
+                tmux_id = %format!("${}", s.tmux_id),
+                "{}",
+                policy::too_long(&s.id)
+            );
+        }
+    }
+}
+
 /// Read tmux, the activity files and (where needed) /proc into a snapshot.
 async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
     let mut snap = Snapshot::default();
@@ -42,6 +64,7 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
             return (snap, Listing::default());
         }
     };
+    warn_too_long(&listing);
     if !listing.problems.is_empty() {
         let why = listing.problems.join("; ");
         tracing::warn!(problems = %why, "tmux rows did not parse: keeping every session this sweep");

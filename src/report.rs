@@ -5,7 +5,7 @@ use crate::policy::{Action, ReapReason, State};
 use serde::Serialize;
 
 use crate::policy::{Decision, HostMemory};
-use crate::state::AuditLine;
+use crate::state::{AuditLine, Outcome};
 
 /// What one sweep saw and did.
 #[derive(Debug, Clone, Serialize)]
@@ -23,7 +23,31 @@ pub struct SweepReport {
     pub total_pss_bytes: Option<u64>,
     /// The reaps this sweep carried out (with `--once`; the daemon logs them as they finish).
     pub reaps: Vec<AuditLine>,
+    /// What became of each session seen.
+    pub summary: Summary,
     pub took_ms: u64,
+}
+
+/// What became of each session a sweep saw: every session is counted once, so `seen` is the sum
+/// of the others. Teardowns of a dead reaper that the sweep finished are counted apart
+/// (`recovered`): their sessions are gone, or are counted among the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub seen: usize,
+    /// Not to be reaped (or reaping is off).
+    pub kept: usize,
+    pub reaped: usize,
+    /// To be reaped, but a reap of another reaper (or one of ours still in flight) holds it.
+    pub held: usize,
+    /// The reap was started and aborted (the session changed, or a hook vetoed it).
+    pub aborted: usize,
+    pub failed: usize,
+    /// To be reaped: a dry run, or `status`.
+    pub would_reap: usize,
+    /// Started in the background (the daemon): the outcome is logged when it ends.
+    pub started: usize,
+    /// Teardowns a dead reaper left, finished by this sweep (apart from the sum).
+    pub recovered: usize,
 }
 
 /// One session in a report (`status`, `--once --json`).
@@ -183,7 +207,7 @@ pub fn render_sweep(r: &SweepReport) -> String {
     for l in &r.reaps {
         let _ = writeln!(
             o,
-            "{} {} ({}): {}, {} processes (term {}, kill {}), {} freed, {} ms{}",
+            "{} {} ({}): {}, {} processes (term {}, kill {}), {}, {} ms{}",
             l.outcome,
             l.session,
             l.tmux_id,
@@ -191,7 +215,7 @@ pub fn render_sweep(r: &SweepReport) -> String {
             l.pids.len(),
             l.term,
             l.kill,
-            human_bytes(l.pss_bytes.unwrap_or(l.rss_bytes)),
+            freed(l),
             l.took_ms,
             l.error
                 .as_ref()
@@ -199,24 +223,134 @@ pub fn render_sweep(r: &SweepReport) -> String {
                 .unwrap_or_default()
         );
     }
-    let kept = r
-        .sessions
-        .iter()
-        .filter(|s| s.decision.action == Action::Keep)
-        .count();
-    let _ = writeln!(
-        o,
-        "{} session(s), {} kept, {} reaped{}",
-        r.sessions.len(),
-        kept,
-        r.reaps
-            .iter()
-            .filter(|l| l.outcome == crate::state::Outcome::Reaped)
-            .count(),
-        if r.dry_run { " (dry run)" } else { "" }
-    );
+    let _ = writeln!(o, "{}", summary_line(&r.summary, r.dry_run));
     if let Some(e) = &r.error {
         let _ = writeln!(o, "liveness unknown, every session kept: {e}");
     }
     o
+}
+
+/// The memory a reap freed, as the `--once` line says it: only a reap that ended `reaped` freed
+/// what its processes held; one never attempted (aborted, vetoed, not attempted) freed nothing,
+/// and one that failed after its signals freed an unknown part.
+pub fn freed(l: &AuditLine) -> String {
+    let held = human_bytes(l.pss_bytes.unwrap_or(l.rss_bytes));
+    match l.outcome {
+        Outcome::Reaped => format!("{held} freed"),
+        _ if l.term == 0 && l.kill == 0 => "nothing freed".into(),
+        _ => format!("{held} held before the signals, not all freed"),
+    }
+}
+
+/// The `--once` summary: `<seen> session(s), <kept> kept, <reaped> reaped`, then each other count
+/// that is not zero, so that the counts add up to the sessions seen.
+pub fn summary_line(s: &Summary, dry_run: bool) -> String {
+    let mut o = format!(
+        "{} session(s), {} kept, {} reaped",
+        s.seen, s.kept, s.reaped
+    );
+    for (n, what) in [
+        (s.held, "held by another reaper"),
+        (s.aborted, "aborted"),
+        (s.failed, "failed"),
+        (s.would_reap, "would be reaped"),
+        (s.started, "being reaped"),
+    ] {
+        if n > 0 {
+            o.push_str(&format!(", {n} {what}"));
+        }
+    }
+    if dry_run {
+        o.push_str(" (dry run)");
+    }
+    if s.recovered > 0 {
+        o.push_str(&format!(
+            "; {} teardown(s) of a dead reaper finished",
+            s.recovered
+        ));
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(outcome: Outcome, term: usize, kill: usize) -> AuditLine {
+        let mut l = AuditLine::begin(
+            "2026-01-01T00:00:00Z".into(),
+            "ccs-1",
+            "1",
+            1,
+            None,
+            ReapReason::Idle,
+            None,
+        );
+        l.outcome = outcome;
+        l.term = term;
+        l.kill = kill;
+        l.rss_bytes = 300 * 1024 * 1024;
+        l
+    }
+
+    #[test]
+    fn only_a_reap_that_ended_reaped_freed_memory() {
+        let table = [
+            (line(Outcome::Reaped, 4, 0), "300 MiB freed"),
+            // Never attempted: vetoed, aborted on re-check, not attempted.
+            (line(Outcome::Aborted, 0, 0), "nothing freed"),
+            (line(Outcome::Failed, 0, 0), "nothing freed"),
+            // Failed after its signals: some of it may be freed.
+            (
+                line(Outcome::Failed, 4, 1),
+                "300 MiB held before the signals, not all freed",
+            ),
+        ];
+        for (l, want) in table {
+            assert_eq!(freed(&l), want, "{:?}", l.outcome);
+        }
+    }
+
+    #[test]
+    fn the_summary_line_names_every_count_that_is_not_zero() {
+        let table = [
+            (Summary::default(), false, "0 session(s), 0 kept, 0 reaped"),
+            (
+                Summary {
+                    seen: 3,
+                    kept: 3,
+                    ..Summary::default()
+                },
+                true,
+                "3 session(s), 3 kept, 0 reaped (dry run)",
+            ),
+            (
+                Summary {
+                    seen: 5,
+                    kept: 1,
+                    reaped: 1,
+                    held: 1,
+                    aborted: 1,
+                    failed: 1,
+                    recovered: 2,
+                    ..Summary::default()
+                },
+                false,
+                "5 session(s), 1 kept, 1 reaped, 1 held by another reaper, 1 aborted, 1 failed; 2 teardown(s) of a dead reaper finished",
+            ),
+            (
+                Summary {
+                    seen: 2,
+                    kept: 1,
+                    would_reap: 1,
+                    ..Summary::default()
+                },
+                true,
+                "2 session(s), 1 kept, 0 reaped, 1 would be reaped (dry run)",
+            ),
+        ];
+        for (s, dry_run, want) in table {
+            assert_eq!(summary_line(&s, dry_run), want);
+        }
+    }
 }

@@ -1,16 +1,18 @@
 //! One sweep: observe, decide, write the idle stamps, finish a dead reaper's teardowns, and hand
 //! the sessions to reap to the teardown as one batch. `status` is a sweep that writes nothing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::clock::{now_ms, rfc3339};
+use tokio::task::JoinSet;
+
+use crate::clock::rfc3339;
 use crate::observe::{observe, Mode, Observation};
 use crate::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::procs;
 use crate::reaper::Reaper;
-use crate::report::{SessionReport, SweepReport, ViewerReport};
+use crate::report::{SessionReport, Summary, SweepReport, ViewerReport};
 use crate::state::{AuditLine, Outcome};
 use crate::teardown;
 
@@ -29,9 +31,16 @@ impl Drop for Inflight {
     }
 }
 
-/// One sweep. With `wait`, reaps are awaited and returned in the report; without, they run on
-/// in the background (the daemon) and are logged as they finish.
-pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
+/// Where a sweep's batch of reaps goes.
+pub enum Batches<'a> {
+    /// Awaited, and returned in the report (`--once`).
+    Wait,
+    /// Spawned into the daemon's set, which joins them on shutdown; each is logged as it ends.
+    Spawn(&'a mut JoinSet<()>),
+}
+
+/// One sweep. Its reaps go as one batch, awaited or spawned as `batches` says.
+pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let t0 = Instant::now();
     let mut o = observe(r, Mode::Act).await;
     let enabled = r.cfg.policy.enabled();
@@ -145,6 +154,8 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
         }
     }
 
+    // What became of each session decided `Reap`, for the summary.
+    let mut fates: HashMap<u32, Fate> = HashMap::new();
     let mut reqs = Vec::new();
     if enabled {
         for (d, s) in decisions.iter().zip(&snap.sessions) {
@@ -156,6 +167,7 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
             };
             if r.dry_run {
                 tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = ?d.idle_ms, "would reap (dry run)");
+                fates.insert(d.tmux_id, Fate::WouldReap);
                 continue;
             }
             // Another reaper (a manual `reap`) holds it: not ours to start. A stale mark was
@@ -163,11 +175,14 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
             let held = live.contains(&s.id) || r.mark_holds(s, now);
             if held {
                 tracing::debug!(session = %d.name, "another reap holds this session");
+                fates.insert(d.tmux_id, Fate::Held);
                 continue;
             }
             if !r.inflight().insert(d.tmux_id) {
+                fates.insert(d.tmux_id, Fate::Held);
                 continue;
             }
+            fates.insert(d.tmux_id, Fate::Started);
             reqs.push(teardown::Request {
                 decision: d.clone(),
                 session: s.clone(),
@@ -178,55 +193,39 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
         }
     }
 
-    // The sweep's reaps go as one batch (see `teardown`), in a task of its own: the daemon
-    // sweeps on while a slow teardown runs. The guard takes the sessions out of the in-flight
-    // set on every path, a panic included; a batch that panicked is reported as failed.
+    // The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in
+    // its set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
+    // in-flight set on every path. A batch that panics is caught and unwound by the teardown
+    // itself (marks cleared, journals removed, each audit line written once).
+    let recovered = reaps.len();
     if !reqs.is_empty() {
         let guard = Inflight {
             r: Arc::clone(r),
             ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
         };
-        let me = Arc::clone(r);
-        let asked = reqs.clone();
-        let task = tokio::spawn(async move {
-            let _guard = guard;
-            teardown::reap(&me, reqs).await
-        });
-        let me = Arc::clone(r);
-        let done = async move {
-            match task.await {
-                Ok(lines) => lines,
-                Err(e) => {
-                    tracing::error!(error = %e, reaps = asked.len(), "a reap task failed");
-                    asked
-                        .iter()
-                        .map(|q| {
-                            let d = &q.decision;
-                            let mut l = AuditLine::begin(
-                                rfc3339(now_ms()),
-                                &d.name,
-                                &d.id,
-                                d.tmux_id,
-                                d.cid.clone(),
-                                q.reason,
-                                d.idle_ms,
-                            );
-                            l.outcome = Outcome::Failed;
-                            l.error = Some(format!("the reap task failed: {e}"));
-                            teardown::finish(&me, l, Instant::now())
-                        })
-                        .collect()
+        match batches {
+            Batches::Wait => {
+                // One line per request, in order.
+                let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
+                let lines = teardown::reap(r, reqs).await;
+                drop(guard);
+                for (n, l) in ns.into_iter().zip(&lines) {
+                    fates.insert(n, Fate::Ended(l.outcome));
                 }
+                reaps.extend(lines);
             }
-        };
-        if wait {
-            reaps.extend(done.await);
-        } else {
-            tokio::spawn(done);
+            Batches::Spawn(set) => {
+                let me = Arc::clone(r);
+                set.spawn(async move {
+                    let _guard = guard;
+                    teardown::reap(&me, reqs).await;
+                });
+            }
         }
     }
 
-    let report = report(r, &snap, decisions, now, reaps, t0);
+    let summary = summarize(&decisions, &fates, recovered);
+    let report = report(r, &snap, decisions, now, reaps, summary, t0);
     r.metrics.record_sweep(&report);
     report
 }
@@ -235,7 +234,53 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
 pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     let t0 = Instant::now();
     let o = observe(r, Mode::Status).await;
-    report(r, &o.snap, o.decisions, o.now, Vec::new(), t0)
+    let fates = o
+        .decisions
+        .iter()
+        .filter(|d| d.action == Action::Reap)
+        .map(|d| (d.tmux_id, Fate::WouldReap))
+        .collect();
+    let summary = summarize(&o.decisions, &fates, 0);
+    report(r, &o.snap, o.decisions, o.now, Vec::new(), summary, t0)
+}
+
+/// What became of a session the sweep decided to reap.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    /// Another reap holds it (another reaper, or a batch of ours still in flight).
+    Held,
+    /// A dry run, or `status`: it would be reaped.
+    WouldReap,
+    /// Handed to a batch (the daemon's: the outcome comes later).
+    Started,
+    /// Its batch ended with this outcome.
+    Ended(Outcome),
+}
+
+/// Every session counted once: kept (not to be reaped, or not acted on), or its fate.
+fn summarize(decisions: &[Decision], fates: &HashMap<u32, Fate>, recovered: usize) -> Summary {
+    let mut s = Summary {
+        seen: decisions.len(),
+        recovered,
+        ..Summary::default()
+    };
+    for d in decisions {
+        let fate = (d.action == Action::Reap)
+            .then(|| fates.get(&d.tmux_id))
+            .flatten();
+        let count = match fate {
+            None => &mut s.kept,
+            Some(Fate::Held) => &mut s.held,
+            Some(Fate::WouldReap) => &mut s.would_reap,
+            Some(Fate::Started) => &mut s.started,
+            Some(Fate::Ended(Outcome::Reaped)) => &mut s.reaped,
+            Some(Fate::Ended(Outcome::Aborted)) => &mut s.aborted,
+            // `failed`, and any outcome a batch should not end with.
+            Some(Fate::Ended(_)) => &mut s.failed,
+        };
+        *count += 1;
+    }
+    s
 }
 
 fn report(
@@ -244,6 +289,7 @@ fn report(
     decisions: Vec<Decision>,
     now: i64,
     reaps: Vec<AuditLine>,
+    summary: Summary,
     t0: Instant,
 ) -> SweepReport {
     let mut sessions: Vec<SessionReport> = decisions
@@ -297,6 +343,7 @@ fn report(
         total_rss_bytes,
         total_pss_bytes,
         reaps,
+        summary,
         took_ms: t0.elapsed().as_millis() as u64,
     }
 }
@@ -304,4 +351,116 @@ fn report(
 /// Every pane is dead, and at least one exit status is not known yet.
 fn waiting_for_exit_status(s: &Session) -> bool {
     !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) && !s.panes.iter().all(Pane::exit_known)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(n: u32, action: Action) -> Decision {
+        Decision {
+            tmux_id: n,
+            name: format!("ccs-{n}"),
+            id: n.to_string(),
+            action,
+            state: State::Idle,
+            reap_reason: (action == Action::Reap).then_some(ReapReason::Idle),
+            why: String::new(),
+            stamp_idle: None,
+            idle_ms: None,
+            deadline_ms: None,
+            cid: None,
+            viewers: 0,
+            turn_since_ms: None,
+            override_turn: false,
+            override_viewers: false,
+            warn_for: None,
+            warning: None,
+        }
+    }
+
+    #[test]
+    fn every_session_is_counted_once_and_the_counts_add_up() {
+        use Action::{Keep, Reap};
+        // (decision, fate) per session; the summary wanted.
+        type Row = (&'static [(Action, Option<Fate>)], usize, Summary);
+        let table: &[Row] = &[
+            (&[], 0, Summary::default()),
+            (
+                &[(Keep, None), (Keep, None)],
+                0,
+                Summary {
+                    seen: 2,
+                    kept: 2,
+                    ..Summary::default()
+                },
+            ),
+            (
+                &[
+                    (Keep, None),
+                    (Reap, Some(Fate::Ended(Outcome::Reaped))),
+                    (Reap, Some(Fate::Held)),
+                    (Reap, Some(Fate::Ended(Outcome::Aborted))),
+                    (Reap, Some(Fate::Ended(Outcome::Failed))),
+                ],
+                1,
+                Summary {
+                    seen: 5,
+                    kept: 1,
+                    reaped: 1,
+                    held: 1,
+                    aborted: 1,
+                    failed: 1,
+                    recovered: 1,
+                    ..Summary::default()
+                },
+            ),
+            // Decided, not acted on (reaping off, no reason): kept. A fate on a kept session
+            // (cannot happen) does not count it twice.
+            (
+                &[(Reap, None), (Keep, Some(Fate::Held))],
+                0,
+                Summary {
+                    seen: 2,
+                    kept: 2,
+                    ..Summary::default()
+                },
+            ),
+            (
+                &[(Reap, Some(Fate::WouldReap)), (Reap, Some(Fate::Started))],
+                0,
+                Summary {
+                    seen: 2,
+                    would_reap: 1,
+                    started: 1,
+                    ..Summary::default()
+                },
+            ),
+        ];
+        for (rows, recovered, want) in table {
+            let decisions: Vec<Decision> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, (a, _))| decision(i as u32, *a))
+                .collect();
+            let fates: HashMap<u32, Fate> = rows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, f))| f.map(|f| (i as u32, f)))
+                .collect();
+            let got = summarize(&decisions, &fates, *recovered);
+            assert_eq!(&got, want, "{rows:?}");
+            assert_eq!(
+                got.kept
+                    + got.reaped
+                    + got.held
+                    + got.aborted
+                    + got.failed
+                    + got.would_reap
+                    + got.started,
+                got.seen,
+                "{rows:?}"
+            );
+        }
+    }
 }

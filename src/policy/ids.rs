@@ -58,17 +58,57 @@ pub fn is_claude_process<S: AsRef<str>>(argv: &[S]) -> bool {
     argv.iter().take(2).any(|a| is_claude_word(a.as_ref()))
 }
 
-/// Whether `cid` may be used as a conversation id: a valid id ([`valid_id`]) that does not start
-/// with `-`, so that `claude --resume <cid>` can never read it as a flag. Wherever a cid comes
-/// from (`--cid`, a tombstone, `@ccs_cid`, a command line), one that fails this is unknown.
+/// Whether `cid` may be used as a conversation id: non-empty, `[A-Za-z0-9_-]` ([`id_chars`]),
+/// not starting with `-`, so that `claude --resume <cid>` can never read it as a flag. Wherever a
+/// cid comes from (`--cid`, a tombstone, `@ccs_cid`, a command line), one that fails this is
+/// unknown. (A cid names no file: [`MAX_ID_LEN`] is not its limit.)
 pub fn valid_cid(cid: &str) -> bool {
-    valid_id(cid) && !cid.starts_with('-')
+    id_chars(cid) && !cid.starts_with('-')
 }
 
-/// Whether `id` is a valid chat id: non-empty, `[A-Za-z0-9_-]`.
+/// The longest chat id, in bytes. Journals and tombstones are files named after the id, written
+/// through a temp file `.<id>.json.<pid>`: 200 keeps that name (at most 214 bytes) under the 255
+/// a file system allows, so every id that `spawn` accepts can be reaped and resumed.
+pub const MAX_ID_LEN: usize = 200;
+
+/// The longest session prefix, in bytes: the studio's directory in the state dir is named
+/// `<socket label>-<hash>@<prefix>`, and a socket path fits in 108 bytes, so 64 keeps that name
+/// under 255.
+pub const MAX_PREFIX_LEN: usize = 64;
+
+/// Whether `id` is a valid chat id: non-empty, `[A-Za-z0-9_-]`, at most [`MAX_ID_LEN`] bytes.
 pub fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id
-            .chars()
+    id_chars(id) && id.len() <= MAX_ID_LEN
+}
+
+/// Whether `s` is non-empty and only `[A-Za-z0-9_-]`, whatever its length.
+pub fn id_chars(s: &str) -> bool {
+    !s.is_empty()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+/// Why a session whose id is longer than [`MAX_ID_LEN`] is kept.
+pub fn too_long(id: &str) -> String {
+    format!(
+        "its id is {} bytes long, more than the {MAX_ID_LEN} a tombstone can be named after: kept, never reaped",
+        id.len()
+    )
+}
+
+/// Why `id` is not a valid chat id, for a command that refuses it; `None` when it is valid.
+pub fn invalid_id_why(id: &str) -> Option<String> {
+    if !id_chars(id) {
+        Some(format!(
+            "invalid session id {id:?}: expected letters, digits, '_' and '-'"
+        ))
+    } else if id.len() > MAX_ID_LEN {
+        Some(format!(
+            "invalid session id {:?}... ({} bytes): an id is at most {MAX_ID_LEN} bytes (its files are named after it)",
+            &id[..16],
+            id.len()
+        ))
+    } else {
+        None
+    }
 }

@@ -1731,8 +1731,18 @@ mod tests {
             ("a b", false),
             ("é", false),
             ("a.b", false),
+            (&"a".repeat(MAX_ID_LEN), true),
+            (&"a".repeat(MAX_ID_LEN + 1), false),
+            (&"7".repeat(300), false),
         ] {
             assert_eq!(valid_id(s), ok, "{s:?}");
+            assert_eq!(invalid_id_why(s).is_none(), ok, "{s:?}");
         }
+        // The longest id's files (and their temp names, `.<id>.json.<pid>` with the largest pid)
+        // fit in a file name.
+        let id = "a".repeat(MAX_ID_LEN);
+        assert!(format!(".{id}.json.{}", 4_194_304).len() <= 255);
+        // A cid names no file: a long one is still a cid.
+        assert!(valid_cid(&"c".repeat(300)));
     }
 }

@@ -2,7 +2,6 @@
 
 use std::time::Instant;
 
-use super::Job;
 use crate::procs;
 use crate::reaper::Reaper;
 use crate::state::{AuditLine, Outcome};
@@ -21,10 +20,6 @@ pub(crate) fn verify(line: &mut AuditLine, ids: &[procs::Ident]) {
         line.error
             .get_or_insert_with(|| format!("processes survived: {:?}", line.survivors));
     }
-}
-
-pub(super) fn finish_all(r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<AuditLine> {
-    jobs.into_iter().map(|j| finish(r, j.line, t0)).collect()
 }
 
 /// Log the line, append it to the audit log, count it.

@@ -25,11 +25,12 @@ use crate::tmux::Listing;
 mod audit;
 mod reap_hooks;
 mod recover;
+mod unwind;
 
-use audit::finish_all;
 pub(crate) use audit::{finish, verify};
 use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
+use unwind::{test_panic, CatchUnwind, Progress};
 
 /// One reap asked for: the decision and the session as the sweep saw them.
 #[derive(Debug, Clone)]
@@ -156,7 +157,12 @@ async fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32]) {
 }
 
 /// Reap a batch of sessions. Returns one audit line per request, in order, each also appended
-/// to the audit log.
+/// to the audit log once.
+///
+/// A batch that panics is caught here: its marks are cleared, its journals removed (so `turn
+/// begin` and `spawn` do not wait on a reaper that is alive but no longer tearing down), and each
+/// request whose audit line was not written yet gets one, `failed`; a line already written is
+/// never contradicted by a second.
 pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     if reqs.is_empty() {
         return Vec::new();
@@ -167,10 +173,19 @@ pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         }
         many => tracing::info_span!("reap", sessions = many.len()),
     };
-    reap_batch(r, reqs).instrument(span).await
+    let t0 = Instant::now();
+    let mut progress = Progress::default();
+    let ran = {
+        let batch = std::pin::pin!(reap_batch(r, reqs, &mut progress).instrument(span.clone()));
+        CatchUnwind(batch).await
+    };
+    match ran {
+        Ok(lines) => lines,
+        Err(why) => progress.unwind(r, &why, t0).instrument(span).await,
+    }
 }
 
-async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
+async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<AuditLine> {
     let t0 = Instant::now();
     let mut jobs: Vec<Job> = reqs
         .into_iter()
@@ -197,6 +212,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             }
         })
         .collect();
+    p.begun = jobs.iter().map(|j| j.line.clone()).collect();
 
     // The audit line and the tombstone must be writable before anything is touched.
     if let Err(e) = r.state.check_writable() {
@@ -207,7 +223,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
                 format!("not attempted: the state dir cannot be written: {e}"),
             );
         }
-        return finish_all(r, jobs, t0);
+        return p.finish_all(r, jobs, t0);
     }
 
     // 1. The marks: the atomic test-and-set, in the server. The token names us and our limit.
@@ -224,6 +240,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             )
         })
         .collect();
+    p.marked(&tok, items.iter().map(|i| i.0).collect());
     if let Err(e) = r.tmux.mark_reaping(&items, mark_at, &tok).await {
         r.metrics.tmux_errors.inc();
         // Some marks may have been set before it failed: take back ours (best effort).
@@ -234,7 +251,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         for j in &mut jobs {
             j.stop(Outcome::Failed, format!("failed to mark the session: {e}"));
         }
-        return finish_all(r, jobs, t0);
+        return p.finish_all(r, jobs, t0);
     }
     tracing::debug!(
         phase = "mark",
@@ -268,9 +285,12 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
             Ok(d) => write_journal(r, d, j, &tok, listing.server_pid),
             Err(e) => Err(e.to_string()),
         };
-        if let Err(e) = written {
-            unmark.push(j.n());
-            j.stop(Outcome::Failed, format!("not attempted: {e}"));
+        match written {
+            Ok(()) => p.journals.extend(j.journal.clone()),
+            Err(e) => {
+                unmark.push(j.n());
+                j.stop(Outcome::Failed, format!("not attempted: {e}"));
+            }
         }
     }
     // The studio's hook may veto a reap before anything is touched.
@@ -294,6 +314,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     // container) finds out here, and signals nothing.
     fence(r, &mut jobs, mark_at, &tok, &mut unmark).await;
     release(r, &mut jobs, &unmark).await;
+    test_panic("journals");
     if !unmark.is_empty() {
         if let Err(e) = r.tmux.clear_reaping_many(&unmark, &tok).await {
             tracing::warn!(error = %e, "failed to clear reap marks");
@@ -355,13 +376,15 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         "teardown"
     );
     let journals: Vec<Journal> = jobs.iter().filter_map(|j| j.journal.clone()).collect();
-    let lines = finish_all(r, jobs, t0);
+    let lines = p.finish_all(r, jobs, t0);
+    test_panic("audit");
     // The journals go first: `turn begin` and `spawn` wait for them, not for the after hooks.
     for jn in &journals {
         if let Err(e) = r.state.remove_journal(jn) {
             tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
         }
     }
+    p.journals.clear();
     if let Some(hook) = &r.cfg.hook {
         after_hooks(r, hook, &lines).await;
     }

@@ -5,8 +5,9 @@ use crate::reaper::Reaper;
 use crate::state::{AuditLine, Outcome};
 
 /// `<hook> before` for every reap still on, with its decision as JSON on stdin, all at once. One
-/// that exits non-zero vetoes its reap (aborted, naming the hook); one that times out is killed
-/// and the reap goes on.
+/// that exits non-zero vetoes its reap (aborted, naming the hook), and so does one that cannot be
+/// run at all (deleted, no longer executable): a configured veto fails closed. One that times out
+/// is killed and the reap goes on.
 pub(super) async fn before_hooks(
     r: &Reaper,
     hook: &std::path::Path,
@@ -37,9 +38,21 @@ pub(super) async fn before_hooks(
                 session = %j.req.decision.name, hook = %hook.display(),
                 "the hook ran past CCS_REAP_HOOK_TIMEOUT_MS and was killed: the reap goes on"
             ),
-            crate::reap_hook::Ran::Broken(e) => tracing::warn!(
-                session = %j.req.decision.name, error = %e, "the hook could not be run: the reap goes on"
-            ),
+            // A veto that is configured fails closed: a hook deleted or no longer executable
+            // since the start could have said no.
+            crate::reap_hook::Ran::Broken(e) => {
+                tracing::warn!(
+                    session = %j.req.decision.name, error = %e, "the hook could not be run: the reap is vetoed"
+                );
+                unmark.push(j.n());
+                j.stop(
+                    Outcome::Aborted,
+                    format!(
+                        "vetoed: the hook {} before could not be run ({e}); a configured veto fails closed",
+                        hook.display()
+                    ),
+                );
+            }
         }
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::policy::{valid_id, Client, Pane, Session};
+use crate::policy::{id_chars, too_long, Client, Pane, Session, MAX_ID_LEN};
 
 const SEP: &str = "\t";
 
@@ -101,7 +101,8 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
     let mut by_sid: HashMap<u32, usize> = HashMap::new();
     let mut clients: Vec<(u32, Result<Client, String>)> = Vec::new();
     let mut panes: Vec<(u32, Result<PaneRow, String>)> = Vec::new();
-    let ours = |name: &str| name.strip_prefix(prefix).is_some_and(valid_id);
+    // Ours whatever the id's length: one too long to be reaped is listed, kept (below).
+    let ours = |name: &str| name.strip_prefix(prefix).is_some_and(id_chars);
 
     for line in out.lines().filter(|l| !l.is_empty()) {
         let f: Vec<&str> = line.split(SEP).collect();
@@ -243,7 +244,10 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
         }
     }
     for s in &mut l.sessions {
-        if s.problem.is_none() && s.panes.is_empty() {
+        if s.id.len() > MAX_ID_LEN {
+            // Its journal and tombstone could not be named: never a candidate, every sweep.
+            s.problem = Some(too_long(&s.id));
+        } else if s.problem.is_none() && s.panes.is_empty() {
             s.problem = Some("no pane listed".into());
         }
     }
@@ -342,5 +346,22 @@ mod tests {
         // A session without panes is not trusted.
         let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\n", "ccs-");
         assert!(l.sessions[0].problem.is_some());
+    }
+
+    #[test]
+    fn a_session_whose_id_is_too_long_is_listed_and_kept() {
+        let id = "7".repeat(crate::policy::MAX_ID_LEN + 1);
+        let ok = "8".repeat(crate::policy::MAX_ID_LEN);
+        let row = |n: u32, id: &str| {
+            format!(
+                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\tclaude --resume x\n"
+            )
+        };
+        let l = parse_listing(&format!("{}{}", row(0, &id), row(1, &ok)), "ccs-");
+        assert!(l.problems.is_empty(), "{:?}", l.problems);
+        assert_eq!(l.sessions.len(), 2);
+        let why = l.sessions[0].problem.as_deref().unwrap_or_default();
+        assert!(why.contains("201 bytes"), "{why}");
+        assert_eq!(l.sessions[1].problem, None);
     }
 }
