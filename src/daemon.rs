@@ -53,6 +53,8 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     let p = &r.cfg.policy;
     let _watcher = (p.mem_high.is_some() || p.mem_psi.is_some())
         .then(|| tokio::spawn(watch(Arc::clone(&r), Arc::clone(&pressure))));
+    // Whether the last sweep read a tmux server (`None`: not known yet, or tmux failed).
+    let mut server_up = None;
     loop {
         let why = tokio::select! {
             _ = tick.tick() => "interval",
@@ -88,9 +90,23 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
                 "sweep"
             );
         }
-        notify.swept(&match &rep.error {
-            Some(e) => format!("kept every session: {e}"),
-            None => format!(
+        // A server that is not there is said once when it goes, and once when it comes back.
+        if rep.tmux_server_up != server_up {
+            match (rep.tmux_server_up, server_up) {
+                (Some(false), _) => {
+                    tracing::warn!(socket = %rep.socket_path, "no tmux server at {}: nothing is reaped until one listens there (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH, TMUX_TMPDIR, PrivateTmp=)", rep.socket_path)
+                }
+                (Some(true), Some(false)) => {
+                    tracing::info!(socket = %rep.socket_path, "a tmux server listens at {} again", rep.socket_path)
+                }
+                _ => {}
+            }
+            server_up = rep.tmux_server_up;
+        }
+        notify.swept(&match (&rep.error, rep.tmux_server_up) {
+            (Some(e), _) => format!("kept every session: {e}"),
+            (None, Some(false)) => format!("no tmux server at {}", rep.socket_path),
+            (None, _) => format!(
                 "{} session(s), {reaping} to reap; last sweep {} ms",
                 rep.sessions.len(),
                 rep.took_ms

@@ -209,6 +209,17 @@ fn main() -> ExitCode {
     rt.block_on(run(cli, cfg))
 }
 
+/// `status` and `--once` found no tmux server at the socket: not an error (a studio may not be
+/// up yet; the exit code stays), but never silent: a wrong socket looks like a quiet studio.
+fn warn_no_server(rep: &ccs_reap::report::SweepReport) {
+    if rep.tmux_server_up == Some(false) {
+        eprintln!(
+            "ccs-reap: warning: no tmux server at {}: nothing to sweep (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH and TMUX_TMPDIR; a PrivateTmp= unit sees its own /tmp)",
+            rep.socket_path
+        );
+    }
+}
+
 fn print_json<T: serde::Serialize>(v: &T) {
     match serde_json::to_string_pretty(v) {
         Ok(s) => println!("{s}"),
@@ -287,6 +298,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         Some(Cmd::Status) => {
             let r = Reaper::new(cfg, true);
             let rep = ccs_reap::sweep::status(&r).await;
+            warn_no_server(&rep);
             if cli.json {
                 print_json(&rep);
             } else {
@@ -398,6 +410,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             if cli.once {
                 let r = Reaper::new(cfg, cli.dry_run);
                 let rep = ccs_reap::sweep::sweep(&r, true).await;
+                warn_no_server(&rep);
                 if cli.json {
                     print_json(&rep);
                 } else {

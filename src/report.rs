@@ -15,6 +15,11 @@ pub struct SweepReport {
     pub enabled: bool,
     /// A problem that kept every session (tmux failed, an activity file unreadable).
     pub error: Option<String>,
+    /// The tmux socket swept (`-S` as given, `-L` where tmux puts it).
+    pub socket_path: String,
+    /// Whether a tmux server answered there: `false` none listens (a wrong socket, a
+    /// `PrivateTmp=`, another `TMUX_TMPDIR`), `null` unknown (tmux failed: see `error`).
+    pub tmux_server_up: Option<bool>,
     pub sessions: Vec<SessionReport>,
     pub host: Option<HostMemory>,
     /// Which memory `host` is, and why that one.
@@ -24,6 +29,22 @@ pub struct SweepReport {
     /// The reaps this sweep carried out (with `--once`; the daemon logs them as they finish).
     pub reaps: Vec<AuditLine>,
     pub took_ms: u64,
+}
+
+impl SweepReport {
+    /// Why this sweep did not read a tmux server, if it did not: what `/healthz` and systemd's
+    /// `STATUS=` say, and the warning of `--once` and `status`.
+    pub fn server_problem(&self) -> Option<String> {
+        match self.tmux_server_up {
+            Some(true) => None,
+            Some(false) => Some(format!("no tmux server at {}", self.socket_path)),
+            None => Some(format!(
+                "tmux at {} was not read: {}",
+                self.socket_path,
+                self.error.as_deref().unwrap_or("unknown error")
+            )),
+        }
+    }
 }
 
 /// One session in a report (`status`, `--once --json`).

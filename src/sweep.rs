@@ -226,7 +226,7 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
         }
     }
 
-    let report = report(r, &snap, decisions, now, reaps, t0);
+    let report = report(r, &snap, listing.server_up, decisions, now, reaps, t0);
     r.metrics.record_sweep(&report);
     report
 }
@@ -235,12 +235,21 @@ pub async fn sweep(r: &Arc<Reaper>, wait: bool) -> SweepReport {
 pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     let t0 = Instant::now();
     let o = observe(r, Mode::Status).await;
-    report(r, &o.snap, o.decisions, o.now, Vec::new(), t0)
+    report(
+        r,
+        &o.snap,
+        o.listing.server_up,
+        o.decisions,
+        o.now,
+        Vec::new(),
+        t0,
+    )
 }
 
 fn report(
     r: &Reaper,
     snap: &Snapshot,
+    tmux_server_up: Option<bool>,
     decisions: Vec<Decision>,
     now: i64,
     reaps: Vec<AuditLine>,
@@ -291,6 +300,8 @@ fn report(
         dry_run: r.dry_run,
         enabled: r.cfg.policy.enabled(),
         error: snap.global_problem.clone(),
+        socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
+        tmux_server_up,
         sessions,
         host: snap.host,
         watching: snap.host.and(r.watched()).map(|w| w.to_string()),

@@ -356,7 +356,8 @@ fn metrics_endpoint_answers_and_matches_status() {
     assert!(
         wait_until(10.0, || {
             health = get(port, "/healthz", Duration::from_secs(5));
-            health.is_some()
+            // 503 until a first sweep has read the tmux server.
+            health.as_ref().is_some_and(|r| r.status.contains(" 200"))
         }),
         "nothing answers on {addr}: {}",
         log()
