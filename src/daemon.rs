@@ -210,8 +210,11 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
                     .map(|fd| (w.clone(), l, fd));
             }
         }
-        let over = limit.is_some_and(|l| used.read(&w.source).is_some_and(|u| u > l));
-        last_over = over;
+        // The threshold is on the working set; v1's notification is on the usage (a superset),
+        // which does not cross again while it stays above: poll until it is back below.
+        let now_used = used.read(&w.source);
+        let over = limit.is_some_and(|l| now_used.is_some_and(|u| u.working_set > l));
+        last_over = limit.is_some_and(|l| now_used.is_some_and(|u| u.usage > l));
         let stalled = p
             .mem_psi
             .is_some_and(|max| memory::pressure(&w.source).is_some_and(|now| now >= max));

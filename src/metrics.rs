@@ -105,7 +105,7 @@ impl Default for Metrics {
         );
         registry.register(
             "host_memory_used_bytes",
-            "Memory in use where ccs-reap watches it: the tmux server's cgroup by default, else its own, else the host",
+            "Memory in use where ccs-reap watches it (the working set: usage less inactive page cache, as kubelet counts it): the tmux server's cgroup by default, else its own, else the host",
             m.host_used.clone(),
         );
         registry.register(

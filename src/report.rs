@@ -166,7 +166,11 @@ pub fn render_status(r: &SweepReport) -> String {
             .limit_bytes
             .map(human_bytes)
             .unwrap_or_else(|| "no limit".into());
-        let _ = writeln!(o, "memory used {} of {limit}", human_bytes(h.used_bytes));
+        let _ = writeln!(
+            o,
+            "memory used {} of {limit} (working set: page cache the kernel can drop is not counted)",
+            human_bytes(h.used_bytes)
+        );
         if let Some(w) = &r.watching {
             let _ = writeln!(o, "watching {w}");
         }
