@@ -179,6 +179,17 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             eprintln!("ccs-reap: {e}");
+            if cli.json {
+                // One JSON document whatever the outcome, a refused setting too.
+                print_json(&serde_json::json!({
+                    "ok": false,
+                    "error": e.to_string(),
+                    "variable": e.var,
+                    "value": e.value,
+                    "expected": e.expected,
+                    "exit": EXIT_CONFIG,
+                }));
+            }
             return ExitCode::from(EXIT_CONFIG);
         }
     };

@@ -151,6 +151,25 @@ pub fn resolve(configured: Option<&Path>, server_pid: Option<u32>) -> Watched {
     }
 }
 
+/// The warning when `CCS_ENGINE_MEM_HIGH` is a percentage and the memory watched (`w`, read as
+/// `host`) shows no limit: the memory rule can never fire. `None` otherwise (a size, a limit,
+/// or memory that could not be read).
+pub fn percent_without_limit(
+    mem_high: Option<crate::policy::MemThreshold>,
+    w: &Watched,
+    host: Option<HostMemory>,
+) -> Option<String> {
+    let crate::policy::MemThreshold::Percent(pc) = mem_high? else {
+        return None;
+    };
+    if host?.limit_bytes.is_some() {
+        return None;
+    }
+    Some(format!(
+        "CCS_ENGINE_MEM_HIGH={pc}% is a share of the memory limit, and {w} has none: the memory rule can never fire. Give a size (CCS_ENGINE_MEM_HIGH=10G), or point CCS_ENGINE_MEM_CGROUP at the cgroup that has the limit"
+    ))
+}
+
 /// The inactive page cache of a cgroup, from its `memory.stat`.
 fn inactive_file(s: &Source, d: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(d.join("memory.stat")).ok()?;
@@ -387,6 +406,29 @@ mod tests {
             inactive_file_key(&Source::V2(PathBuf::new())),
             "inactive_file"
         );
+    }
+
+    #[test]
+    fn a_percentage_without_a_limit_is_a_rule_that_cannot_fire() {
+        use crate::policy::MemThreshold;
+        let w = Watched {
+            source: Source::V1(PathBuf::from("/sys/fs/cgroup/memory/x")),
+            why: "CCS_ENGINE_MEM_CGROUP".into(),
+        };
+        let host = |limit| {
+            Some(HostMemory {
+                used_bytes: 1,
+                limit_bytes: limit,
+            })
+        };
+        let pc = Some(MemThreshold::Percent(85.0));
+        let msg = percent_without_limit(pc, &w, host(None)).unwrap();
+        assert!(msg.starts_with("CCS_ENGINE_MEM_HIGH=85% is a share of the memory limit, and cgroup v1 /sys/fs/cgroup/memory/x (CCS_ENGINE_MEM_CGROUP) has none: the memory rule can never fire"), "{msg}");
+        assert_eq!(percent_without_limit(pc, &w, host(Some(1 << 30))), None);
+        assert_eq!(percent_without_limit(pc, &w, None), None);
+        let size = Some(MemThreshold::Bytes(1 << 30));
+        assert_eq!(percent_without_limit(size, &w, host(None)), None);
+        assert_eq!(percent_without_limit(None, &w, host(None)), None);
     }
 
     #[test]

@@ -184,3 +184,218 @@ fn the_daemon_says_when_no_server_listens_in_metrics_healthz_and_status_and_when
     );
     assert!(wait_until(10.0, || server_up_gauge(port) == Some(0.0)));
 }
+
+#[test]
+fn durations_take_units_in_the_environment_and_in_the_session_option() {
+    let s = Server::new();
+    let old = s.chat("ccs-1", "c1", "");
+    s.idle_since(old, 2 * 3_600_000);
+    let recent = s.chat("ccs-2", "c2", "");
+    s.idle_since(recent, 30 * 60_000);
+    // Its own limit, with a unit: 10 minutes, so 20 minutes idle is past it.
+    let own = s.chat("ccs-3", "c3", "");
+    s.idle_since(own, 20 * 60_000);
+    s.set(own, "@ccs_idle_kill_ms", "10m");
+    let o = s.sweep(
+        DONE,
+        &[],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", "1h"),
+            ("CCS_REAP_GRACE_MS", "1s"),
+            ("CCS_REAP_INTERVAL_MS", "30s"),
+        ],
+    );
+    assert!(!s.has("ccs-1"), "idle 2 h, limit 1h: kept\n{}", o.stderr);
+    assert!(
+        s.has("ccs-2"),
+        "idle 30 min, limit 1h: reaped\n{}",
+        o.stderr
+    );
+    assert!(
+        !s.has("ccs-3"),
+        "idle 20 min, own limit 10m: kept\n{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("is not a duration"), "{}", o.stderr);
+}
+
+#[test]
+fn a_bare_small_memory_size_exits_2_with_a_hint_and_json_says_so_too() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "");
+    s.idle_since(n, 3_600_000);
+    let env = [
+        ("CCS_ENGINE_MEM_HIGH", "85"),
+        ("CCS_ENGINE_MIN_IDLE_MS", "0"),
+    ];
+    let o = s.sweep(CONFIG, &[], &env);
+    assert!(
+        o.stderr.contains("CCS_ENGINE_MEM_HIGH")
+            && o.stderr.contains("85 is 85 bytes; did you mean 85%"),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+    assert!(s.has("ccs-1"), "touched something on a config error");
+
+    // --json: one JSON document on stdout, for the daemon's --once and every command.
+    for args in [&["--once", "--json"][..], &["status", "--json"][..]] {
+        let o = s.run(args, &env).expect_exit(CONFIG, &format!("{args:?}"));
+        let j = o.json();
+        assert_eq!(j["ok"], false, "{j}");
+        assert_eq!(j["variable"], "CCS_ENGINE_MEM_HIGH", "{j}");
+        assert_eq!(j["value"], "85", "{j}");
+        assert_eq!(j["exit"], 2, "{j}");
+        assert!(
+            j["error"].as_str().unwrap().contains("did you mean 85%"),
+            "{j}"
+        );
+    }
+    // Without --json, stdout stays empty.
+    let o = s.run(&["status"], &env).expect_exit(CONFIG, "status");
+    assert!(o.stdout.is_empty(), "{}", o.stdout);
+    // Meant as sizes: accepted.
+    for ok in ["85%", "512M", "2G"] {
+        s.sweep(DONE, &[], &[("CCS_ENGINE_MEM_HIGH", ok)]);
+    }
+}
+
+#[test]
+fn a_misspelt_variable_is_named_with_the_closest_known_one() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "");
+    s.idle_since(n, 3_600_000);
+    let o = s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KIL_MS", "1000")]);
+    assert!(
+        o.stderr.contains(
+            "CCS_ENGINE_IDLE_KIL_MS is not a ccs-reap setting and is ignored: did you mean CCS_ENGINE_IDLE_KILL_MS?"
+        ),
+        "{}",
+        o.stderr
+    );
+    assert!(o.stderr.contains("reaping is disabled"), "{}", o.stderr);
+    assert!(s.has("ccs-1"));
+    // A known one: no such warning.
+    let o = s.once(DONE, 1000, &[]);
+    assert!(!o.stderr.contains("not a ccs-reap setting"), "{}", o.stderr);
+    // A bare number meant as seconds is said, not guessed.
+    let o = s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", "1800")]);
+    assert!(
+        o.stderr.contains("CCS_ENGINE_IDLE_KILL_MS=1800 is 1800 ms")
+            && o.stderr.contains("write 1800s if you meant seconds"),
+        "{}",
+        o.stderr
+    );
+}
+
+#[test]
+fn rust_log_is_honoured_when_ccs_log_is_unset() {
+    let s = Server::new();
+    s.session("ccs-1", "sleep 100000");
+    let run = |env: &[(&str, &str)]| {
+        let mut c = s.reap(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+        c.env_remove("CCS_LOG").env_remove("RUST_LOG");
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        Out::from(c.arg("--once").output().unwrap()).expect_exit(DONE, "--once")
+    };
+    let debug = |o: &Out| o.stderr.contains(" DEBUG ");
+    assert!(!debug(&run(&[])), "debug lines by default");
+    let o = run(&[("RUST_LOG", "debug")]);
+    assert!(debug(&o), "RUST_LOG=debug ignored: {}", o.stderr);
+    let o = run(&[("RUST_LOG", "debug"), ("CCS_LOG", "warn")]);
+    assert!(
+        !debug(&o),
+        "CCS_LOG did not win over RUST_LOG: {}",
+        o.stderr
+    );
+    let o = s
+        .run(&["--once"], &[("CCS_LOG", ""), ("RUST_LOG", "info,=[x")])
+        .expect_exit(CONFIG, "--once");
+    assert!(o.stderr.contains("RUST_LOG"), "{}", o.stderr);
+}
+
+/// A memory cgroup of our own with no limit (root; `CCS_SKIP_CGROUP_TESTS=1` skips).
+struct Unlimited(std::path::PathBuf);
+
+impl Drop for Unlimited {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+fn unlimited_cgroup() -> Option<Unlimited> {
+    if std::env::var("CCS_SKIP_CGROUP_TESTS").is_ok_and(|v| v == "1") {
+        eprintln!("SKIPPED by request (CCS_SKIP_CGROUP_TESTS=1): the no-limit test did not run");
+        return None;
+    }
+    let how = "this test needs root and a writable memory cgroup (v1 /sys/fs/cgroup/memory or v2 \
+               /sys/fs/cgroup); set CCS_SKIP_CGROUP_TESTS=1 to skip it";
+    assert!(rustix::process::geteuid().is_root(), "not root: {how}");
+    let name = format!("ccs-reap-truth-{}-{}", std::process::id(), now_ms());
+    let v1 = std::path::Path::new("/sys/fs/cgroup/memory");
+    let dir = if v1.join("memory.limit_in_bytes").exists() {
+        v1.join(name)
+    } else {
+        std::path::Path::new("/sys/fs/cgroup").join(name)
+    };
+    std::fs::create_dir(&dir).unwrap_or_else(|e| panic!("mkdir {}: {e}: {how}", dir.display()));
+    Some(Unlimited(dir))
+}
+
+#[test]
+fn a_percentage_where_no_limit_is_visible_is_a_warning_naming_the_rule() {
+    let Some(cg) = unlimited_cgroup() else {
+        return;
+    };
+    let s = Server::new();
+    s.session("ccs-1", "sleep 100000");
+    let dir = path_str(&cg.0);
+    let env = [
+        ("CCS_ENGINE_MEM_HIGH", "85%"),
+        ("CCS_ENGINE_MEM_CGROUP", dir.as_str()),
+    ];
+    let want = "CCS_ENGINE_MEM_HIGH=85% is a share of the memory limit";
+    let o = s.sweep(DONE, &[], &env);
+    assert!(
+        o.stderr.contains(want) && o.stderr.contains("can never fire") && o.stderr.contains(&dir),
+        "{}",
+        o.stderr
+    );
+    let o = s.run(&["status"], &env).expect_exit(DONE, "status");
+    assert!(o.stderr.contains(want), "{}", o.stderr);
+    // The daemon says it at start-up.
+    let log = s.path("daemon.log");
+    let _d = KillOnDrop(
+        s.reap(&env)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        wait_until(10.0, || std::fs::read_to_string(&log)
+            .is_ok_and(|l| l.contains(want))),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    // A size, or a limit: nothing to say.
+    let o = s.sweep(
+        DONE,
+        &[],
+        &[
+            ("CCS_ENGINE_MEM_HIGH", "10G"),
+            ("CCS_ENGINE_MEM_CGROUP", dir.as_str()),
+        ],
+    );
+    assert!(!o.stderr.contains("can never fire"), "{}", o.stderr);
+    let limit = if cg.0.join("memory.limit_in_bytes").exists() {
+        "memory.limit_in_bytes"
+    } else {
+        "memory.max"
+    };
+    std::fs::write(cg.0.join(limit), (1u64 << 30).to_string()).unwrap();
+    let o = s.sweep(DONE, &[], &env);
+    assert!(!o.stderr.contains("can never fire"), "{}", o.stderr);
+}
