@@ -207,6 +207,8 @@ const NOT_SETTINGS: &[&str] = &[
     "CCS_REAP_BIN",
     "CCS_SKIP_CGROUP_TESTS",
     "CCS_SKIP_PROMETHEUS",
+    "CCS_E2E_SKIP",
+    "CCS_E2E_TIMEOUT",
 ];
 
 /// Levenshtein distance, on bytes (variable names are ASCII).
@@ -939,6 +941,7 @@ mod tests {
             ("CCS_ENGINE_IDLE_KILL_MS", None),
             ("CCS_REAP_TOKEN", None),
             ("CCS_SKIP_CGROUP_TESTS", None),
+            ("CCS_E2E_TIMEOUT", None),
             ("CCS_IDLE_KILL_MS", Some("CCS_ENGINE_IDLE_KILL_MS")),
             (
                 "CCS_ENGINE_MEMHIGH",
