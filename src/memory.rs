@@ -252,10 +252,10 @@ fn pread_all(f: &std::fs::File, buf: &mut Vec<u8>) -> Option<()> {
 
 /// The memory in use, for the watcher: the usage and `memory.stat` are kept open and read again
 /// from their start each time (`pread`), reopened when that fails (a cgroup that went and came
-/// back).
+/// back). Without a readable `memory.stat` the working set is the usage, as [`read`] takes it.
 #[derive(Default)]
 pub struct UsedReader {
-    open: Option<(Source, std::fs::File, std::fs::File)>,
+    open: Option<(Source, std::fs::File, Option<std::fs::File>)>,
     buf: Vec<u8>,
 }
 
@@ -268,13 +268,9 @@ impl UsedReader {
             });
         };
         if self.open.as_ref().is_none_or(|(src, _, _)| src != s) {
-            self.open = match (
-                std::fs::File::open(&usage_path),
-                std::fs::File::open(&stat_path),
-            ) {
-                (Ok(u), Ok(st)) => Some((s.clone(), u, st)),
-                _ => None,
-            };
+            self.open = std::fs::File::open(&usage_path)
+                .ok()
+                .map(|u| (s.clone(), u, std::fs::File::open(&stat_path).ok()));
         }
         let (_, u, st) = self.open.as_ref()?;
         let usage = pread_all(u, &mut self.buf)
@@ -283,8 +279,14 @@ impl UsedReader {
             self.open = None;
             return None;
         };
-        let inactive = pread_all(st, &mut self.buf)
-            .and_then(|()| stat_value(std::str::from_utf8(&self.buf).ok()?, inactive_file_key(s)));
+        let inactive = st.as_ref().and_then(|st| {
+            pread_all(st, &mut self.buf)?;
+            stat_value(std::str::from_utf8(&self.buf).ok()?, inactive_file_key(s))
+        });
+        if inactive.is_none() {
+            // The usage this once (never a guess below it); both files opened afresh next time.
+            self.open = None;
+        }
         Some(Used {
             usage,
             working_set: working_set(usage, inactive),
@@ -429,6 +431,50 @@ mod tests {
         let size = Some(MemThreshold::Bytes(1 << 30));
         assert_eq!(percent_without_limit(size, &w, host(None)), None);
         assert_eq!(percent_without_limit(None, &w, host(None)), None);
+    }
+
+    /// The watcher's reader and `read` agree on the working set of a cgroup directory, and follow
+    /// its files as they change.
+    #[test]
+    fn the_watchers_reader_gives_the_working_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let write = |current: u64, inactive: u64| {
+            std::fs::write(d.join("memory.current"), format!("{current}\n")).unwrap();
+            std::fs::write(
+                d.join("memory.stat"),
+                format!("anon 5\nfile 9\nactive_file 2\ninactive_file {inactive}\n"),
+            )
+            .unwrap();
+        };
+        write(10_000, 4_000);
+        std::fs::write(d.join("memory.max"), "max\n").unwrap();
+        let src = cgroup_dir(d).unwrap();
+        assert_eq!(src, Source::V2(d.to_path_buf()));
+        let mut r = UsedReader::default();
+        assert_eq!(
+            r.read(&src),
+            Some(Used {
+                usage: 10_000,
+                working_set: 6_000
+            })
+        );
+        let h = read(&src).unwrap();
+        assert_eq!((h.used_bytes, h.limit_bytes), (6_000, None));
+        // Rewritten in place: read again from the start.
+        write(20_000, 1_000);
+        assert_eq!(r.read(&src).map(|u| u.working_set), Some(19_000));
+        // No memory.stat: the usage, not a guess, from both.
+        std::fs::remove_file(d.join("memory.stat")).unwrap();
+        let mut fresh = UsedReader::default();
+        assert_eq!(fresh.read(&src).map(|u| u.working_set), Some(20_000));
+        assert_eq!(read(&src).map(|h| h.used_bytes), Some(20_000));
+        // It comes back: the next read opens it again.
+        write(30_000, 10_000);
+        assert_eq!(fresh.read(&src).map(|u| u.working_set), Some(20_000));
+        // No usage file: nothing.
+        std::fs::remove_file(d.join("memory.current")).unwrap();
+        assert_eq!(UsedReader::default().read(&src), None);
     }
 
     #[test]
