@@ -5,7 +5,9 @@
 //!
 //! Durations: a bare whole number is milliseconds (as it always was); a whole number with one
 //! unit, `ms`, `s`, `m` (minutes), `h`, `d`, is that many of it. Nothing else: no fractions, no
-//! `1h30m`, no upper-case units (`1M` could be a month or a megabyte), no words.
+//! `1h30m`, no upper-case units (`1M` could be a month or a megabyte), no words. (`humantime`
+//! reads `1M` as a month, refuses a bare number, and takes `1h 30m` and `5 seconds`: not these
+//! semantics, so a small parser with table tests instead.)
 //!
 //! Sizes: a whole number with an optional unit `B`, `K`, `M`, `G`, `T` (also `KiB`, `MB`, ...;
 //! any case; all powers of 1024, as Docker's are), or for a threshold a percentage `P%`
