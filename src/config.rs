@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::policy::{MemThreshold, OrphanViewers, Policy};
+use crate::policy::{OrphanViewers, Policy};
 
 /// A configuration error: which variable, what value, what was expected.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -126,6 +126,9 @@ pub struct Config {
     pub audit_max_bytes: u64,
     /// `CCS_AUDIT_KEEP`: how many rotated audit files are kept (`reaped.jsonl.1` ...).
     pub audit_keep: usize,
+    /// What reading the environment found worth a warning: unknown `CCS_*` variables, a bare
+    /// number of milliseconds that is probably meant as seconds. See [`Config::warnings`].
+    pub notes: Vec<String>,
 }
 
 /// The raw strings, as envy reads them (`CCS_` prefix stripped, lowercased).
@@ -163,6 +166,85 @@ struct Raw {
     audit_keep: Option<String>,
 }
 
+/// Collects the field names of a struct as serde sees them, and deserializes nothing.
+struct FieldNames<'a>(&'a mut &'static [&'static str]);
+
+impl<'de> serde::Deserializer<'de> for FieldNames<'_> {
+    type Error = serde::de::value::Error;
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, _: V) -> Result<V::Value, Self::Error> {
+        Err(serde::de::Error::custom("only the field names are read"))
+    }
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _: &'static str,
+        fields: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Self::Error> {
+        *self.0 = fields;
+        Err(serde::de::Error::custom("only the field names are read"))
+    }
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option
+        unit unit_struct newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+    }
+}
+
+/// Every setting's variable (`CCS_ENGINE_IDLE_KILL_MS`, ...): the fields of [`Raw`], the one
+/// list, so that a setting added there is known here too.
+pub fn known_vars() -> Vec<String> {
+    let mut fields: &'static [&'static str] = &[];
+    let _ = Raw::deserialize(FieldNames(&mut fields));
+    fields
+        .iter()
+        .map(|f| format!("CCS_{}", f.to_ascii_uppercase()))
+        .collect()
+}
+
+/// `CCS_` variables that are not settings, and never warned about: the reap token tmux sets in a
+/// session's environment, and the switches of the project's own tests and scripts.
+const NOT_SETTINGS: &[&str] = &[
+    crate::tmux::TOKEN_VAR,
+    "CCS_REAP_BIN",
+    "CCS_SKIP_CGROUP_TESTS",
+    "CCS_SKIP_PROMETHEUS",
+    "CCS_E2E_SKIP",
+    "CCS_E2E_TIMEOUT",
+    "CCS_REAP_TEST_PANIC",
+];
+
+/// Levenshtein distance, on bytes (variable names are ASCII).
+fn distance(a: &str, b: &str) -> usize {
+    let b = b.as_bytes();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.bytes().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// The warning for a `CCS_` variable that is no setting, naming the closest one; `None` for a
+/// setting (or one of [`NOT_SETTINGS`]).
+pub fn unknown_var_note(name: &str, known: &[String]) -> Option<String> {
+    if known.iter().any(|k| k == name) || NOT_SETTINGS.contains(&name) {
+        return None;
+    }
+    let (d, closest) = known
+        .iter()
+        .map(|k| (distance(name, k), k))
+        .min_by_key(|(d, _)| *d)?;
+    Some(if d * 3 <= name.len() {
+        format!("{name} is not a ccs-reap setting and is ignored: did you mean {closest}?")
+    } else {
+        format!("{name} is not a ccs-reap setting and is ignored (the closest is {closest})")
+    })
+}
+
 fn err(var: &str, value: &str, expected: &str) -> ConfigError {
     ConfigError {
         var: format!("CCS_{var}"),
@@ -172,23 +254,24 @@ fn err(var: &str, value: &str, expected: &str) -> ConfigError {
 }
 
 fn ms(var: &str, v: &Option<String>, min: u64) -> Result<Option<u64>, ConfigError> {
+    Ok(duration(var, v, min)?.map(|d| d.ms))
+}
+
+/// A duration variable (`CCS_*_MS`): see [`crate::units::parse_duration`].
+fn duration(
+    var: &str,
+    v: &Option<String>,
+    min: u64,
+) -> Result<Option<crate::units::Millis>, ConfigError> {
+    use crate::units::{parse_duration, DURATION_HINT};
     let Some(s) = v else { return Ok(None) };
-    match s.trim().parse::<u64>() {
-        Ok(n) if n > crate::policy::MAX_MS => Err(err(
-            var,
-            s,
-            &format!(
-                "a whole number of milliseconds, at most {} (100 years)",
-                crate::policy::MAX_MS
-            ),
-        )),
-        Ok(n) if n >= min => Ok(Some(n)),
-        Ok(_) => Err(err(
-            var,
-            s,
-            &format!("a whole number of milliseconds, at least {min}"),
-        )),
-        Err(_) => Err(err(var, s, "a whole number of milliseconds")),
+    match parse_duration(s) {
+        Some(d) if d.ms > crate::policy::MAX_MS => {
+            Err(err(var, s, &format!("{DURATION_HINT}; at most 100 years")))
+        }
+        Some(d) if d.ms >= min => Ok(Some(d)),
+        Some(_) => Err(err(var, s, &format!("{DURATION_HINT}; at least {min} ms"))),
+        None => Err(err(var, s, DURATION_HINT)),
     }
 }
 
@@ -201,35 +284,15 @@ fn flag(var: &str, v: &Option<String>) -> Result<Option<bool>, ConfigError> {
     }
 }
 
-/// `12G`, `800M`, `1048576`, `512KiB`, or `85%`. Units are binary (K = 1024), as Docker's are.
-pub fn parse_mem_threshold(s: &str) -> Option<MemThreshold> {
-    let t = s.trim();
-    if let Some(p) = t.strip_suffix('%') {
-        let v: f64 = p.trim().parse().ok()?;
-        return (v > 0.0 && v <= 100.0).then_some(MemThreshold::Percent(v));
-    }
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let unit = unit.trim().to_ascii_lowercase();
-    let unit = unit.trim_end_matches('b').trim_end_matches('i');
-    let mult: u64 = match unit {
-        "" => 1,
-        "k" => 1 << 10,
-        "m" => 1 << 20,
-        "g" => 1 << 30,
-        "t" => 1 << 40,
-        _ => return None,
-    };
-    let bytes = n.checked_mul(mult)?;
-    (bytes > 0).then_some(MemThreshold::Bytes(bytes))
-}
-
-/// A size in bytes, more than 0: as [`parse_mem_threshold`] without the percentage.
-pub fn parse_size(s: &str) -> Option<u64> {
-    match parse_mem_threshold(s)? {
-        MemThreshold::Bytes(b) => Some(b),
-        MemThreshold::Percent(_) => None,
+/// A memory size variable refused: garbage, or a bare number too small to be meant as bytes.
+fn size_err(var: &str, value: &str, e: crate::units::SizeError, expected: &str) -> ConfigError {
+    match e {
+        crate::units::SizeError::Garbage => err(var, value, expected),
+        crate::units::SizeError::Ambiguous(n) => err(
+            var,
+            value,
+            &crate::units::size_hint(n, var == "ENGINE_MEM_HIGH"),
+        ),
     }
 }
 
@@ -245,9 +308,21 @@ impl Config {
         vars: impl IntoIterator<Item = (String, String)>,
         state_base: Option<PathBuf>,
     ) -> Result<Config, ConfigError> {
-        let vars = vars
+        let vars: Vec<(String, String)> = vars
             .into_iter()
-            .filter(|(k, v)| k.starts_with("CCS_") && !v.trim().is_empty());
+            .filter(|(k, v)| (k.starts_with("CCS_") || k == "RUST_LOG") && !v.trim().is_empty())
+            .collect();
+        let known = known_vars();
+        let mut notes: Vec<String> = vars
+            .iter()
+            .filter(|(k, _)| k.starts_with("CCS_"))
+            .filter_map(|(k, _)| unknown_var_note(k, &known))
+            .collect();
+        let rust_log = vars
+            .iter()
+            .find(|(k, _)| k == "RUST_LOG")
+            .map(|(_, v)| v.clone());
+        let vars = vars.into_iter().filter(|(k, _)| k.starts_with("CCS_"));
         let raw: Raw = envy::prefixed("CCS_")
             .from_iter(vars)
             .map_err(|e| ConfigError {
@@ -256,8 +331,29 @@ impl Config {
                 expected: e.to_string(),
             })?;
 
-        let idle_kill_ms =
-            ms("ENGINE_IDLE_KILL_MS", &raw.engine_idle_kill_ms, 0)?.filter(|&n| n > 0);
+        let idle_kill = duration("ENGINE_IDLE_KILL_MS", &raw.engine_idle_kill_ms, 0)?;
+        let idle_kill_ms = idle_kill.map(|d| d.ms).filter(|&n| n > 0);
+        // A bare number is milliseconds, as it always was: one that is short for an idle limit
+        // was probably meant as seconds. Said, not guessed.
+        for (var, v) in [
+            ("ENGINE_IDLE_KILL_MS", &raw.engine_idle_kill_ms),
+            ("ENGINE_WARN_MS", &raw.engine_warn_ms),
+            ("ENGINE_STUCK_WALL_MS", &raw.engine_stuck_wall_ms),
+            ("ENGINE_VIEWER_MAX_MS", &raw.engine_viewer_max_ms),
+        ] {
+            if let Some(s) = v {
+                if let Some(d) = crate::units::parse_duration(s).filter(|d| d.bare) {
+                    if (1..60_000).contains(&d.ms) {
+                        notes.push(format!(
+                            "CCS_{var}={} is {} ms (a bare number is milliseconds): write {}s if you meant seconds",
+                            s.trim(),
+                            d.ms,
+                            d.ms
+                        ));
+                    }
+                }
+            }
+        }
         let interval = ms("REAP_INTERVAL_MS", &raw.reap_interval_ms, 10)?.unwrap_or(30_000);
         let grace = ms("REAP_GRACE_MS", &raw.reap_grace_ms, 0)?.unwrap_or(5_000);
         let tmux_timeout = ms("TMUX_TIMEOUT_MS", &raw.tmux_timeout_ms, 100)?.unwrap_or(10_000);
@@ -311,13 +407,18 @@ impl Config {
         let reap_without_cid =
             flag("ENGINE_REAP_WITHOUT_CID", &raw.engine_reap_without_cid)?.unwrap_or(false);
 
-        let log_filter = raw.log.clone().unwrap_or_else(|| "info".into());
+        // CCS_LOG, else RUST_LOG (the convention of Rust programs), else info.
+        let (log_var, log_filter) = match (&raw.log, rust_log) {
+            (Some(l), _) => ("CCS_LOG", l.clone()),
+            (None, Some(l)) => ("RUST_LOG", l),
+            (None, None) => ("CCS_LOG", "info".into()),
+        };
         if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(&log_filter) {
-            return Err(err(
-                "LOG",
-                &log_filter,
-                &format!("a log filter such as info or ccs_reap=debug ({e})"),
-            ));
+            return Err(ConfigError {
+                var: log_var.into(),
+                value: log_filter,
+                expected: format!("a log filter such as info or ccs_reap=debug ({e})"),
+            });
         }
         let log_format = match raw.log_format.as_deref().map(str::trim) {
             None | Some("text") => LogFormat::Text,
@@ -327,11 +428,12 @@ impl Config {
 
         let mem_high = match &raw.engine_mem_high {
             None => None,
-            Some(s) => Some(parse_mem_threshold(s).ok_or_else(|| {
-                err(
+            Some(s) => Some(crate::units::parse_mem_threshold(s).map_err(|e| {
+                size_err(
                     "ENGINE_MEM_HIGH",
                     s,
-                    "a size such as 800M, 12G, 1073741824, or a percentage such as 85%",
+                    e,
+                    "a size such as 800M, 12G (binary units), or a percentage such as 85%",
                 )
             })?),
         };
@@ -362,16 +464,14 @@ impl Config {
         };
         let session_mem_max = match &raw.engine_session_mem_max {
             None => None,
-            Some(s) => match parse_mem_threshold(s) {
-                Some(MemThreshold::Bytes(b)) => Some(b),
-                _ => {
-                    return Err(err(
-                        "ENGINE_SESSION_MEM_MAX",
-                        s,
-                        "a size such as 1500M, 2G or 1073741824 (the memory of one session's processes)",
-                    ))
-                }
-            },
+            Some(s) => Some(crate::units::parse_mem_size(s).map_err(|e| {
+                size_err(
+                    "ENGINE_SESSION_MEM_MAX",
+                    s,
+                    e,
+                    "a size such as 1500M or 2G (binary units; the memory of one session's processes)",
+                )
+            })?),
         };
         let warn_ms = ms("ENGINE_WARN_MS", &raw.engine_warn_ms, 0)?.filter(|&n| n > 0);
         let hook = match &raw.reap_hook {
@@ -436,7 +536,7 @@ impl Config {
 
         let audit_max_bytes = match &raw.audit_max_bytes {
             None => crate::state::DEFAULT_AUDIT_MAX_BYTES,
-            Some(s) => parse_size(s).ok_or_else(|| {
+            Some(s) => crate::units::parse_size(s).ok_or_else(|| {
                 err(
                     "AUDIT_MAX_BYTES",
                     s,
@@ -495,12 +595,13 @@ impl Config {
             hook_timeout: Duration::from_millis(hook_timeout),
             audit_max_bytes,
             audit_keep,
+            notes,
         })
     }
 
     /// Warnings worth one log line at start-up (settings that are valid but probably wrong).
     pub fn warnings(&self) -> Vec<String> {
-        let mut w = Vec::new();
+        let mut w = self.notes.clone();
         if let Some(ms) = self.policy.stuck_idle_ms {
             if ms < 180_000 {
                 w.push(format!(
@@ -529,6 +630,7 @@ pub fn default_state_base() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::MemThreshold;
     use std::path::Path;
 
     fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
@@ -576,6 +678,66 @@ mod tests {
             }),
             ("CCS_ENGINE_IDLE_KILL_MS", " 5000 ", |c| {
                 c.policy.idle_kill_ms == Some(5000)
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", "500ms", |c| {
+                c.policy.idle_kill_ms == Some(500)
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", "90s", |c| {
+                c.policy.idle_kill_ms == Some(90_000)
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", "30m", |c| {
+                c.policy.idle_kill_ms == Some(1_800_000)
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", "1h", |c| {
+                c.policy.idle_kill_ms == Some(3_600_000)
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", "2d", |c| {
+                c.policy.idle_kill_ms == Some(172_800_000)
+            }),
+            ("CCS_ENGINE_IDLE_KILL_MS", "0s", |c| {
+                c.policy.idle_kill_ms.is_none()
+            }),
+            ("CCS_REAP_INTERVAL_MS", "30s", |c| {
+                c.interval == Duration::from_secs(30)
+            }),
+            ("CCS_REAP_GRACE_MS", "5s", |c| {
+                c.grace == Duration::from_secs(5)
+            }),
+            ("CCS_TMUX_TIMEOUT_MS", "10s", |c| {
+                c.tmux_timeout == Duration::from_secs(10)
+            }),
+            ("CCS_REAP_HOOK_TIMEOUT_MS", "2s", |c| {
+                c.hook_timeout == Duration::from_secs(2)
+            }),
+            ("CCS_ENGINE_MIN_IDLE_MS", "1m", |c| {
+                c.policy.min_idle_ms == 60_000
+            }),
+            ("CCS_ENGINE_WARN_MS", "5m", |c| {
+                c.policy.warn_ms == Some(300_000)
+            }),
+            ("CCS_ENGINE_STUCK_WALL_MS", "2h", |c| {
+                c.policy.stuck_wall_ms == Some(7_200_000)
+            }),
+            ("CCS_ENGINE_STUCK_IDLE_MS", "10m", |c| {
+                c.policy.stuck_idle_ms == Some(600_000)
+            }),
+            ("CCS_ENGINE_VIEWER_MAX_MS", "1d", |c| {
+                c.policy.viewer_max_ms == Some(86_400_000)
+            }),
+            ("CCS_ENGINE_MEM_HIGH", "512M", |c| {
+                c.policy.mem_high == Some(MemThreshold::Bytes(512 << 20))
+            }),
+            ("CCS_ENGINE_MEM_HIGH", "2G", |c| {
+                c.policy.mem_high == Some(MemThreshold::Bytes(2 << 30))
+            }),
+            ("CCS_ENGINE_MEM_HIGH", "1048576", |c| {
+                c.policy.mem_high == Some(MemThreshold::Bytes(1 << 20))
+            }),
+            ("CCS_ENGINE_MEM_HIGH", "1K", |c| {
+                c.policy.mem_high == Some(MemThreshold::Bytes(1024))
+            }),
+            ("RUST_LOG", "ccs_reap=trace", |c| {
+                c.log_filter == "ccs_reap=trace"
             }),
             ("CCS_REAP_INTERVAL_MS", "250", |c| {
                 c.interval == Duration::from_millis(250)
@@ -679,7 +841,6 @@ mod tests {
             ("CCS_ENGINE_IDLE_KILL_MS", "-5"),
             ("CCS_ENGINE_IDLE_KILL_MS", "1.5"),
             ("CCS_REAP_INTERVAL_MS", "0"),
-            ("CCS_REAP_INTERVAL_MS", "30s"),
             ("CCS_REAP_GRACE_MS", "five"),
             ("CCS_TMUX_SOCKET", "a/b"),
             ("CCS_SESSION_PREFIX", "a:b"),
@@ -705,7 +866,18 @@ mod tests {
             ("CCS_REAP_HOOK", "/nonexistent/hook"),
             ("CCS_REAP_HOOK", "/proc/version"),
             ("CCS_REAP_HOOK_TIMEOUT_MS", "0"),
-            ("CCS_ENGINE_MIN_IDLE_MS", "1m"),
+            ("CCS_ENGINE_MIN_IDLE_MS", "1.5m"),
+            ("CCS_ENGINE_IDLE_KILL_MS", "30M"),
+            ("CCS_ENGINE_IDLE_KILL_MS", "1h30m"),
+            ("CCS_ENGINE_IDLE_KILL_MS", "30 minutes"),
+            ("CCS_ENGINE_IDLE_KILL_MS", "101y"),
+            ("CCS_ENGINE_IDLE_KILL_MS", "36600d"),
+            ("CCS_REAP_INTERVAL_MS", "5ms"),
+            ("CCS_ENGINE_MEM_HIGH", "85"),
+            ("CCS_ENGINE_MEM_HIGH", "1"),
+            ("CCS_ENGINE_MEM_HIGH", "1048575"),
+            ("CCS_ENGINE_SESSION_MEM_MAX", "1500"),
+            ("RUST_LOG", "info,=[x"),
             ("CCS_METRICS_ADDR", "localhost"),
             ("CCS_ENGINE_STUCK_WALL_MS", "x"),
             ("CCS_ENGINE_STUCK_IDLE_MS", "x"),
@@ -750,35 +922,127 @@ mod tests {
     }
 
     #[test]
-    fn other_variables_are_ignored() {
+    fn other_variables_are_ignored_and_unknown_ccs_ones_named_with_the_closest() {
         let c = cfg(&[("CCS_SOMETHING_ELSE", "x"), ("PATH", "/bin")]).unwrap();
         assert!(!c.policy.enabled());
+        let w = c.warnings();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("CCS_SOMETHING_ELSE is not a ccs-reap setting and is ignored"),
+            "{w:?}"
+        );
+
+        let c = cfg(&[("CCS_ENGINE_IDLE_KIL_MS", "1000")]).unwrap();
+        assert!(!c.policy.enabled());
+        assert_eq!(
+            c.warnings(),
+            vec!["CCS_ENGINE_IDLE_KIL_MS is not a ccs-reap setting and is ignored: did you mean CCS_ENGINE_IDLE_KILL_MS?".to_string()]
+        );
+        let table: &[(&str, Option<&str>)] = &[
+            ("CCS_ENGINE_IDLE_KILL_MS", None),
+            ("CCS_REAP_TOKEN", None),
+            ("CCS_SKIP_CGROUP_TESTS", None),
+            ("CCS_E2E_TIMEOUT", None),
+            ("CCS_IDLE_KILL_MS", Some("CCS_ENGINE_IDLE_KILL_MS")),
+            (
+                "CCS_ENGINE_MEMHIGH",
+                Some("did you mean CCS_ENGINE_MEM_HIGH?"),
+            ),
+            (
+                "CCS_TMUX_SOCKET_PTH",
+                Some("did you mean CCS_TMUX_SOCKET_PATH?"),
+            ),
+            (
+                "CCS_REAP_INTERVAL",
+                Some("did you mean CCS_REAP_INTERVAL_MS?"),
+            ),
+            ("CCS_LOGS", Some("did you mean CCS_LOG?")),
+        ];
+        let known = known_vars();
+        for (name, want) in table {
+            let got = unknown_var_note(name, &known);
+            match want {
+                None => assert_eq!(got, None, "{name}"),
+                Some(w) => assert!(
+                    got.as_deref().is_some_and(|g| g.contains(w)),
+                    "{name}: {got:?}"
+                ),
+            }
+        }
+        // Empty counts as unset: no setting, and no warning either way.
+        assert!(cfg(&[("CCS_ENGINE_IDLE_KIL_MS", "")])
+            .unwrap()
+            .warnings()
+            .is_empty());
+    }
+
+    /// The one list of settings is `Raw`'s fields; each is documented.
+    #[test]
+    fn known_variables_are_the_settings_and_each_is_documented() {
+        let known = known_vars();
+        assert_eq!(known.len(), 30, "{known:?}");
+        assert!(known.iter().any(|k| k == "CCS_ENGINE_IDLE_KILL_MS"));
+        assert!(known.iter().any(|k| k == "CCS_AUDIT_KEEP"));
+        let docs = include_str!("../docs/configuration.md");
+        for k in &known {
+            assert!(
+                docs.contains(&format!("`{k}`")),
+                "{k} is not in docs/configuration.md"
+            );
+        }
+        assert_eq!(distance("kitten", "sitting"), 3);
+        assert_eq!(distance("", "abc"), 3);
+        assert_eq!(distance("abc", "abc"), 0);
+    }
+
+    #[test]
+    fn a_short_bare_idle_limit_is_warned_about_never_guessed() {
+        let c = cfg(&[("CCS_ENGINE_IDLE_KILL_MS", "1800")]).unwrap();
+        assert_eq!(c.policy.idle_kill_ms, Some(1800));
+        let w = c.warnings();
+        assert!(
+            w.iter()
+                .any(|w| w.contains("CCS_ENGINE_IDLE_KILL_MS=1800 is 1800 ms")
+                    && w.contains("1800s")),
+            "{w:?}"
+        );
+        for quiet in ["1800s", "1800000", "0"] {
+            let c = cfg(&[("CCS_ENGINE_IDLE_KILL_MS", quiet)]).unwrap();
+            assert!(c.warnings().is_empty(), "{quiet}: {:?}", c.warnings());
+        }
+    }
+
+    #[test]
+    fn a_bare_small_memory_size_is_refused_with_a_hint() {
+        let e = cfg(&[("CCS_ENGINE_MEM_HIGH", "85")]).unwrap_err();
+        assert_eq!(e.var, "CCS_ENGINE_MEM_HIGH");
+        assert!(
+            e.to_string().contains("85 is 85 bytes; did you mean 85%"),
+            "{e}"
+        );
+        let e = cfg(&[("CCS_ENGINE_SESSION_MEM_MAX", "1500")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("1500 is 1500 bytes; did you mean 1500M?"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn rust_log_is_honoured_when_ccs_log_is_unset() {
+        let c = cfg(&[("RUST_LOG", "debug")]).unwrap();
+        assert_eq!(c.log_filter, "debug");
+        let c = cfg(&[("RUST_LOG", "debug"), ("CCS_LOG", "warn")]).unwrap();
+        assert_eq!(c.log_filter, "warn");
+        let c = cfg(&[("RUST_LOG", "")]).unwrap();
+        assert_eq!(c.log_filter, "info");
+        let e = cfg(&[("RUST_LOG", "info,=[x")]).unwrap_err();
+        assert_eq!(e.var, "RUST_LOG");
     }
 
     #[test]
     fn state_dir_needs_a_base() {
         let e = Config::from_vars(Vec::new(), None).unwrap_err();
         assert_eq!(e.var, "CCS_REAP_STATE_DIR");
-    }
-
-    #[test]
-    fn mem_threshold_units() {
-        let table: &[(&str, Option<MemThreshold>)] = &[
-            ("1048576", Some(MemThreshold::Bytes(1 << 20))),
-            ("800M", Some(MemThreshold::Bytes(800 << 20))),
-            ("800MiB", Some(MemThreshold::Bytes(800 << 20))),
-            ("12g", Some(MemThreshold::Bytes(12 << 30))),
-            ("12GB", Some(MemThreshold::Bytes(12 << 30))),
-            ("512k", Some(MemThreshold::Bytes(512 << 10))),
-            ("50%", Some(MemThreshold::Percent(50.0))),
-            ("0", None),
-            ("0%", None),
-            ("%", None),
-            ("G", None),
-            ("99999999999999T", None),
-        ];
-        for (s, want) in table {
-            assert_eq!(parse_mem_threshold(s), *want, "{s}");
-        }
     }
 }

@@ -62,6 +62,8 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     let p = &r.cfg.policy;
     let _watcher = (p.mem_high.is_some() || p.mem_psi.is_some())
         .then(|| tokio::spawn(watch(Arc::clone(&r), Arc::clone(&pressure))));
+    // Whether the last sweep read a tmux server (`None`: not known yet, or tmux failed).
+    let mut server_up = None;
     loop {
         let why = tokio::select! {
             _ = tick.tick() => "interval",
@@ -102,9 +104,23 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
                 "sweep"
             );
         }
-        notify.swept(&match &rep.error {
-            Some(e) => format!("kept every session: {e}"),
-            None => format!(
+        // A server that is not there is said once when it goes, and once when it comes back.
+        if rep.tmux_server_up != server_up {
+            match (rep.tmux_server_up, server_up) {
+                (Some(false), _) => {
+                    tracing::warn!(socket = %rep.socket_path, "no tmux server at {}: nothing is reaped until one listens there (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH, TMUX_TMPDIR, PrivateTmp=)", rep.socket_path)
+                }
+                (Some(true), Some(false)) => {
+                    tracing::info!(socket = %rep.socket_path, "a tmux server listens at {} again", rep.socket_path)
+                }
+                _ => {}
+            }
+            server_up = rep.tmux_server_up;
+        }
+        notify.swept(&match (&rep.error, rep.tmux_server_up) {
+            (Some(e), _) => format!("kept every session: {e}"),
+            (None, Some(false)) => format!("no tmux server at {}", rep.socket_path),
+            (None, _) => format!(
                 "{} session(s), {reaping} to reap; last sweep {} ms",
                 rep.sessions.len(),
                 rep.took_ms
@@ -219,8 +235,11 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
                     .map(|fd| (w.clone(), l, fd));
             }
         }
-        let over = limit.is_some_and(|l| used.read(&w.source).is_some_and(|u| u > l));
-        last_over = over;
+        // The threshold is on the working set; v1's notification is on the usage (a superset),
+        // which does not cross again while it stays above: poll until it is back below.
+        let now_used = used.read(&w.source);
+        let over = limit.is_some_and(|l| now_used.is_some_and(|u| u.working_set > l));
+        last_over = limit.is_some_and(|l| now_used.is_some_and(|u| u.usage > l));
         let stalled = p
             .mem_psi
             .is_some_and(|max| memory::pressure(&w.source).is_some_and(|now| now >= max));

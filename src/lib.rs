@@ -24,3 +24,4 @@ pub mod sweep;
 pub mod teardown;
 pub mod tmux;
 pub mod tmux_version;
+pub mod units;

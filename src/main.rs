@@ -207,6 +207,17 @@ fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             say!("ccs-reap: {e}");
+            if cli.json {
+                // One JSON document whatever the outcome, a refused setting too.
+                print_json(&serde_json::json!({
+                    "ok": false,
+                    "error": e.to_string(),
+                    "variable": e.var,
+                    "value": e.value,
+                    "expected": e.expected,
+                    "exit": EXIT_CONFIG,
+                }));
+            }
             return ExitCode::from(EXIT_CONFIG);
         }
     };
@@ -271,6 +282,17 @@ fn exit_code(code: ExitCode) -> ExitCode {
         ExitCode::from(EXIT_FAILED)
     } else {
         code
+    }
+}
+
+/// `status` and `--once` found no tmux server at the socket: not an error (a studio may not be
+/// up yet; the exit code stays), but never silent: a wrong socket looks like a quiet studio.
+fn warn_no_server(rep: &ccs_reap::report::SweepReport) {
+    if rep.tmux_server_up == Some(false) {
+        eprintln!(
+            "ccs-reap: warning: no tmux server at {}: nothing to sweep (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH and TMUX_TMPDIR; a PrivateTmp= unit sees its own /tmp)",
+            rep.socket_path
+        );
     }
 }
 
@@ -352,6 +374,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         Some(Cmd::Status) => {
             let r = Reaper::new(cfg, true);
             let rep = ccs_reap::sweep::status(&r).await;
+            warn_no_server(&rep);
             if cli.json {
                 print_json(&rep);
             } else {
@@ -463,6 +486,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             if cli.once {
                 let r = Reaper::new(cfg, cli.dry_run);
                 let rep = ccs_reap::sweep::sweep(&r, ccs_reap::sweep::Batches::Wait).await;
+                warn_no_server(&rep);
                 if cli.json {
                     print_json(&rep);
                 } else {

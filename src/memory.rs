@@ -3,8 +3,14 @@
 //! By default the memory cgroup of the tmux server (that is where the chats live, whether the
 //! reaper runs beside them or in a sidecar); `CCS_ENGINE_MEM_CGROUP` names another; else the
 //! reaper's own cgroup; else `/proc/meminfo`. cgroup v2 (`memory.current`, `memory.max`) and v1
-//! (`memory.usage_in_bytes`, `memory.limit_in_bytes`) are both read. A read is one or two small
+//! (`memory.usage_in_bytes`, `memory.limit_in_bytes`) are both read. A read is two or three small
 //! files, cheap enough for the watcher that runs between sweeps.
+//!
+//! The figure is the **working set**, as kubelet and `docker stats` count it: the usage minus the
+//! inactive page cache (v2 `memory.current` - `inactive_file` of `memory.stat`, v1
+//! `memory.usage_in_bytes` - `total_inactive_file`). The usage counts clean page cache that the
+//! kernel drops before it runs short: a chat that wrote a big file would otherwise look like
+//! memory pressure, and idle chats would be reaped for memory that was never short.
 
 use std::path::{Path, PathBuf};
 
@@ -40,6 +46,29 @@ const CGROUP_ROOT: &str = "/sys/fs/cgroup";
 
 fn read_u64(p: &Path) -> Option<u64> {
     std::fs::read_to_string(p).ok()?.trim().parse().ok()
+}
+
+/// The value of `key` in the text of a `memory.stat` file (`<key> <value>` lines).
+pub fn stat_value(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (k, v) = l.split_once(' ')?;
+        (k == key).then(|| v.trim().parse().ok())?
+    })
+}
+
+/// The key of `memory.stat` that holds the inactive page cache: v1's `total_` one counts the
+/// cgroups below too, as `memory.usage_in_bytes` does.
+fn inactive_file_key(s: &Source) -> &'static str {
+    match s {
+        Source::V1(_) => "total_inactive_file",
+        _ => "inactive_file",
+    }
+}
+
+/// The working set: the usage minus the inactive page cache (never below 0), or the usage
+/// itself when `memory.stat` could not be read or lacks the key.
+pub fn working_set(usage: u64, inactive_file: Option<u64>) -> u64 {
+    usage.saturating_sub(inactive_file.unwrap_or(0))
 }
 
 /// A directory as a memory cgroup: v2 if it has `memory.current`, v1 if `memory.usage_in_bytes`.
@@ -122,12 +151,38 @@ pub fn resolve(configured: Option<&Path>, server_pid: Option<u32>) -> Watched {
     }
 }
 
-/// Read the memory in use and its limit. `None` when the source cannot be read (a cgroup that
-/// vanished, say).
+/// The warning when `CCS_ENGINE_MEM_HIGH` is a percentage and the memory watched (`w`, read as
+/// `host`) shows no limit: the memory rule can never fire. `None` otherwise (a size, a limit,
+/// or memory that could not be read).
+pub fn percent_without_limit(
+    mem_high: Option<crate::policy::MemThreshold>,
+    w: &Watched,
+    host: Option<HostMemory>,
+) -> Option<String> {
+    let crate::policy::MemThreshold::Percent(pc) = mem_high? else {
+        return None;
+    };
+    if host?.limit_bytes.is_some() {
+        return None;
+    }
+    Some(format!(
+        "CCS_ENGINE_MEM_HIGH={pc}% is a share of the memory limit, and {w} has none: the memory rule can never fire. Give a size (CCS_ENGINE_MEM_HIGH=10G), or point CCS_ENGINE_MEM_CGROUP at the cgroup that has the limit"
+    ))
+}
+
+/// The inactive page cache of a cgroup, from its `memory.stat`.
+fn inactive_file(s: &Source, d: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(d.join("memory.stat")).ok()?;
+    stat_value(&text, inactive_file_key(s))
+}
+
+/// Read the memory in use (the working set: see the module's doc) and its limit. `None` when the
+/// source cannot be read (a cgroup that vanished, say).
 pub fn read(s: &Source) -> Option<HostMemory> {
     match s {
         Source::V2(d) => {
-            let used = read_u64(&d.join("memory.current"))?;
+            let usage = read_u64(&d.join("memory.current"))?;
+            let used = working_set(usage, inactive_file(s, d));
             // "max" = no limit.
             let limit = read_u64(&d.join("memory.max"));
             Some(HostMemory {
@@ -136,7 +191,8 @@ pub fn read(s: &Source) -> Option<HostMemory> {
             })
         }
         Source::V1(d) => {
-            let used = read_u64(&d.join("memory.usage_in_bytes"))?;
+            let usage = read_u64(&d.join("memory.usage_in_bytes"))?;
+            let used = working_set(usage, inactive_file(s, d));
             // v1 says "no limit" with a huge number.
             let limit = read_u64(&d.join("memory.limit_in_bytes")).filter(|&l| l < (1 << 60));
             Some(HostMemory {
@@ -144,6 +200,7 @@ pub fn read(s: &Source) -> Option<HostMemory> {
                 limit_bytes: limit,
             })
         }
+        // MemAvailable already leaves out what the kernel can reclaim.
         Source::Meminfo => {
             let mi = <procfs::Meminfo as procfs::Current>::current().ok()?;
             Some(HostMemory {
@@ -156,44 +213,90 @@ pub fn read(s: &Source) -> Option<HostMemory> {
     }
 }
 
-/// The file that holds the memory in use (none for `/proc/meminfo`).
-fn used_file(s: &Source) -> Option<PathBuf> {
+/// The files that hold the usage and the page cache (none for `/proc/meminfo`).
+fn used_files(s: &Source) -> Option<(PathBuf, PathBuf)> {
     match s {
-        Source::V2(d) => Some(d.join("memory.current")),
-        Source::V1(d) => Some(d.join("memory.usage_in_bytes")),
+        Source::V2(d) => Some((d.join("memory.current"), d.join("memory.stat"))),
+        Source::V1(d) => Some((d.join("memory.usage_in_bytes"), d.join("memory.stat"))),
         Source::Meminfo => None,
     }
 }
 
-/// The memory in use alone, for the watcher: the file is kept open and read again from its
-/// start each time (one `pread`), reopened when that fails (a cgroup that went and came back).
-#[derive(Default)]
-pub struct UsedReader {
-    open: Option<(Source, std::fs::File)>,
+/// One look of the watcher.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Used {
+    /// What the kernel charges (`memory.current`, `memory.usage_in_bytes`): what v1's
+    /// notification is about.
+    pub usage: u64,
+    /// The usage less the inactive page cache: what the threshold is about.
+    pub working_set: u64,
 }
 
-impl UsedReader {
-    pub fn read(&mut self, s: &Source) -> Option<u64> {
-        use std::os::unix::fs::FileExt;
-        let Some(path) = used_file(s) else {
-            return read(s).map(|h| h.used_bytes);
-        };
-        if self.open.as_ref().is_none_or(|(src, _)| src != s) {
-            self.open = std::fs::File::open(&path).ok().map(|f| (s.clone(), f));
+/// The whole of a small file, read from its start with `pread`.
+fn pread_all(f: &std::fs::File, buf: &mut Vec<u8>) -> Option<()> {
+    use std::os::unix::fs::FileExt;
+    buf.clear();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match f.read_at(&mut chunk, buf.len() as u64) {
+            Ok(0) => return (!buf.is_empty()).then_some(()),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(_) => return None,
         }
-        let (_, f) = self.open.as_ref()?;
-        let mut buf = [0u8; 32];
-        match f.read_at(&mut buf, 0) {
-            Ok(n) if n > 0 => std::str::from_utf8(&buf[..n]).ok()?.trim().parse().ok(),
-            _ => {
-                self.open = None;
-                None
-            }
+        // memory.stat is a few KiB: anything far bigger is not it.
+        if buf.len() > 1 << 20 {
+            return None;
         }
     }
 }
 
-/// A kernel notification, on cgroup v1, when the memory in use crosses `bytes` (either way):
+/// The memory in use, for the watcher: the usage and `memory.stat` are kept open and read again
+/// from their start each time (`pread`), reopened when that fails (a cgroup that went and came
+/// back). Without a readable `memory.stat` the working set is the usage, as [`read`] takes it.
+#[derive(Default)]
+pub struct UsedReader {
+    open: Option<(Source, std::fs::File, Option<std::fs::File>)>,
+    buf: Vec<u8>,
+}
+
+impl UsedReader {
+    pub fn read(&mut self, s: &Source) -> Option<Used> {
+        let Some((usage_path, stat_path)) = used_files(s) else {
+            return read(s).map(|h| Used {
+                usage: h.used_bytes,
+                working_set: h.used_bytes,
+            });
+        };
+        if self.open.as_ref().is_none_or(|(src, _, _)| src != s) {
+            self.open = std::fs::File::open(&usage_path)
+                .ok()
+                .map(|u| (s.clone(), u, std::fs::File::open(&stat_path).ok()));
+        }
+        let (_, u, st) = self.open.as_ref()?;
+        let usage = pread_all(u, &mut self.buf)
+            .and_then(|()| std::str::from_utf8(&self.buf).ok()?.trim().parse().ok());
+        let Some(usage) = usage else {
+            self.open = None;
+            return None;
+        };
+        let inactive = st.as_ref().and_then(|st| {
+            pread_all(st, &mut self.buf)?;
+            stat_value(std::str::from_utf8(&self.buf).ok()?, inactive_file_key(s))
+        });
+        if inactive.is_none() {
+            // The usage this once (never a guess below it); both files opened afresh next time.
+            self.open = None;
+        }
+        Some(Used {
+            usage,
+            working_set: working_set(usage, inactive),
+        })
+    }
+}
+
+/// A kernel notification, on cgroup v1, when the usage crosses `bytes` (either way). The usage is
+/// a superset of the working set the threshold is about: the watcher wakes on it, then decides
+/// on the working set, and polls while the usage stays above (no crossing would be notified):
 /// an eventfd registered through `cgroup.event_control`, readable at each crossing. The watcher
 /// then sleeps instead of polling. `None` where the source offers none (v2, `/proc/meminfo`).
 pub struct Threshold {
@@ -274,6 +377,104 @@ mod tests {
         assert_eq!(psi_some_avg10(t), Some(12.5));
         assert_eq!(psi_some_avg10("full avg10=1.00\n"), None);
         assert_eq!(psi_some_avg10("some avg10=x\n"), None);
+    }
+
+    #[test]
+    fn stat_values_and_the_working_set() {
+        let v1 = "cache 430080000\nrss 0\ninactive_file 1\ntotal_inactive_file 428924928\n";
+        let v2 = "anon 100\nfile 4000\nactive_file 1000\ninactive_file 3000\n";
+        let table: &[(&str, &str, Option<u64>)] = &[
+            (v1, "total_inactive_file", Some(428_924_928)),
+            (v1, "inactive_file", Some(1)),
+            (v2, "inactive_file", Some(3000)),
+            (v2, "file", Some(4000)),
+            (v2, "active", None),
+            (v2, "total_inactive_file", None),
+            ("inactive_file x\n", "inactive_file", None),
+            ("", "inactive_file", None),
+        ];
+        for (text, key, want) in table {
+            assert_eq!(stat_value(text, key), *want, "{key} in {text:?}");
+        }
+        assert_eq!(working_set(5000, Some(3000)), 2000);
+        assert_eq!(working_set(5000, None), 5000);
+        // The two files are read one after the other: never below zero.
+        assert_eq!(working_set(1000, Some(3000)), 0);
+        assert_eq!(
+            inactive_file_key(&Source::V1(PathBuf::new())),
+            "total_inactive_file"
+        );
+        assert_eq!(
+            inactive_file_key(&Source::V2(PathBuf::new())),
+            "inactive_file"
+        );
+    }
+
+    #[test]
+    fn a_percentage_without_a_limit_is_a_rule_that_cannot_fire() {
+        use crate::policy::MemThreshold;
+        let w = Watched {
+            source: Source::V1(PathBuf::from("/sys/fs/cgroup/memory/x")),
+            why: "CCS_ENGINE_MEM_CGROUP".into(),
+        };
+        let host = |limit| {
+            Some(HostMemory {
+                used_bytes: 1,
+                limit_bytes: limit,
+            })
+        };
+        let pc = Some(MemThreshold::Percent(85.0));
+        let msg = percent_without_limit(pc, &w, host(None)).unwrap();
+        assert!(msg.starts_with("CCS_ENGINE_MEM_HIGH=85% is a share of the memory limit, and cgroup v1 /sys/fs/cgroup/memory/x (CCS_ENGINE_MEM_CGROUP) has none: the memory rule can never fire"), "{msg}");
+        assert_eq!(percent_without_limit(pc, &w, host(Some(1 << 30))), None);
+        assert_eq!(percent_without_limit(pc, &w, None), None);
+        let size = Some(MemThreshold::Bytes(1 << 30));
+        assert_eq!(percent_without_limit(size, &w, host(None)), None);
+        assert_eq!(percent_without_limit(None, &w, host(None)), None);
+    }
+
+    /// The watcher's reader and `read` agree on the working set of a cgroup directory, and follow
+    /// its files as they change.
+    #[test]
+    fn the_watchers_reader_gives_the_working_set() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        let write = |current: u64, inactive: u64| {
+            std::fs::write(d.join("memory.current"), format!("{current}\n")).unwrap();
+            std::fs::write(
+                d.join("memory.stat"),
+                format!("anon 5\nfile 9\nactive_file 2\ninactive_file {inactive}\n"),
+            )
+            .unwrap();
+        };
+        write(10_000, 4_000);
+        std::fs::write(d.join("memory.max"), "max\n").unwrap();
+        let src = cgroup_dir(d).unwrap();
+        assert_eq!(src, Source::V2(d.to_path_buf()));
+        let mut r = UsedReader::default();
+        assert_eq!(
+            r.read(&src),
+            Some(Used {
+                usage: 10_000,
+                working_set: 6_000
+            })
+        );
+        let h = read(&src).unwrap();
+        assert_eq!((h.used_bytes, h.limit_bytes), (6_000, None));
+        // Rewritten in place: read again from the start.
+        write(20_000, 1_000);
+        assert_eq!(r.read(&src).map(|u| u.working_set), Some(19_000));
+        // No memory.stat: the usage, not a guess, from both.
+        std::fs::remove_file(d.join("memory.stat")).unwrap();
+        let mut fresh = UsedReader::default();
+        assert_eq!(fresh.read(&src).map(|u| u.working_set), Some(20_000));
+        assert_eq!(read(&src).map(|h| h.used_bytes), Some(20_000));
+        // It comes back: the next read opens it again.
+        write(30_000, 10_000);
+        assert_eq!(fresh.read(&src).map(|u| u.working_set), Some(20_000));
+        // No usage file: nothing.
+        std::fs::remove_file(d.join("memory.current")).unwrap();
+        assert_eq!(UsedReader::default().read(&src), None);
     }
 
     #[test]

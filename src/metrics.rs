@@ -50,6 +50,9 @@ pub struct Metrics {
     pub tmux_errors: Counter,
     host_used: Gauge,
     host_limit: Gauge,
+    tmux_server_up: Gauge,
+    /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
+    health: Mutex<Result<(), String>>,
 }
 
 impl Default for Metrics {
@@ -66,6 +69,8 @@ impl Default for Metrics {
             tmux_errors: Counter::default(),
             host_used: Gauge::default(),
             host_limit: Gauge::default(),
+            tmux_server_up: Gauge::default(),
+            health: Mutex::new(Err("no sweep yet".into())),
         };
         registry.register(
             "sessions",
@@ -100,13 +105,18 @@ impl Default for Metrics {
         );
         registry.register(
             "host_memory_used_bytes",
-            "Memory in use where ccs-reap watches it: the tmux server's cgroup by default, else its own, else the host",
+            "Memory in use where ccs-reap watches it (the working set: usage less inactive page cache, as kubelet counts it): the tmux server's cgroup by default, else its own, else the host",
             m.host_used.clone(),
         );
         registry.register(
             "host_memory_limit_bytes",
             "Memory limit where ccs-reap watches it (0 = none)",
             m.host_limit.clone(),
+        );
+        registry.register(
+            "tmux_server_up",
+            "1 when the last sweep read a tmux server at the socket, else 0 (none listens there, or tmux failed)",
+            m.tmux_server_up.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -136,6 +146,12 @@ impl Metrics {
                 .get_or_create(&labels(&[("state", st.as_str())]))
                 .set(mem);
         }
+        self.tmux_server_up
+            .set(i64::from(r.tmux_server_up == Some(true)));
+        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = match r.server_problem() {
+            None => Ok(()),
+            Some(why) => Err(why),
+        };
         if let Some(h) = r.host {
             self.host_used.set(h.used_bytes as i64);
             self.host_limit.set(h.limit_bytes.unwrap_or(0) as i64);
@@ -149,6 +165,14 @@ impl Metrics {
                 ("outcome", l.outcome.as_str()),
             ]))
             .inc();
+    }
+
+    /// `/healthz`: `Ok` while the last sweep read the tmux server, else why not.
+    pub fn health(&self) -> Result<(), String> {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn render(&self) -> String {
@@ -282,7 +306,14 @@ fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Full<Bytes>> {
     } else {
         match req.uri().path() {
             "/metrics" => (StatusCode::OK, OPENMETRICS, metrics.render()),
-            "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+            "/healthz" => match metrics.health() {
+                Ok(()) => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+                Err(why) => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    format!("{}\n", why.replace(['\n', '\r'], " ")),
+                ),
+            },
             _ => (
                 StatusCode::NOT_FOUND,
                 "text/plain",

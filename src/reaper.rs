@@ -154,6 +154,11 @@ impl Reaper {
             } else {
                 tracing::info!(watching = %w, "watching memory");
             }
+            // At start-up (the first sweep resolves it), and whenever it changes.
+            let host = memory::read(&w.source);
+            if let Some(m) = memory::percent_without_limit(self.cfg.policy.mem_high, &w, host) {
+                tracing::warn!("{m}");
+            }
             *last = Some(w.clone());
         }
         w

@@ -15,6 +15,11 @@ pub struct SweepReport {
     pub enabled: bool,
     /// A problem that kept every session (tmux failed, an activity file unreadable).
     pub error: Option<String>,
+    /// The tmux socket swept (`-S` as given, `-L` where tmux puts it).
+    pub socket_path: String,
+    /// Whether a tmux server answered there: `false` none listens (a wrong socket, a
+    /// `PrivateTmp=`, another `TMUX_TMPDIR`), `null` unknown (tmux failed: see `error`).
+    pub tmux_server_up: Option<bool>,
     pub sessions: Vec<SessionReport>,
     pub host: Option<HostMemory>,
     /// Which memory `host` is, and why that one.
@@ -48,6 +53,22 @@ pub struct Summary {
     pub started: usize,
     /// Teardowns a dead reaper left, finished by this sweep (apart from the sum).
     pub recovered: usize,
+}
+
+impl SweepReport {
+    /// Why this sweep did not read a tmux server, if it did not: what `/healthz` and systemd's
+    /// `STATUS=` say, and the warning of `--once` and `status`.
+    pub fn server_problem(&self) -> Option<String> {
+        match self.tmux_server_up {
+            Some(true) => None,
+            Some(false) => Some(format!("no tmux server at {}", self.socket_path)),
+            None => Some(format!(
+                "tmux at {} was not read: {}",
+                self.socket_path,
+                self.error.as_deref().unwrap_or("unknown error")
+            )),
+        }
+    }
 }
 
 /// One session in a report (`status`, `--once --json`).
@@ -169,7 +190,11 @@ pub fn render_status(r: &SweepReport) -> String {
             .limit_bytes
             .map(human_bytes)
             .unwrap_or_else(|| "no limit".into());
-        let _ = writeln!(o, "memory used {} of {limit}", human_bytes(h.used_bytes));
+        let _ = writeln!(
+            o,
+            "memory used {} of {limit} (working set: page cache the kernel can drop is not counted)",
+            human_bytes(h.used_bytes)
+        );
         if let Some(w) = &r.watching {
             let _ = writeln!(o, "watching {w}");
         }

@@ -225,7 +225,15 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     }
 
     let summary = summarize(&decisions, &fates, recovered);
-    let report = report(r, &snap, decisions, now, reaps, summary, t0);
+    let report = report(
+        r,
+        &snap,
+        listing.server_up,
+        decisions,
+        now,
+        Done { reaps, summary },
+        t0,
+    );
     r.metrics.record_sweep(&report);
     report
 }
@@ -241,7 +249,24 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
         .map(|d| (d.tmux_id, Fate::WouldReap))
         .collect();
     let summary = summarize(&o.decisions, &fates, 0);
-    report(r, &o.snap, o.decisions, o.now, Vec::new(), summary, t0)
+    report(
+        r,
+        &o.snap,
+        o.listing.server_up,
+        o.decisions,
+        o.now,
+        Done {
+            reaps: Vec::new(),
+            summary,
+        },
+        t0,
+    )
+}
+
+/// What a sweep did: its reaps' audit lines and what became of each session.
+struct Done {
+    reaps: Vec<AuditLine>,
+    summary: Summary,
 }
 
 /// What became of a session the sweep decided to reap.
@@ -286,12 +311,13 @@ fn summarize(decisions: &[Decision], fates: &HashMap<u32, Fate>, recovered: usiz
 fn report(
     r: &Reaper,
     snap: &Snapshot,
+    tmux_server_up: Option<bool>,
     decisions: Vec<Decision>,
     now: i64,
-    reaps: Vec<AuditLine>,
-    summary: Summary,
+    done: Done,
     t0: Instant,
 ) -> SweepReport {
+    let Done { reaps, summary } = done;
     let mut sessions: Vec<SessionReport> = decisions
         .into_iter()
         .zip(&snap.sessions)
@@ -337,6 +363,8 @@ fn report(
         dry_run: r.dry_run,
         enabled: r.cfg.policy.enabled(),
         error: snap.global_problem.clone(),
+        socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
+        tmux_server_up,
         sessions,
         host: snap.host,
         watching: snap.host.and(r.watched()).map(|w| w.to_string()),

@@ -28,7 +28,7 @@ fn a_pinned_chat_is_never_reaped_until_unpinned_but_its_exited_panes_are_cleaned
         DONE,
         1000,
         &[
-            ("CCS_ENGINE_MEM_HIGH", "1"),
+            ("CCS_ENGINE_MEM_HIGH", "1K"),
             ("CCS_ENGINE_MIN_IDLE_MS", "0"),
         ],
     );

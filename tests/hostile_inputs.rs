@@ -262,7 +262,7 @@ fn fd_count(pid: u32) -> usize {
 }
 
 /// A daemon with metrics on a free port of 127.0.0.1; returns it and the port once `/healthz`
-/// answers.
+/// answers 200 (after a first sweep that read the server).
 fn metrics_daemon(s: &Server) -> (KillOnDrop, u16) {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
@@ -280,7 +280,7 @@ fn metrics_daemon(s: &Server) -> (KillOnDrop, u16) {
     );
     assert!(
         wait_until(10.0, || get(port, "/healthz", Duration::from_secs(2))
-            .is_some()),
+            .is_some_and(|r| r.status.contains(" 200"))),
         "nothing answers on {addr}: {}",
         tail(&log)
     );

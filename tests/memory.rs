@@ -53,7 +53,7 @@ fn pressure_reaps_every_eligible_idle_session_and_nothing_else() {
 
     // 1 byte: always exceeded. No idle timeout at all: the pressure policy stands alone.
     let env = [
-        ("CCS_ENGINE_MEM_HIGH", "1"),
+        ("CCS_ENGINE_MEM_HIGH", "1K"),
         ("CCS_ENGINE_MIN_IDLE_MS", "60000"),
         ("CCS_REAP_GRACE_MS", "2000"),
     ];
@@ -105,7 +105,7 @@ fn pressure_without_a_floor_still_spares_first_sight_busy_and_viewed() {
         DONE,
         &[],
         &[
-            ("CCS_ENGINE_MEM_HIGH", "1"),
+            ("CCS_ENGINE_MEM_HIGH", "1K"),
             ("CCS_ENGINE_MIN_IDLE_MS", "0"),
             ("CCS_REAP_GRACE_MS", "2000"),
         ],
@@ -132,7 +132,7 @@ fn default_floor_protects_a_chat_that_just_answered() {
     let o = s.sweep(
         DONE,
         &[],
-        &[("CCS_ENGINE_MEM_HIGH", "1"), ("CCS_REAP_GRACE_MS", "2000")],
+        &[("CCS_ENGINE_MEM_HIGH", "1K"), ("CCS_REAP_GRACE_MS", "2000")],
     );
     assert_eq!(s.names(), strings(&["ccs-1"]), "{}", o.stderr);
     assert_eq!(audit_by_name(&s)["ccs-2"]["reason"], "memory");
@@ -356,7 +356,8 @@ fn metrics_endpoint_answers_and_matches_status() {
     assert!(
         wait_until(10.0, || {
             health = get(port, "/healthz", Duration::from_secs(5));
-            health.is_some()
+            // 503 until a first sweep has read the tmux server.
+            health.as_ref().is_some_and(|r| r.status.contains(" 200"))
         }),
         "nothing answers on {addr}: {}",
         log()

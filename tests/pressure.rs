@@ -365,3 +365,172 @@ fn a_watched_cgroup_that_vanishes_falls_back_with_a_warning_and_the_daemon_goes_
     assert_eq!(d.0.wait().unwrap().code(), Some(0));
     assert!(!read().contains("panicked"));
 }
+
+impl Cgroup {
+    /// The working set, as the kernel's own files give it: the usage less the inactive page
+    /// cache (v1's `total_` count includes the cgroups below, as its usage does).
+    fn working_set(&self) -> u64 {
+        let key = if self.v2 {
+            "inactive_file "
+        } else {
+            "total_inactive_file "
+        };
+        let inactive: u64 = self
+            .read("memory.stat")
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or(0);
+        self.usage().saturating_sub(inactive)
+    }
+}
+
+/// Page cache is not memory in use: a file written with fsync from inside the cgroup puts its
+/// usage above `CCS_ENGINE_MEM_HIGH` while the working set stays below, and no idle chat is
+/// reaped, neither by the daemon's watcher (which the kernel wakes on the usage) nor by a
+/// sweep. The control: a busy chat holding as much anonymous memory gets the idle chats reaped.
+#[test]
+fn page_cache_above_the_threshold_reaps_nothing_and_the_same_in_anonymous_memory_does() {
+    if skip() {
+        return;
+    }
+    const HIGH_MIB: u64 = 300;
+    const FILE_MIB: u64 = 400;
+    let high = format!("{HIGH_MIB}M");
+    let s = Server::new();
+    let cg = Cgroup::new(LIMIT);
+    // The tmux server, and so every chat, in the cgroup.
+    let mut c = std::process::Command::new("tmux");
+    c.args(["-u", "-S"])
+        .arg(&s.sock)
+        .args([
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "keeper",
+            "sleep 100000",
+        ])
+        .env_remove("TMUX");
+    cg.enter(&mut c);
+    assert!(c.status().unwrap().success());
+    // Three small idle chats, long past the floor: what a memory rule would take.
+    let idle = ["ccs-1", "ccs-2", "ccs-3"];
+    for (i, name) in idle.iter().enumerate() {
+        let n = s.session(name, "sleep 100000");
+        s.set(n, "@ccs_cid", &format!("conv-{}", i + 1));
+        s.idle_since(n, 3_600_000);
+    }
+    // A busy chat that allocates FILE_MIB of anonymous memory once `go` exists.
+    let go = s.path("go");
+    let busy = s.session(
+        "ccs-busy",
+        &format!(
+            "exec python3 -c 'import os, time\nwhile not os.path.exists(\"{}\"): time.sleep(0.05)\nb = b\"x\" * ({FILE_MIB} << 20)\ntime.sleep(100000)'",
+            path_str(&go)
+        ),
+    );
+    s.set(busy, "@ccs_cid", "conv-busy");
+    s.set(busy, "@ccs_turn", &now_ms().to_string());
+
+    let log = s.path("daemon.log");
+    let _d = KillOnDrop(
+        s.reap(&[
+            ("CCS_ENGINE_MEM_HIGH", high.as_str()),
+            ("CCS_ENGINE_MIN_IDLE_MS", "200"),
+            ("CCS_REAP_GRACE_MS", "1000"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap(),
+    );
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        wait_until(10.0, || read().contains("watching memory")),
+        "the daemon did not start watching: {}",
+        read()
+    );
+    assert!(read().contains(&path_str(&cg.dir)), "{}", read());
+
+    // The file, written and synced from inside the cgroup: clean page cache, charged to it.
+    let file = s.path("cache.bin");
+    let mut w = std::process::Command::new("python3");
+    w.args([
+        "-c",
+        &format!(
+            "import os\nf = open(\"{}\", \"wb\")\nb = b\"y\" * (1 << 20)\nfor _ in range({FILE_MIB}): f.write(b)\nf.flush()\nos.fsync(f.fileno())\nf.close()",
+            path_str(&file)
+        ),
+    ]);
+    cg.enter(&mut w);
+    assert!(w.status().unwrap().success(), "the writer failed");
+    let (usage, ws) = (cg.usage(), cg.working_set());
+    eprintln!(
+        "after the file: usage {} MiB, working set {} MiB, threshold {HIGH_MIB} MiB",
+        usage / MIB,
+        ws / MIB
+    );
+    assert!(
+        usage > HIGH_MIB * MIB,
+        "the file's page cache was not charged to the cgroup: usage {} MiB",
+        usage / MIB
+    );
+    assert!(
+        ws < HIGH_MIB * MIB,
+        "the file's pages are not inactive page cache (is the temp dir on tmpfs? set TMPDIR to a \
+         disk, or CCS_SKIP_CGROUP_TESTS=1): working set {} MiB",
+        ws / MIB
+    );
+    // `status` shows the working set, below the threshold.
+    let j = s.status(&[]);
+    let used = j["host"]["used_bytes"].as_u64().unwrap();
+    assert!(
+        used < HIGH_MIB * MIB,
+        "status reports {used} bytes used: {j}"
+    );
+
+    // Nothing is reaped: the watcher looks every 250 ms, a sweep would take a few more.
+    let reaped = || {
+        s.audit()
+            .iter()
+            .filter(|l| l["outcome"] == "reaped")
+            .count()
+    };
+    assert!(
+        !wait_until(4.0, || reaped() > 0),
+        "idle chats were reaped for page cache: {:?}\n{}",
+        s.audit(),
+        read()
+    );
+    let o = s.sweep(
+        DONE,
+        &[],
+        &[
+            ("CCS_ENGINE_MEM_HIGH", high.as_str()),
+            ("CCS_ENGINE_MIN_IDLE_MS", "200"),
+            ("CCS_REAP_GRACE_MS", "1000"),
+        ],
+    );
+    assert_eq!(reaped(), 0, "--once reaped for page cache: {}", o.stdout);
+    for name in idle {
+        assert!(s.has(name), "{name} is gone");
+    }
+
+    // The control: as much anonymous memory, in a busy chat: the idle chats go, for memory.
+    std::fs::write(&go, b"").unwrap();
+    assert!(
+        wait_until(30.0, || reaped() == idle.len()),
+        "the idle chats were not reaped under real pressure (usage {} MiB, working set {} MiB): {:?}\n{}",
+        cg.usage() / MIB,
+        cg.working_set() / MIB,
+        s.audit(),
+        read()
+    );
+    for l in s.audit().iter().filter(|l| l["outcome"] == "reaped") {
+        assert_eq!(l["reason"], "memory", "{l}");
+    }
+    assert!(s.has("ccs-busy"), "the busy chat was taken");
+    assert_eq!(cg.oom_kills(), 0, "the OOM killer acted");
+}

@@ -260,7 +260,7 @@ fn garbage_configuration_exits_2_naming_the_variable_and_touches_nothing() {
     for (var, val) in [
         ("CCS_ENGINE_IDLE_KILL_MS", "ten minutes"),
         ("CCS_REAP_INTERVAL_MS", "-1"),
-        ("CCS_REAP_GRACE_MS", "5s"),
+        ("CCS_REAP_GRACE_MS", "5 sec"),
         ("CCS_LOG", "info,=[x"),
         ("CCS_ENGINE_REAP_WITHOUT_CID", "perhaps"),
     ] {

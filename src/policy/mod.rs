@@ -258,22 +258,28 @@ pub fn pinned(s: &Session) -> bool {
     !v.is_empty() && v != "0"
 }
 
-/// The idle limit that applies to `s`: its `@ccs_idle_kill_ms` (`0` = never by idle), else the
-/// policy's; with a warning when the option is garbage. Reaping must be on (the policy's limit or
+/// The idle limit that applies to `s`: its `@ccs_idle_kill_ms` (`0` = never by idle; a bare
+/// number is ms, or with a unit: `90s`, `30m`, `1h`, `2d`, see [`crate::units::parse_duration`]),
+/// else the policy's; with a warning when the option is garbage. Reaping must be on (the policy's limit or
 /// a pressure rule) for a session's own limit to count: it never turns reaping on by itself.
 fn own_limit(s: &Session, p: &Policy) -> (Option<u64>, Option<String>) {
     let raw = s.idle_kill_ms.trim();
     if raw.is_empty() {
         return (p.idle_kill_ms, None);
     }
-    match raw.parse::<u64>().ok().filter(|&k| k <= MAX_MS).ok_or(()) {
+    match crate::units::parse_duration(raw)
+        .map(|d| d.ms)
+        .filter(|&k| k <= MAX_MS)
+        .ok_or(())
+    {
         Ok(_) if !p.enabled() => (None, None),
         Ok(0) => (None, None),
         Ok(k) => (Some(k), None),
         Err(_) => (
             p.idle_kill_ms,
             Some(format!(
-                "@ccs_idle_kill_ms {raw:?} is not a number of ms (at most 100 years): the global limit applies"
+                "@ccs_idle_kill_ms {raw:?} is not a duration ({}; at most 100 years): the global limit applies",
+                crate::units::DURATION_HINT
             )),
         ),
     }
@@ -1220,6 +1226,26 @@ mod tests {
                 },
                 State::Expired,
                 Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "own limit with a unit, past it",
+                |s| {
+                    s.idle = (NOW - 120_000).to_string();
+                    s.idle_kill_ms = "1m".into()
+                },
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "own limit with a unit, under it",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.idle_kill_ms = "1h".into()
+                },
+                State::Idle,
+                None,
                 false,
             ),
             (

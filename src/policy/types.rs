@@ -167,7 +167,8 @@ impl Session {
     }
 }
 
-/// The watched memory (a cgroup, else /proc/meminfo): used, and the limit.
+/// The watched memory (a cgroup, else /proc/meminfo): used (the working set, without the page
+/// cache the kernel can drop: see `crate::memory`), and the limit.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct HostMemory {
     pub used_bytes: u64,

@@ -73,6 +73,9 @@ pub struct Listing {
     pub all_panes: Vec<(u32, u32)>,
     pub server_pid: Option<u32>,
     pub socket_path: Option<String>,
+    /// Whether a tmux server answered at the socket: `Some(true)` it did (with or without
+    /// sessions), `Some(false)` none listens there, `None` unknown (the call failed otherwise).
+    pub server_up: Option<bool>,
 }
 
 pub(super) fn parse_sid(s: &str) -> Option<u32> {

@@ -157,7 +157,8 @@ impl Tmux {
         Err(TmuxError::Failed { cmd: what, stderr })
     }
 
-    /// The whole server in one tmux call. A server that is not running is an empty world.
+    /// The whole server in one tmux call. A server that is not running is an empty world, with
+    /// `server_up` saying so.
     pub async fn list(&self, prefix: &str) -> Result<Listing, TmuxError> {
         let cmds = [
             ListSessions::new().format(SESSION_FMT).build(),
@@ -168,12 +169,20 @@ impl Tmux {
             Ok(out) => {
                 let mut l = parse_listing(&out, prefix);
                 mark_unreported_exits(&mut l);
+                l.server_up = Some(true);
                 Ok(l)
             }
-            Err(TmuxError::NoServer(_)) => Ok(Listing::default()),
-            // A server without sessions: an empty world too.
+            // Said so (`server_up`): a wrong socket must not pass for a quiet studio.
+            Err(TmuxError::NoServer(_)) => Ok(Listing {
+                server_up: Some(false),
+                ..Listing::default()
+            }),
+            // A server without sessions: an empty world too, but a server.
             Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
-                Ok(Listing::default())
+                Ok(Listing {
+                    server_up: Some(true),
+                    ..Listing::default()
+                })
             }
             Err(e) => Err(e),
         }
