@@ -130,7 +130,7 @@ pub struct Tombstone {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket: Option<String>,
     /// The token of the reap that wrote it (absent before 0.3): a journal whose reaper died is
-    /// finished only when this reap got as far as its tombstone (see [`Journal::armed_by_tombstone`]).
+    /// finished only when this reap got as far as its tombstone, past its fence (see [`Journal::armed_by_tombstone`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
 }
@@ -156,8 +156,8 @@ pub struct Journal {
     /// The reap's token (`CCS_REAP_TOKEN` in the session's environment): only a session that
     /// still carries it is killed.
     pub token: String,
-    /// Written before the `before` hook ran (0.3 on): the reap was carried on past the hook only
-    /// if the tombstone of `id` carries `token`; otherwise nothing was signalled, and a dead
+    /// Written before the `before` hook ran (0.3 on): the reap went on past its hook and its fence
+    /// only if the tombstone of `id` carries `token`; otherwise nothing was signalled, and a dead
     /// reaper's journal is released, not finished. Absent (earlier versions): written right
     /// before the first signal.
     #[serde(default)]

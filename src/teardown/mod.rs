@@ -55,8 +55,6 @@ struct Job {
     victims: Vec<procs::Victim>,
     ids: Vec<procs::Ident>,
     journal: Option<Journal>,
-    /// Whether this reap wrote its tombstone.
-    tombstone_written: bool,
     /// Whether this reap is over (its line is final), before the signals.
     over: bool,
 }
@@ -135,8 +133,8 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
     }
 }
 
-/// Take back what was written for the reaps that stopped before their first signal: their journals,
-/// and the tombstones they wrote (the chat lives on).
+/// Take back the journals of the reaps that stopped before their first signal (vetoed, fenced
+/// off, or a tombstone that could not be written): the chat lives on.
 async fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32]) {
     for j in jobs
         .iter_mut()
@@ -145,11 +143,6 @@ async fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32]) {
         let Some(jn) = j.journal.take() else {
             continue;
         };
-        if j.tombstone_written {
-            if let Err(e) = r.state.remove_tombstone(&jn.id) {
-                tracing::warn!(error = %e, session = %jn.session, "failed to remove the tombstone of a reap that did not go on");
-            }
-        }
         if let Err(e) = r.state.remove_journal(&jn) {
             tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
         }
@@ -207,7 +200,6 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<Aud
                 victims: Vec::new(),
                 ids: Vec::new(),
                 journal: None,
-                tombstone_written: false,
                 over: false,
             }
         })
@@ -297,8 +289,13 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<Aud
     if let Some(hook) = &r.cfg.hook {
         before_hooks(r, hook, &mut jobs, &mut unmark).await;
     }
-    // The tombstones, before the first signal (and the sign, for a reaper that finds this
-    // journal after we died, that the hook let the reap go on).
+    // 5. The fence: every mark of the batch must still be exactly ours, with time left under it.
+    // A reaper held up anywhere above (a stalled hook, a paused container) finds out here, and
+    // signals nothing. Only then the tombstones (each a chat's cid, and for a reaper that finds
+    // this journal after we died, the sign that this reap went past its fence): a reap stopped
+    // at the fence writes none, so it never overwrites the tombstone of a reap that holds the
+    // chat. Then at once the first signal.
+    fence(r, &mut jobs, mark_at, &tok, &mut unmark).await;
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let written = match &dirs {
             Ok(d) => write_tombstone(r, d, j, &tok),
@@ -309,10 +306,6 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<Aud
             j.stop(Outcome::Failed, format!("not attempted: {e}"));
         }
     }
-    // 5. The fence: right before the first signal, every mark of the batch must still be ours,
-    // with time left under it. A reaper held up anywhere above (a stalled hook, a paused
-    // container) finds out here, and signals nothing.
-    fence(r, &mut jobs, mark_at, &tok, &mut unmark).await;
     release(r, &mut jobs, &unmark).await;
     test_panic("journals");
     if !unmark.is_empty() {
@@ -603,9 +596,9 @@ fn write_journal(
     Ok(())
 }
 
-/// The tombstone goes down before the first signal, after the hook: the pane dies with claude,
-/// so the session may vanish long before the teardown ends, and whoever sees it gone must find
-/// the cid. It carries the reap's token: the sign that the reap went on past its hook.
+/// The tombstone goes down after the fence, right before the first signal: the pane dies with
+/// claude, so the session may vanish long before the teardown ends, and whoever sees it gone must
+/// find the cid. It carries the reap's token: the sign that the reap went on past its fence.
 fn write_tombstone(r: &Reaper, dirs: &ReapDirs, j: &mut Job, tok: &str) -> Result<(), String> {
     let Some(jn) = &j.journal else {
         return Err("no journal was written".into());
@@ -623,6 +616,5 @@ fn write_tombstone(r: &Reaper, dirs: &ReapDirs, j: &mut Job, tok: &str) -> Resul
     r.state
         .write_tombstone_in(dirs, &tomb)
         .map_err(|e| e.to_string())?;
-    j.tombstone_written = true;
     Ok(())
 }

@@ -53,8 +53,8 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         }
         let t0 = Instant::now();
         // A journal written before the `before` hook whose tombstone does not carry its token:
-        // the reaper died before the hook let it go on (or before the tombstone), so nothing
-        // was signalled. Release the chat: its mark goes, the journal goes, nothing is signalled.
+        // the reaper died before its hook and its fence let it go on, so nothing was
+        // signalled. Release the chat: its mark goes, the journal goes, nothing is signalled.
         if j.armed_by_tombstone && !tombstone_of(r, &j) {
             tracing::warn!(session = %j.session, "a reaper stopped before its first signal: its mark is released, nothing signalled");
             if still {
@@ -172,7 +172,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
 }
 
 /// Whether the tombstone of the journal's chat carries the journal's token: the reap got past
-/// its `before` hook and may have signalled.
+/// its `before` hook and its fence, and may have signalled.
 fn tombstone_of(r: &Reaper, j: &Journal) -> bool {
     matches!(r.state.read_tombstone(&j.id), Ok(Some(t)) if t.token.as_deref() == Some(j.token.as_str()))
 }
