@@ -410,6 +410,7 @@ async fn stop_and_finish(
                 done.push(more);
             }
             finish_wave(r, jobs, &done, tok, p, t0).await;
+            test_panic("finished");
         }
     };
     let (_reports, ()) = tokio::join!(stopping, finishing);

@@ -166,7 +166,9 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
 
 /// Test hook, honoured only by debug builds (the tests' binary): `CCS_REAP_TEST_PANIC=<phase>`
 /// makes every batch panic at that phase: `journals` (journals and tombstones written, before the
-/// first signal) or `audit` (once the audit lines are written). A release build ignores it.
+/// first signal), `finished` (once the first chats whose trees went are finished, while others may
+/// still be in their grace) or `audit` (once the audit lines are written). A release build ignores
+/// it.
 #[cfg(debug_assertions)]
 pub(super) fn test_panic(phase: &str) {
     if std::env::var("CCS_REAP_TEST_PANIC").is_ok_and(|v| v == phase) {
