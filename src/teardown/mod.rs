@@ -344,10 +344,6 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
             tracing::warn!(error = %e, "failed to clear reap marks");
         }
     }
-    // The reaps that stopped before any signal are over: their lines are final.
-    for (i, j) in jobs.iter().enumerate().filter(|(_, j)| j.over) {
-        p.complete(r, i, j.line.clone(), t0);
-    }
 
     tracing::debug!(
         phase = "journals",
@@ -362,7 +358,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         ms = t0.elapsed().as_millis() as u64,
         "teardown"
     );
-    // Every line is written by now (and every journal removed); this only collects them.
+    // The lines of the reaps that stopped before any signal (written here, not between the fence
+    // and the first signal); every other line is written by now, and its journal removed.
     let lines = p.finish_all(r, jobs, t0);
     test_panic("audit");
     if let Some(hook) = &r.cfg.hook {
