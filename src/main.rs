@@ -485,12 +485,15 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }
             if cli.once {
                 let r = Reaper::new(cfg, cli.dry_run);
-                let rep = ccs_reap::sweep::sweep(&r, ccs_reap::sweep::Batches::Wait).await;
+                // Each reap's line as soon as it is over; `--json` is one document at the end.
+                let print = |l: &ccs_reap::state::AuditLine| out(&ccs_reap::report::render_reap(l));
+                let sink: Option<ccs_reap::teardown::Sink> = (!cli.json).then_some(&print);
+                let rep = ccs_reap::sweep::sweep(&r, ccs_reap::sweep::Batches::Wait(sink)).await;
                 warn_no_server(&rep);
                 if cli.json {
                     print_json(&rep);
                 } else {
-                    out(&ccs_reap::report::render_sweep(&rep));
+                    out(&ccs_reap::report::render_sweep_end(&rep));
                 }
                 if rep
                     .reaps

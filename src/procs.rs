@@ -391,16 +391,23 @@ pub struct StopReport {
 /// The cooperative stop: SIGTERM all, poll until all are gone or `grace` passes (returning as soon
 /// as they are gone), SIGKILL what is left, then wait briefly for the kills to land.
 pub async fn stop(victims: &[Victim], grace: Duration) -> StopReport {
-    stop_many(&[victims], grace).await.remove(0)
+    stop_many(&[victims], grace, |_, _| {}).await.remove(0)
 }
 
 /// Wait until every victim of `left` is gone (those still alive stay in it), or `deadline`.
 /// Looks at once, then after 1, 2, 4 ms and so on up to `every`: a polite process is gone within
-/// a millisecond or two of its signal, and a reap should not wait a whole period for it.
-async fn wait_gone(left: &mut Vec<(usize, &Victim)>, deadline: Instant, every: Duration) {
+/// a millisecond or two of its signal, and a reap should not wait a whole period for it. After
+/// each look, `looked` is told what is still alive.
+async fn wait_gone(
+    left: &mut Vec<(usize, &Victim)>,
+    deadline: Instant,
+    every: Duration,
+    looked: &mut impl FnMut(&[(usize, &Victim)]),
+) {
     let mut pause = Duration::from_millis(1);
     loop {
         left.retain(|(_, v)| alive(v.id));
+        looked(left);
         let now = Instant::now();
         if left.is_empty() || now >= deadline {
             return;
@@ -410,40 +417,86 @@ async fn wait_gone(left: &mut Vec<(usize, &Victim)>, deadline: Instant, every: D
     }
 }
 
-/// [`stop`] for many groups at once (one per session of a batch), with one grace for all: the
-/// groups are signalled together and polled together, and each gets its own report. Each poll
-/// looks only at the victims still alive at the last one.
-pub async fn stop_many(groups: &[&[Victim]], grace: Duration) -> Vec<StopReport> {
-    let t0 = Instant::now();
-    let mut reports = vec![StopReport::default(); groups.len()];
-    // (group, victim) of every victim still alive.
-    let mut left: Vec<(usize, &Victim)> = Vec::new();
-    for (g, vs) in groups.iter().enumerate() {
-        for v in vs.iter() {
-            if alive(v.id) && signal(v, Signal::TERM) {
-                reports[g].term += 1;
-                left.push((g, v));
-            } else if alive(v.id) {
-                left.push((g, v));
+/// The groups of a [`stop_many`], each told once, as soon as it is over.
+struct Groups<F> {
+    reports: Vec<StopReport>,
+    over: Vec<bool>,
+    t0: Instant,
+    done: F,
+}
+
+impl<F: FnMut(usize, &StopReport)> Groups<F> {
+    /// Every group not told yet that has no victim in `left` is over: tell it.
+    fn settle(&mut self, left: &[(usize, &Victim)]) {
+        let mut waiting = vec![false; self.over.len()];
+        for (g, _) in left {
+            waiting[*g] = true;
+        }
+        for (g, w) in waiting.into_iter().enumerate() {
+            if !w && !self.over[g] {
+                self.over[g] = true;
+                self.reports[g].took = self.t0.elapsed();
+                (self.done)(g, &self.reports[g]);
             }
         }
     }
-    wait_gone(&mut left, t0 + grace, Duration::from_millis(20)).await;
-    for (g, v) in &left {
+}
+
+/// [`stop`] for many groups at once (one per session of a batch), with one grace for all: the
+/// groups are signalled together and polled together, and each gets its own report. Each poll
+/// looks only at the victims still alive at the last one.
+///
+/// Each group is over on its own: `done(g, report)` is called once per group, as soon as none of
+/// its victims lives: right after the SIGTERM for a group whose processes die of it, while the
+/// groups with survivors are still waited for; after the grace, the SIGKILL and the wait for the
+/// kills only for a group that needed them (its survivors, if any, in its report). Returns every
+/// group's report, in order.
+pub async fn stop_many(
+    groups: &[&[Victim]],
+    grace: Duration,
+    done: impl FnMut(usize, &StopReport),
+) -> Vec<StopReport> {
+    let t0 = Instant::now();
+    let mut g = Groups {
+        reports: vec![StopReport::default(); groups.len()],
+        over: vec![false; groups.len()],
+        t0,
+        done,
+    };
+    // (group, victim) of every victim still alive.
+    let mut left: Vec<(usize, &Victim)> = Vec::new();
+    for (i, vs) in groups.iter().enumerate() {
+        for v in vs.iter() {
+            if alive(v.id) && signal(v, Signal::TERM) {
+                g.reports[i].term += 1;
+                left.push((i, v));
+            } else if alive(v.id) {
+                left.push((i, v));
+            }
+        }
+    }
+    let mut looked = |l: &[(usize, &Victim)]| g.settle(l);
+    wait_gone(
+        &mut left,
+        t0 + grace,
+        Duration::from_millis(20),
+        &mut looked,
+    )
+    .await;
+    for (i, v) in &left {
         if alive(v.id) && signal(v, Signal::KILL) {
-            reports[*g].kill += 1;
+            g.reports[*i].kill += 1;
         }
     }
     let deadline = Instant::now() + Duration::from_secs(2);
-    wait_gone(&mut left, deadline, Duration::from_millis(10)).await;
-    for (g, v) in &left {
-        reports[*g].survivors.push(v.id.pid);
+    let mut looked = |l: &[(usize, &Victim)]| g.settle(l);
+    wait_gone(&mut left, deadline, Duration::from_millis(10), &mut looked).await;
+    // What is left survived: its groups are over too, with their survivors.
+    for (i, v) in &left {
+        g.reports[*i].survivors.push(v.id.pid);
     }
-    let took = t0.elapsed();
-    for r in &mut reports {
-        r.took = took;
-    }
-    reports
+    g.settle(&[]);
+    g.reports
 }
 
 /// Memory of a set of processes: (rss, pss). PSS is `None` if any smaps_rollup was unreadable.
@@ -679,6 +732,60 @@ mod tests {
         assert_eq!(exit_collected(me, pid), Some(true), "reaped");
         // A server that cannot be seen tells nothing.
         assert_eq!(exit_collected(0x3fff_fff0, pid), None);
+    }
+
+    /// A child of this test, pinned once `ready` holds for it (polled with a deadline).
+    fn pinned_child(cmd: &str, ready: impl Fn(i32) -> bool) -> (std::process::Child, Victim) {
+        let child = std::process::Command::new("sh")
+            .args(["-c", cmd])
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let t0 = Instant::now();
+        while !ready(pid) {
+            assert!(t0.elapsed() < Duration::from_secs(5), "{cmd}: not ready");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let start = Process::new(pid).unwrap().stat().unwrap().starttime;
+        let mut v = pin(&[Ident { pid, start }]);
+        assert_eq!(v.len(), 1);
+        (child, v.remove(0))
+    }
+
+    #[tokio::test]
+    async fn each_group_is_over_as_soon_as_its_tree_is_gone() {
+        let is_sleep =
+            |pid: i32| cmdline(pid).is_some_and(|c| c.first().is_some_and(|a| a == "sleep"));
+        // The trap is set before the exec: once `sleep` runs, it ignores SIGTERM.
+        let (mut stubborn, sv) = pinned_child("trap '' TERM; exec sleep 30", is_sleep);
+        let (mut polite, pv) = pinned_child("exec sleep 30", is_sleep);
+        let t0 = Instant::now();
+        let mut told: Vec<(usize, Duration, StopReport)> = Vec::new();
+        let reports = stop_many(
+            &[std::slice::from_ref(&sv), std::slice::from_ref(&pv), &[]],
+            Duration::from_millis(1500),
+            |g, r| told.push((g, t0.elapsed(), r.clone())),
+        )
+        .await;
+        stubborn.wait().unwrap();
+        polite.wait().unwrap();
+        let order: Vec<usize> = told.iter().map(|t| t.0).collect();
+        assert_eq!(order.len(), 3, "each group told once: {told:?}");
+        // The empty group and the polite one first, long before the grace; the stubborn last.
+        assert_eq!(order[2], 0, "{told:?}");
+        for (g, at, r) in &told[..2] {
+            assert!(
+                *at < Duration::from_millis(1000),
+                "group {g} told at {at:?}"
+            );
+            assert_eq!(r.kill, 0);
+        }
+        let (_, at, r) = &told[2];
+        assert!(*at >= Duration::from_millis(1500), "{at:?}");
+        assert_eq!((r.term, r.kill, r.survivors.len()), (1, 1, 0), "{r:?}");
+        assert_eq!(reports[0], *r);
+        assert_eq!((reports[1].term, reports[1].kill), (1, 0));
+        assert_eq!(reports[2], told.iter().find(|t| t.0 == 2).unwrap().2);
     }
 
     #[test]

@@ -211,8 +211,37 @@ pub fn render_status(r: &SweepReport) -> String {
     o
 }
 
-/// What `--once` prints without `--json`.
+/// What `--once` prints without `--json`: [`render_reap`] for each reap, then
+/// [`render_sweep_end`]. (`--once` prints each reap's line as it ends, the rest at the end.)
 pub fn render_sweep(r: &SweepReport) -> String {
+    let mut o: String = r.reaps.iter().map(render_reap).collect();
+    o.push_str(&render_sweep_end(r));
+    o
+}
+
+/// One reap's line, as `--once` prints it when the reap is over.
+pub fn render_reap(l: &AuditLine) -> String {
+    format!(
+        "{} {} ({}): {}, {} processes (term {}, kill {}), {}, {} ms{}\n",
+        l.outcome,
+        l.session,
+        l.tmux_id,
+        l.reason,
+        l.pids.len(),
+        l.term,
+        l.kill,
+        freed(l),
+        l.took_ms,
+        l.error
+            .as_ref()
+            .map(|e| format!(": {e}"))
+            .unwrap_or_default()
+    )
+}
+
+/// What `--once` prints once the sweep is over, after the reaps' lines: what a dry run would
+/// reap, the summary, and why liveness was unknown.
+pub fn render_sweep_end(r: &SweepReport) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     if r.dry_run {
@@ -228,25 +257,6 @@ pub fn render_sweep(r: &SweepReport) -> String {
                 s.decision.name, s.tmux_target, s.decision.why
             );
         }
-    }
-    for l in &r.reaps {
-        let _ = writeln!(
-            o,
-            "{} {} ({}): {}, {} processes (term {}, kill {}), {}, {} ms{}",
-            l.outcome,
-            l.session,
-            l.tmux_id,
-            l.reason,
-            l.pids.len(),
-            l.term,
-            l.kill,
-            freed(l),
-            l.took_ms,
-            l.error
-                .as_ref()
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default()
-        );
     }
     let _ = writeln!(o, "{}", summary_line(&r.summary, r.dry_run));
     if let Some(e) = &r.error {

@@ -33,8 +33,10 @@ impl Drop for Inflight {
 
 /// Where a sweep's batch of reaps goes.
 pub enum Batches<'a> {
-    /// Awaited, and returned in the report (`--once`).
-    Wait,
+    /// Awaited, and returned in the report (`--once`); each audit line (a dead reaper's
+    /// teardowns finished, then the batch's) also handed to the sink, if any, as soon as its reap
+    /// is over.
+    Wait(Option<teardown::Sink<'a>>),
     /// Spawned into the daemon's set, which joins them on shutdown; each is logged as it ends.
     Spawn(&'a mut JoinSet<()>),
 }
@@ -86,6 +88,9 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         // hide the live sessions (and the server) from the checks.
         if snap.global_problem.is_none() {
             reaps = teardown::recover(r, &listing, dead).await;
+            if let Batches::Wait(Some(sink)) = &batches {
+                reaps.iter().for_each(sink);
+            }
         }
         // A mark is stale only when its owner cannot act any more (gone, or out of our sight
         // past the limit it wrote): see `policy::mark_is_stale`.
@@ -204,10 +209,10 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
             ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
         };
         match batches {
-            Batches::Wait => {
+            Batches::Wait(sink) => {
                 // One line per request, in order.
                 let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
-                let lines = teardown::reap(r, reqs).await;
+                let lines = teardown::reap_to(r, reqs, sink).await;
                 drop(guard);
                 for (n, l) in ns.into_iter().zip(&lines) {
                     fates.insert(n, Fate::Ended(l.outcome));

@@ -409,6 +409,44 @@ fn a_batch_that_panics_after_its_audit_lines_writes_no_second_line() {
     assert_eq!(journals(&s), Vec::<String>::new(), "the journal was left");
 }
 
+/// Chats of a batch end in any order: a panic once the polite chat is finished, while the
+/// TERM-ignoring one is in its grace, keeps the polite chat's line (written once, `reaped`) and
+/// writes the other's, `failed`, once; the journal left is removed.
+#[test]
+fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    reapable(&s, "ccs-1");
+    let stubborn = s.chat("ccs-2", "conv-ccs-2", "stubborn");
+    s.idle_since(stubborn, 10_000_000);
+    let o = s.run(
+        &["--once", "--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "4000"),
+            ("CCS_REAP_TEST_PANIC", "finished"),
+        ],
+    );
+    assert_eq!(o.code, 1, "a failed reap exits 1:\n{}", o.stderr);
+    assert!(o.stderr.contains("CCS_REAP_TEST_PANIC"), "{}", o.stderr);
+    let polite = s.audit_of("ccs-1");
+    assert_eq!(polite.len(), 1, "{polite:?}");
+    assert_eq!(polite[0]["outcome"], "reaped", "{}", polite[0]);
+    let other = s.audit_of("ccs-2");
+    assert_eq!(other.len(), 1, "{other:?}");
+    assert_eq!(other[0]["outcome"], "failed", "{}", other[0]);
+    assert!(
+        other[0]["error"].as_str().unwrap().contains("panicked"),
+        "{}",
+        other[0]
+    );
+    let rep = o.json();
+    let reaps = rep["reaps"].as_array().unwrap();
+    assert_eq!(reaps.len(), 2, "{rep}");
+    assert_eq!(journals(&s), Vec::<String>::new(), "a journal was left");
+    assert!(!s.has("ccs-1"));
+}
+
 #[test]
 fn under_the_daemon_a_batch_that_panics_neither_holds_turn_begin_nor_the_shutdown() {
     let s = Server::new();

@@ -389,3 +389,121 @@ fn a_tombstone_that_cannot_be_written_stops_the_reap_before_any_signal() {
     assert_eq!(s.show(n, "@ccs_reaping"), None, "the mark was left");
     assert!(!s.studio().join("reaping").join("1.json").exists());
 }
+
+/// Issue #20, item 4: in one `--once` batch, a chat whose tree dies at the SIGTERM is finished at
+/// once (session gone, tombstone and audit line written, `turn begin` released, its line printed),
+/// while a TERM-ignoring chat of the same batch still waits out its grace.
+#[test]
+fn a_polite_chat_does_not_wait_for_a_stubborn_one_of_its_batch() {
+    use std::io::BufRead;
+    use std::process::Stdio;
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let polite = s.chat("ccs-1", "c1", "");
+    let stubborn = s.chat("ccs-2", "c2", "stubborn");
+    s.idle_since(polite, 10_000_000);
+    s.idle_since(stubborn, 10_000_000);
+    let stubborn_pid = s.pids("ccs-2")["stubborn"];
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+        ("CCS_REAP_GRACE_MS", "4000"),
+    ];
+    let err = std::fs::File::create(s.path("once.err")).unwrap();
+    let mut once = KillOnDrop(
+        s.reap(&env)
+            .arg("--once")
+            .stdout(Stdio::piped())
+            .stderr(err)
+            .spawn()
+            .unwrap(),
+    );
+    // Its stdout, line by line, as it comes.
+    let (tx, lines) = mpsc::channel::<String>();
+    let stdout = once.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    // Both tombstones are written right before the first signal: the batch is past its fence.
+    assert!(
+        wait_until(10.0, || s.tombstone("1").is_some()
+            && s.tombstone("2").is_some()),
+        "the batch did not get to its signals"
+    );
+    let t = Instant::now();
+    let mut begin = KillOnDrop(
+        s.reap(&env)
+            .args(["turn", "begin", "1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut code = None;
+    let answered = wait_until(3.5, || {
+        code = begin.0.try_wait().unwrap().map(|st| st.code());
+        code.is_some()
+    });
+    let took = t.elapsed();
+    assert!(
+        answered && took < Duration::from_millis(1500),
+        "turn begin on the polite chat waited {took:?} for the stubborn one's grace"
+    );
+    assert_eq!(code, Some(Some(4)), "turn begin must say: respawn it");
+    assert_eq!(s.tombstone("1").unwrap()["cid"], "c1");
+    assert!(!s.has("ccs-1"));
+    let polite_lines = s.audit_of("ccs-1");
+    assert_eq!(polite_lines.len(), 1, "{polite_lines:?}");
+    assert_eq!(polite_lines[0]["outcome"], "reaped", "{}", polite_lines[0]);
+    assert_eq!(polite_lines[0]["kill"], 0, "{}", polite_lines[0]);
+    // Meanwhile the stubborn one is still in its grace, and `--once` still running...
+    assert!(alive(stubborn_pid), "the stubborn helper was killed early");
+    assert!(s.audit_of("ccs-2").is_empty(), "{:?}", s.audit_of("ccs-2"));
+    assert!(once.0.try_wait().unwrap().is_none(), "--once already ended");
+    // ...yet the polite reap's line is printed already.
+    let first = lines
+        .recv_timeout(Duration::from_secs(2))
+        .expect("--once printed nothing before its batch ended");
+    assert!(first.starts_with("reaped ccs-1 "), "{first}");
+    assert!(once.0.try_wait().unwrap().is_none(), "--once already ended");
+
+    // The stubborn one ends after its grace, with a SIGKILL; then the summary.
+    let mut rest = Vec::new();
+    while let Ok(l) = lines.recv_timeout(Duration::from_secs(15)) {
+        rest.push(l);
+    }
+    let st = once.0.wait().unwrap();
+    assert_eq!(
+        st.code(),
+        Some(0),
+        "{}",
+        std::fs::read_to_string(s.path("once.err")).unwrap_or_default()
+    );
+    assert!(rest[0].starts_with("reaped ccs-2 "), "{rest:?}");
+    assert!(rest[0].contains("kill 1"), "{rest:?}");
+    assert_eq!(
+        rest.len(),
+        2,
+        "one line per reap, then the summary: {rest:?}"
+    );
+    assert!(rest[1].contains("2 reaped"), "{rest:?}");
+    assert!(!alive(stubborn_pid));
+    let line = &s.audit_of("ccs-2")[0];
+    assert_eq!(line["outcome"], "reaped", "{line}");
+    assert!(line["took_ms"].as_u64().unwrap() >= 4000, "{line}");
+    assert_eq!(
+        s.audit().len(),
+        2,
+        "one audit line per reap: {:?}",
+        s.audit()
+    );
+}

@@ -8,6 +8,11 @@
 //! listing and one read of the activity files for the re-check, one grace, and the marks, clears
 //! and `kill-session`s chained into as few tmux calls as the argv budget allows. A dead reaper's
 //! journals are finished here too ([`recover`]).
+//!
+//! Each chat ends on its own: one whose tree is gone after the SIGTERM is finished at once
+//! (`kill-session`, the check, its audit line, its journal removed, its line delivered), while
+//! the batch goes on waiting out the grace for the chats with survivors
+//! ([`stop_and_finish`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +36,14 @@ pub(crate) use audit::{finish, verify};
 use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
 use unwind::{test_panic, CatchUnwind, Progress};
+
+/// Where each audit line of a batch goes as soon as its reap is over (`--once` prints it there):
+/// once per line, after the line is written and the chat's journal removed.
+pub type Sink<'a> = &'a (dyn Fn(&AuditLine) + Send + Sync);
+
+/// Above this many chats finished together, their `kill-session`s are asked only for the sessions
+/// still listed: fewer chain one call anyway, and a listing would be one more.
+const LIST_ABOVE: usize = 48;
 
 /// One reap asked for: the decision and the session as the sweep saw them.
 #[derive(Debug, Clone)]
@@ -135,14 +148,15 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
 
 /// Take back the journals of the reaps that stopped before their first signal (vetoed, fenced
 /// off, or a tombstone that could not be written): the chat lives on.
-async fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32]) {
-    for j in jobs
-        .iter_mut()
-        .filter(|j| j.over && unmark.contains(&j.n()))
-    {
+fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32], p: &mut Progress) {
+    for (i, j) in jobs.iter_mut().enumerate() {
+        if !j.over || !unmark.contains(&j.n()) {
+            continue;
+        }
         let Some(jn) = j.journal.take() else {
             continue;
         };
+        p.journal_removed(i);
         if let Err(e) = r.state.remove_journal(&jn) {
             tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
         }
@@ -157,6 +171,12 @@ async fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32]) {
 /// request whose audit line was not written yet gets one, `failed`; a line already written is
 /// never contradicted by a second.
 pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
+    reap_to(r, reqs, None).await
+}
+
+/// [`reap`], each audit line also handed to `sink` as soon as its reap is over (a chat whose tree
+/// died at the SIGTERM long before one that waits out the grace), each once, panic or not.
+pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<Sink<'_>>) -> Vec<AuditLine> {
     if reqs.is_empty() {
         return Vec::new();
     }
@@ -167,7 +187,7 @@ pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
         many => tracing::info_span!("reap", sessions = many.len()),
     };
     let t0 = Instant::now();
-    let mut progress = Progress::default();
+    let mut progress = Progress::new(sink);
     let ran = {
         let batch = std::pin::pin!(reap_batch(r, reqs, &mut progress).instrument(span.clone()));
         CatchUnwind(batch).await
@@ -178,7 +198,7 @@ pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
     }
 }
 
-async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<AuditLine> {
+async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec<AuditLine> {
     let t0 = Instant::now();
     let mut jobs: Vec<Job> = reqs
         .into_iter()
@@ -204,7 +224,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<Aud
             }
         })
         .collect();
-    p.begun = jobs.iter().map(|j| j.line.clone()).collect();
+    p.begin(jobs.iter().map(|j| j.line.clone()).collect());
 
     // The audit line and the tombstone must be writable before anything is touched.
     if let Err(e) = r.state.check_writable() {
@@ -272,13 +292,17 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<Aud
     // 4. The journals, before the hook: from here on a reaper that dies or stalls leaves a
     // journal, and its live mark keeps everyone else off the session.
     let dirs = r.state.reap_dirs();
-    for j in jobs.iter_mut().filter(|j| !j.over) {
+    for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
         let written = match &dirs {
             Ok(d) => write_journal(r, d, j, &tok, listing.server_pid),
             Err(e) => Err(e.to_string()),
         };
         match written {
-            Ok(()) => p.journals.extend(j.journal.clone()),
+            Ok(()) => {
+                if let Some(jn) = &j.journal {
+                    p.journal_written(i, jn.clone());
+                }
+            }
             Err(e) => {
                 unmark.push(j.n());
                 j.stop(Outcome::Failed, format!("not attempted: {e}"));
@@ -306,7 +330,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<Aud
             j.stop(Outcome::Failed, format!("not attempted: {e}"));
         }
     }
-    release(r, &mut jobs, &unmark).await;
+    release(r, &mut jobs, &unmark, p);
     test_panic("journals");
     if !unmark.is_empty() {
         if let Err(e) = r.tmux.clear_reaping_many(&unmark, &tok).await {
@@ -319,65 +343,18 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<Aud
         ms = t0.elapsed().as_millis() as u64,
         "teardown"
     );
-    // 6. Stop every tree of the batch together: one grace for all.
-    let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
-    if !live.is_empty() {
-        let groups: Vec<&[procs::Victim]> =
-            live.iter().map(|&i| jobs[i].victims.as_slice()).collect();
-        let reports = procs::stop_many(&groups, r.cfg.grace).await;
-        for (&i, rep) in live.iter().zip(reports) {
-            jobs[i].line.term = rep.term;
-            jobs[i].line.kill = rep.kill;
-        }
-        tracing::debug!(
-            phase = "signals",
-            ms = t0.elapsed().as_millis() as u64,
-            "teardown"
-        );
-        // 7. kill-session, each only while it carries our token. A session usually goes with
-        // its pane's claude; only those still listed are asked for (one listing for a batch).
-        let mut targets: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
-        if targets.len() > 1 {
-            if let Ok(l) = r.tmux.list(&r.cfg.prefix).await {
-                let present: HashSet<u32> = l.sessions.iter().map(|s| s.tmux_id).collect();
-                targets.retain(|n| present.contains(n));
-            }
-        }
-        if let Err(e) = r.tmux.kill_sessions(&targets, &tok).await {
-            r.metrics.tmux_errors.inc();
-            for &i in &live {
-                if targets.contains(&jobs[i].n()) {
-                    jobs[i].line.outcome = Outcome::Failed;
-                    jobs[i].line.error = Some(format!("failed to kill the session: {e}"));
-                }
-            }
-        }
-        tracing::debug!(
-            phase = "kill-session",
-            ms = t0.elapsed().as_millis() as u64,
-            "teardown"
-        );
-        // 8. Nothing may survive.
-        for &i in &live {
-            let j = &mut jobs[i];
-            verify(&mut j.line, &j.ids);
-        }
-    }
+    // 6-9. Stop every tree of the batch together, one grace for all; each chat is finished as
+    // soon as its tree is gone.
+    stop_and_finish(r, &mut jobs, &tok, p, t0).await;
     tracing::debug!(
-        phase = "verify",
+        phase = "stop",
         ms = t0.elapsed().as_millis() as u64,
         "teardown"
     );
-    let journals: Vec<Journal> = jobs.iter().filter_map(|j| j.journal.clone()).collect();
+    // The lines of the reaps that stopped before any signal (written here, not between the fence
+    // and the first signal); every other line is written by now, and its journal removed.
     let lines = p.finish_all(r, jobs, t0);
     test_panic("audit");
-    // The journals go first: `turn begin` and `spawn` wait for them, not for the after hooks.
-    for jn in &journals {
-        if let Err(e) = r.state.remove_journal(jn) {
-            tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
-        }
-    }
-    p.journals.clear();
     if let Some(hook) = &r.cfg.hook {
         after_hooks(r, hook, &lines).await;
     }
@@ -387,6 +364,94 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress) -> Vec<Aud
         "teardown"
     );
     lines
+}
+
+/// Step 6: SIGTERM to every tree of the batch at once, then one grace for all, SIGKILL for what
+/// is left ([`procs::stop_many`]). A chat is finished ([`finish_wave`]) as soon as none of its
+/// victims lives: one whose processes die of the SIGTERM does not wait for another's grace.
+/// The chats that end while the ones before them are being finished are finished together.
+async fn stop_and_finish(
+    r: &Reaper,
+    jobs: &mut [Job],
+    tok: &str,
+    p: &mut Progress<'_>,
+    t0: Instant,
+) {
+    let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
+    if live.is_empty() {
+        return;
+    }
+    // The victims move out of the jobs: the stop reads them while the finishing writes the jobs.
+    let victims: Vec<Vec<procs::Victim>> = live
+        .iter()
+        .map(|&i| std::mem::take(&mut jobs[i].victims))
+        .collect();
+    let groups: Vec<&[procs::Victim]> = victims.iter().map(Vec::as_slice).collect();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, procs::StopReport)>();
+    let stopping = procs::stop_many(&groups, r.cfg.grace, move |g, rep| {
+        // Only fails once the finishing is gone, which outlives the stop (unless it panicked).
+        let _ = tx.send((live[g], rep.clone()));
+    });
+    let finishing = async {
+        // Ends when the stop has told every group (and dropped the sender).
+        while let Some(first) = rx.recv().await {
+            let mut done = vec![first];
+            while let Ok(more) = rx.try_recv() {
+                done.push(more);
+            }
+            finish_wave(r, jobs, &done, tok, p, t0).await;
+            test_panic("finished");
+        }
+    };
+    let (_reports, ()) = tokio::join!(stopping, finishing);
+}
+
+/// Steps 7 to 9: finish the chats whose trees are gone (`done`: job and stop report), together: their
+/// `kill-session`s, each only while the session carries our token, chained; the check that
+/// nothing survived; then, per chat, its audit line, its journal removed (what `turn begin` and
+/// `spawn` wait for) and its line delivered.
+async fn finish_wave(
+    r: &Reaper,
+    jobs: &mut [Job],
+    done: &[(usize, procs::StopReport)],
+    tok: &str,
+    p: &mut Progress<'_>,
+    t0: Instant,
+) {
+    for (i, rep) in done {
+        jobs[*i].line.term = rep.term;
+        jobs[*i].line.kill = rep.kill;
+    }
+    // 7. A session usually goes with its pane's claude: asking for one that is gone is a no-op
+    // (the command is checked in the server); only a large wave lists first, to ask for fewer.
+    let mut targets: Vec<u32> = done.iter().map(|(i, _)| jobs[*i].n()).collect();
+    if targets.len() > LIST_ABOVE {
+        if let Ok(l) = r.tmux.list(&r.cfg.prefix).await {
+            let present: HashSet<u32> = l.sessions.iter().map(|s| s.tmux_id).collect();
+            targets.retain(|n| present.contains(n));
+        }
+    }
+    if let Err(e) = r.tmux.kill_sessions(&targets, tok).await {
+        r.metrics.tmux_errors.inc();
+        for (i, _) in done {
+            let j = &mut jobs[*i];
+            if targets.contains(&j.n()) {
+                j.line.outcome = Outcome::Failed;
+                j.line.error = Some(format!("failed to kill the session: {e}"));
+            }
+        }
+    }
+    // 8. Nothing may survive. 9. The audit line, the journal, the line delivered.
+    for (i, _) in done {
+        let j = &mut jobs[*i];
+        verify(&mut j.line, &j.ids);
+        p.complete(r, *i, j.line.clone(), t0);
+    }
+    tracing::debug!(
+        chats = done.len(),
+        ms = t0.elapsed().as_millis() as u64,
+        "teardown: chats finished as their trees went"
+    );
 }
 
 /// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.

@@ -1,11 +1,15 @@
 //! A batch that panics: what it had done is undone or finished, once.
 //!
 //! [`Progress`] is what the batch has done so far that outlives it: the token of its marks, the
-//! journals written, the audit lines written. [`CatchUnwind`] turns the batch's panic into an
-//! error; then [`Progress::unwind`] clears the marks (checked in the server: only those still
-//! carrying our token), removes the journals, and writes a `failed` line for each request whose
-//! line was not written yet. Without this a reap mark whose owner is alive is never stale, and
-//! `turn begin` and `spawn` would wait on a journal whose owner lives on until a restart.
+//! journals written, the audit lines written and delivered, each by request. [`CatchUnwind`]
+//! turns the batch's panic into an error; then [`Progress::unwind`] clears the marks (checked in
+//! the server: only those still carrying our token), removes the journals, and writes a `failed`
+//! line for each request whose line was not written yet. Without this a reap mark whose owner is
+//! alive is never stale, and `turn begin` and `spawn` would wait on a journal whose owner lives on
+//! until a restart.
+//!
+//! The chats of a batch end in any order (each as soon as its tree is gone: see
+//! [`Progress::complete`]), so what was done is kept per request, not as a prefix.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -13,49 +17,113 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::{finish, Job};
+use super::{finish, Job, Sink};
 use crate::reaper::Reaper;
 use crate::state::{AuditLine, Journal, Outcome};
 
 /// What a batch has done that must be undone or finished should it panic.
-#[derive(Default)]
-pub(super) struct Progress {
+pub(super) struct Progress<'s> {
     /// One line per request as begun (nothing done yet), in order.
-    pub begun: Vec<AuditLine>,
+    begun: Vec<AuditLine>,
     /// The token of the batch's marks, and the sessions it tried to mark.
     token: Option<String>,
     marked: Vec<u32>,
-    /// Journals written and not removed yet.
-    pub journals: Vec<Journal>,
-    /// Audit lines written, in request order: the first `lines.len()` requests are done.
-    lines: Vec<AuditLine>,
+    /// Per request: its journal, while it is written and not removed yet.
+    journals: Vec<Option<Journal>>,
+    /// Per request: its audit line, once written (never twice).
+    lines: Vec<Option<AuditLine>>,
+    /// Per request: whether its line went to `sink`.
+    delivered: Vec<bool>,
+    /// Where each line goes once written and its journal removed (`--once` prints it).
+    sink: Option<Sink<'s>>,
 }
 
-impl Progress {
+impl<'s> Progress<'s> {
+    pub fn new(sink: Option<Sink<'s>>) -> Self {
+        Progress {
+            begun: Vec::new(),
+            token: None,
+            marked: Vec::new(),
+            journals: Vec::new(),
+            lines: Vec::new(),
+            delivered: Vec::new(),
+            sink,
+        }
+    }
+
+    /// The batch's requests, as begun.
+    pub fn begin(&mut self, begun: Vec<AuditLine>) {
+        let n = begun.len();
+        self.begun = begun;
+        self.journals = vec![None; n];
+        self.lines = vec![None; n];
+        self.delivered = vec![false; n];
+    }
+
     /// The batch is about to mark `ns` with `token` (some marks may be set even if that fails).
     pub fn marked(&mut self, token: &str, ns: Vec<u32>) {
         self.token = Some(token.to_string());
         self.marked = ns;
     }
 
-    /// Finish every job (log, audit line, metrics), in order, remembering each line written.
-    pub fn finish_all(&mut self, r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<AuditLine> {
-        for j in jobs {
-            let l = finish(r, j.line, t0);
-            self.lines.push(l);
+    /// Request `i`'s journal is written.
+    pub fn journal_written(&mut self, i: usize, jn: Journal) {
+        self.journals[i] = Some(jn);
+    }
+
+    /// Request `i`'s journal was removed (its reap did not go on).
+    pub fn journal_removed(&mut self, i: usize) {
+        self.journals[i] = None;
+    }
+
+    /// Whether request `i`'s audit line is written.
+    pub fn written(&self, i: usize) -> bool {
+        self.lines[i].is_some()
+    }
+
+    /// Request `i` is over with `line`: the line is written (log, audit file, metrics) unless it
+    /// already was, then its journal removed (what `turn begin` and `spawn` wait for), then the
+    /// line delivered.
+    pub fn complete(&mut self, r: &Reaper, i: usize, line: AuditLine, t0: Instant) {
+        if self.lines[i].is_none() {
+            self.lines[i] = Some(finish(r, line, t0));
         }
-        self.lines.clone()
+        if let Some(jn) = self.journals[i].take() {
+            if let Err(e) = r.state.remove_journal(&jn) {
+                tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
+            }
+        }
+        self.deliver(i);
+    }
+
+    fn deliver(&mut self, i: usize) {
+        if self.delivered[i] {
+            return;
+        }
+        if let (Some(sink), Some(l)) = (self.sink, &self.lines[i]) {
+            self.delivered[i] = true;
+            sink(l);
+        }
+    }
+
+    /// Complete every job not over yet, in order. Returns every request's line, in order.
+    pub fn finish_all(&mut self, r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<AuditLine> {
+        for (i, j) in jobs.into_iter().enumerate() {
+            self.complete(r, i, j.line, t0);
+        }
+        self.lines.iter().flatten().cloned().collect()
     }
 
     /// After a panic (`why`): clear the marks, remove the journals, write the lines not written.
     /// Returns one line per request, in order.
-    pub async fn unwind(self, r: &Reaper, why: &str, t0: Instant) -> Vec<AuditLine> {
+    pub async fn unwind(mut self, r: &Reaper, why: &str, t0: Instant) -> Vec<AuditLine> {
         tracing::error!(
-            panic = %why, sessions = self.begun.len(), written = self.lines.len(),
+            panic = %why, sessions = self.begun.len(),
+            written = self.lines.iter().flatten().count(),
             "a reap batch panicked: clearing its marks and removing its journals"
         );
-        for jn in &self.journals {
-            if let Err(e) = r.state.remove_journal(jn) {
+        for jn in self.journals.iter_mut().filter_map(Option::take) {
+            if let Err(e) = r.state.remove_journal(&jn) {
                 tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal of a batch that panicked");
             }
         }
@@ -65,14 +133,14 @@ impl Progress {
                 tracing::warn!(error = %e, sessions = ?self.marked, "failed to clear the reap marks of a batch that panicked");
             }
         }
-        let done = self.lines.len();
-        let mut lines = self.lines;
-        for mut l in self.begun.into_iter().skip(done) {
-            l.outcome = Outcome::Failed;
-            l.error = Some(format!("the teardown panicked: {why}"));
-            lines.push(finish(r, l, t0));
+        for (i, mut l) in std::mem::take(&mut self.begun).into_iter().enumerate() {
+            if !self.written(i) {
+                l.outcome = Outcome::Failed;
+                l.error = Some(format!("the teardown panicked: {why}"));
+            }
+            self.complete(r, i, l, t0);
         }
-        lines
+        self.lines.into_iter().flatten().collect()
     }
 }
 
@@ -98,7 +166,9 @@ impl<F: Future + Unpin> Future for CatchUnwind<F> {
 
 /// Test hook, honoured only by debug builds (the tests' binary): `CCS_REAP_TEST_PANIC=<phase>`
 /// makes every batch panic at that phase: `journals` (journals and tombstones written, before the
-/// first signal) or `audit` (once the audit lines are written). A release build ignores it.
+/// first signal), `finished` (once the first chats whose trees went are finished, while others may
+/// still be in their grace) or `audit` (once the audit lines are written). A release build ignores
+/// it.
 #[cfg(debug_assertions)]
 pub(super) fn test_panic(phase: &str) {
     if std::env::var("CCS_REAP_TEST_PANIC").is_ok_and(|v| v == phase) {
