@@ -30,6 +30,9 @@ pub struct SweepReport {
     pub reaps: Vec<AuditLine>,
     /// What became of each session seen.
     pub summary: Summary,
+    /// Chats their tmux server took with it (tombstoned, reason `server-died`) that are not
+    /// back yet: `spawn` resumes each with its cid.
+    pub lost: Vec<crate::state::KnownChat>,
     pub took_ms: u64,
 }
 

@@ -1,0 +1,616 @@
+//! `studios/<key>/known.json`: the last known conversation of every chat the reaper has seen
+//! with a valid cid, and the tmux server it lived on, so that a chat the server takes with it
+//! (a crash, a reboot, a container restart) is tombstoned like a reaped one (`server-died`) and
+//! resumed by `spawn`.
+//!
+//! [`plan`] is the pure core: given the last record, what the listing shows now and which
+//! servers still live, the next record and the chats lost with their server.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// An entry not seen alive for this long is dropped, whatever became of its server: Claude Code
+/// deletes conversations older than 30 days by default (`cleanupPeriodDays`), so its cid would
+/// not resume anyway.
+pub const KNOWN_MAX_AGE_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// The record is rewritten at least this often while its chats live, to move their `seen`
+/// forward (otherwise only when something changed).
+pub const KNOWN_REFRESH_MS: i64 = 3600 * 1000;
+
+/// The largest `known.json` read back (about 60 000 chats): anything bigger was not written by us.
+pub const MAX_KNOWN_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A tmux server's identity: its pid, its start time (clock ticks after boot, from
+/// `/proc/<pid>/stat`; 0 when it could not be read) and the boot it ran in (`boot_id`; empty
+/// when unknown). Another pid, start time or boot at the socket is another server.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ServerId {
+    pub pid: u32,
+    pub start: u64,
+    #[serde(default)]
+    pub boot: String,
+}
+
+/// One chat's last known conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnownChat {
+    pub id: String,
+    pub session: String,
+    /// The session's `$N` on `server`.
+    pub tmux_id: u32,
+    pub cid: String,
+    pub cwd: Option<String>,
+    pub server: ServerId,
+    /// When it was last seen alive (Unix ms; moved forward at most every [`KNOWN_REFRESH_MS`]).
+    pub seen: i64,
+    /// Tombstoned as `server-died` (its server went): kept until the chat is back (its session
+    /// is seen again) or [`KNOWN_MAX_AGE_MS`] passed, for `status`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost: bool,
+}
+
+/// The whole record, by chat id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Known {
+    pub chats: BTreeMap<String, KnownChat>,
+}
+
+impl Known {
+    /// Whether every entry may be trusted, whoever wrote the file: its key is its id, a valid
+    /// id whose session is `<prefix><id>`, a valid cid, an absolute cwd.
+    pub fn validate(&self, prefix: &str) -> Result<(), String> {
+        for (k, c) in &self.chats {
+            if k != &c.id || !crate::policy::valid_id(&c.id) {
+                return Err(format!(
+                    "entry {k:?} has id {:?}: not a valid id matching its key",
+                    c.id
+                ));
+            }
+            if c.session != format!("{prefix}{}", c.id) {
+                return Err(format!(
+                    "entry {k:?}: its session {:?} is not {prefix}{}",
+                    c.session, c.id
+                ));
+            }
+            if !crate::policy::valid_cid(&c.cid) {
+                return Err(format!(
+                    "entry {k:?}: cid {:?} is not a valid conversation id",
+                    c.cid
+                ));
+            }
+            if let Some(d) = c.cwd.as_deref().filter(|d| !d.starts_with('/')) {
+                return Err(format!("entry {k:?}: cwd {d:?} is not an absolute path"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries tombstoned as lost with their server.
+    pub fn lost(&self) -> impl Iterator<Item = &KnownChat> {
+        self.chats.values().filter(|c| c.lost)
+    }
+}
+
+/// A chat session as one listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub id: String,
+    pub session: String,
+    pub tmux_id: u32,
+    /// Its valid cid (`@ccs_cid`, or its claude's command line), when known this sweep.
+    pub cid: Option<String>,
+    /// Its working directory, when read (only for a chat [`needs_cwd`] names).
+    pub cwd: Option<String>,
+}
+
+/// What a sweep knows of the server at the socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerView {
+    /// The listing's `server_up`: `Some(false)` no server listens at the socket, `None` the
+    /// listing failed (nothing is concluded from it).
+    pub up: Option<bool>,
+    /// The server that answered, when it listed a session (its pid comes with the rows).
+    pub current: Option<ServerId>,
+}
+
+/// What [`plan`] concludes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// The record to keep (written only if it differs from the last one).
+    pub known: Known,
+    /// Chats that were alive on a server now gone or replaced, and are not back: each gets a
+    /// `server-died` tombstone (unless it has one) and a `lost` audit line.
+    pub lost: Vec<KnownChat>,
+    /// Chats whose server went but which are already back as a new session (respawned before
+    /// the reaper saw the server go): no tombstone can help them any more; a `lost` audit line
+    /// keeps their old cid.
+    pub respawned: Vec<KnownChat>,
+}
+
+/// Whether the entry for chat `s` has to be made afresh (new, or another session or server):
+/// then its cwd is read; otherwise the old entry's is kept.
+pub fn needs_cwd(old: &Known, s: &Seen, current: Option<&ServerId>) -> bool {
+    match old.chats.get(&s.id) {
+        Some(e) => e.lost || e.tmux_id != s.tmux_id || Some(&e.server) != current,
+        None => true,
+    }
+}
+
+/// How the server an entry lived on stands now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Its process is gone, or another server answers at the socket.
+    Gone,
+    /// It lives and is the one at the socket.
+    Here,
+    /// Cannot be told (the listing failed, /proc could not tell, no server at the socket while
+    /// the old one still runs).
+    Unknown,
+}
+
+fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<bool>) -> Fate {
+    if view.up.is_none() {
+        return Fate::Unknown;
+    }
+    let alive = living(s);
+    if alive == Some(false) {
+        return Fate::Gone;
+    }
+    match &view.current {
+        Some(c) if c != s => Fate::Gone,
+        Some(_) => Fate::Here,
+        // A server without our sessions (or any) answers, and the old one runs: the same one,
+        // whose sessions went (a studio's kill-session, a reap).
+        None if view.up == Some(true) && alive == Some(true) => Fate::Here,
+        None => Fate::Unknown,
+    }
+}
+
+/// The next record, and the chats lost with their server, given the last record `old`, the
+/// sessions the listing shows (`seen`; every chat session, with or without a cid), the server at
+/// the socket (`view`), whether each recorded server still lives (`living`: `None` when /proc
+/// could not tell) and the time. Pure.
+///
+/// - A listing that failed (`view.up == None`) changes nothing.
+/// - A chat seen with a valid cid is recorded on the current server (its cwd kept from the old
+///   entry when it is the same session on the same server). `seen` moves forward, for every
+///   entry at once, when the oldest is [`KNOWN_REFRESH_MS`] old.
+/// - A chat seen without a cid this sweep keeps its entry while it is the same session (a cid
+///   read from a command line is not looked for every sweep); as another session, it is back:
+///   its old entry goes (if its server went, as `respawned`).
+/// - A chat not seen: if its server is gone or replaced, it is `lost` (once: the entry stays,
+///   marked, until the chat is back or ages out); if its server lives on, its session was
+///   killed (by the studio, or reaped, which tombstones it) and the entry goes; if that cannot
+///   be told, the entry stays.
+/// - An entry not seen alive for [`KNOWN_MAX_AGE_MS`] goes, tombstoned or not.
+pub fn plan(
+    old: &Known,
+    seen: &[Seen],
+    view: &ServerView,
+    living: impl Fn(&ServerId) -> Option<bool>,
+    now: i64,
+) -> Plan {
+    if view.up.is_none() {
+        return Plan {
+            known: old.clone(),
+            ..Plan::default()
+        };
+    }
+    let mut out = Plan::default();
+    let by_id: BTreeMap<&str, &Seen> = seen.iter().map(|s| (s.id.as_str(), s)).collect();
+    let refresh = old
+        .chats
+        .values()
+        .filter(|e| !e.lost && by_id.contains_key(e.id.as_str()))
+        .any(|e| now.saturating_sub(e.seen) >= KNOWN_REFRESH_MS);
+
+    // The chats seen.
+    for s in seen {
+        let old_e = old.chats.get(&s.id);
+        let same = |e: &KnownChat| {
+            !e.lost && e.tmux_id == s.tmux_id && Some(&e.server) == view.current.as_ref()
+        };
+        let cid = s.cid.as_deref().filter(|c| crate::policy::valid_cid(c));
+        match (cid, old_e, &view.current) {
+            (Some(cid), _, Some(server)) => {
+                let kept = old_e.filter(|e| same(e));
+                let e = KnownChat {
+                    id: s.id.clone(),
+                    session: s.session.clone(),
+                    tmux_id: s.tmux_id,
+                    cid: cid.to_string(),
+                    cwd: match kept {
+                        Some(e) => e.cwd.clone().or_else(|| s.cwd.clone()),
+                        None => s.cwd.clone(),
+                    },
+                    server: server.clone(),
+                    seen: match kept {
+                        Some(e) if !refresh => e.seen,
+                        _ => now,
+                    },
+                    lost: false,
+                };
+                if let Some(o) = old_e.filter(|o| !same(o) && !o.lost) {
+                    if fate(&o.server, view, &living) == Fate::Gone {
+                        out.respawned.push(o.clone());
+                    }
+                }
+                out.known.chats.insert(s.id.clone(), e);
+            }
+            (None, Some(e), _) if same(e) => {
+                let mut e = e.clone();
+                if refresh {
+                    e.seen = now;
+                }
+                out.known.chats.insert(s.id.clone(), e);
+            }
+            (None, Some(e), _) => {
+                if !e.lost && fate(&e.server, view, &living) == Fate::Gone {
+                    out.respawned.push(e.clone());
+                }
+            }
+            // Seen with a cid, but no server identity (cannot be: its pid comes with its row),
+            // or neither a cid nor an entry: nothing to record.
+            (Some(_), Some(e), None) => {
+                out.known.chats.insert(s.id.clone(), e.clone());
+            }
+            (_, None, _) => {}
+        }
+    }
+
+    // The chats not seen.
+    for e in old
+        .chats
+        .values()
+        .filter(|e| !by_id.contains_key(e.id.as_str()))
+    {
+        if now.saturating_sub(e.seen) >= KNOWN_MAX_AGE_MS {
+            continue;
+        }
+        if e.lost {
+            out.known.chats.insert(e.id.clone(), e.clone());
+            continue;
+        }
+        match fate(&e.server, view, &living) {
+            Fate::Gone => {
+                let mut e = e.clone();
+                e.lost = true;
+                out.lost.push(e.clone());
+                out.known.chats.insert(e.id.clone(), e);
+            }
+            Fate::Here => {}
+            Fate::Unknown => {
+                out.known.chats.insert(e.id.clone(), e.clone());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_000_000_000_000;
+
+    fn srv(pid: u32, start: u64) -> ServerId {
+        ServerId {
+            pid,
+            start,
+            boot: "b".into(),
+        }
+    }
+
+    fn entry(id: &str, n: u32, cid: &str, server: ServerId) -> KnownChat {
+        KnownChat {
+            id: id.into(),
+            session: format!("ccs-{id}"),
+            tmux_id: n,
+            cid: cid.into(),
+            cwd: Some(format!("/w/{id}")),
+            server,
+            seen: NOW - 1000,
+            lost: false,
+        }
+    }
+
+    fn seen(id: &str, n: u32, cid: Option<&str>) -> Seen {
+        Seen {
+            id: id.into(),
+            session: format!("ccs-{id}"),
+            tmux_id: n,
+            cid: cid.map(str::to_string),
+            cwd: Some(format!("/new/{id}")),
+        }
+    }
+
+    fn known(es: &[KnownChat]) -> Known {
+        Known {
+            chats: es.iter().map(|e| (e.id.clone(), e.clone())).collect(),
+        }
+    }
+
+    fn ids(es: &[KnownChat]) -> Vec<&str> {
+        es.iter().map(|e| e.id.as_str()).collect()
+    }
+
+    /// `living` for a table: the servers that live; `None` for pid 0 (cannot tell).
+    fn living(alive: &'static [ServerId]) -> impl Fn(&ServerId) -> Option<bool> {
+        move |s| (s.pid != 0).then(|| alive.contains(s))
+    }
+
+    #[test]
+    fn which_entries_are_lost_kept_or_dropped() {
+        let a = srv(100, 5);
+        let b = srv(200, 9);
+        let a_again = srv(100, 77); // the same pid, another start time: another server
+        let unsure = srv(0, 1);
+        let up = |c: Option<&ServerId>| ServerView {
+            up: Some(true),
+            current: c.cloned(),
+        };
+        let down = ServerView {
+            up: Some(false),
+            current: None,
+        };
+        let failed = ServerView {
+            up: None,
+            current: None,
+        };
+        // The servers alive in each case are given by name below.
+        static A: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(100, 5)]);
+        static B: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(200, 9)]);
+        static AB: std::sync::LazyLock<[ServerId; 2]> =
+            std::sync::LazyLock::new(|| [srv(100, 5), srv(200, 9)]);
+        static NONE: [ServerId; 0] = [];
+        let old = known(&[
+            entry("1", 1, "c1", a.clone()),
+            entry("2", 2, "c2", a.clone()),
+        ]);
+        // (what, view, servers alive, seen now, lost, respawned, kept ids)
+        type Row<'a> = (
+            &'a str,
+            ServerView,
+            &'static [ServerId],
+            Vec<Seen>,
+            Vec<&'a str>,
+            Vec<&'a str>,
+            Vec<&'a str>,
+        );
+        let table: Vec<Row> = vec![
+            (
+                "steady: both seen on the same server",
+                up(Some(&a)),
+                &*A,
+                vec![seen("1", 1, Some("c1")), seen("2", 2, Some("c2"))],
+                vec![],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "the studio killed 2, the server lives on: dropped, not lost",
+                up(Some(&a)),
+                &*A,
+                vec![seen("1", 1, Some("c1"))],
+                vec![],
+                vec![],
+                vec!["1"],
+            ),
+            (
+                "all of them killed, a server without sessions (exit-empty off) answers",
+                up(None),
+                &*A,
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+            ),
+            (
+                "the server died, no server at the socket",
+                down.clone(),
+                &NONE,
+                vec![],
+                vec!["1", "2"],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "the server died, a new one answers with other sessions",
+                up(Some(&b)),
+                &*B,
+                vec![],
+                vec!["1", "2"],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "replaced: the old one still runs, another answers at the socket",
+                up(Some(&b)),
+                &*AB,
+                vec![],
+                vec!["1", "2"],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "the same pid, another start time (a container restart)",
+                up(Some(&a_again)),
+                &NONE,
+                vec![],
+                vec!["1", "2"],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "the server died; 1 is already back, respawned without its cid",
+                up(Some(&b)),
+                &*B,
+                vec![seen("1", 4, Some("fresh"))],
+                vec!["2"],
+                vec!["1"],
+                vec!["1", "2"],
+            ),
+            (
+                "the server died; 1 is back, no cid yet",
+                up(Some(&b)),
+                &*B,
+                vec![seen("1", 4, None)],
+                vec!["2"],
+                vec!["1"],
+                vec!["2"],
+            ),
+            (
+                "the listing failed: nothing concluded",
+                failed.clone(),
+                &NONE,
+                vec![],
+                vec![],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "no server at the socket, the old one still runs: wait",
+                down.clone(),
+                &*A,
+                vec![],
+                vec![],
+                vec![],
+                vec!["1", "2"],
+            ),
+        ];
+        for (what, view, alive, now_seen, lost, respawned, kept) in table {
+            let p = plan(&old, &now_seen, &view, living(alive), NOW);
+            assert_eq!(ids(&p.lost), lost, "{what}: lost");
+            assert_eq!(ids(&p.respawned), respawned, "{what}: respawned");
+            let got: Vec<&str> = p.known.chats.keys().map(String::as_str).collect();
+            assert_eq!(got, kept, "{what}: kept");
+            for l in &p.lost {
+                assert!(p.known.chats[&l.id].lost, "{what}: {} marked lost", l.id);
+                assert_eq!(l.cid, old.chats[&l.id].cid, "{what}: the old cid");
+            }
+        }
+        // /proc cannot tell whether the old server lives, and no server answers: kept.
+        let old_u = known(&[entry("1", 1, "c1", unsure.clone())]);
+        let p = plan(&old_u, &[], &down, living(&NONE), NOW);
+        assert!(p.lost.is_empty());
+        assert_eq!(p.known, old_u);
+        // ... but another server at the socket is another server.
+        let p = plan(&old_u, &[], &up(Some(&b)), living(&*B), NOW);
+        assert_eq!(ids(&p.lost), ["1"]);
+    }
+
+    #[test]
+    fn a_lost_chat_is_lost_once_and_kept_until_it_is_back_or_too_old() {
+        let a = srv(100, 5);
+        let b = srv(200, 9);
+        static B: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(200, 9)]);
+        let view = ServerView {
+            up: Some(true),
+            current: Some(b.clone()),
+        };
+        let old = known(&[entry("1", 1, "c1", a.clone())]);
+        let p1 = plan(&old, &[], &view, living(&*B), NOW);
+        assert_eq!(ids(&p1.lost), ["1"]);
+        // Next sweep: nothing new is lost, the entry stays marked.
+        let p2 = plan(&p1.known, &[], &view, living(&*B), NOW + 1000);
+        assert!(p2.lost.is_empty());
+        assert_eq!(p2.known, p1.known);
+        // `spawn` resumed it: seen again with its cid, on the new server, a live entry.
+        let p3 = plan(
+            &p2.known,
+            &[seen("1", 7, Some("c1"))],
+            &view,
+            living(&*B),
+            NOW + 2000,
+        );
+        assert!(p3.lost.is_empty() && p3.respawned.is_empty());
+        let e = &p3.known.chats["1"];
+        assert!(!e.lost);
+        assert_eq!(
+            (e.tmux_id, &e.server, e.cwd.as_deref()),
+            (7, &b, Some("/new/1"))
+        );
+        // Never back: gone after the max age.
+        let p4 = plan(&p1.known, &[], &view, living(&*B), NOW + KNOWN_MAX_AGE_MS);
+        assert!(p4.known.chats.is_empty() && p4.lost.is_empty());
+        // At start-up, an entry older than that is not tombstoned either.
+        let p5 = plan(&old, &[], &view, living(&*B), NOW + KNOWN_MAX_AGE_MS);
+        assert!(p5.known.chats.is_empty() && p5.lost.is_empty());
+    }
+
+    #[test]
+    fn the_record_changes_only_when_something_changed() {
+        let a = srv(100, 5);
+        static A: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(100, 5)]);
+        let view = ServerView {
+            up: Some(true),
+            current: Some(a.clone()),
+        };
+        let old = known(&[entry("1", 1, "c1", a.clone())]);
+        // The same: equal (no write); the old cwd is kept, not the one read now.
+        let p = plan(&old, &[seen("1", 1, Some("c1"))], &view, living(&*A), NOW);
+        assert_eq!(p.known, old);
+        // A cid not read this sweep (a command line's, looked for only sometimes): the same.
+        let p = plan(&old, &[seen("1", 1, None)], &view, living(&*A), NOW);
+        assert_eq!(p.known, old);
+        // A new cid (`/clear`): changed.
+        let p = plan(&old, &[seen("1", 1, Some("c9"))], &view, living(&*A), NOW);
+        assert_eq!(p.known.chats["1"].cid, "c9");
+        // An invalid cid is no cid.
+        let p = plan(&old, &[seen("1", 1, Some("-x"))], &view, living(&*A), NOW);
+        assert_eq!(p.known, old);
+        // A new chat, and one without a cid (not recorded).
+        let p = plan(
+            &old,
+            &[
+                seen("1", 1, Some("c1")),
+                seen("2", 2, Some("c2")),
+                seen("3", 3, None),
+            ],
+            &view,
+            living(&*A),
+            NOW,
+        );
+        assert_eq!(p.known.chats.len(), 2);
+        assert_eq!(p.known.chats["2"].seen, NOW);
+        // An hour on: every live entry's `seen` moves at once (one write).
+        let later = NOW + KNOWN_REFRESH_MS;
+        let two = plan(
+            &p.known,
+            &[seen("1", 1, Some("c1")), seen("2", 2, Some("c2"))],
+            &view,
+            living(&*A),
+            later,
+        );
+        assert!(two.known.chats.values().all(|e| e.seen == later));
+        assert!(needs_cwd(&old, &seen("2", 2, None), Some(&a)));
+        assert!(!needs_cwd(&old, &seen("1", 1, None), Some(&a)));
+        assert!(needs_cwd(&old, &seen("1", 4, None), Some(&a)));
+    }
+
+    #[test]
+    fn a_record_read_back_is_validated() {
+        let a = srv(1, 1);
+        let good = known(&[entry("1", 1, "c1", a.clone())]);
+        assert!(good.validate("ccs-").is_ok());
+        let bad: Vec<(&str, Box<dyn Fn(&mut KnownChat)>)> = vec![
+            ("id", Box::new(|e| e.id = "../x".into())),
+            ("session", Box::new(|e| e.session = "other-1".into())),
+            (
+                "cid",
+                Box::new(|e| e.cid = "--dangerously-skip-permissions".into()),
+            ),
+            ("cwd", Box::new(|e| e.cwd = Some("rel".into()))),
+        ];
+        for (what, f) in bad {
+            let mut k = good.clone();
+            if let Some(e) = k.chats.get_mut("1") {
+                f(e);
+            }
+            let e = k.validate("ccs-").unwrap_err();
+            assert!(e.contains(what), "{what}: {e}");
+        }
+    }
+}
