@@ -188,6 +188,13 @@ pub fn render_status(r: &SweepReport) -> String {
             .map(human_bytes)
             .unwrap_or_else(|| "-".into())
     );
+    for c in &r.lost {
+        let _ = writeln!(
+            o,
+            "{} lost with its tmux server (pid {}): tombstoned (server-died); spawn resumes conversation {}",
+            c.session, c.server.pid, c.cid
+        );
+    }
     if let Some(h) = r.host {
         let limit = h
             .limit_bytes

@@ -483,7 +483,13 @@ fn plan_known(
                 id: s.id.clone(),
                 session: s.name.clone(),
                 tmux_id: s.tmux_id,
-                cid: d.cid.clone(),
+                // `@ccs_cid`, or the one found on a command line; else the command tmux started
+                // the pane with (a string, no /proc: cheap every sweep).
+                cid: d.cid.clone().or_else(|| {
+                    s.panes
+                        .iter()
+                        .find_map(|p| crate::policy::cid_from_argv(&[&p.start_command]))
+                }),
                 cwd: None,
             };
             if e.cid.is_some() && st::needs_cwd(old, &e, view.current.as_ref()) {
@@ -530,7 +536,9 @@ fn keep_known(
         );
         match r.state.read_tombstone(&c.id) {
             Ok(Some(t)) if t.cid.as_deref() == Some(c.cid.as_str()) => {
-                tracing::warn!(session = %c.session, cid = %c.cid, "{gone}; its tombstone is already there");
+                // Reaped (or lost) already: the tombstone serves; nothing is lost.
+                tracing::info!(session = %c.session, cid = %c.cid, "{gone}; its tombstone is already there");
+                plan.known.chats.remove(&c.id);
                 continue;
             }
             _ => {}
