@@ -237,13 +237,26 @@ fn a_segfaulting_server_loses_no_conversation() {
 fn with_the_daemon_each_chat_comes_back_with_its_cid() {
     let s = Server::new();
     three_chats(&s);
+    let port = common::http::free_port();
+    let addr = format!("127.0.0.1:{port}");
     let env = [
         ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
         ("CCS_REAP_INTERVAL_MS", "200"),
+        ("CCS_METRICS_ADDR", addr.as_str()),
     ];
     let _d = KillOnDrop(
         s.reap(&env)
             .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // `events`, following the audit log from before the crash.
+    let events_out = s.path("events.out");
+    let _ev = KillOnDrop(
+        s.reap(&[])
+            .arg("events")
+            .stdout(std::fs::File::create(&events_out).unwrap())
             .stderr(Stdio::null())
             .spawn()
             .unwrap(),
@@ -258,6 +271,30 @@ fn with_the_daemon_each_chat_comes_back_with_its_cid() {
             .iter()
             .all(|(id, _)| s.tombstone(id).is_some())),
         "the daemon did not tombstone the chats"
+    );
+    let lost_events = || {
+        std::fs::read_to_string(&events_out)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| {
+                l.contains(r#""outcome":"lost""#) && l.contains(r#""reason":"server-died""#)
+            })
+            .count()
+    };
+    assert!(
+        wait_until(10.0, || lost_events() == 3),
+        "events printed {} lost lines",
+        lost_events()
+    );
+    let key = r#"ccs_reap_reaps_total{reason="server-died",outcome="lost"}"#;
+    let metric = || {
+        common::http::get(port, "/metrics", std::time::Duration::from_secs(2))
+            .and_then(|r| common::http::samples(&r.body).get(key).copied())
+    };
+    assert!(
+        wait_until(10.0, || metric() == Some(3.0)),
+        "{key} = {:?}",
+        metric()
     );
     let before = std::fs::read_to_string(known_path(&s)).unwrap();
     each_chat_comes_back(&s, || {
