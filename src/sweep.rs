@@ -1,6 +1,7 @@
 //! One sweep: observe, decide, write the idle stamps, finish a dead reaper's teardowns, and hand
 //! the sessions to reap to the teardown as one batch. `status` is a sweep that writes nothing.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -274,7 +275,7 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
             Known::default()
         }
     };
-    let plan = plan_known(&old, &o.snap, &o.listing, &o.decisions, o.now);
+    let plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
     let lost = lost_chats(Some(&plan.known), &o.snap);
     report(
         r,
@@ -464,7 +465,7 @@ fn server_living(s: &st::ServerId) -> Option<bool> {
 /// The next record of last known conversations ([`st::plan`]) given the last one and this
 /// sweep's look at the server. The cwd is read only for the entries made afresh.
 fn plan_known(
-    old: &Known,
+    old: Known,
     snap: &Snapshot,
     listing: &Listing,
     decisions: &[Decision],
@@ -480,19 +481,20 @@ fn plan_known(
         .filter(|(_, s)| crate::policy::valid_id(&s.id))
         .map(|(d, s)| {
             let mut e = st::Seen {
-                id: s.id.clone(),
-                session: s.name.clone(),
+                id: &s.id,
+                session: &s.name,
                 tmux_id: s.tmux_id,
                 // `@ccs_cid`, or the one found on a command line; else the command tmux started
                 // the pane with (a string, no /proc: cheap every sweep).
-                cid: d.cid.clone().or_else(|| {
+                cid: d.cid.as_deref().map(Cow::Borrowed).or_else(|| {
                     s.panes
                         .iter()
                         .find_map(|p| crate::policy::cid_from_argv(&[&p.start_command]))
+                        .map(Cow::Owned)
                 }),
                 cwd: None,
             };
-            if e.cid.is_some() && st::needs_cwd(old, &e, view.current.as_ref()) {
+            if e.cid.is_some() && st::needs_cwd(&old, &e, view.current.as_ref()) {
                 e.cwd = s.panes.iter().filter(|p| !p.dead).find_map(|p| {
                     std::fs::read_link(format!("/proc/{}/cwd", p.pid))
                         .ok()
@@ -519,6 +521,7 @@ fn keep_known(
     if listing.server_up.is_none() {
         return Vec::new();
     }
+    let t0 = Instant::now();
     let mut last = r.known.lock().unwrap_or_else(|p| p.into_inner());
     let old = match last.take() {
         Some(k) => k,
@@ -527,7 +530,8 @@ fn keep_known(
             Known::default()
         }),
     };
-    let mut plan = plan_known(&old, snap, listing, decisions, now);
+    let read_us = t0.elapsed().as_micros() as u64;
+    let mut plan = plan_known(old, snap, listing, decisions, now);
     let mut lines = Vec::new();
     for c in &plan.lost {
         let gone = format!(
@@ -539,6 +543,7 @@ fn keep_known(
                 // Reaped (or lost) already: the tombstone serves; nothing is lost.
                 tracing::info!(session = %c.session, cid = %c.cid, "{gone}; its tombstone is already there");
                 plan.known.chats.remove(&c.id);
+                plan.changed = true;
                 continue;
             }
             _ => {}
@@ -599,11 +604,21 @@ fn keep_known(
         }
         r.metrics.record_reap(l);
     }
-    if plan.known != old {
+    let written = plan.changed;
+    if written {
         if let Err(e) = r.state.write_known(&plan.known) {
             tracing::warn!(error = %e, "failed to write the record of last known conversations");
         }
     }
+    // What keeping the record costs a sweep (scripts/bench reads this line).
+    tracing::debug!(
+        entries = plan.known.chats.len(),
+        written,
+        lost = lines.len(),
+        read_us,
+        took_us = t0.elapsed().as_micros() as u64,
+        "known conversations kept"
+    );
     *last = Some(plan.known);
     lines
 }

@@ -6,7 +6,8 @@
 //! [`plan`] is the pure core: given the last record, what the listing shows now and which
 //! servers still live, the next record and the chats lost with their server.
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
@@ -68,7 +69,7 @@ impl Known {
                     c.id
                 ));
             }
-            if c.session != format!("{prefix}{}", c.id) {
+            if c.session.strip_prefix(prefix) != Some(c.id.as_str()) {
                 return Err(format!(
                     "entry {k:?}: its session {:?} is not {prefix}{}",
                     c.session, c.id
@@ -93,14 +94,15 @@ impl Known {
     }
 }
 
-/// A chat session as one listing shows it.
+/// A chat session as one listing shows it (borrowed from the listing: nothing is made for a chat
+/// whose entry does not change).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
-    pub id: String,
-    pub session: String,
+pub struct Seen<'a> {
+    pub id: &'a str,
+    pub session: &'a str,
     pub tmux_id: u32,
     /// Its valid cid (`@ccs_cid`, or its claude's command line), when known this sweep.
-    pub cid: Option<String>,
+    pub cid: Option<Cow<'a, str>>,
     /// Its working directory, when read (only for a chat [`needs_cwd`] names).
     pub cwd: Option<String>,
 }
@@ -118,8 +120,10 @@ pub struct ServerView {
 /// What [`plan`] concludes.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Plan {
-    /// The record to keep (written only if it differs from the last one).
+    /// The record to keep.
     pub known: Known,
+    /// Whether it differs from the last one (then it is written).
+    pub changed: bool,
     /// Chats that were alive on a server now gone or replaced, and are not back: each gets a
     /// `server-died` tombstone (unless it has one) and a `lost` audit line.
     pub lost: Vec<KnownChat>,
@@ -132,7 +136,7 @@ pub struct Plan {
 /// Whether the entry for chat `s` has to be made afresh (new, or another session or server):
 /// then its cwd is read; otherwise the old entry's is kept.
 pub fn needs_cwd(old: &Known, s: &Seen, current: Option<&ServerId>) -> bool {
-    match old.chats.get(&s.id) {
+    match old.chats.get(s.id) {
         Some(e) => e.lost || e.tmux_id != s.tmux_id || Some(&e.server) != current,
         None => true,
     }
@@ -186,39 +190,52 @@ fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<b
 ///   be told, the entry stays.
 /// - An entry not seen alive for [`KNOWN_MAX_AGE_MS`] goes, tombstoned or not.
 pub fn plan(
-    old: &Known,
-    seen: &[Seen],
+    old: Known,
+    seen: &[Seen<'_>],
     view: &ServerView,
     living: impl Fn(&ServerId) -> Option<bool>,
     now: i64,
 ) -> Plan {
+    let mut out = Plan {
+        known: old,
+        ..Plan::default()
+    };
     if view.up.is_none() {
-        return Plan {
-            known: old.clone(),
-            ..Plan::default()
-        };
+        return out;
     }
-    let mut out = Plan::default();
-    let by_id: BTreeMap<&str, &Seen> = seen.iter().map(|s| (s.id.as_str(), s)).collect();
-    let refresh = old
-        .chats
+    let chats = &mut out.known.chats;
+    let by_id: HashMap<&str, &Seen> = seen.iter().map(|s| (s.id, s)).collect();
+    let refresh = chats
         .values()
         .filter(|e| !e.lost && by_id.contains_key(e.id.as_str()))
         .any(|e| now.saturating_sub(e.seen) >= KNOWN_REFRESH_MS);
 
-    // The chats seen.
+    // The chats seen. (In the steady state: one lookup and one comparison each, nothing made.)
     for s in seen {
-        let old_e = old.chats.get(&s.id);
         let same = |e: &KnownChat| {
             !e.lost && e.tmux_id == s.tmux_id && Some(&e.server) == view.current.as_ref()
         };
         let cid = s.cid.as_deref().filter(|c| crate::policy::valid_cid(c));
+        let old_e = chats.get_mut(s.id);
         match (cid, old_e, &view.current) {
-            (Some(cid), _, Some(server)) => {
-                let kept = old_e.filter(|e| same(e));
+            // The same session with the same cid (or none read this sweep): kept as it is.
+            (Some(cid), Some(e), Some(_)) if same(e) && e.cid == cid => {
+                if refresh {
+                    e.seen = now;
+                    out.changed = true;
+                }
+            }
+            (None, Some(e), _) if same(e) => {
+                if refresh {
+                    e.seen = now;
+                    out.changed = true;
+                }
+            }
+            (Some(cid), old_e, Some(server)) => {
+                let kept = old_e.as_ref().filter(|e| same(e));
                 let e = KnownChat {
-                    id: s.id.clone(),
-                    session: s.session.clone(),
+                    id: s.id.to_string(),
+                    session: s.session.to_string(),
                     tmux_id: s.tmux_id,
                     cid: cid.to_string(),
                     cwd: match kept {
@@ -237,55 +254,51 @@ pub fn plan(
                         out.respawned.push(o.clone());
                     }
                 }
-                out.known.chats.insert(s.id.clone(), e);
+                chats.insert(s.id.to_string(), e);
+                out.changed = true;
             }
-            (None, Some(e), _) if same(e) => {
-                let mut e = e.clone();
-                if refresh {
-                    e.seen = now;
-                }
-                out.known.chats.insert(s.id.clone(), e);
-            }
+            // Back as another session, without a cid yet: the old entry goes.
             (None, Some(e), _) => {
                 if !e.lost && fate(&e.server, view, &living) == Fate::Gone {
                     out.respawned.push(e.clone());
                 }
+                chats.remove(s.id);
+                out.changed = true;
             }
-            // Seen with a cid, but no server identity (cannot be: its pid comes with its row),
-            // or neither a cid nor an entry: nothing to record.
-            (Some(_), Some(e), None) => {
-                out.known.chats.insert(s.id.clone(), e.clone());
-            }
-            (_, None, _) => {}
+            // Seen with a cid but no server identity (cannot be: its pid comes with its row):
+            // the entry is kept. Neither a cid nor an entry: nothing to record.
+            (Some(_), Some(_), None) | (_, None, _) => {}
         }
     }
 
     // The chats not seen.
-    for e in old
-        .chats
-        .values()
-        .filter(|e| !by_id.contains_key(e.id.as_str()))
-    {
-        if now.saturating_sub(e.seen) >= KNOWN_MAX_AGE_MS {
-            continue;
+    let mut lost = Vec::new();
+    let mut changed = out.changed;
+    chats.retain(|id, e| {
+        if by_id.contains_key(id.as_str()) {
+            return true;
         }
-        if e.lost {
-            out.known.chats.insert(e.id.clone(), e.clone());
-            continue;
-        }
-        match fate(&e.server, view, &living) {
-            Fate::Gone => {
-                let mut e = e.clone();
-                e.lost = true;
-                out.lost.push(e.clone());
-                out.known.chats.insert(e.id.clone(), e);
+        let keep = if now.saturating_sub(e.seen) >= KNOWN_MAX_AGE_MS {
+            false
+        } else if e.lost {
+            true
+        } else {
+            match fate(&e.server, view, &living) {
+                Fate::Gone => {
+                    e.lost = true;
+                    lost.push(e.clone());
+                    changed = true;
+                    true
+                }
+                Fate::Here => false,
+                Fate::Unknown => true,
             }
-            Fate::Here => {}
-            Fate::Unknown => {
-                out.known.chats.insert(e.id.clone(), e.clone());
-            }
-        }
-    }
+        };
+        changed |= !keep;
+        keep
+    });
+    out.changed = changed;
+    out.lost = lost;
     out
 }
 
@@ -316,12 +329,12 @@ mod tests {
         }
     }
 
-    fn seen(id: &str, n: u32, cid: Option<&str>) -> Seen {
+    fn seen(id: &'static str, n: u32, cid: Option<&'static str>) -> Seen<'static> {
         Seen {
-            id: id.into(),
-            session: format!("ccs-{id}"),
+            id,
+            session: Box::leak(format!("ccs-{id}").into_boxed_str()),
             tmux_id: n,
-            cid: cid.map(str::to_string),
+            cid: cid.map(Cow::Borrowed),
             cwd: Some(format!("/new/{id}")),
         }
     }
@@ -374,7 +387,7 @@ mod tests {
             &'a str,
             ServerView,
             &'static [ServerId],
-            Vec<Seen>,
+            Vec<Seen<'static>>,
             Vec<&'a str>,
             Vec<&'a str>,
             Vec<&'a str>,
@@ -481,7 +494,8 @@ mod tests {
             ),
         ];
         for (what, view, alive, now_seen, lost, respawned, kept) in table {
-            let p = plan(&old, &now_seen, &view, living(alive), NOW);
+            let p = plan(old.clone(), &now_seen, &view, living(alive), NOW);
+            assert_eq!(p.changed, p.known != old, "{what}: changed");
             assert_eq!(ids(&p.lost), lost, "{what}: lost");
             assert_eq!(ids(&p.respawned), respawned, "{what}: respawned");
             let got: Vec<&str> = p.known.chats.keys().map(String::as_str).collect();
@@ -493,11 +507,11 @@ mod tests {
         }
         // /proc cannot tell whether the old server lives, and no server answers: kept.
         let old_u = known(&[entry("1", 1, "c1", unsure.clone())]);
-        let p = plan(&old_u, &[], &down, living(&NONE), NOW);
+        let p = plan(old_u.clone(), &[], &down, living(&NONE), NOW);
         assert!(p.lost.is_empty());
         assert_eq!(p.known, old_u);
         // ... but another server at the socket is another server.
-        let p = plan(&old_u, &[], &up(Some(&b)), living(&*B), NOW);
+        let p = plan(old_u.clone(), &[], &up(Some(&b)), living(&*B), NOW);
         assert_eq!(ids(&p.lost), ["1"]);
     }
 
@@ -511,15 +525,15 @@ mod tests {
             current: Some(b.clone()),
         };
         let old = known(&[entry("1", 1, "c1", a.clone())]);
-        let p1 = plan(&old, &[], &view, living(&*B), NOW);
+        let p1 = plan(old.clone(), &[], &view, living(&*B), NOW);
         assert_eq!(ids(&p1.lost), ["1"]);
         // Next sweep: nothing new is lost, the entry stays marked.
-        let p2 = plan(&p1.known, &[], &view, living(&*B), NOW + 1000);
-        assert!(p2.lost.is_empty());
+        let p2 = plan(p1.known.clone(), &[], &view, living(&*B), NOW + 1000);
+        assert!(p2.lost.is_empty() && !p2.changed);
         assert_eq!(p2.known, p1.known);
         // `spawn` resumed it: seen again with its cid, on the new server, a live entry.
         let p3 = plan(
-            &p2.known,
+            p2.known.clone(),
             &[seen("1", 7, Some("c1"))],
             &view,
             living(&*B),
@@ -533,10 +547,16 @@ mod tests {
             (7, &b, Some("/new/1"))
         );
         // Never back: gone after the max age.
-        let p4 = plan(&p1.known, &[], &view, living(&*B), NOW + KNOWN_MAX_AGE_MS);
+        let p4 = plan(
+            p1.known.clone(),
+            &[],
+            &view,
+            living(&*B),
+            NOW + KNOWN_MAX_AGE_MS,
+        );
         assert!(p4.known.chats.is_empty() && p4.lost.is_empty());
         // At start-up, an entry older than that is not tombstoned either.
-        let p5 = plan(&old, &[], &view, living(&*B), NOW + KNOWN_MAX_AGE_MS);
+        let p5 = plan(old.clone(), &[], &view, living(&*B), NOW + KNOWN_MAX_AGE_MS);
         assert!(p5.known.chats.is_empty() && p5.lost.is_empty());
     }
 
@@ -549,42 +569,50 @@ mod tests {
             current: Some(a.clone()),
         };
         let old = known(&[entry("1", 1, "c1", a.clone())]);
-        // The same: equal (no write); the old cwd is kept, not the one read now.
-        let p = plan(&old, &[seen("1", 1, Some("c1"))], &view, living(&*A), NOW);
-        assert_eq!(p.known, old);
+        let run = |k: &Known, seen: &[Seen<'static>], now: i64| {
+            let p = plan(k.clone(), seen, &view, living(&*A), now);
+            assert_eq!(p.changed, p.known != *k, "changed says {}", p.changed);
+            p
+        };
+        // The same: unchanged (no write); the old cwd is kept, not the one read now.
+        let p = run(&old, &[seen("1", 1, Some("c1"))], NOW);
+        assert!(!p.changed);
         // A cid not read this sweep (a command line's, looked for only sometimes): the same.
-        let p = plan(&old, &[seen("1", 1, None)], &view, living(&*A), NOW);
-        assert_eq!(p.known, old);
-        // A new cid (`/clear`): changed.
-        let p = plan(&old, &[seen("1", 1, Some("c9"))], &view, living(&*A), NOW);
-        assert_eq!(p.known.chats["1"].cid, "c9");
+        assert!(!run(&old, &[seen("1", 1, None)], NOW).changed);
         // An invalid cid is no cid.
-        let p = plan(&old, &[seen("1", 1, Some("-x"))], &view, living(&*A), NOW);
-        assert_eq!(p.known, old);
+        assert!(!run(&old, &[seen("1", 1, Some("-x"))], NOW).changed);
+        // A new cid (`/clear`): changed, the cwd kept.
+        let p = run(&old, &[seen("1", 1, Some("c9"))], NOW);
+        assert!(p.changed);
+        assert_eq!(p.known.chats["1"].cid, "c9");
+        assert_eq!(p.known.chats["1"].cwd.as_deref(), Some("/w/1"));
+        // Another session of the same chat: made afresh, with the cwd read now.
+        let p = run(&old, &[seen("1", 4, Some("c1"))], NOW);
+        assert_eq!(p.known.chats["1"].cwd.as_deref(), Some("/new/1"));
         // A new chat, and one without a cid (not recorded).
-        let p = plan(
+        let p = run(
             &old,
             &[
                 seen("1", 1, Some("c1")),
                 seen("2", 2, Some("c2")),
                 seen("3", 3, None),
             ],
-            &view,
-            living(&*A),
             NOW,
         );
+        assert!(p.changed);
         assert_eq!(p.known.chats.len(), 2);
         assert_eq!(p.known.chats["2"].seen, NOW);
-        // An hour on: every live entry's `seen` moves at once (one write).
-        let later = NOW + KNOWN_REFRESH_MS;
-        let two = plan(
-            &p.known,
-            &[seen("1", 1, Some("c1")), seen("2", 2, Some("c2"))],
-            &view,
-            living(&*A),
-            later,
-        );
+        // Within the hour: unchanged. An hour on: every live entry's `seen` moves at once (one
+        // write), then nothing again.
+        let both = [seen("1", 1, Some("c1")), seen("2", 2, Some("c2"))];
+        assert!(!run(&p.known, &both, NOW + KNOWN_REFRESH_MS / 2).changed);
+        let later = NOW - 1000 + KNOWN_REFRESH_MS;
+        let two = run(&p.known, &both, later);
+        assert!(two.changed);
         assert!(two.known.chats.values().all(|e| e.seen == later));
+        assert!(!run(&two.known, &both, later + 1000).changed);
+        // Dropped (killed), lost, or aged out: changed.
+        assert!(run(&old, &[], NOW).changed);
         assert!(needs_cwd(&old, &seen("2", 2, None), Some(&a)));
         assert!(!needs_cwd(&old, &seen("1", 1, None), Some(&a)));
         assert!(needs_cwd(&old, &seen("1", 4, None), Some(&a)));
