@@ -623,7 +623,8 @@ mod tests {
         let a = srv(1, 1);
         let good = known(&[entry("1", 1, "c1", a.clone())]);
         assert!(good.validate("ccs-").is_ok());
-        let bad: Vec<(&str, Box<dyn Fn(&mut KnownChat)>)> = vec![
+        type Spoil = Box<dyn Fn(&mut KnownChat)>;
+        let bad: Vec<(&str, Spoil)> = vec![
             ("id", Box::new(|e| e.id = "../x".into())),
             ("session", Box::new(|e| e.session = "other-1".into())),
             (
