@@ -425,7 +425,7 @@ fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownChat> {
 
 /// The identity of the tmux server of `pid`: its start time from `/proc/<pid>/stat` (0 when it
 /// cannot be read) and this boot's id.
-fn server_id(pid: u32) -> st::ServerId {
+pub(crate) fn server_id(pid: u32) -> st::ServerId {
     let start = procfs::process::Process::new(pid as i32)
         .and_then(|p| p.stat())
         .map(|s| s.starttime)
@@ -449,7 +449,7 @@ fn boot_id() -> &'static str {
 
 /// Whether the recorded server `s` still runs: `Some(false)` when it is gone (another boot, no
 /// such process, a zombie, another start time), `None` when /proc cannot tell.
-fn server_living(s: &st::ServerId) -> Option<bool> {
+pub(crate) fn server_living(s: &st::ServerId) -> Option<bool> {
     if !s.boot.is_empty() && !boot_id().is_empty() && s.boot != boot_id() {
         return Some(false);
     }
@@ -580,7 +580,7 @@ fn keep_known(
         tracing::warn!(session = %c.session, cid = %c.cid, server_pid = c.server.pid, "lost with its tmux server: tombstoned (server-died), spawn resumes it");
         lines.push(l);
     }
-    for c in &plan.respawned {
+    for st::Respawned { chat: c, resumed } in &plan.respawned {
         let mut l = AuditLine::begin(
             rfc3339(now),
             &c.session,
@@ -591,11 +591,20 @@ fn keep_known(
             None,
         );
         l.outcome = Outcome::Lost;
-        l.error = Some(format!(
-            "the tmux server (pid {}) it lived on died or was replaced, and the chat was respawned before a sweep saw it: resume the old conversation by hand (claude --resume {})",
-            c.server.pid, c.cid
-        ));
-        tracing::warn!(session = %c.session, cid = %c.cid, "lost with its tmux server and already respawned afresh: its old conversation is in the audit line");
+        let gone = format!(
+            "the tmux server (pid {}) it lived on died or was replaced",
+            c.server.pid
+        );
+        l.error = Some(if *resumed {
+            tracing::warn!(session = %c.session, cid = %c.cid, "lost with its tmux server, and already back on its conversation");
+            format!("{gone}; it was back on its conversation before a sweep saw it")
+        } else {
+            tracing::warn!(session = %c.session, cid = %c.cid, "lost with its tmux server and already respawned afresh: its old conversation is in the audit line");
+            format!(
+                "{gone}, and the chat was respawned on another conversation before a sweep saw it: resume the old one by hand (claude --resume {})",
+                c.cid
+            )
+        });
         lines.push(l);
     }
     for l in &lines {

@@ -462,3 +462,47 @@ fn two_studios_on_one_state_dir_keep_their_own() {
         assert!(shown.contains(&format!("--resume {cid}")), "{shown}");
     }
 }
+
+#[test]
+fn a_chat_spawned_before_any_sweep_saw_the_crash_still_resumes() {
+    let s = Server::new();
+    three_chats(&s);
+    s.once(DONE, 1000, &[]);
+    crash_and_restart(&s, Signal::KILL);
+    // The studio's next message comes before the next `--once`: no tombstone yet.
+    assert!(s.tombstone("1").is_none());
+    assert_eq!(s.run(&["turn", "begin", "1"], ON).code, 4);
+    let shown = spawn(&s, "1");
+    assert!(shown.contains("--resume conv-one"), "{shown}");
+    assert!(shown.contains(&path_str(&s.path("work-1"))), "{shown}");
+    // The next sweep: 1 is back on its conversation (no tombstone needed), 2 and 3 are lost;
+    // one line each.
+    s.once(DONE, 1000, &[]);
+    assert!(s.tombstone("1").is_none());
+    assert!(s.tombstone("2").is_some() && s.tombstone("3").is_some());
+    let lost = lost_lines(&s);
+    assert_eq!(lost.len(), 3, "{lost:?}");
+    let one: Vec<_> = lost.iter().filter(|l| l["id"] == "1").collect();
+    assert_eq!(one.len(), 1);
+    assert!(
+        one[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("back on its conversation"),
+        "{}",
+        one[0]
+    );
+    let st = s.status(ON);
+    let listed: Vec<&str> = st["lost"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert!(!listed.contains(&"1"), "{st}");
+    // A chat the studio killed and respawns at once, on a live server, is not resumed.
+    s.once(DONE, 1000, &[]);
+    s.ok(&["kill-session", "-t", "=ccs-1"]);
+    let shown = spawn(&s, "1");
+    assert!(!shown.contains("--resume"), "{shown}");
+}

@@ -128,9 +128,29 @@ pub struct Plan {
     /// `server-died` tombstone (unless it has one) and a `lost` audit line.
     pub lost: Vec<KnownChat>,
     /// Chats whose server went but which are already back as a new session (respawned before
-    /// the reaper saw the server go): no tombstone can help them any more; a `lost` audit line
-    /// keeps their old cid.
-    pub respawned: Vec<KnownChat>,
+    /// a sweep saw the server go): no tombstone is needed or can help any more; a `lost` audit
+    /// line keeps their old cid.
+    pub respawned: Vec<Respawned>,
+}
+
+/// A chat lost with its server and already back when a sweep saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Respawned {
+    /// Its entry on the old server.
+    pub chat: KnownChat,
+    /// Back on the same conversation (`spawn` found it in the record, or the studio passed the
+    /// cid); otherwise on a fresh one (or one not known yet).
+    pub resumed: bool,
+}
+
+/// Whether the server `e` lived on is gone or replaced, as a sweep judges it (see [`plan`]):
+/// what `spawn` asks of a chat that has no tombstone.
+pub fn server_gone(
+    e: &KnownChat,
+    view: &ServerView,
+    living: impl Fn(&ServerId) -> Option<bool>,
+) -> bool {
+    fate(&e.server, view, &living) == Fate::Gone
 }
 
 /// Whether the entry for chat `s` has to be made afresh (new, or another session or server):
@@ -251,7 +271,10 @@ pub fn plan(
                 };
                 if let Some(o) = old_e.filter(|o| !same(o) && !o.lost) {
                     if fate(&o.server, view, &living) == Fate::Gone {
-                        out.respawned.push(o.clone());
+                        out.respawned.push(Respawned {
+                            chat: o.clone(),
+                            resumed: o.cid == cid,
+                        });
                     }
                 }
                 chats.insert(s.id.to_string(), e);
@@ -260,7 +283,10 @@ pub fn plan(
             // Back as another session, without a cid yet: the old entry goes.
             (None, Some(e), _) => {
                 if !e.lost && fate(&e.server, view, &living) == Fate::Gone {
-                    out.respawned.push(e.clone());
+                    out.respawned.push(Respawned {
+                        chat: e.clone(),
+                        resumed: false,
+                    });
                 }
                 chats.remove(s.id);
                 out.changed = true;
@@ -457,7 +483,7 @@ mod tests {
                 vec!["1", "2"],
             ),
             (
-                "the server died; 1 is already back, respawned without its cid",
+                "the server died; 1 is already back, on a fresh conversation",
                 up(Some(&b)),
                 &*B,
                 vec![seen("1", 4, Some("fresh"))],
@@ -497,7 +523,9 @@ mod tests {
             let p = plan(old.clone(), &now_seen, &view, living(alive), NOW);
             assert_eq!(p.changed, p.known != old, "{what}: changed");
             assert_eq!(ids(&p.lost), lost, "{what}: lost");
-            assert_eq!(ids(&p.respawned), respawned, "{what}: respawned");
+            let back: Vec<KnownChat> = p.respawned.iter().map(|r| r.chat.clone()).collect();
+            assert_eq!(ids(&back), respawned, "{what}: respawned");
+            assert!(p.respawned.iter().all(|r| !r.resumed), "{what}: resumed");
             let got: Vec<&str> = p.known.chats.keys().map(String::as_str).collect();
             assert_eq!(got, kept, "{what}: kept");
             for l in &p.lost {
@@ -505,6 +533,24 @@ mod tests {
                 assert_eq!(l.cid, old.chats[&l.id].cid, "{what}: the old cid");
             }
         }
+        // Back on its own conversation (spawn found it in the record): resumed, not lost.
+        let p = plan(
+            old.clone(),
+            &[seen("1", 4, Some("c1")), seen("2", 5, Some("fresh"))],
+            &up(Some(&b)),
+            living(&*B),
+            NOW,
+        );
+        let r: Vec<(&str, bool)> = p
+            .respawned
+            .iter()
+            .map(|r| (r.chat.id.as_str(), r.resumed))
+            .collect();
+        assert_eq!(r, [("1", true), ("2", false)]);
+        assert!(p.lost.is_empty());
+        assert!(server_gone(&old.chats["1"], &up(Some(&b)), living(&*B)));
+        assert!(!server_gone(&old.chats["1"], &up(Some(&a)), living(&*A)));
+        assert!(!server_gone(&old.chats["1"], &failed, living(&NONE)));
         // /proc cannot tell whether the old server lives, and no server answers: kept.
         let old_u = known(&[entry("1", 1, "c1", unsure.clone())]);
         let p = plan(old_u.clone(), &[], &down, living(&NONE), NOW);
