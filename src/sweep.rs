@@ -453,10 +453,13 @@ pub(crate) fn server_living(s: &st::ServerId) -> Option<bool> {
     if !s.boot.is_empty() && !boot_id().is_empty() && s.boot != boot_id() {
         return Some(false);
     }
+    // A start time never read: the server's pid was not visible here (another pid namespace).
+    if s.start == 0 {
+        return None;
+    }
     match procfs::process::Process::new(s.pid as i32).and_then(|p| p.stat()) {
         Ok(p) if p.state == 'Z' || p.state == 'X' => Some(false),
-        Ok(p) if s.start != 0 => Some(p.starttime == s.start),
-        Ok(_) => None,
+        Ok(p) => Some(p.starttime == s.start),
         Err(procfs::ProcError::NotFound(_)) => Some(false),
         Err(_) => None,
     }

@@ -178,17 +178,18 @@ fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<b
     if view.up.is_none() {
         return Fate::Unknown;
     }
-    let alive = living(s);
-    if alive == Some(false) {
-        return Fate::Gone;
-    }
     match &view.current {
-        Some(c) if c != s => Fate::Gone,
-        Some(_) => Fate::Here,
-        // A server without our sessions (or any) answers, and the old one runs: the same one,
-        // whose sessions went (a studio's kill-session, a reap).
-        None if view.up == Some(true) && alive == Some(true) => Fate::Here,
-        None => Fate::Unknown,
+        // The very server answers (the same pid, start time and boot): it lives, whatever /proc
+        // says of a pid it cannot see.
+        Some(c) if c == s => Fate::Here,
+        Some(_) => Fate::Gone,
+        None => match living(s) {
+            Some(false) => Fate::Gone,
+            // A server without our sessions (or any) answers, and the old one runs: the same
+            // one, whose sessions went (a studio's kill-session, a reap).
+            Some(true) if view.up == Some(true) => Fate::Here,
+            _ => Fate::Unknown,
+        },
     }
 }
 
@@ -551,6 +552,10 @@ mod tests {
         assert!(server_gone(&old.chats["1"], &up(Some(&b)), living(&*B)));
         assert!(!server_gone(&old.chats["1"], &up(Some(&a)), living(&*A)));
         assert!(!server_gone(&old.chats["1"], &failed, living(&NONE)));
+        // The same server answers though /proc cannot see its pid (another pid namespace):
+        // it lives; a chat gone from it was killed.
+        let p = plan(old.clone(), &[], &up(Some(&a)), living(&NONE), NOW);
+        assert!(p.lost.is_empty() && p.known.chats.is_empty());
         // /proc cannot tell whether the old server lives, and no server answers: kept.
         let old_u = known(&[entry("1", 1, "c1", unsure.clone())]);
         let p = plan(old_u.clone(), &[], &down, living(&NONE), NOW);
