@@ -542,8 +542,16 @@ fn keep_known(
             c.server.pid
         );
         match r.state.read_tombstone(&c.id) {
+            // Tombstoned as lost by another reaper (a `--once` beside the daemon): listed, no
+            // second line.
+            Ok(Some(t))
+                if t.cid.as_deref() == Some(c.cid.as_str())
+                    && t.reason == ReapReason::ServerDied =>
+            {
+                continue;
+            }
+            // Reaped already: the reap's tombstone serves; nothing is lost.
             Ok(Some(t)) if t.cid.as_deref() == Some(c.cid.as_str()) => {
-                // Reaped (or lost) already: the tombstone serves; nothing is lost.
                 tracing::info!(session = %c.session, cid = %c.cid, "{gone}; its tombstone is already there");
                 plan.known.chats.remove(&c.id);
                 plan.changed = true;
