@@ -670,6 +670,46 @@ mod tests {
     }
 
     #[test]
+    fn the_file_is_private_atomic_and_checked_when_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let old = rustix::process::umask(rustix::fs::Mode::empty());
+        let st = super::super::StateDir::new(d.path().join("st"), "k", "sock", "ccs-");
+        assert_eq!(st.read_known().unwrap(), Known::default());
+        let k = known(&[entry("1", 1, "c1", srv(7, 8))]);
+        st.write_known(&k).unwrap();
+        rustix::process::umask(old);
+        let p = st.known_path();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(st.read_known().unwrap(), k);
+        // No temp file left behind.
+        let names: Vec<String> = std::fs::read_dir(st.studio_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["known.json"]);
+        // An entry that fails its checks: the whole file is refused, naming it.
+        let mut bad = k.clone();
+        bad.chats.get_mut("1").unwrap().cid = "-r".into();
+        std::fs::write(&p, serde_json::to_vec(&bad).unwrap()).unwrap();
+        let e = st.read_known().unwrap_err().to_string();
+        assert!(e.contains("known.json") && e.contains("cid"), "{e}");
+        // Not JSON; a symlink; too big.
+        std::fs::write(&p, "{").unwrap();
+        assert!(st.read_known().is_err());
+        let elsewhere = d.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, serde_json::to_vec(&k).unwrap()).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &p).unwrap();
+        assert!(st.read_known().is_err());
+        std::fs::remove_file(&p).unwrap();
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(MAX_KNOWN_BYTES + 1).unwrap();
+        assert!(st.read_known().unwrap_err().to_string().contains("bytes"));
+    }
+
+    #[test]
     fn a_record_read_back_is_validated() {
         let a = srv(1, 1);
         let good = known(&[entry("1", 1, "c1", a.clone())]);
