@@ -245,11 +245,15 @@ pub async fn spawn(
     // An existing session is left alone, unless it is being reaped (then wait for the reap)
     // or all its panes are dead (then clean it up first, as a sweep would, and respawn).
     let deadline = Instant::now() + reap_wait(r);
-    loop {
+    let server = loop {
         let listing = r.tmux.list(&r.cfg.prefix).await?;
         let server_pid = listing.server_pid;
+        let view = crate::state::ServerView {
+            up: listing.server_up,
+            current: server_pid.map(crate::sweep::server_id),
+        };
         match listing.sessions.into_iter().find(|s| s.name == name) {
-            None => break,
+            None => break view,
             Some(s) if !s.reaping.trim().is_empty() => {
                 if Instant::now() >= deadline {
                     return Err(CommandError::Refused(format!(
@@ -271,9 +275,12 @@ pub async fn spawn(
             }
             Some(_) => return Ok(false),
         }
-    }
+    };
     wait_for_teardown(r, id, deadline).await?;
-    let tomb = r.state.read_tombstone(id)?;
+    let mut tomb = r.state.read_tombstone(id)?;
+    if tomb.is_none() && cid.is_none() && policy::cid_from_argv(cmd).is_none() {
+        tomb = lost_before_a_sweep(r, id, &server);
+    }
     let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
         let ok = policy::valid_cid(c);
         if !ok {
@@ -331,6 +338,38 @@ pub async fn spawn(
         tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), resumed = tomb.is_some(), "spawned");
     }
     Ok(created)
+}
+
+/// A chat with no tombstone whose tmux server died before any sweep saw it go: its entry in
+/// the record of last known conversations, as the tombstone the next sweep would write (only
+/// read here: the sweep writes the audit line, and finds the chat back on its conversation).
+fn lost_before_a_sweep(
+    r: &Reaper,
+    id: &str,
+    server: &crate::state::ServerView,
+) -> Option<crate::state::Tombstone> {
+    let known = r
+        .state
+        .read_known()
+        .map_err(
+            |e| tracing::warn!(error = %e, "the record of last known conversations is unreadable"),
+        )
+        .ok()?;
+    let e = known.chats.get(id)?;
+    if e.lost || !crate::state::server_gone(e, server, crate::sweep::server_living) {
+        return None;
+    }
+    tracing::warn!(session = %e.session, cid = %e.cid, server_pid = e.server.pid, "its tmux server died before a sweep saw it: resuming its last known conversation");
+    Some(crate::state::Tombstone {
+        id: e.id.clone(),
+        cid: Some(e.cid.clone()),
+        reaped_at: rfc3339(now_ms()),
+        reason: ReapReason::ServerDied,
+        cwd: e.cwd.clone(),
+        session: Some(e.session.clone()),
+        socket: Some(r.socket_path()),
+        token: None,
+    })
 }
 
 /// How long a new session must live to count as started: a command that dies at once (a typo,

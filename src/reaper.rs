@@ -25,6 +25,9 @@ pub struct Reaper {
     pub metrics: Arc<Metrics>,
     /// The memory the pressure rules watch, as last resolved (for the watcher and `status`).
     watched: Mutex<Option<Watched>>,
+    /// The record of last known conversations as last read or written (`None`: not read yet,
+    /// the first sweep reads the file).
+    pub(crate) known: Mutex<Option<crate::state::Known>>,
 }
 
 /// The failure of a one-session command (`reap <id>`), for exit codes.
@@ -58,6 +61,7 @@ impl Reaper {
             inflight: Mutex::new(HashSet::new()),
             metrics: Arc::new(Metrics::default()),
             watched: Mutex::new(None),
+            known: Mutex::new(None),
         })
     }
 

@@ -30,6 +30,9 @@ pub struct SweepReport {
     pub reaps: Vec<AuditLine>,
     /// What became of each session seen.
     pub summary: Summary,
+    /// Chats their tmux server took with it (tombstoned, reason `server-died`) that are not
+    /// back yet: `spawn` resumes each with its cid.
+    pub lost: Vec<crate::state::KnownChat>,
     pub took_ms: u64,
 }
 
@@ -185,6 +188,13 @@ pub fn render_status(r: &SweepReport) -> String {
             .map(human_bytes)
             .unwrap_or_else(|| "-".into())
     );
+    for c in &r.lost {
+        let _ = writeln!(
+            o,
+            "{} lost with its tmux server (pid {}): tombstoned (server-died); spawn resumes conversation {}",
+            c.session, c.server.pid, c.cid
+        );
+    }
     if let Some(h) = r.host {
         let limit = h
             .limit_bytes

@@ -1,6 +1,7 @@
 //! One sweep: observe, decide, write the idle stamps, finish a dead reaper's teardowns, and hand
 //! the sessions to reap to the teardown as one batch. `status` is a sweep that writes nothing.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -13,8 +14,9 @@ use crate::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State
 use crate::procs;
 use crate::reaper::Reaper;
 use crate::report::{SessionReport, Summary, SweepReport, ViewerReport};
-use crate::state::{AuditLine, Outcome};
+use crate::state::{self as st, AuditLine, Known, KnownChat, Outcome, Tombstone};
 use crate::teardown;
+use crate::tmux::Listing;
 
 /// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
 struct Inflight {
@@ -110,6 +112,14 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         }
     }
 
+    // The last known conversation of every chat, and the chats a dead server took with it.
+    let lost_lines = if r.dry_run {
+        Vec::new()
+    } else {
+        keep_known(r, &snap, &listing, &decisions, now)
+    };
+    reaps.extend(lost_lines);
+
     // Idle stamps, and the `warned` marks of this sweep's warnings, batched.
     let warn = enabled && !r.dry_run;
     let stamps: Vec<(u32, &str, Option<String>)> = decisions
@@ -202,7 +212,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     // its set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
     // in-flight set on every path. A batch that panics is caught and unwound by the teardown
     // itself (marks cleared, journals removed, each audit line written once).
-    let recovered = reaps.len();
+    let recovered = reaps.iter().filter(|l| l.outcome != Outcome::Lost).count();
     if !reqs.is_empty() {
         let guard = Inflight {
             r: Arc::clone(r),
@@ -230,13 +240,21 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     }
 
     let summary = summarize(&decisions, &fates, recovered);
+    let lost = lost_chats(
+        r.known.lock().unwrap_or_else(|p| p.into_inner()).as_ref(),
+        &snap,
+    );
     let report = report(
         r,
         &snap,
         listing.server_up,
         decisions,
         now,
-        Done { reaps, summary },
+        Done {
+            reaps,
+            summary,
+            lost,
+        },
         t0,
     );
     r.metrics.record_sweep(&report);
@@ -254,6 +272,16 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
         .map(|d| (d.tmux_id, Fate::WouldReap))
         .collect();
     let summary = summarize(&o.decisions, &fates, 0);
+    // What the next sweep would record (nothing is written): the chats lost with a server.
+    let old = match r.state.read_known() {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::warn!(error = %e, "the record of last known conversations is unreadable");
+            Known::default()
+        }
+    };
+    let plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
+    let lost = lost_chats(Some(&plan.known), &o.snap);
     report(
         r,
         &o.snap,
@@ -263,6 +291,7 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
         Done {
             reaps: Vec::new(),
             summary,
+            lost,
         },
         t0,
     )
@@ -272,6 +301,8 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
 struct Done {
     reaps: Vec<AuditLine>,
     summary: Summary,
+    /// Chats lost with their tmux server and not back yet.
+    lost: Vec<KnownChat>,
 }
 
 /// What became of a session the sweep decided to reap.
@@ -322,7 +353,11 @@ fn report(
     done: Done,
     t0: Instant,
 ) -> SweepReport {
-    let Done { reaps, summary } = done;
+    let Done {
+        reaps,
+        summary,
+        lost,
+    } = done;
     let mut sessions: Vec<SessionReport> = decisions
         .into_iter()
         .zip(&snap.sessions)
@@ -377,8 +412,240 @@ fn report(
         total_pss_bytes,
         reaps,
         summary,
+        lost,
         took_ms: t0.elapsed().as_millis() as u64,
     }
+}
+
+/// The chats of `known` lost with their server whose session is not there (yet).
+fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownChat> {
+    let here: HashSet<&str> = snap.sessions.iter().map(|s| s.id.as_str()).collect();
+    known
+        .into_iter()
+        .flat_map(Known::lost)
+        .filter(|c| !here.contains(c.id.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The identity of the tmux server of `pid`: its start time from `/proc/<pid>/stat` (0 when it
+/// cannot be read) and this boot's id.
+pub(crate) fn server_id(pid: u32) -> st::ServerId {
+    let start = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .map(|s| s.starttime)
+        .unwrap_or(0);
+    st::ServerId {
+        pid,
+        start,
+        boot: boot_id().to_string(),
+    }
+}
+
+/// `/proc/sys/kernel/random/boot_id`, read once (empty when unreadable).
+fn boot_id() -> &'static str {
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    })
+}
+
+/// Whether the recorded server `s` still runs: `Some(false)` when it is gone (another boot, no
+/// such process, a zombie, another start time), `None` when /proc cannot tell.
+pub(crate) fn server_living(s: &st::ServerId) -> Option<bool> {
+    if !s.boot.is_empty() && !boot_id().is_empty() && s.boot != boot_id() {
+        return Some(false);
+    }
+    // A start time never read: the server's pid was not visible here (another pid namespace).
+    if s.start == 0 {
+        return None;
+    }
+    match procfs::process::Process::new(s.pid as i32).and_then(|p| p.stat()) {
+        Ok(p) if p.state == 'Z' || p.state == 'X' => Some(false),
+        Ok(p) => Some(p.starttime == s.start),
+        Err(procfs::ProcError::NotFound(_)) => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// The next record of last known conversations ([`st::plan`]) given the last one and this
+/// sweep's look at the server. The cwd is read only for the entries made afresh.
+fn plan_known(
+    old: Known,
+    snap: &Snapshot,
+    listing: &Listing,
+    decisions: &[Decision],
+    now: i64,
+) -> st::Plan {
+    let view = st::ServerView {
+        up: listing.server_up,
+        current: listing.server_pid.map(server_id),
+    };
+    let seen: Vec<st::Seen> = decisions
+        .iter()
+        .zip(&snap.sessions)
+        .filter(|(_, s)| crate::policy::valid_id(&s.id))
+        .map(|(d, s)| {
+            let mut e = st::Seen {
+                id: &s.id,
+                session: &s.name,
+                tmux_id: s.tmux_id,
+                // `@ccs_cid`, or the one found on a command line; else the command tmux started
+                // the pane with (a string, no /proc: cheap every sweep).
+                cid: d.cid.as_deref().map(Cow::Borrowed).or_else(|| {
+                    s.panes
+                        .iter()
+                        .find_map(|p| crate::policy::cid_from_argv(&[&p.start_command]))
+                        .map(Cow::Owned)
+                }),
+                cwd: None,
+            };
+            if e.cid.is_some() && st::needs_cwd(&old, &e, view.current.as_ref()) {
+                e.cwd = s.panes.iter().filter(|p| !p.dead).find_map(|p| {
+                    std::fs::read_link(format!("/proc/{}/cwd", p.pid))
+                        .ok()
+                        .and_then(|p| p.to_str().map(str::to_string))
+                });
+            }
+            e
+        })
+        .collect();
+    st::plan(old, &seen, &view, server_living, now)
+}
+
+/// Keep the record of every chat's last known conversation (`known.json`: read once, then kept
+/// in memory; written only when it changed), and tombstone the chats a dead or replaced tmux
+/// server took with it: reason `server-died`, one `lost` audit line each. Nothing is
+/// signalled: their processes went with the server. Returns the audit lines.
+fn keep_known(
+    r: &Reaper,
+    snap: &Snapshot,
+    listing: &Listing,
+    decisions: &[Decision],
+    now: i64,
+) -> Vec<AuditLine> {
+    if listing.server_up.is_none() {
+        return Vec::new();
+    }
+    let t0 = Instant::now();
+    let mut last = r.known.lock().unwrap_or_else(|p| p.into_inner());
+    let old = match last.take() {
+        Some(k) => k,
+        None => r.state.read_known().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, path = %r.state.known_path().display(), "the record of last known conversations is unreadable: starting a new one");
+            Known::default()
+        }),
+    };
+    let read_us = t0.elapsed().as_micros() as u64;
+    let mut plan = plan_known(old, snap, listing, decisions, now);
+    let mut lines = Vec::new();
+    for c in &plan.lost {
+        let gone = format!(
+            "the tmux server (pid {}) it lived on died or was replaced",
+            c.server.pid
+        );
+        match r.state.read_tombstone(&c.id) {
+            // Tombstoned as lost by another reaper (a `--once` beside the daemon): listed, no
+            // second line.
+            Ok(Some(t))
+                if t.cid.as_deref() == Some(c.cid.as_str())
+                    && t.reason == ReapReason::ServerDied =>
+            {
+                continue;
+            }
+            // Reaped already: the reap's tombstone serves; nothing is lost.
+            Ok(Some(t)) if t.cid.as_deref() == Some(c.cid.as_str()) => {
+                tracing::info!(session = %c.session, cid = %c.cid, "{gone}; its tombstone is already there");
+                plan.known.chats.remove(&c.id);
+                plan.changed = true;
+                continue;
+            }
+            _ => {}
+        }
+        let t = Tombstone {
+            id: c.id.clone(),
+            cid: Some(c.cid.clone()),
+            reaped_at: rfc3339(now),
+            reason: ReapReason::ServerDied,
+            cwd: c.cwd.clone(),
+            session: Some(c.session.clone()),
+            socket: Some(r.socket_path()),
+            token: None,
+        };
+        if let Err(e) = r.state.write_tombstone(&t) {
+            // Not marked lost: the next sweep tries again.
+            tracing::error!(session = %c.session, cid = %c.cid, error = %e, "{gone}: failed to write its tombstone");
+            if let Some(k) = plan.known.chats.get_mut(&c.id) {
+                k.lost = false;
+            }
+            continue;
+        }
+        let mut l = AuditLine::begin(
+            rfc3339(now),
+            &c.session,
+            &c.id,
+            c.tmux_id,
+            Some(c.cid.clone()),
+            ReapReason::ServerDied,
+            None,
+        );
+        l.outcome = Outcome::Lost;
+        l.error = Some(format!("{gone}; tombstoned for spawn to resume"));
+        tracing::warn!(session = %c.session, cid = %c.cid, server_pid = c.server.pid, "lost with its tmux server: tombstoned (server-died), spawn resumes it");
+        lines.push(l);
+    }
+    for st::Respawned { chat: c, resumed } in &plan.respawned {
+        let mut l = AuditLine::begin(
+            rfc3339(now),
+            &c.session,
+            &c.id,
+            c.tmux_id,
+            Some(c.cid.clone()),
+            ReapReason::ServerDied,
+            None,
+        );
+        l.outcome = Outcome::Lost;
+        let gone = format!(
+            "the tmux server (pid {}) it lived on died or was replaced",
+            c.server.pid
+        );
+        l.error = Some(if *resumed {
+            tracing::warn!(session = %c.session, cid = %c.cid, "lost with its tmux server, and already back on its conversation");
+            format!("{gone}; it was back on its conversation before a sweep saw it")
+        } else {
+            tracing::warn!(session = %c.session, cid = %c.cid, "lost with its tmux server and already respawned afresh: its old conversation is in the audit line");
+            format!(
+                "{gone}, and the chat was respawned on another conversation before a sweep saw it: resume the old one by hand (claude --resume {})",
+                c.cid
+            )
+        });
+        lines.push(l);
+    }
+    for l in &lines {
+        if let Err(e) = r.state.append_audit(l) {
+            tracing::error!(error = %e, session = %l.session, "failed to append the lost line");
+        }
+        r.metrics.record_reap(l);
+    }
+    let written = plan.changed;
+    if written {
+        if let Err(e) = r.state.write_known(&plan.known) {
+            tracing::warn!(error = %e, "failed to write the record of last known conversations");
+        }
+    }
+    // What keeping the record costs a sweep (scripts/bench reads this line).
+    tracing::debug!(
+        entries = plan.known.chats.len(),
+        written,
+        lost = lines.len(),
+        read_us,
+        took_us = t0.elapsed().as_micros() as u64,
+        "known conversations kept"
+    );
+    *last = Some(plan.known);
+    lines
 }
 
 /// Every pane is dead, and at least one exit status is not known yet.

@@ -35,6 +35,8 @@ pub fn still_reapable(
         }
         ReapReason::Stuck => fresh.reap_reason == Some(ReapReason::Stuck),
         ReapReason::Exited => fresh.reap_reason == Some(ReapReason::Exited),
+        // Never the reason of a reap: a live session is never taken for lost.
+        ReapReason::ServerDied => false,
         ReapReason::Manual => {
             !matches!(
                 fresh.state,

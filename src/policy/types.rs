@@ -281,6 +281,9 @@ pub enum ReapReason {
     Exited,
     Manual,
     Bloat,
+    /// Not a reap: the tmux server died (or was replaced) with the chat alive on it; its
+    /// tombstone comes from the reaper's record of last known conversations.
+    ServerDied,
 }
 
 impl std::fmt::Display for ReapReason {
@@ -299,6 +302,7 @@ impl ReapReason {
             ReapReason::Exited => "exited",
             ReapReason::Manual => "manual",
             ReapReason::Bloat => "bloat",
+            ReapReason::ServerDied => "server-died",
         }
     }
     /// The reason a string names (as [`ReapReason::as_str`] writes it).
@@ -307,7 +311,7 @@ impl ReapReason {
         ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
-    pub const ALL: [ReapReason; 7] = [
+    pub const ALL: [ReapReason; 8] = [
         ReapReason::Idle,
         ReapReason::Memory,
         ReapReason::MaxIdle,
@@ -315,6 +319,7 @@ impl ReapReason {
         ReapReason::Exited,
         ReapReason::Manual,
         ReapReason::Bloat,
+        ReapReason::ServerDied,
     ];
 }
 

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 mod audit;
+mod known;
 mod private;
 mod records;
 
@@ -16,7 +17,8 @@ pub use audit::{
     MAX_AUDIT_KEEP,
 };
 
-use private::{open_flags, private_dir, private_file, read_private, refuse};
+pub use known::*;
+use private::{open_flags, private_dir, private_file, read_private, read_private_max, refuse};
 pub use records::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -29,7 +31,7 @@ pub enum StateError {
     },
     #[error("another reaper holds {0}")]
     Locked(PathBuf),
-    #[error("tombstone {path} is malformed: {why}")]
+    #[error("{path} is malformed: {why}")]
     Malformed { path: PathBuf, why: String },
 }
 
@@ -195,12 +197,18 @@ impl StateDir {
             return Err(refuse("write", d, format!("invalid id {id:?}")));
         }
         let p = d.join(format!("{id}.json"));
-        let tmp = d.join(format!(".{id}.json.{}", std::process::id()));
         let text = serde_json::to_vec_pretty(value).map_err(|e| StateError::Io {
             what: "encode",
             path: p.clone(),
             source: std::io::Error::other(e),
         })?;
+        Self::write_atomic(d, &format!("{id}.json"), &text)
+    }
+
+    /// Write `text` to `d/name` atomically: a private temp file, then rename.
+    fn write_atomic(d: &Path, name: &str, text: &[u8]) -> Result<(), StateError> {
+        let p = d.join(name);
+        let tmp = d.join(format!(".{name}.{}", std::process::id()));
         // A temp file left by a crash (or planted) is removed, never written through.
         let _ = std::fs::remove_file(&tmp);
         let written = open_flags(OpenOptions::new().write(true).create_new(true))
@@ -208,7 +216,7 @@ impl StateDir {
             .map_err(io("create", &tmp))
             .and_then(|mut f| {
                 private_file(&f, &tmp)?;
-                f.write_all(&text).map_err(io("write", &tmp))
+                f.write_all(text).map_err(io("write", &tmp))
             })
             .and_then(|()| std::fs::rename(&tmp, &p).map_err(io("rename into", &p)));
         if written.is_err() {
@@ -304,6 +312,40 @@ impl StateDir {
             Self::remove(&self.legacy_tombstone_path(id))?;
         }
         Ok(())
+    }
+
+    /// `known.json`: the last known conversation of each chat (see [`Known`]).
+    pub fn known_path(&self) -> PathBuf {
+        self.studio.join("known.json")
+    }
+
+    /// Read the studio's record of last known conversations, validated. Empty when there is none.
+    pub fn read_known(&self) -> Result<Known, StateError> {
+        let p = self.known_path();
+        let Some(b) = read_private_max(&p, MAX_KNOWN_BYTES)? else {
+            return Ok(Known::default());
+        };
+        let bad = |why: String| StateError::Malformed {
+            path: p.clone(),
+            why,
+        };
+        let k: Known = serde_json::from_slice(&b).map_err(|e| bad(e.to_string()))?;
+        k.validate(&self.prefix).map_err(bad)?;
+        Ok(k)
+    }
+
+    /// Write the record atomically (private, one line of JSON).
+    pub fn write_known(&self, k: &Known) -> Result<(), StateError> {
+        let d = self.ensure(None)?;
+        private_dir(&d.join("studios"))?;
+        private_dir(&self.studio)?;
+        let p = self.known_path();
+        let text = serde_json::to_vec(k).map_err(|e| StateError::Io {
+            what: "encode",
+            path: p.clone(),
+            source: std::io::Error::other(e),
+        })?;
+        Self::write_atomic(&self.studio, "known.json", &text)
     }
 
     pub fn write_journal(&self, j: &Journal) -> Result<(), StateError> {

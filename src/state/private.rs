@@ -74,6 +74,11 @@ pub(super) fn open_flags(o: &mut OpenOptions) -> &mut OpenOptions {
 /// Read a file we wrote: not a symlink, a regular file of ours, at most
 /// [`MAX_STATE_FILE_BYTES`]. `Ok(None)` when it is not there.
 pub(super) fn read_private(p: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    read_private_max(p, MAX_STATE_FILE_BYTES)
+}
+
+/// [`read_private`], at most `max` bytes.
+pub(super) fn read_private_max(p: &Path, max: u64) -> Result<Option<Vec<u8>>, StateError> {
     use std::io::Read;
     let f = match open_flags(OpenOptions::new().read(true)).open(p) {
         Ok(f) => f,
@@ -81,18 +86,16 @@ pub(super) fn read_private(p: &Path) -> Result<Option<Vec<u8>>, StateError> {
         Err(e) => return Err(io("open", p)(e)),
     };
     let m = private_file(&f, p)?;
-    if m.len() > MAX_STATE_FILE_BYTES {
+    if m.len() > max {
         return Err(refuse(
             "read",
             p,
-            format!("{} bytes, more than {MAX_STATE_FILE_BYTES}", m.len()),
+            format!("{} bytes, more than {max}", m.len()),
         ));
     }
     let mut b = Vec::new();
-    f.take(MAX_STATE_FILE_BYTES + 1)
-        .read_to_end(&mut b)
-        .map_err(io("read", p))?;
-    if b.len() as u64 > MAX_STATE_FILE_BYTES {
+    f.take(max + 1).read_to_end(&mut b).map_err(io("read", p))?;
+    if b.len() as u64 > max {
         return Err(refuse("read", p, "grew past the size limit".into()));
     }
     Ok(Some(b))

@@ -20,6 +20,9 @@ pub enum Outcome {
     /// Not a reap: the session will be reaped at `reap_at` unless it is used
     /// (`CCS_ENGINE_WARN_MS`).
     Warned,
+    /// Not a reap: the chat went with its tmux server (reason `server-died`); nothing was
+    /// signalled. It was tombstoned from the last known record, for `spawn` to resume it.
+    Lost,
 }
 
 impl Outcome {
@@ -29,6 +32,7 @@ impl Outcome {
             Outcome::Aborted => "aborted",
             Outcome::Failed => "failed",
             Outcome::Warned => "warned",
+            Outcome::Lost => "lost",
         }
     }
 }
