@@ -333,6 +333,14 @@ fn it_never_waits_past_the_tmux_timeout() {
     assert!(took < Duration::from_millis(2000), "took {took:?}");
     // A server that does not answer (stopped): the tmux call is given up on within the budget.
     let pid = s.server_pid();
+    /// Wakes the server up however the test ends (a stopped server would hang the clean-up).
+    struct Cont(i32);
+    impl Drop for Cont {
+        fn drop(&mut self) {
+            let _ = signal(self.0, Signal::CONT);
+        }
+    }
+    let cont = Cont(pid);
     signal(pid, Signal::STOP).unwrap();
     let t0 = Instant::now();
     let o = hook(
@@ -343,7 +351,7 @@ fn it_never_waits_past_the_tmux_timeout() {
         &[("CCS_TMUX_TIMEOUT_MS", "300")],
     );
     let took = t0.elapsed();
-    signal(pid, Signal::CONT).unwrap();
+    drop(cont);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stderr.contains("300ms"), "{}", o.stderr);
     assert!(took < Duration::from_millis(2000), "took {took:?}");
