@@ -838,8 +838,9 @@ fn requests_for(api: &FakeApi, m: &str) -> Vec<serde_json::Value> {
 /// Issue 22: a plain `claude` (no `--resume`, no `--session-id`, no `@ccs_cid`, no studio
 /// hooks), started with the settings `claude-settings` prints, tells ccs-reap its conversation
 /// id and its turns through Claude Code's own hooks: busy while the fake API holds the answer
-/// (a sweep keeps it), idle once answered, then reaped by a sweep and resumed by `spawn` with
-/// `--resume <that id>`, the history carried into the next request.
+/// (a sweep keeps it), idle once answered; a prompt typed under a reap's mark is blocked; then
+/// reaped by a sweep and resumed by `spawn` with `--resume <that id>`, the history carried into
+/// the next request.
 #[test]
 fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
     let Some(tools) = tools_or_skip() else {
@@ -946,7 +947,30 @@ fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
     let st = by_name(&s_status(&s, &env, &limit));
     assert_eq!(st[SESSION]["state"], "idle", "{}", st[SESSION]);
 
-    // 5. Idle past the limit: a sweep reaps it, the tombstone keeps the cid.
+    // 5. A prompt typed while a live reap holds the chat (a fresh mark, as a reap's test-and-set
+    // leaves it) is blocked by the hook, with its line on claude's screen: nothing reaches the
+    // API, no turn is marked, the idle clock is left alone.
+    let blocked = format!("typed into a dying claude {tag}");
+    let idle_before = s.show(n, "@ccs_idle");
+    s.set(n, "@ccs_reaping", &now_ms().to_string());
+    s.ok(&["send-keys", "-t", TARGET, "-l", "--", &blocked]);
+    wait_for(&s, &api, "the blocked prompt in the input box", || {
+        prompt_has(&s, &blocked)
+    });
+    s.ok(&["send-keys", "-t", TARGET, "Enter"]);
+    wait_for(&s, &api, "claude showing the hook's block", || {
+        let scr = screen(&s);
+        scr.contains("blocked by hook") && scr.contains("is being reaped to free memory")
+    });
+    assert!(
+        requests_for(&api, &blocked).is_empty(),
+        "a blocked prompt reached the API"
+    );
+    assert_eq!(s.show(n, "@ccs_turn"), None);
+    assert_eq!(s.show(n, "@ccs_idle"), idle_before);
+    s.unset(n, "@ccs_reaping");
+
+    // 6. Idle past the limit: a sweep reaps it, the tombstone keeps the cid.
     let t_reap = Instant::now();
     wait_for(&s, &api, "a sweep to reap the idle chat", || {
         ok(&["--once"]);
@@ -963,7 +987,7 @@ fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
     assert_eq!(line["cid"], cid.as_str(), "{line}");
     assert_eq!(s.tombstone(ID).expect("a tombstone")["cid"], cid.as_str());
 
-    // 6. spawn resumes it; the second prompt's request carries the first exchange.
+    // 7. spawn resumes it; the second prompt's request carries the first exchange.
     ok(&["spawn", ID, "--", &claude_s, "--settings", &settings_s]);
     let start2 = pane(&s, "#{pane_start_command}");
     assert!(start2.contains(&format!("--resume {cid}")), "{start2}");
