@@ -378,6 +378,8 @@ pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
     let tmp = dir.join(format!(".{base}.ccs-reap.{}", std::process::id()));
     let write = || -> std::io::Result<()> {
         use std::io::Write;
+        // A project's `.claude/` may not exist yet.
+        std::fs::create_dir_all(dir)?;
         let mut f = std::fs::File::create(&tmp)?;
         if let Some(m) = mode {
             use std::os::unix::fs::PermissionsExt;
@@ -623,7 +625,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("settings.json");
         let cmd = "'/bin/ccs-reap' claude-hook";
-        // Created when missing.
+        // Created when missing, its directory too.
+        let nested = dir.path().join("proj/.claude/settings.json");
+        assert_eq!(write_settings(&nested, cmd), Ok(true));
+        assert_eq!(write_settings(&nested, cmd), Ok(false));
         assert_eq!(write_settings(&f, cmd), Ok(true));
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
