@@ -5,6 +5,7 @@
 //! audit line through [`state`].
 
 pub mod activity;
+pub mod claude_hook;
 pub mod clock;
 pub mod config;
 pub mod daemon;

@@ -6,6 +6,11 @@
 //! add `--resume <cid>`), talk again, and check that the fake API's request for the second turn
 //! carries the first exchange: the history survived the reap.
 //!
+//! The second test does the same for a plain `claude` that only Claude Code's own hooks
+//! (`ccs-reap claude-settings`, `claude-hook`) tell ccs-reap about: no `--resume`, no
+//! `--session-id`, no `@ccs_cid`, no `turn begin`/`turn end`; busy while the fake API holds the
+//! answer (`fake_api.py --hold-file`), reaped by a sweep once idle, resumed by `spawn`.
+//!
 //! Needs `npm ci --prefix tests/e2e --no-audit --no-fund` (node, python3 and tmux on PATH).
 //! Without the packages it fails with that hint, unless `CCS_E2E_SKIP=1`.
 //! `CCS_E2E_TIMEOUT` (seconds per wait, default 60). What the harness needs, and why, is in
@@ -118,12 +123,16 @@ struct FakeApi {
 }
 
 impl FakeApi {
-    fn start(python: &Path, dir: &Path) -> FakeApi {
+    fn start(python: &Path, dir: &Path, hold: Option<&Path>) -> FakeApi {
         let log = dir.join("api.log");
-        let mut child = Command::new(python)
-            .arg(e2e_dir().join("fake_api.py"))
+        let mut cmd = Command::new(python);
+        cmd.arg(e2e_dir().join("fake_api.py"))
             .arg(&log)
-            .args(["--port", "0"])
+            .args(["--port", "0"]);
+        if let Some(h) = hold {
+            cmd.arg("--hold-file").arg(h);
+        }
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(dir.join("api.err")).unwrap())
@@ -363,145 +372,206 @@ fn last_user_text(body: &serde_json::Value) -> String {
         .unwrap_or_default()
 }
 
-#[test]
-fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history() {
-    let tools = match tools() {
-        Ok(t) => t,
+/// The world of one end-to-end run: a private tmux server with a keeper session, the fake API,
+/// a HOME that skips every blocking screen, the MCP config, and the clean environment that
+/// claude and ccs-reap run with.
+struct World {
+    s: Server,
+    api: FakeApi,
+    home: PathBuf,
+    proj: PathBuf,
+    /// `<tmp>/bin/claude`, a symlink to the pinned binary.
+    claude: PathBuf,
+    mcp_cfg: PathBuf,
+    mcp_logs: PathBuf,
+    /// The project dir as claude names its directories (every non-alphanumeric as `-`).
+    mangled: String,
+    env: Vec<(&'static str, String)>,
+    /// While this file exists, the fake API holds its answers (a turn in flight).
+    hold: PathBuf,
+}
+
+impl World {
+    fn new(tools: &Tools) -> World {
+        let s = Server::new();
+        // claude keys its per-project state by the real path of its cwd.
+        let t = std::fs::canonicalize(s.dir.path()).unwrap();
+        let home = t.join("home");
+        let proj = t.join("proj");
+        let bin = t.join("bin");
+        for d in [&home, &proj, &bin, &t.join("tmp")] {
+            std::fs::create_dir_all(d).unwrap();
+        }
+        // A symlink, so that the panes run (and `ps` shows) plain `claude ...`.
+        let claude = bin.join("claude");
+        std::os::unix::fs::symlink(&tools.claude, &claude).unwrap();
+
+        // 1. The fake API.
+        let hold = t.join("hold");
+        let api = FakeApi::start(&tools.python, &t, Some(&hold));
+        eprintln!("fake API on 127.0.0.1:{}", api.port);
+
+        // 2. HOME with the keys that skip every blocking screen, and the MCP config.
+        let claude_json = serde_json::json!({
+            "hasCompletedOnboarding": true,
+            "theme": "dark",
+            "customApiKeyResponses": { "approved": [&KEY[KEY.len() - 20..]], "rejected": [] },
+            "projects": { path_str(&proj): { "hasTrustDialogAccepted": true } },
+        });
+        std::fs::write(home.join(".claude.json"), claude_json.to_string()).unwrap();
+        let mcp_cfg = t.join("mcp.json");
+        let mcp = serde_json::json!({
+            "mcpServers": { "memory": {
+                "command": path_str(&tools.node),
+                "args": [path_str(&tools.mcp_js)],
+                "env": { "MEMORY_FILE_PATH": path_str(&t.join("memory.jsonl")) },
+            }}
+        });
+        std::fs::write(&mcp_cfg, mcp.to_string()).unwrap();
+        let mangled: String = path_str(&proj)
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let mcp_logs = home
+            .join(".cache/claude-cli-nodejs")
+            .join(&mangled)
+            .join("mcp-logs-memory");
+
+        // 3. The tmux server, started from a clean environment with only what claude needs.
+        let mut path = vec![bin.clone(), tools.node.parent().unwrap().to_path_buf()];
+        if let Some(tmux) = which("tmux") {
+            path.push(tmux.parent().unwrap().to_path_buf());
+        }
+        path.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
+        let env: Vec<(&str, String)> = vec![
+            (
+                "PATH",
+                std::env::join_paths(&path)
+                    .unwrap()
+                    .to_string_lossy()
+                    .into_owned(),
+            ),
+            ("HOME", path_str(&home)),
+            ("TMPDIR", path_str(&t.join("tmp"))),
+            ("LANG", "C.UTF-8".into()),
+            ("LC_ALL", "C.UTF-8".into()),
+            ("TERM", "xterm-256color".into()),
+            ("SHELL", "/bin/sh".into()),
+            ("ANTHROPIC_API_KEY", KEY.into()),
+            (
+                "ANTHROPIC_BASE_URL",
+                format!("http://127.0.0.1:{}", api.port),
+            ),
+            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+            ("DISABLE_AUTOUPDATER", "1".into()),
+            ("DISABLE_TELEMETRY", "1".into()),
+            ("DISABLE_ERROR_REPORTING", "1".into()),
+        ];
+        // A keeper session keeps the server, which reaps the killed panes, alive.
+        let o = Command::new("tmux")
+            .arg("-u")
+            .arg("-S")
+            .arg(&s.sock)
+            .args([
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                "keeper",
+                "-x",
+                "80",
+                "-y",
+                "24",
+            ])
+            .arg("sleep 100000")
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "keeper: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // Sessions that spawn creates (detached, no -x/-y) get a roomy window.
+        s.ok(&["set-option", "-g", "default-size", "200x50"]);
+        World {
+            s,
+            api,
+            home,
+            proj,
+            claude,
+            mcp_cfg,
+            mcp_logs,
+            mangled,
+            env,
+            hold,
+        }
+    }
+}
+
+/// ccs-reap on `s` with the world's clean environment (tmux gives a new session the PATH of the
+/// client that runs new-session, and that client is ccs-reap's), and `extra` on top.
+fn ccs_with(s: &Server, env: &[(&str, String)], args: &[&str], extra: &[(&str, &str)]) -> Out {
+    Out::from(
+        Command::new(BIN)
+            .args(args)
+            .env_clear()
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("CCS_TMUX_SOCKET_PATH", &s.sock)
+            .env("CCS_REAP_STATE_DIR", s.state_dir())
+            .env("CCS_LOG", "debug")
+            .env("CCS_ENGINE_IDLE_KILL_MS", LIMIT)
+            .env("CCS_REAP_GRACE_MS", "5000")
+            .envs(extra.iter().copied())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap(),
+    )
+}
+
+/// [`ccs_with`], which must exit 0.
+fn ok_with(s: &Server, env: &[(&str, String)], args: &[&str], extra: &[(&str, &str)]) -> Out {
+    let o = ccs_with(s, env, args, extra);
+    assert_eq!(o.code, 0, "ccs-reap {args:?}: {}{}", o.stdout, o.stderr);
+    o
+}
+
+/// The tools, or `None` when the test is skipped (`CCS_E2E_SKIP=1`).
+fn tools_or_skip() -> Option<Tools> {
+    match tools() {
+        Ok(t) => Some(t),
         Err(why) if std::env::var("CCS_E2E_SKIP").as_deref() == Ok("1") => {
             eprintln!("claude_e2e skipped (CCS_E2E_SKIP=1): {why}");
-            return;
+            None
         }
         Err(why) => panic!("end-to-end test cannot run: {why}"),
+    }
+}
+
+#[test]
+fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history() {
+    let Some(tools) = tools_or_skip() else {
+        return;
     };
     let t_all = Instant::now();
-    let s = Server::new();
-    // claude keys its per-project state by the real path of its cwd.
-    let t = std::fs::canonicalize(s.dir.path()).unwrap();
-    let home = t.join("home");
-    let proj = t.join("proj");
-    let bin = t.join("bin");
-    for d in [&home, &proj, &bin, &t.join("tmp")] {
-        std::fs::create_dir_all(d).unwrap();
-    }
-    // A symlink, so that the panes run (and `ps` shows) plain `claude ...`.
-    let claude = bin.join("claude");
-    std::os::unix::fs::symlink(&tools.claude, &claude).unwrap();
-
-    // 1. The fake API.
-    let api = FakeApi::start(&tools.python, &t);
-    eprintln!("fake API on 127.0.0.1:{}", api.port);
-
-    // 2. HOME with the keys that skip every blocking screen, and the MCP config.
-    let claude_json = serde_json::json!({
-        "hasCompletedOnboarding": true,
-        "theme": "dark",
-        "customApiKeyResponses": { "approved": [&KEY[KEY.len() - 20..]], "rejected": [] },
-        "projects": { path_str(&proj): { "hasTrustDialogAccepted": true } },
-    });
-    std::fs::write(home.join(".claude.json"), claude_json.to_string()).unwrap();
-    let mcp_cfg = t.join("mcp.json");
-    let mcp = serde_json::json!({
-        "mcpServers": { "memory": {
-            "command": path_str(&tools.node),
-            "args": [path_str(&tools.mcp_js)],
-            "env": { "MEMORY_FILE_PATH": path_str(&t.join("memory.jsonl")) },
-        }}
-    });
-    std::fs::write(&mcp_cfg, mcp.to_string()).unwrap();
-    let mangled: String = path_str(&proj)
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect();
-    let mcp_logs = home
-        .join(".cache/claude-cli-nodejs")
-        .join(&mangled)
-        .join("mcp-logs-memory");
-
-    // 3. The tmux server, started from a clean environment with only what claude needs.
-    let mut path = vec![bin.clone(), tools.node.parent().unwrap().to_path_buf()];
-    if let Some(tmux) = which("tmux") {
-        path.push(tmux.parent().unwrap().to_path_buf());
-    }
-    path.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
-    let env: Vec<(&str, String)> = vec![
-        (
-            "PATH",
-            std::env::join_paths(&path)
-                .unwrap()
-                .to_string_lossy()
-                .into_owned(),
-        ),
-        ("HOME", path_str(&home)),
-        ("TMPDIR", path_str(&t.join("tmp"))),
-        ("LANG", "C.UTF-8".into()),
-        ("LC_ALL", "C.UTF-8".into()),
-        ("TERM", "xterm-256color".into()),
-        ("SHELL", "/bin/sh".into()),
-        ("ANTHROPIC_API_KEY", KEY.into()),
-        (
-            "ANTHROPIC_BASE_URL",
-            format!("http://127.0.0.1:{}", api.port),
-        ),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-        ("DISABLE_AUTOUPDATER", "1".into()),
-        ("DISABLE_TELEMETRY", "1".into()),
-        ("DISABLE_ERROR_REPORTING", "1".into()),
-    ];
-    // A keeper session keeps the server, which reaps the killed panes, alive.
-    let o = Command::new("tmux")
-        .arg("-u")
-        .arg("-S")
-        .arg(&s.sock)
-        .args([
-            "-f",
-            "/dev/null",
-            "new-session",
-            "-d",
-            "-s",
-            "keeper",
-            "-x",
-            "80",
-            "-y",
-            "24",
-        ])
-        .arg("sleep 100000")
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "keeper: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let World {
+        s,
+        api,
+        home,
+        proj,
+        claude,
+        mcp_cfg,
+        mcp_logs,
+        mangled,
+        env,
+        ..
+    } = World::new(&tools);
     let _cleanup = Cleanup(&s);
-    // Sessions that spawn creates (detached, no -x/-y) get a roomy window.
-    s.ok(&["set-option", "-g", "default-size", "200x50"]);
-
-    // ccs-reap with the same clean environment: tmux gives a new session the PATH of the client
-    // that runs new-session, and that client is ccs-reap's.
-    let ccs = |args: &[&str]| -> Out {
-        Out::from(
-            Command::new(BIN)
-                .args(args)
-                .env_clear()
-                .envs(env.iter().map(|(k, v)| (k, v)))
-                .env("CCS_TMUX_SOCKET_PATH", &s.sock)
-                .env("CCS_REAP_STATE_DIR", s.state_dir())
-                .env("CCS_LOG", "debug")
-                .env("CCS_ENGINE_IDLE_KILL_MS", LIMIT)
-                .env("CCS_REAP_GRACE_MS", "5000")
-                .stdin(Stdio::null())
-                .output()
-                .unwrap(),
-        )
-    };
-    let ok = |args: &[&str]| {
-        let o = ccs(args);
-        assert_eq!(o.code, 0, "ccs-reap {args:?}: {}{}", o.stdout, o.stderr);
-        o
-    };
+    let ccs = |args: &[&str]| ccs_with(&s, &env, args, &[]);
+    let ok = |args: &[&str]| ok_with(&s, &env, args, &[]);
 
     let cid = uuid();
     let tag = &uuid()[..8];
@@ -741,4 +811,227 @@ fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history()
         t_all.elapsed().as_secs_f64(),
         reqs.len()
     );
+}
+
+/// A session's `$N` number.
+fn sid_of(s: &Server) -> u32 {
+    show(s, "#{session_id}")
+        .trim_start_matches('$')
+        .parse()
+        .unwrap()
+}
+
+/// The requests to `/v1/messages` whose last user text is `m`.
+fn requests_for(api: &FakeApi, m: &str) -> Vec<serde_json::Value> {
+    api.requests()
+        .into_iter()
+        .filter(|r| {
+            r["method"] == "POST"
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.split('?').next() == Some("/v1/messages"))
+                && last_user_text(&r["body"]) == m
+        })
+        .collect()
+}
+
+/// Issue 22: a plain `claude` (no `--resume`, no `--session-id`, no `@ccs_cid`, no studio
+/// hooks), started with the settings `claude-settings` prints, tells ccs-reap its conversation
+/// id and its turns through Claude Code's own hooks: busy while the fake API holds the answer
+/// (a sweep keeps it), idle once answered; a prompt typed under a reap's mark is blocked; then
+/// reaped by a sweep and resumed by `spawn` with `--resume <that id>`, the history carried into
+/// the next request.
+#[test]
+fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
+    let Some(tools) = tools_or_skip() else {
+        return;
+    };
+    let t_all = Instant::now();
+    let World {
+        s,
+        api,
+        home,
+        proj,
+        claude,
+        mangled,
+        env,
+        hold,
+        ..
+    } = World::new(&tools);
+    let _cleanup = Cleanup(&s);
+    // Reaped once idle for 2 s.
+    let limit = [
+        ("CCS_ENGINE_IDLE_KILL_MS", "2s"),
+        ("CCS_REAP_GRACE_MS", "5s"),
+    ];
+    let ok = |args: &[&str]| ok_with(&s, &env, args, &limit);
+    let tag = &uuid()[..8];
+    let msg1 = format!("remember the word MANGO-{tag}");
+    let msg2 = format!("which fruit did I name {tag}");
+    let (echo1, echo2) = (format!("ECHO: {msg1}"), format!("ECHO: {msg2}"));
+    let claude_s = path_str(&claude);
+
+    // 1. The settings, as printed, in a file for `claude --settings`.
+    let settings = s.path("claude-settings.json");
+    let printed = ok(&["claude-settings"]).stdout;
+    std::fs::write(&settings, &printed).unwrap();
+    let settings_s = path_str(&settings);
+
+    // 2. A plain claude in ccs-e2e.
+    ok(&[
+        "spawn",
+        ID,
+        "--cwd",
+        &path_str(&proj),
+        "--",
+        &claude_s,
+        "--settings",
+        &settings_s,
+    ]);
+    let start1 = pane(&s, "#{pane_start_command}");
+    assert!(
+        !start1.contains("--resume") && !start1.contains("--session-id"),
+        "{start1}"
+    );
+    let n = sid_of(&s);
+    wait_for(&s, &api, "claude ready (empty prompt)", || prompt_empty(&s));
+    let claude1: i32 = pane(&s, "#{pane_pid}").parse().unwrap();
+
+    // 3. One prompt, typed with send-keys, its answer held: a turn in flight.
+    std::fs::write(&hold, "").unwrap();
+    s.ok(&["send-keys", "-t", TARGET, "-l", "--", &msg1]);
+    wait_for(&s, &api, "the prompt in the input box", || {
+        prompt_has(&s, &msg1)
+    });
+    s.ok(&["send-keys", "-t", TARGET, "Enter"]);
+    wait_for(&s, &api, "the request of turn 1 at the fake API", || {
+        !requests_for(&api, &msg1).is_empty()
+    });
+    assert!(s.show(n, "@ccs_turn").is_some(), "no turn marked in flight");
+    let st = by_name(&s_status(&s, &env, &limit));
+    assert_eq!(st[SESSION]["state"], "busy", "{}", st[SESSION]);
+    let rep = ok(&["--once", "--json"]).json();
+    assert!(
+        rep["reaps"].as_array().is_none_or(|r| r.is_empty()),
+        "{rep}"
+    );
+    assert_eq!(by_name(&rep)[SESSION]["state"], "busy", "{rep}");
+    assert!(
+        s.has(SESSION) && alive(claude1),
+        "a sweep took the busy chat"
+    );
+
+    // 4. The answer: the turn ends, the idle clock runs; the cid is the transcript's.
+    std::fs::remove_file(&hold).unwrap();
+    wait_for(&s, &api, "the reply on screen", || {
+        screen(&s).contains(&echo1)
+    });
+    wait_for(&s, &api, "the turn ended by claude's Stop hook", || {
+        s.show(n, "@ccs_turn").is_none() && s.show(n, "@ccs_idle").is_some()
+    });
+    let transcripts: Vec<PathBuf> = std::fs::read_dir(home.join(".claude/projects").join(&mangled))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    assert_eq!(transcripts.len(), 1, "{transcripts:?}");
+    let cid = transcripts[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert_eq!(s.show(n, "@ccs_cid").as_deref(), Some(cid.as_str()));
+    let r1 = requests_for(&api, &msg1);
+    assert_eq!(r1[0]["headers"]["x-claude-code-session-id"], cid.as_str());
+    let st = by_name(&s_status(&s, &env, &limit));
+    assert_eq!(st[SESSION]["state"], "idle", "{}", st[SESSION]);
+
+    // 5. A prompt typed while a live reap holds the chat (a fresh mark, as a reap's test-and-set
+    // leaves it) is blocked by the hook, with its line on claude's screen: nothing reaches the
+    // API, no turn is marked, the idle clock is left alone.
+    let blocked = format!("typed into a dying claude {tag}");
+    let idle_before = s.show(n, "@ccs_idle");
+    s.set(n, "@ccs_reaping", &now_ms().to_string());
+    s.ok(&["send-keys", "-t", TARGET, "-l", "--", &blocked]);
+    wait_for(&s, &api, "the blocked prompt in the input box", || {
+        prompt_has(&s, &blocked)
+    });
+    s.ok(&["send-keys", "-t", TARGET, "Enter"]);
+    wait_for(&s, &api, "claude showing the hook's block", || {
+        let scr = screen(&s);
+        scr.contains("blocked by hook") && scr.contains("is being reaped to free memory")
+    });
+    assert!(
+        requests_for(&api, &blocked).is_empty(),
+        "a blocked prompt reached the API"
+    );
+    assert_eq!(s.show(n, "@ccs_turn"), None);
+    assert_eq!(s.show(n, "@ccs_idle"), idle_before);
+    s.unset(n, "@ccs_reaping");
+
+    // 6. Idle past the limit: a sweep reaps it, the tombstone keeps the cid.
+    let t_reap = Instant::now();
+    wait_for(&s, &api, "a sweep to reap the idle chat", || {
+        ok(&["--once"]);
+        !s.has(SESSION)
+    });
+    assert!(t_reap.elapsed() < Duration::from_secs(30));
+    assert!(
+        wait_until(10.0, || !alive(claude1)),
+        "claude {claude1} survived the reap"
+    );
+    let line = s.audit().pop().expect("an audit line");
+    assert_eq!(line["outcome"], "reaped", "{line}");
+    assert_eq!(line["reason"], "idle", "{line}");
+    assert_eq!(line["cid"], cid.as_str(), "{line}");
+    assert_eq!(s.tombstone(ID).expect("a tombstone")["cid"], cid.as_str());
+
+    // 7. spawn resumes it; the second prompt's request carries the first exchange.
+    ok(&["spawn", ID, "--", &claude_s, "--settings", &settings_s]);
+    let start2 = pane(&s, "#{pane_start_command}");
+    assert!(start2.contains(&format!("--resume {cid}")), "{start2}");
+    let n2 = sid_of(&s);
+    wait_for(&s, &api, "resumed claude ready", || prompt_empty(&s));
+    wait_for(&s, &api, "turn 1 on the resumed screen", || {
+        screen(&s).contains(&echo1)
+    });
+    s.ok(&["send-keys", "-t", TARGET, "-l", "--", &msg2]);
+    wait_for(&s, &api, "the prompt in the input box", || {
+        prompt_has(&s, &msg2)
+    });
+    s.ok(&["send-keys", "-t", TARGET, "Enter"]);
+    wait_for(&s, &api, "the reply of turn 2", || {
+        screen(&s).contains(&echo2)
+    });
+    wait_for(&s, &api, "turn 2 ended by claude's Stop hook", || {
+        s.show(n2, "@ccs_turn").is_none() && s.show(n2, "@ccs_idle").is_some()
+    });
+    assert_eq!(s.show(n2, "@ccs_cid").as_deref(), Some(cid.as_str()));
+    assert!(s.tombstone(ID).is_none(), "the tombstone outlived a turn");
+    let r2 = requests_for(&api, &msg2);
+    let r2 = r2.last().expect("no API request for turn 2");
+    let history = r2["body"]["messages"].as_array().unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|m| m["role"] == "user" && texts(m).contains(&msg1)),
+        "the turn-2 request lacks turn 1's user text: {history:?}"
+    );
+    assert!(
+        history
+            .iter()
+            .any(|m| m["role"] == "assistant" && texts(m).contains(&echo1)),
+        "the turn-2 request lacks turn 1's reply: {history:?}"
+    );
+    assert_eq!(r2["headers"]["x-claude-code-session-id"], cid.as_str());
+    eprintln!(
+        "plain claude with its own hooks: total {:.2} s",
+        t_all.elapsed().as_secs_f64()
+    );
+}
+
+/// `status --json` with the world's environment.
+fn s_status(s: &Server, env: &[(&str, String)], extra: &[(&str, &str)]) -> serde_json::Value {
+    ok_with(s, env, &["status", "--json"], extra).json()
 }

@@ -13,8 +13,8 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use tmux_interface::{
-    HasSession, IfShell, ListClients, ListPanes, ListSessions, NewSession, RunShell, SetOption,
-    TmuxCommand,
+    DisplayMessage, HasSession, IfShell, ListClients, ListPanes, ListSessions, NewSession,
+    RunShell, SetOption, TmuxCommand,
 };
 
 use crate::config::Socket;
@@ -426,6 +426,54 @@ impl Tmux {
                 .unset()
                 .target_pane(target)
                 .option("@ccs_turn")
+                .build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The `<prefix><id>` session that pane `pane` (`%N`, validated by the caller) is in, read in
+    /// one call with the sweep's own session format (so the same names pass). `None` when the
+    /// pane, its session or the server is gone, or the session is not a chat's.
+    pub async fn session_of_pane(
+        &self,
+        pane: &str,
+        prefix: &str,
+    ) -> Result<Option<Session>, TmuxError> {
+        let c = DisplayMessage::new()
+            .print()
+            .target_pane(pane.to_string())
+            .message(SESSION_FMT)
+            .build();
+        match self.run(&[c]).await {
+            Ok(out) => Ok(parse_listing(&out, prefix).sessions.into_iter().next()),
+            Err(TmuxError::Failed { stderr, .. })
+                if stderr.contains("can't find pane") || session_gone(&stderr) =>
+            {
+                Ok(None)
+            }
+            Err(TmuxError::NoServer(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Keep a chat busy (a claude `Stop` with background work, a compaction): mark a turn that
+    /// starts now unless one is marked (its start is kept) or a reap holds the session, in one
+    /// guarded call. `false` when the session is gone.
+    pub async fn mark_busy(&self, name: &str, now_ms: i64) -> Result<bool, TmuxError> {
+        let target = format!("={name}:");
+        let t = quote(&target);
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            IfShell::new()
+                .not_execute()
+                .target_pane(target)
+                .shell_command("#{&&:#{==:#{@ccs_reaping},},#{==:#{@ccs_turn},}}")
+                .command(format!("set-option -t {t} @ccs_turn {now_ms}"))
                 .build(),
         ];
         match self.run(&cmds).await {

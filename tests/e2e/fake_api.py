@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Tiny fake of the Anthropic Messages API for offline Claude Code tests.
 
-Usage: fake_api.py LOGFILE [--port N] [--prefix TEXT] [--delay SECONDS]
+Usage: fake_api.py LOGFILE [--port N] [--prefix TEXT] [--delay SECONDS] [--hold-file PATH]
 
 Binds 127.0.0.1 (port 0 = chosen by the OS unless --port is given) and prints
 the port alone on its first stdout line.  Every request is appended to LOGFILE
@@ -12,11 +12,14 @@ POST /v1/messages answers with an assistant turn whose text is
 "<prefix><last user text>" (prefix defaults to "ECHO: "), as an SSE stream when
 the request has "stream": true, else as one JSON message.  Other endpoints get
 harmless answers (count_tokens, models) or a JSON 404, and are logged too.
+With --hold-file, a /v1/messages request is logged at once but answered only
+once PATH does not exist (a turn held in flight for as long as a test wants).
 Only the Python 3.11 standard library is used.
 """
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -180,6 +183,8 @@ class Handler(BaseHTTPRequestHandler):
 
     # ---- /v1/messages ----------------------------------------------------
     def messages(self, body):
+        while ARGS.hold_file and os.path.exists(ARGS.hold_file):
+            time.sleep(0.05)
         text = reply_text(body)
         model = body.get("model") or "claude-sonnet-4-5"
         mid = "msg_fake_" + uuid.uuid4().hex[:20]
@@ -235,6 +240,8 @@ def main():
     ap.add_argument("--prefix", default="ECHO: ")
     ap.add_argument("--delay", type=float, default=0.0,
                     help="seconds to sleep between streamed text chunks (to watch a busy UI)")
+    ap.add_argument("--hold-file", default=None,
+                    help="answer /v1/messages only while this file does not exist")
     ap.add_argument("--verbose", action="store_true")
     ARGS = ap.parse_args()
     srv = ThreadingHTTPServer(("127.0.0.1", ARGS.port), Handler)
