@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use crate::clock::{now_ms, rfc3339};
 use crate::observe::{find_cids, observe, Mode, Observation};
-use crate::policy::{self, Decision, Policy, ReapReason, Session, Snapshot};
+use crate::policy::{self, Decision, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen};
 use crate::procs;
 use crate::reaper::{CommandError, Reaper};
 use crate::state::{AuditLine, Outcome};
@@ -159,23 +159,33 @@ pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
     let deadline = Instant::now() + reap_wait(r);
     let mut logged = false;
     loop {
-        match r.tmux.turn_begin(&name, now_ms()).await? {
-            TurnBegin::Started => return Ok(true),
-            TurnBegin::Gone => {
-                // Gone may mean "its pane died in a teardown that is still running".
-                wait_for_teardown(r, id, deadline).await?;
-                return Ok(false);
+        let seen = match r.tmux.turn_begin(&name, now_ms()).await? {
+            TurnBegin::Started => TurnSeen::Started,
+            TurnBegin::Reaping => TurnSeen::Marked,
+            // Gone may mean "its pane died in a teardown that is still running".
+            TurnBegin::Gone => TurnSeen::Gone,
+        };
+        let running = seen == TurnSeen::Gone && teardown_running(r, id);
+        // The answer is the core's (`policy::handoff`), the rule the model of the protocol checks.
+        match policy::handoff(seen, running, Instant::now() >= deadline) {
+            Handoff::Go => return Ok(true),
+            Handoff::Respawn => return Ok(false),
+            Handoff::TimedOut if seen == TurnSeen::Marked => {
+                return Err(CommandError::Refused(format!(
+                    "{name} is still marked as being reaped after {:?}; the next sweep clears a stale mark",
+                    reap_wait(r)
+                )))
             }
-            TurnBegin::Reaping => {
+            Handoff::TimedOut => {
+                return Err(CommandError::Refused(format!(
+                    "the teardown of {name} is still running after {:?}",
+                    reap_wait(r)
+                )))
+            }
+            Handoff::Wait => {
                 if !logged {
                     tracing::info!(session = %name, "a reap is in flight: waiting for it to finish");
                     logged = true;
-                }
-                if Instant::now() >= deadline {
-                    return Err(CommandError::Refused(format!(
-                        "{name} is still marked as being reaped after {:?}; the next sweep clears a stale mark",
-                        reap_wait(r)
-                    )));
                 }
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
@@ -183,17 +193,21 @@ pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
     }
 }
 
+/// Whether a live reaper's teardown of chat `id` is under way: its journal is there, and its
+/// owner alive.
+fn teardown_running(r: &Reaper, id: &str) -> bool {
+    r.state
+        .journals()
+        .into_iter()
+        .flatten()
+        .any(|j| j.id == id && procs::alive(j.owner))
+}
+
 /// Wait while a live reaper's teardown of chat `id` is under way (its journal is there and
 /// its owner alive). When this returns, the old tree is gone and the tombstone written.
 async fn wait_for_teardown(r: &Reaper, id: &str, deadline: Instant) -> Result<(), CommandError> {
     loop {
-        let busy = r
-            .state
-            .journals()
-            .into_iter()
-            .flatten()
-            .any(|j| j.id == id && procs::alive(j.owner));
-        if !busy {
+        if !teardown_running(r, id) {
             return Ok(());
         }
         if Instant::now() >= deadline {
