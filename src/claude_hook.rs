@@ -188,8 +188,16 @@ async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, Comma
             TurnBegin::Gone => Ok(Outcome::Skipped(format!("{name} is gone"))),
             TurnBegin::Reaping => {
                 // Marked between the lookup and the test, or marked then by a live reap: held.
-                // A mark left by a reaper that died holds nothing: the next sweep clears it.
-                if s.reaping.trim().is_empty() || r.mark_holds(s, now_ms()) {
+                // So is a mark whose reaper died with its journal left: the next sweep may
+                // finish that teardown. A stale mark with no journal holds nothing: the next
+                // sweep clears it.
+                let journal = r
+                    .state
+                    .journals()
+                    .into_iter()
+                    .flatten()
+                    .any(|j| j.id == s.id);
+                if s.reaping.trim().is_empty() || r.mark_holds(s, now_ms()) || journal {
                     Ok(Outcome::Blocked(blocked_reason(&s.id)))
                 } else {
                     Ok(Outcome::Skipped(format!(
