@@ -28,6 +28,24 @@ pub struct Reaper {
     /// The record of last known conversations as last read or written (`None`: not read yet,
     /// the first sweep reads the file).
     pub(crate) known: Mutex<Option<crate::state::Known>>,
+    /// The tokens of this process's reaps still under way: a mark this process owns whose token
+    /// is not here was left behind (a kill-session that failed, a bug) and is judged as a gone
+    /// owner's, so it goes stale after its limit instead of holding the chat for our whole life.
+    live_tokens: Mutex<HashSet<String>>,
+    /// This process, as its marks name it: (pid, start time), and its pid namespace.
+    me: (procs::Ident, u64),
+}
+
+/// A token of ours held live while this lives ([`Reaper::hold_token`]).
+pub(crate) struct LiveToken<'a> {
+    r: &'a Reaper,
+    token: String,
+}
+
+impl Drop for LiveToken<'_> {
+    fn drop(&mut self) {
+        self.r.live_tokens().remove(&self.token);
+    }
 }
 
 /// The failure of a one-session command (`reap <id>`), for exit codes.
@@ -62,6 +80,8 @@ impl Reaper {
             metrics: Arc::new(Metrics::default()),
             watched: Mutex::new(None),
             known: Mutex::new(None),
+            live_tokens: Mutex::new(HashSet::new()),
+            me: (procs::myself(), procs::pidns()),
         })
     }
 
@@ -102,12 +122,25 @@ impl Reaper {
     /// The owner this reaper writes into its marks: itself, and the limit after which a reader
     /// that cannot see it may take its mark for stale.
     pub(crate) fn mark_owner(&self) -> MarkOwner {
-        let me = procs::myself();
+        let (me, pidns) = self.me;
         MarkOwner {
             pid: me.pid,
             start: me.start,
-            pidns: procs::pidns(),
+            pidns,
             limit_ms: self.stale_after(),
+        }
+    }
+
+    fn live_tokens(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.live_tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hold `token` live (a reap of ours under way) until the guard drops, on every path.
+    pub(crate) fn hold_token(&self, token: &str) -> LiveToken<'_> {
+        self.live_tokens().insert(token.to_string());
+        LiveToken {
+            r: self,
+            token: token.to_string(),
         }
     }
 
@@ -129,6 +162,18 @@ impl Reaper {
             return (None, OwnerSeen::Unknowable);
         }
         match MarkOwner::from_token(&s.reaper) {
+            // Our own mark: alive only while the reap that set it is under way here.
+            Some(o) if (o.pid, o.start, o.pidns) == (self.me.0.pid, self.me.0.start, self.me.1) => {
+                let live = self.live_tokens().contains(s.reaper.trim());
+                (
+                    Some(o),
+                    if live {
+                        OwnerSeen::Alive
+                    } else {
+                        OwnerSeen::Gone
+                    },
+                )
+            }
             Some(o) => (Some(o), procs::owner_seen(&o)),
             None => (None, OwnerSeen::Unknowable),
         }
@@ -174,5 +219,65 @@ impl Reaper {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reaper() -> Arc<Reaper> {
+        let vars = [
+            ("CCS_TMUX_SOCKET_PATH", "/nonexistent/ccs-reap-test/s"),
+            ("CCS_REAP_STATE_DIR", "/nonexistent/ccs-reap-test/state"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        Reaper::new(Config::from_vars(vars, None).unwrap(), true)
+    }
+
+    #[test]
+    fn our_own_mark_holds_only_while_its_reap_is_under_way() {
+        let r = reaper();
+        let limit = r.stale_after();
+        let tok = r.mark_owner().token("1x2");
+        let now = 10_000_000_000;
+        let s = |age: i64| Session {
+            reaping: (now - age).to_string(),
+            reaper: tok.clone(),
+            ..Session::default()
+        };
+        {
+            let _live = r.hold_token(&tok);
+            // Under way: held, however old.
+            assert!(r.mark_holds(&s(limit * 10), now));
+            assert!(!r.mark_is_stale(&s(limit * 10), now));
+        }
+        // Left behind (a failed kill-session, a bug): a gone owner's mark, stale after its limit.
+        assert!(r.mark_holds(&s(limit - 1), now));
+        assert!(!r.mark_is_stale(&s(limit), now));
+        assert!(r.mark_is_stale(&s(limit + 1), now));
+        // Another live process's mark (our parent, surely alive): never stale.
+        let parent = procs::Ident {
+            pid: rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get()),
+            start: 0,
+        };
+        let start = procfs::process::Process::new(parent.pid)
+            .and_then(|p| p.stat())
+            .map(|st| st.starttime)
+            .unwrap();
+        let other = MarkOwner {
+            pid: parent.pid,
+            start,
+            pidns: procs::pidns(),
+            limit_ms: 1,
+        }
+        .token("9");
+        let theirs = Session {
+            reaping: "1".into(),
+            reaper: other,
+            ..Session::default()
+        };
+        assert!(r.mark_holds(&theirs, now));
+        assert!(!r.mark_is_stale(&theirs, now));
     }
 }

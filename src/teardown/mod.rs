@@ -240,6 +240,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
 
     // 1. The marks: the atomic test-and-set, in the server. The token names us and our limit.
     let tok = r.mark_owner().token(&nonce());
+    let _live = r.hold_token(&tok);
     let mark_at = now_ms();
     let items: Vec<(u32, bool, bool)> = jobs
         .iter()

@@ -85,6 +85,8 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // still exactly that mark), so that no other reader clears it while we finish; what we
         // do not then hold is not ours to signal.
         let mut token = j.token.clone();
+        let mine = r.mark_owner().token(&super::nonce());
+        let _live = r.hold_token(&mine);
         if still && held {
             let mark = listing
                 .sessions
@@ -92,13 +94,12 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                 .find(|s| s.tmux_id == j.tmux_id)
                 .map(|s| s.reaping.clone())
                 .unwrap_or_default();
-            let mine = r.mark_owner().token(&super::nonce());
             match r
                 .tmux
                 .take_over(j.tmux_id, mark.trim(), &j.token, now_ms(), &mine)
                 .await
             {
-                Ok(true) => token = mine,
+                Ok(true) => token = mine.clone(),
                 Ok(false) => {
                     tracing::warn!(session = %j.session, "the mark of a dead reaper's teardown changed before it could be taken over: dropped, nothing signalled");
                     if let Err(e) = r.state.remove_journal(&j) {
