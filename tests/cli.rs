@@ -28,9 +28,18 @@ fn version_names_the_crate_version() {
     for flag in ["--version", "-V"] {
         let o = run(&[flag]);
         assert_eq!(o.code, 0, "{}", o.stderr);
+        // The commit it was built from, when built in a git checkout (as here).
+        let commit = Command::new("git")
+            .args(["rev-parse", "--short", "HEAD"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_else(|| "unknown".into());
         assert_eq!(
             o.stdout,
-            format!("ccs-reap {}\n", env!("CARGO_PKG_VERSION"))
+            format!("ccs-reap {} (commit {commit})\n", env!("CARGO_PKG_VERSION"))
         );
     }
     // And the garbage is refused by a command that reads it: the runs above did not read it.
@@ -52,31 +61,148 @@ fn completions_for_every_shell_name_the_subcommands() {
     let o = run(&["completions", "tcsh"]);
     assert_eq!(o.code, 2, "an unknown shell is a usage error: {}", o.stdout);
 
-    // bash loads the script and registers it, and it completes a subcommand.
+    // No hidden command is offered (`formats`, the benchmark's helper).
+    for shell in ["bash", "zsh", "fish"] {
+        let o = run(&["completions", shell]);
+        assert!(!o.stdout.contains("formats"), "{shell}: {}", o.stdout);
+    }
+}
+
+/// Source the generated bash script, set COMP_WORDS/COMP_CWORD for `line` (the last word being
+/// completed), call the function `complete -p` names, and return COMPREPLY.
+fn bash_complete(script: &std::path::Path, words: &[&str]) -> Vec<String> {
+    let check = Command::new("bash")
+        .arg("--norc")
+        .arg("--noprofile")
+        .arg("-c")
+        .arg(
+            r#"script=$1; shift
+               source "$script" || exit 10
+               spec=$(complete -p ccs-reap) || exit 11
+               fn=${spec#*-F }; fn=${fn%% *}
+               COMP_WORDS=("$@"); COMP_CWORD=$(( $# - 1 ))
+               COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+               prev=""; [ "$COMP_CWORD" -gt 0 ] && prev=${COMP_WORDS[COMP_CWORD-1]}
+               "$fn" ccs-reap "${COMP_WORDS[COMP_CWORD]}" "$prev" || exit 12
+               printf '%s\n' "${COMPREPLY[@]}""#,
+        )
+        .arg("bash")
+        .arg(script)
+        .args(words)
+        .output()
+        .unwrap();
+    assert!(
+        check.status.success(),
+        "{words:?}: exit {:?}: {}",
+        check.status.code(),
+        String::from_utf8_lossy(&check.stderr)
+    );
+    String::from_utf8_lossy(&check.stdout)
+        .lines()
+        .filter(|l| !l.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bash_completion_completes_past_the_first_word() {
     let o = run(&["completions", "bash"]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
     let dir = tempfile::tempdir().unwrap();
     let script = dir.path().join("ccs-reap.bash");
     std::fs::write(&script, &o.stdout).unwrap();
-    let check = Command::new("bash")
-        .arg("--norc")
-        .arg("-c")
-        .arg(
-            r#"source "$1" && complete -p ccs-reap &&
-               COMP_WORDS=(ccs-reap sp) COMP_CWORD=1 COMP_LINE="ccs-reap sp" COMP_POINT=11 &&
-               _ccs__reap ccs-reap sp ccs-reap && printf '%s\n' "${COMPREPLY[@]}""#,
-        )
-        .arg("bash")
-        .arg(&script)
-        .output()
-        .unwrap();
-    let out = String::from_utf8_lossy(&check.stdout);
-    assert!(
-        check.status.success(),
-        "{out}{}",
-        String::from_utf8_lossy(&check.stderr)
+
+    // The first word: subcommands, no hidden one.
+    let got = bash_complete(&script, &["ccs-reap", "sp"]);
+    assert_eq!(got, ["spawn"]);
+    let got = bash_complete(&script, &["ccs-reap", ""]);
+    assert!(got.iter().any(|w| w == "status"), "{got:?}");
+    assert!(!got.iter().any(|w| w == "formats"), "{got:?}");
+    // A subcommand's subcommand.
+    let got = bash_complete(&script, &["ccs-reap", "turn", ""]);
+    assert!(got.iter().any(|w| w == "begin"), "{got:?}");
+    assert!(got.iter().any(|w| w == "end"), "{got:?}");
+    // A subcommand's flag.
+    let got = bash_complete(&script, &["ccs-reap", "events", "--f"]);
+    assert_eq!(got, ["--from-start"]);
+    let got = bash_complete(&script, &["ccs-reap", "status", "--"]);
+    assert!(got.iter().any(|w| w == "--json"), "{got:?}");
+    // A shell name.
+    let got = bash_complete(&script, &["ccs-reap", "completions", "z"]);
+    assert_eq!(got, ["zsh"]);
+    let got = bash_complete(&script, &["ccs-reap", "completions", "f"]);
+    assert_eq!(got, ["fish"]);
+}
+
+/// The settings' one source ([`ccs_reap::config::VARS`]) against what the operator reads: the
+/// tables of docs/configuration.md (each row's group and default), `--help` and the man page.
+#[test]
+fn settings_docs_help_and_man_page_agree() {
+    use ccs_reap::config::VARS;
+    let doc = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/configuration.md"
+    ))
+    .unwrap();
+    let mut group = String::new();
+    let mut rows = Vec::new();
+    for line in doc.lines() {
+        if let Some(g) = line.strip_prefix("## ") {
+            group = g.trim().to_string();
+        }
+        if let Some(rest) = line.strip_prefix("| `CCS_") {
+            let cols: Vec<&str> = rest.split(" | ").collect();
+            let name = format!("CCS_{}", cols[0].trim_end_matches('`'));
+            let default = cols[1].replace('`', "");
+            rows.push((name, group.clone(), default));
+        }
+    }
+    let want: Vec<(String, String, String)> = VARS
+        .iter()
+        .map(|v| (v.name.into(), v.group.into(), v.default.into()))
+        .collect();
+    assert_eq!(
+        rows, want,
+        "docs/configuration.md's tables and config::VARS disagree"
     );
-    assert!(out.contains("-F _ccs__reap ccs-reap"), "{out}");
-    assert!(out.lines().any(|l| l == "spawn"), "{out}");
+
+    let help = run(&["--help"]);
+    assert_eq!(help.code, 0, "{}", help.stderr);
+    let man = run(&["man"]);
+    assert_eq!(man.code, 0, "{}", man.stderr);
+    for v in VARS {
+        assert!(
+            help.stdout
+                .contains(&format!("  {} [default: {}]\n", v.name, v.default)),
+            "--help lacks {} with its default:\n{}",
+            v.name,
+            help.stdout
+        );
+        assert!(
+            help.stdout.contains(&format!("\n{}:\n", v.group)),
+            "--help lacks the group {}",
+            v.group
+        );
+        assert!(
+            man.stdout.contains(&format!(".TP\n\\fB{}\\fR\n", v.name)),
+            "the man page's ENVIRONMENT lacks {}",
+            v.name
+        );
+        assert!(
+            man.stdout
+                .contains(&format!("Default: {}.", v.default.replace('-', "\\-"))),
+            "the man page lacks {}'s default",
+            v.name
+        );
+    }
+    // `-h` is short, but says where they are.
+    let h = run(&["-h"]);
+    assert!(
+        !h.stdout.contains("CCS_ENGINE_IDLE_KILL_MS"),
+        "{}",
+        h.stdout
+    );
+    assert!(h.stdout.contains("--help"), "{}", h.stdout);
 }
 
 #[test]
@@ -100,6 +226,15 @@ fn man_pages_cover_every_visible_command() {
     }
     // The environment is where the configuration is: the page says so.
     assert!(o.stdout.contains("CCS_ENGINE_IDLE_KILL_MS"), "{}", o.stdout);
+    for section in [".SH ENVIRONMENT", ".SH \"EXIT STATUS\"", ".SH FILES"] {
+        assert!(o.stdout.contains(section), "no {section}\n{}", o.stdout);
+    }
+    for code in 0..=4 {
+        assert!(
+            o.stdout.contains(&format!(".TP\n\\fB{code}\\fR\n")),
+            "no exit status {code}"
+        );
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let o = run(&["man", "--dir", &path_str(dir.path())]);
@@ -131,6 +266,9 @@ fn man_pages_cover_every_visible_command() {
             "{p}"
         );
     }
+    // The installed main page is the one `man` prints, with its own sections.
+    let main = std::fs::read_to_string(dir.path().join("ccs-reap.1")).unwrap();
+    assert_eq!(main, run(&["man"]).stdout);
     let spawn = std::fs::read_to_string(dir.path().join("ccs-reap-spawn.1")).unwrap();
     assert!(spawn.contains(".TH ccs-reap-spawn 1"), "{spawn}");
     assert!(spawn.contains("\\-\\-cid"), "{spawn}");
