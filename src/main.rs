@@ -297,10 +297,51 @@ fn parse_error(e: clap::Error) -> ExitCode {
     exit_code(ExitCode::SUCCESS)
 }
 
+/// A log line's event format, prefixed with its syslog priority (`<3>` error, `<4>` warning,
+/// `<6>` info, `<7>` debug and trace) when `journal` is set: systemd's journal reads the prefix on
+/// a service's stdout/stderr stream (sd-daemon(3)), so `journalctl -p warning` finds the warnings.
+struct Priority<F> {
+    journal: bool,
+    inner: F,
+}
+
+/// The syslog priority of a tracing level.
+fn syslog_priority(level: &tracing::Level) -> u8 {
+    match *level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for Priority<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        ev: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        if self.journal {
+            write!(w, "<{}>", syslog_priority(ev.metadata().level()))?;
+        }
+        self.inner.format_event(ctx, w, ev)
+    }
+}
+
+/// Logs on stderr, text or JSON (`CCS_LOG_FORMAT`); each line with its syslog priority when
+/// stderr is systemd's journal (`JOURNAL_STREAM` set, as systemd does for a unit's streams).
 fn init_logging(cfg: &Config) {
+    use tracing_subscriber::fmt::format;
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(&cfg.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let journal = std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty());
     // A log line that cannot be written is dropped: the subscriber's own report of it would be
     // an `eprintln!`, which panics when stderr is the thing that fails (`2> /dev/full`).
     let b = tracing_subscriber::fmt()
@@ -308,8 +349,20 @@ fn init_logging(cfg: &Config) {
         .with_writer(std::io::stderr)
         .log_internal_errors(false);
     match cfg.log_format {
-        LogFormat::Json => b.json().init(),
-        LogFormat::Text => b.with_ansi(false).init(),
+        LogFormat::Json => b
+            .json()
+            .event_format(Priority {
+                journal,
+                inner: format().json(),
+            })
+            .init(),
+        LogFormat::Text => b
+            .with_ansi(false)
+            .event_format(Priority {
+                journal,
+                inner: format().with_ansi(false),
+            })
+            .init(),
     }
 }
 

@@ -281,3 +281,82 @@ fn man_pages_cover_every_visible_command() {
         o.stderr
     );
 }
+
+/// The JSON log lines of a run, parsed (each line of stderr that is JSON, a `<N>` prefix cut).
+fn json_logs(stderr: &str) -> Vec<(Option<u8>, serde_json::Value)> {
+    stderr
+        .lines()
+        .filter_map(|l| {
+            let (prio, rest) = match l.strip_prefix('<').and_then(|r| r.split_once('>')) {
+                Some((n, rest)) => (n.parse().ok(), rest),
+                None => (None, l),
+            };
+            serde_json::from_str(rest).ok().map(|v| (prio, v))
+        })
+        .collect()
+}
+
+#[test]
+fn json_logs_carry_typed_values_and_journald_priorities() {
+    let s = Server::new();
+    let n = s.session("ccs-a", "sleep 600");
+    s.idle_since(n, 5_000);
+    let json = [
+        ("CCS_LOG_FORMAT", "json"),
+        ("CCS_LOG", "debug"),
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+    ];
+    let o = s.sweep(&[0], &["--dry-run"], &json);
+    let logs = json_logs(&o.stderr);
+    let decided = logs
+        .iter()
+        .map(|(_, v)| v)
+        .find(|v| v["fields"]["message"] == "decided")
+        .unwrap_or_else(|| panic!("no decided line:\n{}", o.stderr));
+    // A number, not "Some(5000)".
+    let idle = decided["fields"]["idle_ms"].as_u64();
+    assert!(
+        idle.is_some_and(|ms| (5_000..600_000).contains(&ms)),
+        "{decided}"
+    );
+    for (_, v) in &logs {
+        let line = v.to_string();
+        for debug in ["Some(", "\"None\"", "Path(\\\""] {
+            assert!(
+                !line.contains(debug),
+                "a Debug string in a log line: {line}"
+            );
+        }
+    }
+    assert!(
+        logs.iter().all(|(p, _)| p.is_none()),
+        "a priority without the journal"
+    );
+
+    // Under journald, each line starts with its syslog priority: <4> for a warning, <7> debug.
+    let mut env = json.to_vec();
+    env.extend([("JOURNAL_STREAM", "8:12345"), ("CCS_NOT_A_SETTING", "1")]);
+    let o = s.sweep(&[0], &["--dry-run"], &env);
+    let logs = json_logs(&o.stderr);
+    assert!(!logs.is_empty(), "{}", o.stderr);
+    for (p, v) in &logs {
+        let want = match v["level"].as_str() {
+            Some("ERROR") => 3,
+            Some("WARN") => 4,
+            Some("INFO") => 6,
+            _ => 7,
+        };
+        assert_eq!(*p, Some(want), "{v}");
+    }
+    assert!(logs.iter().any(|(p, _)| *p == Some(4)), "{}", o.stderr);
+    assert!(logs.iter().any(|(p, _)| *p == Some(7)), "{}", o.stderr);
+    // And in text.
+    env.retain(|(k, _)| *k != "CCS_LOG_FORMAT");
+    let o = s.sweep(&[0], &["--dry-run"], &env);
+    let warn = o
+        .stderr
+        .lines()
+        .find(|l| l.contains("CCS_NOT_A_SETTING"))
+        .unwrap_or_else(|| panic!("{}", o.stderr));
+    assert!(warn.starts_with("<4>"), "{warn}");
+}
