@@ -63,7 +63,12 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Every session: state, reason, idle age, time left, viewers, turn, cid, memory.
-    Status,
+    Status {
+        /// Every column (tmux id, turn, RSS and PSS apart), nothing cut; by default the table
+        /// fits 80 columns and cuts long values with an ellipsis.
+        #[arg(long)]
+        wide: bool,
+    },
     /// The studio's hooks around a turn.
     Turn {
         #[command(subcommand)]
@@ -574,14 +579,14 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }));
             ExitCode::SUCCESS
         }
-        Some(Cmd::Status) => {
+        Some(Cmd::Status { wide }) => {
             let r = Reaper::new(cfg, true);
             let rep = ccs_reap::sweep::status(&r).await;
             warn_no_server(&rep);
             if cli.json {
                 print_json(&rep);
             } else {
-                out(&ccs_reap::report::render_status(&rep));
+                out(&ccs_reap::report::render_status(&rep, wide));
             }
             if rep.error.is_some() {
                 ExitCode::from(EXIT_FAILED)

@@ -360,3 +360,151 @@ fn json_logs_carry_typed_values_and_journald_priorities() {
         .unwrap_or_else(|| panic!("{}", o.stderr));
     assert!(warn.starts_with("<4>"), "{warn}");
 }
+
+const LONG_ID: &str = "a-very-long-chat-identifier-from-the-studio-0001";
+const LONG_CID: &str = "0f8fad5b-d9cb-469f-a165-70867728950e";
+
+/// Three chats: an idle one, a busy one with a long id and a long cid, a viewed one.
+fn studio(s: &mut Server) -> (u32, u32) {
+    let idle = s.chat("ccs-1", "conv-a", "");
+    s.idle_since(idle, 5_000);
+    let busy = s.chat(&format!("ccs-{LONG_ID}"), LONG_CID, "");
+    s.set(busy, "@ccs_turn", &(now_ms() - 2_000).to_string());
+    s.chat("ccs-3", "conv-c", "");
+    s.attach_control("ccs-3");
+    (idle, busy)
+}
+
+#[test]
+fn status_fits_80_columns_and_wide_shows_everything() {
+    let mut s = Server::new();
+    studio(&mut s);
+    let env = [("CCS_ENGINE_IDLE_KILL_MS", LIMIT)];
+    let o = s.run(&["status"], &env);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert!(lines[0].starts_with("SESSION "), "{}", o.stdout);
+    let table = &lines[..4];
+    for l in table {
+        assert!(
+            l.chars().count() <= 80,
+            "{} columns: {l}",
+            l.chars().count()
+        );
+    }
+    let long = table
+        .iter()
+        .find(|l| l.starts_with("ccs-a-very"))
+        .unwrap_or_else(|| panic!("{}", o.stdout));
+    assert!(long.contains('…'), "{long}");
+    assert!(
+        !long.contains(LONG_ID) && !long.contains(LONG_CID),
+        "{long}"
+    );
+    for want in ["ccs-1 ", "idle", "busy", "viewed", "ctl", "conv-a"] {
+        assert!(o.stdout.contains(want), "no {want}:\n{}", o.stdout);
+    }
+
+    let o = s.run(&["status", "--wide"], &env);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let header = o.stdout.lines().next().unwrap_or("");
+    for col in ["SESSION", "TMUX", "TURN", "CID", "RSS", "PSS", "WHY"] {
+        assert!(header.contains(col), "{header}");
+    }
+    assert!(
+        o.stdout.contains(&format!("ccs-{LONG_ID}")) && o.stdout.contains(LONG_CID),
+        "{}",
+        o.stdout
+    );
+    assert!(!o.stdout.contains('…'), "{}", o.stdout);
+    // The columns line up: every row's CID starts where the header's does.
+    let at = header.find("CID").unwrap();
+    let row = o.stdout.lines().find(|l| l.contains(LONG_CID)).unwrap();
+    assert_eq!(row.find(LONG_CID), Some(at), "{header}\n{row}");
+}
+
+/// Every field of a document by the schema's rules: `_ms` a number (a duration: no Unix time),
+/// `at` and `*_at` an RFC 3339 string, `tmux_id` a `$N` string; `null` for an unknown value.
+fn check_schema(v: &serde_json::Value, path: &str, errors: &mut Vec<String>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, x) in m {
+                let here = format!("{path}.{k}");
+                if x.is_null() {
+                    continue;
+                }
+                if k.ends_with("_ms") {
+                    match x.as_u64() {
+                        Some(n) if n < 1_000_000_000_000 => {}
+                        _ => errors.push(format!("{here} = {x}: not a duration in ms")),
+                    }
+                } else if k == "at" || k.ends_with("_at") {
+                    let ok = x
+                        .as_str()
+                        .is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok());
+                    if !ok {
+                        errors.push(format!("{here} = {x}: not RFC 3339"));
+                    }
+                } else if k == "tmux_id" {
+                    let ok = x.as_str().is_some_and(|t| {
+                        t.strip_prefix('$')
+                            .is_some_and(|n| n.parse::<u32>().is_ok())
+                    });
+                    if !ok {
+                        errors.push(format!("{here} = {x}: not a $N string"));
+                    }
+                }
+                check_schema(x, &here, errors);
+            }
+        }
+        serde_json::Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                check_schema(x, &format!("{path}[{i}]"), errors);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn schema_errors(v: &serde_json::Value) -> Vec<String> {
+    let mut e = Vec::new();
+    check_schema(v, "", &mut e);
+    e
+}
+
+#[test]
+fn status_json_and_the_audit_line_share_one_versioned_schema() {
+    let mut s = Server::new();
+    let (idle, busy) = studio(&mut s);
+    let env = [("CCS_ENGINE_IDLE_KILL_MS", LIMIT)];
+    let st = s.status(&env);
+    assert_eq!(st["schema_version"], 2, "{st:#}");
+    assert_eq!(schema_errors(&st), Vec::<String>::new(), "{st:#}");
+    let by = by_name(&st);
+    assert_eq!(by["ccs-1"]["tmux_id"], format!("${idle}"));
+    assert!(by["ccs-1"]["reap_at"].is_string(), "{st:#}");
+    let busy_row = &by[&format!("ccs-{LONG_ID}")];
+    assert_eq!(busy_row["tmux_id"], format!("${busy}"));
+    assert!(busy_row["turn_started_at"].is_string(), "{busy_row}");
+    // And the check catches what it is there for.
+    for bad in [
+        serde_json::json!({"deadline_ms": 1_764_000_000_000_u64}),
+        serde_json::json!({"tmux_id": 3}),
+        serde_json::json!({"reap_at": 1_764_000_000_000_u64}),
+        serde_json::json!({"x": [{"seen_at": "yesterday"}]}),
+    ] {
+        assert!(!schema_errors(&bad).is_empty(), "{bad}");
+    }
+
+    // The reap's line, printed and in the audit log: the same schema, the same tmux_id.
+    let o = s.run(&["reap", "1", "--json"], &env);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let printed = o.json();
+    let logged = s.audit();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    for line in [&printed, &logged[0]] {
+        assert_eq!(line["schema_version"], 2, "{line}");
+        assert_eq!(line["tmux_id"], by["ccs-1"]["tmux_id"], "{line}");
+        assert_eq!(schema_errors(line), Vec::<String>::new(), "{line}");
+    }
+}
