@@ -195,6 +195,22 @@ fn settings_docs_help_and_man_page_agree() {
             v.name
         );
     }
+    // .env.example, which the units' install copies, names every setting; the README's short
+    // table names no variable that is not one.
+    let root = env!("CARGO_MANIFEST_DIR");
+    let example = std::fs::read_to_string(format!("{root}/.env.example")).unwrap();
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    for v in VARS {
+        assert!(example.contains(v.name), ".env.example lacks {}", v.name);
+    }
+    for row in readme.lines().filter(|l| l.starts_with("| `CCS_")) {
+        for name in row.split('`').filter(|w| w.starts_with("CCS_")) {
+            assert!(
+                VARS.iter().any(|v| v.name == name),
+                "README.md names {name}, which is no setting"
+            );
+        }
+    }
     // `-h` is short, but says where they are.
     let h = run(&["-h"]);
     assert!(

@@ -247,8 +247,16 @@ fn a_real_prometheus_scrapes_the_daemon_and_evaluates_the_rules() {
             r#"ccs_reap_reaps_total{reason="idle",outcome="reaped"}"#,
         );
         let up = one(pport, r#"up{job="ccs-reap"}"#);
+        let build = one(
+            pport,
+            &format!(
+                r#"ccs_reap_build_info{{version="{}"}}"#,
+                env!("CARGO_PKG_VERSION")
+            ),
+        );
+        let sweep_count = one(pport, "ccs_reap_sweep_duration_seconds_count");
         seen = format!(
-            "sweeps {sweeps:?}\nstates {states:?}\nbusy {busy:?} reaped {reaped:?} up {up:?}"
+            "sweeps {sweeps:?}\nstates {states:?}\nbusy {busy:?} reaped {reaped:?} up {up:?} build {build:?} sweep count {sweep_count:?}"
         );
         matches!(sweeps.as_slice(), [(l, v)] if *v > 0.0
             && l.get("job").map(String::as_str) == Some("ccs-reap")
@@ -261,6 +269,8 @@ fn a_real_prometheus_scrapes_the_daemon_and_evaluates_the_rules() {
             && busy == Some(1.0)
             && reaped == Some(1.0)
             && up == Some(1.0)
+            && build == Some(1.0)
+            && sweep_count.is_some_and(|n| n > 0.0)
     });
     assert!(
         scraped,
