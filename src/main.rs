@@ -339,14 +339,33 @@ where
     }
 }
 
+/// Whether stderr is systemd's journal: `JOURNAL_STREAM` (`<device>:<inode>`, set by systemd for
+/// a unit's stdout/stderr) names the file stderr is. A process that only inherited the variable
+/// (a command in a tmux pane of a studio started by a unit) writes to a terminal instead.
+fn stderr_is_journal() -> bool {
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    // st_dev and st_ino are not u64 on every target.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::fstat(std::io::stderr())
+        .is_ok_and(|st| st.st_dev as u64 == dev && st.st_ino as u64 == ino)
+}
+
 /// Logs on stderr, text or JSON (`CCS_LOG_FORMAT`); each line with its syslog priority when
-/// stderr is systemd's journal (`JOURNAL_STREAM` set, as systemd does for a unit's streams).
+/// stderr is systemd's journal ([`stderr_is_journal`]).
 fn init_logging(cfg: &Config) {
     use tracing_subscriber::fmt::format;
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(&cfg.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let journal = std::env::var_os("JOURNAL_STREAM").is_some_and(|v| !v.is_empty());
+    let journal = stderr_is_journal();
     // A log line that cannot be written is dropped: the subscriber's own report of it would be
     // an `eprintln!`, which panics when stderr is the thing that fails (`2> /dev/full`).
     let b = tracing_subscriber::fmt()

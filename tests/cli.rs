@@ -4,6 +4,7 @@
 mod common;
 use common::*;
 
+use std::os::unix::fs::MetadataExt;
 use std::process::{Command, Stdio};
 
 /// Run the binary with garbage configuration (which every real command refuses with exit 2).
@@ -349,12 +350,32 @@ fn json_logs_carry_typed_values_and_journald_priorities() {
         "a priority without the journal"
     );
 
-    // Under journald, each line starts with its syslog priority: <4> for a warning, <7> debug.
-    let mut env = json.to_vec();
-    env.extend([("JOURNAL_STREAM", "8:12345"), ("CCS_NOT_A_SETTING", "1")]);
-    let o = s.sweep(&[0], &["--dry-run"], &env);
-    let logs = json_logs(&o.stderr);
-    assert!(!logs.is_empty(), "{}", o.stderr);
+    // Under journald (JOURNAL_STREAM names the file stderr is), each line starts with its
+    // syslog priority: <4> for a warning, <7> debug.
+    let journal_run = |env: &[(&str, &str)], matching: bool| -> String {
+        let log = s.path("journal.log");
+        let f = std::fs::File::create(&log).unwrap();
+        let md = f.metadata().unwrap();
+        let stream = if matching {
+            format!("{}:{}", md.dev(), md.ino())
+        } else {
+            format!("{}:{}", md.dev(), md.ino() + 1)
+        };
+        let st = s
+            .reap(env)
+            .args(["--once", "--dry-run"])
+            .env("JOURNAL_STREAM", &stream)
+            .env("CCS_NOT_A_SETTING", "1")
+            .stdout(Stdio::null())
+            .stderr(f)
+            .status()
+            .unwrap();
+        assert!(st.success(), "{st:?}");
+        std::fs::read_to_string(&log).unwrap()
+    };
+    let err = journal_run(&json, true);
+    let logs = json_logs(&err);
+    assert!(!logs.is_empty(), "{err}");
     for (p, v) in &logs {
         let want = match v["level"].as_str() {
             Some("ERROR") => 3,
@@ -364,17 +385,23 @@ fn json_logs_carry_typed_values_and_journald_priorities() {
         };
         assert_eq!(*p, Some(want), "{v}");
     }
-    assert!(logs.iter().any(|(p, _)| *p == Some(4)), "{}", o.stderr);
-    assert!(logs.iter().any(|(p, _)| *p == Some(7)), "{}", o.stderr);
+    assert!(logs.iter().any(|(p, _)| *p == Some(4)), "{err}");
+    assert!(logs.iter().any(|(p, _)| *p == Some(7)), "{err}");
     // And in text.
-    env.retain(|(k, _)| *k != "CCS_LOG_FORMAT");
-    let o = s.sweep(&[0], &["--dry-run"], &env);
-    let warn = o
-        .stderr
+    let text: Vec<(&str, &str)> = json
+        .iter()
+        .copied()
+        .filter(|(k, _)| *k != "CCS_LOG_FORMAT")
+        .collect();
+    let err = journal_run(&text, true);
+    let warn = err
         .lines()
         .find(|l| l.contains("CCS_NOT_A_SETTING"))
-        .unwrap_or_else(|| panic!("{}", o.stderr));
+        .unwrap_or_else(|| panic!("{err}"));
     assert!(warn.starts_with("<4>"), "{warn}");
+    // A JOURNAL_STREAM inherited by a process whose stderr is elsewhere: no prefix.
+    let err = journal_run(&text, false);
+    assert!(!err.is_empty() && !err.contains("<4>"), "{err}");
 }
 
 const LONG_ID: &str = "a-very-long-chat-identifier-from-the-studio-0001";
