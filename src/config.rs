@@ -200,6 +200,223 @@ pub fn known_vars() -> Vec<String> {
         .collect()
 }
 
+/// One setting's documentation: its variable, the group it is listed under, its default and what it
+/// does. [`VARS`] is the one source of `--help`'s list, the man page's ENVIRONMENT section, and (a
+/// test checks it) the tables of docs/configuration.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VarDoc {
+    pub name: &'static str,
+    pub group: &'static str,
+    pub default: &'static str,
+    pub help: &'static str,
+}
+
+/// Every setting, in the order and groups of docs/configuration.md. A test checks that these are
+/// exactly [`known_vars`] (the fields of the struct envy reads) and the rows of the docs' tables.
+pub const VARS: &[VarDoc] = &[
+    VarDoc {
+        name: "CCS_ENGINE_IDLE_KILL_MS",
+        group: "Reaping",
+        default: "unset: off",
+        help: "Idle time after which a session is reaped (reason idle).",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_REAP_WITHOUT_CID",
+        group: "Reaping",
+        default: "0",
+        help: "Also reap sessions whose conversation id is unknown (their history cannot be resumed).",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_REAP_EXITED",
+        group: "Reaping",
+        default: "1",
+        help: "Clean up sessions whose panes have all exited, on the next sweep (when reaping is enabled; spawn cleans up such a session of its own id in any case).",
+    },
+    VarDoc {
+        name: "CCS_REAP_INTERVAL_MS",
+        group: "Reaping",
+        default: "30000",
+        help: "Time between two sweeps of the daemon.",
+    },
+    VarDoc {
+        name: "CCS_REAP_GRACE_MS",
+        group: "Reaping",
+        default: "5000",
+        help: "Time between SIGTERM and SIGKILL in a teardown (it ends early when every process is gone).",
+    },
+    VarDoc {
+        name: "CCS_TMUX_SOCKET",
+        group: "The studio",
+        default: "ccstudio",
+        help: "The tmux server, as tmux -L <name> (its path is $TMUX_TMPDIR or /tmp, then tmux-<uid>/<name>).",
+    },
+    VarDoc {
+        name: "CCS_TMUX_SOCKET_PATH",
+        group: "The studio",
+        default: "unset",
+        help: "The tmux server, as tmux -S <path>.",
+    },
+    VarDoc {
+        name: "CCS_SESSION_PREFIX",
+        group: "The studio",
+        default: "ccs-",
+        help: "Sessions named <prefix><id> are the chats; nothing else is touched.",
+    },
+    VarDoc {
+        name: "CCS_ACTIVITY_FILES",
+        group: "The studio",
+        default: "none",
+        help: "The studio's liveness registries (activity-files.md).",
+    },
+    VarDoc {
+        name: "CCS_TMUX_TIMEOUT_MS",
+        group: "The studio",
+        default: "10000",
+        help: "How long one tmux call (or the reading of the activity files) may take; past it, the sweep keeps every session.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_MEM_HIGH",
+        group: "Memory pressure",
+        default: "unset: off",
+        help: "Reap idle sessions, oldest idle first, while memory used (the working set: usage less inactive page cache, docker.md) is above it (reason memory).",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_MAX_IDLE",
+        group: "Memory pressure",
+        default: "unset: off",
+        help: "Keep at most this many idle sessions; the oldest beyond are reaped (reason max-idle).",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_MIN_IDLE_MS",
+        group: "Memory pressure",
+        default: "60000",
+        help: "The floor: the pressure rules never take a session idle for less.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_STUCK_WALL_MS",
+        group: "Stuck turns and viewers",
+        default: "unset: never",
+        help: "A turn running at least this long is stuck.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_STUCK_IDLE_MS",
+        group: "Stuck turns and viewers",
+        default: "unset: never",
+        help: "A running turn whose session printed nothing for this long is stuck.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_REAP_STUCK",
+        group: "Stuck turns and viewers",
+        default: "0",
+        help: "Reap stuck sessions (reason stuck); otherwise they are only reported.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_ORPHAN_VIEWERS",
+        group: "Stuck turns and viewers",
+        default: "count",
+        help: "ignore: a control-mode client whose parent process is gone is no viewer.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_VIEWER_MAX_MS",
+        group: "Stuck turns and viewers",
+        default: "unset: always counts",
+        help: "A client attached at least this long with no input is no viewer.",
+    },
+    VarDoc {
+        name: "CCS_REAP_STATE_DIR",
+        group: "State, logs, metrics",
+        default: "$XDG_STATE_HOME/ccs-reap, else $HOME/.local/state/ccs-reap",
+        help: "Audit log, lock, tombstones, journals (files.md).",
+    },
+    VarDoc {
+        name: "CCS_AUDIT_MAX_BYTES",
+        group: "State, logs, metrics",
+        default: "10M (10 MiB)",
+        help: "reaped.jsonl is rotated before a line would take it past this (files.md).",
+    },
+    VarDoc {
+        name: "CCS_AUDIT_KEEP",
+        group: "State, logs, metrics",
+        default: "5",
+        help: "How many rotated audit files are kept: reaped.jsonl.1 (newest) ... reaped.jsonl.<N>.",
+    },
+    VarDoc {
+        name: "CCS_LOG",
+        group: "State, logs, metrics",
+        default: "RUST_LOG if set, else info",
+        help: "What is logged, on stderr.",
+    },
+    VarDoc {
+        name: "CCS_LOG_FORMAT",
+        group: "State, logs, metrics",
+        default: "text",
+        help: "Log line format, on stderr.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_MEM_CGROUP",
+        group: "State, logs, metrics",
+        default: "unset: the tmux server's memory cgroup, else ccs-reap's own, else /proc/meminfo",
+        help: "The memory the pressure rules and the watcher read.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_MEM_PSI",
+        group: "State, logs, metrics",
+        default: "unset: off",
+        help: "When the memory stall (PSI some avg10 of the watched cgroup, else of the host) reaches it, a sweep takes the oldest idle session past the floor, even under CCS_ENGINE_MEM_HIGH.",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_SESSION_MEM_MAX",
+        group: "State, logs, metrics",
+        default: "unset: off",
+        help: "An idle chat past the floor whose processes hold more is reaped (reason bloat).",
+    },
+    VarDoc {
+        name: "CCS_ENGINE_WARN_MS",
+        group: "State, logs, metrics",
+        default: "unset: off",
+        help: "A warned audit event this long before an idle reap, once per idle period.",
+    },
+    VarDoc {
+        name: "CCS_REAP_HOOK",
+        group: "State, logs, metrics",
+        default: "unset: off",
+        help: "Run as <program> before / <program> after around each reap (commands.md); a before that cannot be run at reap time (deleted, no longer executable) vetoes the reap.",
+    },
+    VarDoc {
+        name: "CCS_REAP_HOOK_TIMEOUT_MS",
+        group: "State, logs, metrics",
+        default: "5000",
+        help: "A hook running longer is killed with its process group; the reap goes on.",
+    },
+    VarDoc {
+        name: "CCS_METRICS_ADDR",
+        group: "State, logs, metrics",
+        default: "unset: off",
+        help: "The daemon serves Prometheus /metrics and /healthz there (/healthz: 200 only while the last sweep read the tmux server at the socket, else 503 with the reason).",
+    },
+];
+
+/// The settings as text, grouped, each with its default: the end of `--help`.
+pub fn vars_help() -> String {
+    let mut s = String::from(
+        "Configuration: environment variables only (an empty value counts as unset; durations \
+         *_MS take 500ms, 90s, 30m, 1h, 2d or bare milliseconds). Reaping is off until \
+         CCS_ENGINE_IDLE_KILL_MS or a memory rule is set.\n",
+    );
+    let mut group = "";
+    for v in VARS {
+        if v.group != group {
+            group = v.group;
+            s.push_str(&format!("\n{group}:\n"));
+        }
+        s.push_str(&format!(
+            "  {} [default: {}]\n      {}\n",
+            v.name, v.default, v.help
+        ));
+    }
+    s
+}
+
 /// `CCS_` variables that are not settings, and never warned about: the reap token tmux sets in a
 /// session's environment, and the switches of the project's own tests and scripts.
 const NOT_SETTINGS: &[&str] = &[
@@ -638,6 +855,23 @@ mod tests {
             vars.iter().map(|(k, v)| (k.to_string(), v.to_string())),
             Some(PathBuf::from("/st")),
         )
+    }
+
+    /// The documented settings are exactly the ones read: one added to `Raw` without its
+    /// documentation (or the reverse) fails here.
+    #[test]
+    fn every_setting_read_is_documented_once() {
+        let mut documented: Vec<String> = VARS.iter().map(|v| v.name.to_string()).collect();
+        let n = documented.len();
+        documented.sort();
+        documented.dedup();
+        assert_eq!(documented.len(), n, "a variable is documented twice");
+        let mut read = known_vars();
+        read.sort();
+        assert_eq!(documented, read);
+        assert!(VARS
+            .iter()
+            .all(|v| !v.help.is_empty() && !v.default.is_empty()));
     }
 
     #[test]

@@ -47,7 +47,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         None => None,
     };
     tracing::info!(
-        socket = ?r.cfg.socket, prefix = %r.cfg.prefix, idle_kill_ms = ?r.cfg.policy.idle_kill_ms,
+        socket = %r.cfg.socket.path().display(), prefix = %r.cfg.prefix, idle_kill_ms = r.cfg.policy.idle_kill_ms,
         interval_ms = r.cfg.interval.as_millis() as u64, grace_ms = r.cfg.grace.as_millis() as u64,
         dry_run = r.dry_run, "ccs-reap started"
     );
@@ -95,7 +95,14 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             pressure.pause_until(now_ms() + pause.as_millis() as i64);
         }
         if reaping > 0 || rep.error.is_some() {
-            tracing::info!(why, sessions = rep.sessions.len(), reaping, error = ?rep.error, took_ms = rep.took_ms, "sweep");
+            tracing::info!(
+                why,
+                sessions = rep.sessions.len(),
+                reaping,
+                error = rep.error.as_deref(),
+                took_ms = rep.took_ms,
+                "sweep"
+            );
         } else {
             tracing::debug!(
                 why,

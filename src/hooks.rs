@@ -298,7 +298,7 @@ pub async fn spawn(
     let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
         let ok = policy::valid_cid(c);
         if !ok {
-            tracing::warn!(session = %name, cid = ?c, "the tombstone's conversation id is not a valid id: ignored");
+            tracing::warn!(session = %name, cid = %c, "the tombstone's conversation id is not a valid id: ignored");
         }
         ok
     });
@@ -349,7 +349,7 @@ pub async fn spawn(
     if created {
         // The tombstone stays until the chat has answered a turn (`turn end`): a claude that
         // fails after start (a bad resume, an auth error) must not take the cid with it.
-        tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), resumed = tomb.is_some(), "spawned");
+        tracing::info!(session = %name, cid = cid.as_deref(), cwd = %cwd.display(), resumed = tomb.is_some(), "spawned");
     }
     Ok(created)
 }

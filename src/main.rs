@@ -28,14 +28,23 @@ const EXIT_CONFIG: u8 = 2;
 const EXIT_LOCKED: u8 = 3;
 const EXIT_RESPAWN: u8 = 4;
 
+/// `--version`: the crate's version and the commit it was built from (build.rs; "unknown" when
+/// built outside a git checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CCS_REAP_COMMIT"),
+    ")"
+);
+
 #[derive(Parser, Debug)]
 #[command(
     name = "ccs-reap",
-    version,
+    version = VERSION,
     about = "Opt-in reaper of idle Claude Code chat sessions on a tmux server"
 )]
 #[command(
-    after_help = "Configured from the environment (CCS_ENGINE_IDLE_KILL_MS, ...): see README.md and .env.example."
+    after_help = "Configured from the environment only: `ccs-reap --help` lists every CCS_* variable with its default; `man ccs-reap` (install it with `ccs-reap man --dir`) has them too."
 )]
 struct Cli {
     /// One sweep, then exit (for scripts and cron).
@@ -54,7 +63,12 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Cmd {
     /// Every session: state, reason, idle age, time left, viewers, turn, cid, memory.
-    Status,
+    Status {
+        /// Every column (tmux id, turn, RSS and PSS apart), nothing cut; by default the table
+        /// fits 80 columns and cuts long values with an ellipsis.
+        #[arg(long)]
+        wide: bool,
+    },
     /// The studio's hooks around a turn.
     Turn {
         #[command(subcommand)]
@@ -82,7 +96,8 @@ enum Cmd {
     Completions { shell: clap_complete::Shell },
     /// Print the man page (roff) to stdout: `ccs-reap man > ccs-reap.1`.
     Man {
-        /// Instead, write it and one page per subcommand (ccs-reap-status.1, ...) into DIR.
+        /// Instead, write it and one page per subcommand (ccs-reap-status.1, ...) into DIR, e.g.
+        /// `ccs-reap man --dir ~/.local/share/man/man1`.
         #[arg(long, value_name = "DIR")]
         dir: Option<PathBuf>,
     },
@@ -122,20 +137,132 @@ enum TurnCmd {
     End { id: String },
 }
 
+/// The command line as clap sees it: the derive's, with every setting (grouped, with its default)
+/// at the end of `--help` (`-h` points there).
+fn cli_command() -> clap::Command {
+    use clap::CommandFactory;
+    Cli::command().after_long_help(ccs_reap::config::vars_help())
+}
+
+/// The command for the completion scripts: every visible subcommand and argument, no hidden one
+/// (clap_complete offers hidden subcommands in bash, zsh and fish).
+fn completion_command() -> clap::Command {
+    fn visible(c: &clap::Command) -> clap::Command {
+        let mut out = clap::Command::new(c.get_name().to_string())
+            .args(c.get_arguments().filter(|a| !a.is_hide_set()).cloned());
+        if let Some(about) = c.get_about() {
+            out = out.about(about.clone());
+        }
+        if let Some(v) = c.get_version() {
+            out = out.version(v.to_string());
+        }
+        if c.is_subcommand_required_set() {
+            out = out.subcommand_required(true);
+        }
+        out.subcommands(
+            c.get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .map(visible)
+                .collect::<Vec<_>>(),
+        )
+    }
+    visible(&cli_command())
+}
+
+/// A completion script. clap_complete 4's bash script names its per-command `case` labels
+/// `ccs__subcmd__reap__...` for a binary whose name has a `-` while it sets `cmd` to
+/// `ccs__reap__subcmd__...`: nothing past the first word completed. The labels are renamed to match.
+fn completion_script(shell: clap_complete::Shell) -> String {
+    let mut buf = Vec::new();
+    clap_complete::generate(shell, &mut completion_command(), "ccs-reap", &mut buf);
+    let script = String::from_utf8_lossy(&buf).into_owned();
+    match shell {
+        clap_complete::Shell::Bash => script.replace("ccs__subcmd__reap", "ccs__reap"),
+        _ => script,
+    }
+}
+
+/// Text for roff: backslashes and `-` escaped, a line never starting a request.
+fn roff(text: &str) -> String {
+    let s = text.replace('\\', "\\e").replace('-', "\\-");
+    if s.starts_with('.') || s.starts_with('\'') {
+        format!("\\&{s}")
+    } else {
+        s
+    }
+}
+
+/// The exit codes, for the man page (docs/commands.md has the long form).
+const EXIT_STATUS: &[(u8, &str)] = &[
+    (0, "Done; also when reaping is disabled (the daemon and --once then do nothing), and when there is no tmux server at the socket (a warning names its path)."),
+    (EXIT_FAILED, "Something failed or was refused: a reap failed, liveness could not be read, bad input to a command, the state dir or the metrics address could not be used, stdout could not be written."),
+    (EXIT_CONFIG, "Bad configuration (the message names the variable) or command line, or a tmux older than 3.1c; nothing was touched. claude-hook: the prompt is blocked (the chat is being reaped)."),
+    (EXIT_LOCKED, "Another daemon holds this tmux socket's lock (restarting will not help)."),
+    (EXIT_RESPAWN, "turn begin, turn end, pin, unpin: the session is gone; respawn it with spawn."),
+];
+
+/// The state dir's files, for the man page (docs/files.md has the layout).
+const FILES: &[(&str, &str)] = &[
+    ("$CCS_REAP_STATE_DIR, else $XDG_STATE_HOME/ccs-reap, else ~/.local/state/ccs-reap", "The state dir (0700)."),
+    ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (schema: docs/files.md), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
+    ("<state dir>/reaper-<socket label>.lock", "The daemon's single-instance lock, one per tmux socket."),
+    ("<state dir>/studios/<socket label>-<hash>@<prefix>/", "Per studio: known.json, tombstones (sessions/<id>.json) and teardown journals (reaping/<id>.json)."),
+    ("~/.config/ccs-reap/env", "The environment file the contrib/systemd units read (EnvironmentFile=)."),
+];
+
+/// The main man page: clap_mangen's sections, then ENVIRONMENT (from the one list of settings,
+/// [`ccs_reap::config::VARS`]), EXIT STATUS and FILES.
+fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
+    let man = clap_mangen::Man::new(cmd.disable_help_subcommand(true));
+    let mut buf = Vec::new();
+    man.render_title(&mut buf)?;
+    man.render_name_section(&mut buf)?;
+    man.render_synopsis_section(&mut buf)?;
+    man.render_description_section(&mut buf)?;
+    man.render_options_section(&mut buf)?;
+    man.render_subcommands_section(&mut buf)?;
+    let mut t = String::from(".SH ENVIRONMENT\n");
+    t.push_str(&roff("ccs-reap is configured through the environment only. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_IDLE is set. A value that does not fit makes every command exit 2 naming the variable."));
+    t.push('\n');
+    let mut group = "";
+    for v in ccs_reap::config::VARS {
+        if v.group != group {
+            group = v.group;
+            t.push_str(&format!(".SS {}\n", roff(group)));
+        }
+        t.push_str(&format!(
+            ".TP\n\\fB{}\\fR\n{}\n.br\nDefault: {}.\n",
+            roff(v.name),
+            roff(v.help),
+            roff(v.default)
+        ));
+    }
+    t.push_str(".SH \"EXIT STATUS\"\n");
+    for (code, what) in EXIT_STATUS {
+        t.push_str(&format!(".TP\n\\fB{code}\\fR\n{}\n", roff(what)));
+    }
+    t.push_str(".SH FILES\n");
+    for (file, what) in FILES {
+        t.push_str(&format!(".TP\n\\fI{}\\fR\n{}\n", roff(file), roff(what)));
+    }
+    buf.extend_from_slice(t.as_bytes());
+    man.render_version_section(&mut buf)?;
+    Ok(buf)
+}
+
 /// `completions` and `man`: generated from the clap definition, printed to stdout; they read no
 /// configuration, so they work whatever the environment holds.
 fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
-    use clap::CommandFactory;
-    let mut c = Cli::command();
+    let c = cli_command();
     // Into memory first: the generators panic on a failed write, stdout can be a closed pipe.
-    let mut buf = Vec::new();
     let rendered = match cmd? {
-        Cmd::Completions { shell } => {
-            clap_complete::generate(*shell, &mut c, "ccs-reap", &mut buf);
-            Ok(())
-        }
+        Cmd::Completions { shell } => Ok(completion_script(*shell).into_bytes()),
         Cmd::Man { dir: Some(dir) } => {
-            return Some(match clap_mangen::generate_to(c, dir) {
+            // One page per subcommand, then the main page, with its own sections, over clap's.
+            let r = clap_mangen::generate_to(c.clone(), dir)
+                .and_then(|()| man_page(c))
+                .and_then(|page| std::fs::write(dir.join("ccs-reap.1"), page));
+            return Some(match r {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     say!(
@@ -146,13 +273,11 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
                 }
             });
         }
-        Cmd::Man { dir: None } => {
-            clap_mangen::Man::new(c.disable_help_subcommand(true)).render(&mut buf)
-        }
+        Cmd::Man { dir: None } => man_page(c),
         _ => return None,
     };
     Some(match rendered {
-        Ok(()) => {
+        Ok(buf) => {
             out(&String::from_utf8_lossy(&buf));
             exit_code(ExitCode::SUCCESS)
         }
@@ -177,10 +302,70 @@ fn parse_error(e: clap::Error) -> ExitCode {
     exit_code(ExitCode::SUCCESS)
 }
 
+/// A log line's event format, prefixed with its syslog priority (`<3>` error, `<4>` warning,
+/// `<6>` info, `<7>` debug and trace) when `journal` is set: systemd's journal reads the prefix on
+/// a service's stdout/stderr stream (sd-daemon(3)), so `journalctl -p warning` finds the warnings.
+struct Priority<F> {
+    journal: bool,
+    inner: F,
+}
+
+/// The syslog priority of a tracing level.
+fn syslog_priority(level: &tracing::Level) -> u8 {
+    match *level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for Priority<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        ev: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        if self.journal {
+            write!(w, "<{}>", syslog_priority(ev.metadata().level()))?;
+        }
+        self.inner.format_event(ctx, w, ev)
+    }
+}
+
+/// Whether stderr is systemd's journal: `JOURNAL_STREAM` (`<device>:<inode>`, set by systemd for
+/// a unit's stdout/stderr) names the file stderr is. A process that only inherited the variable
+/// (a command in a tmux pane of a studio started by a unit) writes to a terminal instead.
+fn stderr_is_journal() -> bool {
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    // st_dev and st_ino are not u64 on every target.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::fstat(std::io::stderr())
+        .is_ok_and(|st| st.st_dev as u64 == dev && st.st_ino as u64 == ino)
+}
+
+/// Logs on stderr, text or JSON (`CCS_LOG_FORMAT`); each line with its syslog priority when
+/// stderr is systemd's journal ([`stderr_is_journal`]).
 fn init_logging(cfg: &Config) {
+    use tracing_subscriber::fmt::format;
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(&cfg.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let journal = stderr_is_journal();
     // A log line that cannot be written is dropped: the subscriber's own report of it would be
     // an `eprintln!`, which panics when stderr is the thing that fails (`2> /dev/full`).
     let b = tracing_subscriber::fmt()
@@ -188,8 +373,20 @@ fn init_logging(cfg: &Config) {
         .with_writer(std::io::stderr)
         .log_internal_errors(false);
     match cfg.log_format {
-        LogFormat::Json => b.json().init(),
-        LogFormat::Text => b.with_ansi(false).init(),
+        LogFormat::Json => b
+            .json()
+            .event_format(Priority {
+                journal,
+                inner: format().json(),
+            })
+            .init(),
+        LogFormat::Text => b
+            .with_ansi(false)
+            .event_format(Priority {
+                journal,
+                inner: format().with_ansi(false),
+            })
+            .init(),
     }
 }
 
@@ -209,7 +406,11 @@ fn raise_fd_limit() {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let parsed = cli_command().try_get_matches().and_then(|m| {
+        use clap::FromArgMatches;
+        Cli::from_arg_matches(&m)
+    });
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) => return parse_error(e),
     };
@@ -397,14 +598,14 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }));
             ExitCode::SUCCESS
         }
-        Some(Cmd::Status) => {
+        Some(Cmd::Status { wide }) => {
             let r = Reaper::new(cfg, true);
             let rep = ccs_reap::sweep::status(&r).await;
             warn_no_server(&rep);
             if cli.json {
                 print_json(&rep);
             } else {
-                out(&ccs_reap::report::render_status(&rep));
+                out(&ccs_reap::report::render_status(&rep, wide));
             }
             if rep.error.is_some() {
                 ExitCode::from(EXIT_FAILED)

@@ -7,8 +7,15 @@ use serde::Serialize;
 use crate::policy::{Decision, HostMemory};
 use crate::state::{AuditLine, Outcome};
 
-/// What one sweep saw and did.
-#[derive(Debug, Clone, Serialize)]
+/// The version of the JSON schema shared by `status --json`, `--once --json`, `reap --json` and
+/// the audit log's lines (docs/files.md): durations end in `_ms`, points in time are RFC 3339
+/// strings ending in `_at` (or `at`), a tmux session id is the string `$N`. 2 is the first
+/// versioned one; lines without the field are of 0.x before it (`tmux_id` already `$N` there,
+/// `status` had numbers).
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// What one sweep saw and did. Serialized through [`SweepJson`].
+#[derive(Debug, Clone)]
 pub struct SweepReport {
     pub at: String,
     pub dry_run: bool,
@@ -74,10 +81,9 @@ impl SweepReport {
     }
 }
 
-/// One session in a report (`status`, `--once --json`).
-#[derive(Debug, Clone, Serialize)]
+/// One session in a report (`status`, `--once --json`). Serialized through [`SessionJson`].
+#[derive(Debug, Clone)]
 pub struct SessionReport {
-    #[serde(flatten)]
     pub decision: Decision,
     pub tmux_target: String,
     pub turn: Option<String>,
@@ -93,6 +99,139 @@ pub struct ViewerReport {
     pub attached_ms: u64,
     pub idle_ms: u64,
     pub orphaned: Option<bool>,
+}
+
+/// Unix milliseconds as RFC 3339 (UTC, milliseconds), the schema's points in time.
+pub fn rfc3339_ms(ms: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// The JSON of a [`SweepReport`] (schema [`SCHEMA_VERSION`]).
+#[derive(Serialize)]
+struct SweepJson<'a> {
+    schema_version: u32,
+    at: &'a str,
+    dry_run: bool,
+    enabled: bool,
+    error: &'a Option<String>,
+    socket_path: &'a str,
+    tmux_server_up: Option<bool>,
+    sessions: &'a [SessionReport],
+    host: &'a Option<HostMemory>,
+    watching: &'a Option<String>,
+    total_rss_bytes: u64,
+    total_pss_bytes: Option<u64>,
+    reaps: &'a [AuditLine],
+    summary: &'a Summary,
+    lost: Vec<LostJson<'a>>,
+    took_ms: u64,
+}
+
+/// A chat lost with its tmux server, in the JSON.
+#[derive(Serialize)]
+struct LostJson<'a> {
+    id: &'a str,
+    session: &'a str,
+    tmux_id: crate::policy::TmuxId,
+    cid: &'a str,
+    cwd: &'a Option<String>,
+    server: &'a crate::state::ServerId,
+    /// When it was last seen alive.
+    seen_at: Option<String>,
+}
+
+impl Serialize for SweepReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        SweepJson {
+            schema_version: SCHEMA_VERSION,
+            at: &self.at,
+            dry_run: self.dry_run,
+            enabled: self.enabled,
+            error: &self.error,
+            socket_path: &self.socket_path,
+            tmux_server_up: self.tmux_server_up,
+            sessions: &self.sessions,
+            host: &self.host,
+            watching: &self.watching,
+            total_rss_bytes: self.total_rss_bytes,
+            total_pss_bytes: self.total_pss_bytes,
+            reaps: &self.reaps,
+            summary: &self.summary,
+            lost: self
+                .lost
+                .iter()
+                .map(|c| LostJson {
+                    id: &c.id,
+                    session: &c.session,
+                    tmux_id: crate::policy::TmuxId(c.tmux_id),
+                    cid: &c.cid,
+                    cwd: &c.cwd,
+                    server: &c.server,
+                    seen_at: rfc3339_ms(c.seen),
+                })
+                .collect(),
+            took_ms: self.took_ms,
+        }
+        .serialize(s)
+    }
+}
+
+/// The JSON of a [`SessionReport`]: the decision's public fields, with its Unix-ms points in time
+/// as RFC 3339 `*_at` and the tmux id as `$N` (as in the audit log).
+#[derive(Serialize)]
+struct SessionJson<'a> {
+    tmux_id: crate::policy::TmuxId,
+    name: &'a str,
+    id: &'a str,
+    action: Action,
+    state: State,
+    reap_reason: Option<ReapReason>,
+    why: &'a str,
+    /// How long the idle clock has run, when it runs.
+    idle_ms: Option<u64>,
+    /// When the idle rule will reap it, if nothing changes.
+    reap_at: Option<String>,
+    cid: &'a Option<String>,
+    viewers: usize,
+    /// When the running turn started (its effective start).
+    turn_started_at: Option<String>,
+    override_turn: bool,
+    override_viewers: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: &'a Option<String>,
+    tmux_target: &'a str,
+    rss_bytes: Option<u64>,
+    pss_bytes: Option<u64>,
+    viewer_list: &'a [ViewerReport],
+}
+
+impl Serialize for SessionReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let d = &self.decision;
+        SessionJson {
+            tmux_id: crate::policy::TmuxId(d.tmux_id),
+            name: &d.name,
+            id: &d.id,
+            action: d.action,
+            state: d.state,
+            reap_reason: d.reap_reason,
+            why: &d.why,
+            idle_ms: d.idle_ms,
+            reap_at: d.deadline_ms.and_then(rfc3339_ms),
+            cid: &d.cid,
+            viewers: d.viewers,
+            turn_started_at: d.turn_since_ms.and_then(rfc3339_ms),
+            override_turn: d.override_turn,
+            override_viewers: d.override_viewers,
+            warning: &d.warning,
+            tmux_target: &self.tmux_target,
+            rss_bytes: self.rss_bytes,
+            pss_bytes: self.pss_bytes,
+            viewer_list: &self.viewer_list,
+        }
+        .serialize(s)
+    }
 }
 
 /// `1.2 GiB`, `512 MiB`, `64 KiB`, `12 B`.
@@ -123,61 +262,160 @@ pub fn human_ms(ms: u64) -> String {
     }
 }
 
-/// The `status` table.
-pub fn render_status(r: &SweepReport) -> String {
-    use std::fmt::Write;
-    let mut o = String::new();
+/// `s` cut to `w` characters, the last one an ellipsis when anything was cut.
+pub fn cut(s: &str, w: usize) -> String {
+    if s.chars().count() <= w {
+        return s.to_string();
+    }
+    let mut c: String = s.chars().take(w.saturating_sub(1)).collect();
+    c.push('…');
+    c
+}
+
+/// The width `status` fits by default: a terminal's 80 columns.
+pub const STATUS_COLUMNS: usize = 80;
+
+/// One session's cells, as `status` shows them.
+struct Row {
+    name: String,
+    tmux: String,
+    state: &'static str,
+    idle: String,
+    left: String,
+    viewers: String,
+    turn: String,
+    cid: String,
+    rss: String,
+    pss: String,
+    why: String,
+}
+
+fn rows(r: &SweepReport) -> Vec<Row> {
     let now = chrono::DateTime::parse_from_rfc3339(&r.at)
         .map(|t| t.timestamp_millis())
         .unwrap_or(0);
-    let _ = writeln!(
-        o,
-        "{:<20} {:<5} {:<8} {:>8} {:>9} {:<8} {:<9} {:<38} {:>9} {:>9}  WHY",
-        "SESSION", "TMUX", "STATE", "IDLE FOR", "REAPED IN", "VIEWERS", "TURN", "CID", "RSS", "PSS"
-    );
-    for s in &r.sessions {
-        let d = &s.decision;
-        let idle = d.idle_ms.map(human_ms).unwrap_or_else(|| "-".into());
-        let left = match (d.action, d.deadline_ms) {
-            (Action::Reap, _) => "now".to_string(),
-            (_, Some(t)) if matches!(d.state, State::Idle | State::New) => {
-                human_ms(t.saturating_sub(now).max(0) as u64)
+    let mem = |b: Option<u64>| b.map(human_bytes).unwrap_or_else(|| "-".into());
+    r.sessions
+        .iter()
+        .map(|s| {
+            let d = &s.decision;
+            let left = match (d.action, d.deadline_ms) {
+                (Action::Reap, _) => "now".to_string(),
+                (_, Some(t)) if matches!(d.state, State::Idle | State::New) => {
+                    human_ms(t.saturating_sub(now).max(0) as u64)
+                }
+                _ => "-".into(),
+            };
+            let viewers = if s.viewer_list.is_empty() {
+                "0".to_string()
+            } else {
+                s.viewer_list
+                    .iter()
+                    .map(|v| {
+                        let kind = if v.control_mode { "ctl" } else { "tty" };
+                        let orphan = if v.orphaned == Some(true) { "!" } else { "" };
+                        format!("{kind}{orphan}")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            Row {
+                name: d.name.clone(),
+                tmux: s.tmux_target.clone(),
+                state: d.state.as_str(),
+                idle: d.idle_ms.map(human_ms).unwrap_or_else(|| "-".into()),
+                left,
+                viewers,
+                turn: d
+                    .turn_since_ms
+                    .map(|t| human_ms(now.saturating_sub(t).max(0) as u64))
+                    .unwrap_or_else(|| "-".into()),
+                cid: d.cid.clone().unwrap_or_else(|| "-".into()),
+                rss: mem(s.rss_bytes),
+                pss: mem(s.pss_bytes.or(s.rss_bytes)),
+                why: d.why.clone(),
             }
-            _ => "-".into(),
-        };
-        let viewers = if s.viewer_list.is_empty() {
-            "0".to_string()
-        } else {
-            s.viewer_list
-                .iter()
-                .map(|v| {
-                    let kind = if v.control_mode { "ctl" } else { "tty" };
-                    let orphan = if v.orphaned == Some(true) { "!" } else { "" };
-                    format!("{kind}{orphan}")
-                })
-                .collect::<Vec<_>>()
-                .join(",")
-        };
-        let turn = d
-            .turn_since_ms
-            .map(|t| human_ms(now.saturating_sub(t).max(0) as u64))
-            .unwrap_or_else(|| "-".into());
-        let mem = |b: Option<u64>| b.map(human_bytes).unwrap_or_else(|| "-".into());
+        })
+        .collect()
+}
+
+/// The `status` table: by default within [`STATUS_COLUMNS`] (session, state, idle age, time
+/// left, viewers, cid, memory (PSS, else RSS) and why; long values cut with `…`); `wide`: every
+/// column (the tmux id, the turn's age, RSS and PSS apart), nothing cut.
+pub fn render_status(r: &SweepReport, wide: bool) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let rows = rows(r);
+    if wide {
+        let name_w = rows
+            .iter()
+            .map(|x| x.name.chars().count())
+            .fold(20, usize::max);
+        let cid_w = rows
+            .iter()
+            .map(|x| x.cid.chars().count())
+            .fold(20, usize::max);
         let _ = writeln!(
             o,
-            "{:<20} {:<5} {:<8} {:>8} {:>9} {:<8} {:<9} {:<38} {:>9} {:>9}  {}",
-            d.name,
-            s.tmux_target,
-            d.state.as_str(),
-            idle,
-            left,
-            viewers,
-            turn,
-            d.cid.as_deref().unwrap_or("-"),
-            mem(s.rss_bytes),
-            mem(s.pss_bytes),
-            d.why
+            "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<cid_w$} {:>9} {:>9}  WHY",
+            "SESSION",
+            "TMUX",
+            "STATE",
+            "IDLE FOR",
+            "REAPED IN",
+            "VIEWERS",
+            "TURN",
+            "CID",
+            "RSS",
+            "PSS"
         );
+        for x in &rows {
+            let _ = writeln!(
+                o,
+                "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<cid_w$} {:>9} {:>9}  {}",
+                x.name,
+                x.tmux,
+                x.state,
+                x.idle,
+                x.left,
+                x.viewers,
+                x.turn,
+                x.cid,
+                x.rss,
+                x.pss,
+                x.why
+            );
+        }
+    } else {
+        // 14+1+7+1+6+1+7+1+4+1+9+1+8+2 = 63: WHY gets the rest of the 80 columns.
+        let line = |o: &mut String, cells: [&str; 8]| {
+            let l = format!(
+                "{:<14} {:<7} {:>6} {:>7} {:<4} {:<9} {:>8}  {}",
+                cut(cells[0], 14),
+                cut(cells[1], 7),
+                cut(cells[2], 6),
+                cut(cells[3], 7),
+                cut(cells[4], 4),
+                cut(cells[5], 9),
+                cut(cells[6], 8),
+                cells[7]
+            );
+            let _ = writeln!(o, "{}", cut(l.trim_end(), STATUS_COLUMNS));
+        };
+        line(
+            &mut o,
+            [
+                "SESSION", "STATE", "IDLE", "REAP IN", "VIEW", "CID", "MEM", "WHY",
+            ],
+        );
+        for x in &rows {
+            line(
+                &mut o,
+                [
+                    &x.name, x.state, &x.idle, &x.left, &x.viewers, &x.cid, &x.pss, &x.why,
+                ],
+            );
+        }
     }
     let _ = writeln!(
         o,
@@ -202,7 +440,7 @@ pub fn render_status(r: &SweepReport) -> String {
             .unwrap_or_else(|| "no limit".into());
         let _ = writeln!(
             o,
-            "memory used {} of {limit} (working set: page cache the kernel can drop is not counted)",
+            "memory used {} of {limit} (the working set: no droppable page cache)",
             human_bytes(h.used_bytes)
         );
         if let Some(w) = &r.watching {

@@ -141,7 +141,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     }
 
     for d in &decisions {
-        tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = ?d.idle_ms, "decided");
+        tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = d.idle_ms, "decided");
         if let Some(w) = &d.warning {
             tracing::warn!(session = %d.name, "{w}");
         }
@@ -161,7 +161,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
             );
             l.outcome = Outcome::Warned;
             l.reap_at = d.deadline_ms.map(rfc3339);
-            tracing::info!(session = %d.name, reap_at = ?l.reap_at, "warned: this chat will be reaped soon");
+            tracing::info!(session = %d.name, reap_at = l.reap_at.as_deref(), "warned: this chat will be reaped soon");
             if let Err(e) = r.state.append_audit(&l) {
                 tracing::error!(error = %e, session = %d.name, "failed to append the warned line");
             }
@@ -181,7 +181,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
                 continue;
             };
             if r.dry_run {
-                tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = ?d.idle_ms, "would reap (dry run)");
+                tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = d.idle_ms, "would reap (dry run)");
                 fates.insert(d.tmux_id, Fate::WouldReap);
                 continue;
             }

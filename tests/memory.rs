@@ -447,7 +447,10 @@ fn metrics_endpoint_answers_and_matches_status() {
             .is_some_and(|&v| (v - now_ms() as f64 / 1000.0).abs() < 60.0),
         "{body}"
     );
-    assert!(m.contains_key("ccs_reap_sweep_duration_seconds"), "{body}");
+    assert!(
+        m.contains_key("ccs_reap_sweep_duration_seconds_count"),
+        "{body}"
+    );
     assert!(m.contains_key("ccs_reap_tmux_errors_total"), "{body}");
     assert_eq!(s.tombstone("7").unwrap()["cid"], "c7");
 }

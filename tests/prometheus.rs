@@ -29,16 +29,36 @@ fn free_port() -> u16 {
 /// `GET path` over HTTP/1.0 (a body with no chunking, the connection closed after it): (status
 /// code, body), or `None` when nothing answers.
 fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    get_as(port, path, None).map(|(code, _, body)| (code, body))
+}
+
+/// The OpenMetrics Accept header Prometheus sends.
+const ACCEPT_OPENMETRICS: &str =
+    "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// [`get`] with an `Accept` header: (status code, content type, body).
+fn get_as(port: u16, path: &str, accept: Option<&str>) -> Option<(u16, String, String)> {
     let mut c = TcpStream::connect(("127.0.0.1", port)).ok()?;
     c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n\r\n");
+    let accept = accept
+        .map(|a| format!("Accept: {a}\r\n"))
+        .unwrap_or_default();
+    let req = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\n{accept}\r\n");
     c.write_all(req.as_bytes()).ok()?;
     let mut buf = Vec::new();
     c.read_to_end(&mut buf).ok()?;
     let text = String::from_utf8_lossy(&buf).into_owned();
     let (head, body) = text.split_once("\r\n\r\n")?;
     let code = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, body.to_string()))
+    let ctype = head
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("content-type")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    Some((code, ctype, body.to_string()))
 }
 
 /// Percent-encoding of a query parameter.
@@ -227,8 +247,16 @@ fn a_real_prometheus_scrapes_the_daemon_and_evaluates_the_rules() {
             r#"ccs_reap_reaps_total{reason="idle",outcome="reaped"}"#,
         );
         let up = one(pport, r#"up{job="ccs-reap"}"#);
+        let build = one(
+            pport,
+            &format!(
+                r#"ccs_reap_build_info{{version="{}"}}"#,
+                env!("CARGO_PKG_VERSION")
+            ),
+        );
+        let sweep_count = one(pport, "ccs_reap_sweep_duration_seconds_count");
         seen = format!(
-            "sweeps {sweeps:?}\nstates {states:?}\nbusy {busy:?} reaped {reaped:?} up {up:?}"
+            "sweeps {sweeps:?}\nstates {states:?}\nbusy {busy:?} reaped {reaped:?} up {up:?} build {build:?} sweep count {sweep_count:?}"
         );
         matches!(sweeps.as_slice(), [(l, v)] if *v > 0.0
             && l.get("job").map(String::as_str) == Some("ccs-reap")
@@ -241,6 +269,8 @@ fn a_real_prometheus_scrapes_the_daemon_and_evaluates_the_rules() {
             && busy == Some(1.0)
             && reaped == Some(1.0)
             && up == Some(1.0)
+            && build == Some(1.0)
+            && sweep_count.is_some_and(|n| n > 0.0)
     });
     assert!(
         scraped,
@@ -408,16 +438,26 @@ fn every_metric_family_has_help_and_type() {
     let _d = daemon(&s, port);
     // After the reap: every family has samples, the reap counter included.
     let mut body = String::new();
+    let mut ctype = String::new();
     assert!(
         wait_until(15.0, || {
-            body = get(port, "/metrics").map(|(_, b)| b).unwrap_or_default();
+            (_, ctype, body) =
+                get_as(port, "/metrics", Some(ACCEPT_OPENMETRICS)).unwrap_or_default();
             body.contains(r#"ccs_reap_reaps_total{reason="idle",outcome="reaped"} 1"#)
         }),
         "the reap never showed: {body}"
     );
+    assert_eq!(
+        ctype,
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
 
     let fams = families(&body).unwrap_or_else(|e| panic!("{e}\n{body}"));
     for (name, f) in &fams {
+        // No limit where the memory is watched: no sample (never a 0 that reads as a limit).
+        if name == "ccs_reap_host_memory_limit_bytes" {
+            continue;
+        }
         assert!(f.samples > 0, "{name}: no sample\n{body}");
         assert!(
             name.starts_with("ccs_reap_"),
@@ -430,7 +470,10 @@ fn every_metric_family_has_help_and_type() {
         ("ccs_reap_session_memory_bytes", "gauge"),
         ("ccs_reap_reaps", "counter"),
         ("ccs_reap_sweeps", "counter"),
-        ("ccs_reap_sweep_duration_seconds", "gauge"),
+        ("ccs_reap_sweep_duration_seconds", "histogram"),
+        ("ccs_reap_reap_duration_seconds", "histogram"),
+        ("ccs_reap_freed_bytes", "counter"),
+        ("ccs_reap_build_info", "gauge"),
         ("ccs_reap_last_sweep_timestamp_seconds", "gauge"),
         ("ccs_reap_tmux_errors", "counter"),
         ("ccs_reap_host_memory_used_bytes", "gauge"),
@@ -468,4 +511,63 @@ fn every_metric_family_has_help_and_type() {
         assert!(families(text).is_err(), "{what} passed the check");
     }
     assert!(families("# HELP a A.\n# TYPE a counter\na_total 1\n# EOF\n").is_ok());
+
+    // The build, and the memory the reap freed (the fake claude's tree holds some).
+    assert!(
+        body.contains(&format!(
+            "ccs_reap_build_info{{version=\"{}\",commit=\"",
+            env!("CARGO_PKG_VERSION")
+        )),
+        "{body}"
+    );
+    let freed = body
+        .lines()
+        .find_map(|l| l.strip_prefix("ccs_reap_freed_bytes_total "))
+        .and_then(|v| v.parse::<f64>().ok());
+    assert!(freed.is_some_and(|b| b > 0.0), "{body}");
+    assert!(
+        body.contains("ccs_reap_reap_duration_seconds_count 1\n"),
+        "{body}"
+    );
+
+    // A client that does not ask for OpenMetrics gets the classic text format, which promtool
+    // checks clean; the OpenMetrics text is what it would refuse.
+    let (code, ctype, classic) = get_as(port, "/metrics", None).unwrap();
+    assert_eq!(code, 200);
+    assert_eq!(ctype, "text/plain; version=0.0.4; charset=utf-8");
+    assert!(!classic.contains("# EOF"), "{classic}");
+    assert!(
+        classic.contains("# TYPE ccs_reap_reaps_total counter\n"),
+        "{classic}"
+    );
+    let Some(promtool) = which("promtool") else {
+        if std::env::var_os(SKIP).is_some() {
+            eprintln!("{SKIP} is set: promtool check metrics skipped");
+            return;
+        }
+        panic!("promtool is not on PATH: run scripts/deps (or set {SKIP}=1 to skip)");
+    };
+    let check = |text: &str| {
+        let mut c = Command::new(&promtool)
+            .args(["check", "metrics"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let o = c.wait_with_output().unwrap();
+        (
+            o.status.success(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            ),
+        )
+    };
+    let (ok, said) = check(&classic);
+    assert!(ok && said.trim().is_empty(), "promtool: {said}\n{classic}");
+    let (ok, said) = check(&body);
+    assert!(!ok, "promtool passed the OpenMetrics text: {said}");
 }

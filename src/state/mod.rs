@@ -495,6 +495,7 @@ mod tests {
         let s = StateDir::new(d.path(), "k", "sock", "ccs-");
         s.check_writable().unwrap();
         let mut l = AuditLine {
+            schema_version: crate::report::SCHEMA_VERSION,
             at: "t".into(),
             session: "ccs-1".into(),
             id: "1".into(),
@@ -737,7 +738,7 @@ mod tests {
 
     #[test]
     fn audit_lines_are_byte_compatible_with_0_1_0() {
-        // The same line as 0.1.0 wrote it, from the typed fields.
+        // The same line as 0.1.0 wrote it, from the typed fields, with the schema's version last.
         let mut l = AuditLine::begin(
             "2026-01-01T00:00:00.000Z".into(),
             "ccs-7",
@@ -754,9 +755,24 @@ mod tests {
         l.survivors = vec![11];
         l.error = Some("processes survived: [11]".into());
         let want = r#"{"at":"2026-01-01T00:00:00.000Z","session":"ccs-7","id":"7","tmux_id":"$12","cid":"c7","reason":"max-idle","idle_ms":5,"outcome":"failed","ended":"completed","exit_status":0,"exit_signal":null,"term":0,"kill":0,"pids":[10,11],"rss_bytes":0,"pss_bytes":null,"survivors":[11],"took_ms":0,"error":"processes survived: [11]"}"#;
-        assert_eq!(serde_json::to_string(&l).unwrap(), want);
-        let back: AuditLine = serde_json::from_str(want).unwrap();
+        let versioned = format!(
+            "{},\"schema_version\":{}}}",
+            want.trim_end_matches('}'),
+            crate::report::SCHEMA_VERSION
+        );
+        assert_eq!(serde_json::to_string(&l).unwrap(), versioned);
+        let back: AuditLine = serde_json::from_str(&versioned).unwrap();
         assert_eq!(back, l);
+        // A 0.1.0 line still reads, as schema 0.
+        let old: AuditLine = serde_json::from_str(want).unwrap();
+        assert_eq!(old.schema_version, 0);
+        assert_eq!(
+            AuditLine {
+                schema_version: l.schema_version,
+                ..old
+            },
+            l
+        );
         for (o, text) in [
             (Outcome::Reaped, "\"reaped\""),
             (Outcome::Aborted, "\"aborted\""),

@@ -55,7 +55,7 @@ pub enum Ended {
     Failed,
 }
 
-/// One line of `reaped.jsonl`.
+/// One line of `reaped.jsonl` (schema: docs/files.md, shared with `status --json`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct AuditLine {
     pub at: String,
@@ -82,6 +82,10 @@ pub struct AuditLine {
     /// When a `warned` session will be reaped (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reap_at: Option<String>,
+    /// [`crate::report::SCHEMA_VERSION`]; 0 when read from a line written before it. Last, so
+    /// that a line is 0.1.0's with one field more.
+    #[serde(default)]
+    pub schema_version: u32,
 }
 
 impl AuditLine {
@@ -116,6 +120,7 @@ impl AuditLine {
             took_ms: 0,
             error: None,
             reap_at: None,
+            schema_version: crate::report::SCHEMA_VERSION,
         }
     }
 }

@@ -27,15 +27,15 @@ pub(crate) fn finish(r: &Reaper, mut line: AuditLine, t0: Instant) -> AuditLine 
     line.took_ms = t0.elapsed().as_millis() as u64;
     match line.outcome {
         Outcome::Reaped => tracing::info!(
-            session = %line.session, tmux_id = %line.tmux_id, reason = %line.reason, idle_ms = ?line.idle_ms,
+            session = %line.session, tmux_id = %line.tmux_id, reason = %line.reason, idle_ms = line.idle_ms,
             pids = line.pids.len(), term = line.term, kill = line.kill, rss_bytes = line.rss_bytes, took_ms = line.took_ms,
             "reaped"
         ),
         Outcome::Aborted => {
-            tracing::info!(session = %line.session, tmux_id = %line.tmux_id, why = ?line.error, "reap aborted")
+            tracing::info!(session = %line.session, tmux_id = %line.tmux_id, why = line.error.as_deref(), "reap aborted")
         }
         _ => {
-            tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = ?line.error, survivors = ?line.survivors, "reap failed")
+            tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = line.error.as_deref(), survivors = ?line.survivors, "reap failed")
         }
     }
     if let Err(e) = r.state.append_audit(&line) {
