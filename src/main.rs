@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 
 use ccs_reap::claude_hook::{self, HookInput, Outcome};
+use ccs_reap::commands::{self, CommandError, ReapNow};
 use ccs_reap::config::{Config, LogFormat};
-use ccs_reap::hooks::{self, ReapNow};
-use ccs_reap::reaper::{CommandError, Reaper};
+use ccs_reap::context::Reaper;
 
 /// A line on stderr, never panicking as `eprintln!` does when stderr cannot be written (`2>
 /// /dev/full`): a message that cannot be said is dropped.
@@ -378,7 +378,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     // Every command that talks to tmux refuses one older than it supports (one `tmux -V`).
     let talks_to_tmux = cli.cmd.is_some() || cfg.policy.enabled();
     if talks_to_tmux && !matches!(cli.cmd, Some(Cmd::Formats | Cmd::ClaudeSettings { .. })) {
-        if let Err(e) = ccs_reap::tmux_version::check(&cfg).await {
+        if let Err(e) = ccs_reap::tmux::version::check(&cfg).await {
             let _ = command_error(cli.json, CommandError::Refused(e)); // stderr, and the JSON
             return ExitCode::from(EXIT_CONFIG);
         }
@@ -414,7 +414,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         }
         Some(Cmd::Turn {
             what: TurnCmd::Begin { id },
-        }) => match hooks::turn_begin(&Reaper::new(cfg, false), &id).await {
+        }) => match commands::turn_begin(&Reaper::new(cfg, false), &id).await {
             Ok(true) => hook_answer(cli.json, &id, "started", 0, None),
             Ok(false) => hook_answer(
                 cli.json,
@@ -429,7 +429,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         },
         Some(Cmd::Turn {
             what: TurnCmd::End { id },
-        }) => match hooks::turn_end(&Reaper::new(cfg, false), &id).await {
+        }) => match commands::turn_end(&Reaper::new(cfg, false), &id).await {
             Ok(true) => hook_answer(cli.json, &id, "ended", 0, None),
             Ok(false) => hook_answer(
                 cli.json,
@@ -443,17 +443,17 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         Some(Cmd::Pin { id }) => pin_answer(
             cli.json,
             &id,
-            hooks::pin(&Reaper::new(cfg, false), &id, true).await,
+            commands::pin(&Reaper::new(cfg, false), &id, true).await,
             "pinned",
         ),
         Some(Cmd::Unpin { id }) => pin_answer(
             cli.json,
             &id,
-            hooks::pin(&Reaper::new(cfg, false), &id, false).await,
+            commands::pin(&Reaper::new(cfg, false), &id, false).await,
             "unpinned",
         ),
         Some(Cmd::Spawn { id, cid, cwd, cmd }) => {
-            match hooks::spawn(&Reaper::new(cfg, false), &id, cid.as_deref(), cwd, &cmd).await {
+            match commands::spawn(&Reaper::new(cfg, false), &id, cid.as_deref(), cwd, &cmd).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
                 Err(e) => command_error(cli.json, e),
@@ -461,7 +461,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         }
         Some(Cmd::Reap { id, force }) => {
             let r = Reaper::new(cfg, cli.dry_run);
-            match hooks::reap_now(&r, &id, force).await {
+            match commands::reap_now(&r, &id, force).await {
                 Ok(ReapNow::Reaped(line)) => {
                     if cli.json {
                         print_json(&line);
@@ -494,7 +494,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }
         }
         Some(Cmd::Events { from_start }) => {
-            match ccs_reap::events::run(&Reaper::new(cfg, true).state, from_start).await {
+            match ccs_reap::state::follow::run(&Reaper::new(cfg, true).state, from_start).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     say!("ccs-reap: {e}");

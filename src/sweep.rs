@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::clock::rfc3339;
+use crate::context::Reaper;
 use crate::observe::{observe, Mode, Observation};
 use crate::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::procs;
-use crate::reaper::Reaper;
 use crate::report::{SessionReport, Summary, SweepReport, ViewerReport};
 use crate::state::{self as st, AuditLine, Known, KnownChat, Outcome, Tombstone};
 use crate::teardown;

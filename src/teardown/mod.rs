@@ -21,18 +21,18 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use crate::clock::{now_ms, rfc3339};
+use crate::context::Reaper;
 use crate::policy::{self, Decision, ReapReason, Session, Snapshot};
 use crate::procs;
-use crate::reaper::Reaper;
 use crate::state::{AuditLine, Ended, Journal, Outcome, ReapDirs, Tombstone};
 use crate::tmux::Listing;
 
-mod audit;
+mod finish;
 mod reap_hooks;
 mod recover;
 mod unwind;
 
-pub(crate) use audit::{finish, verify};
+pub(crate) use finish::{finish, verify};
 use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
 use unwind::{test_panic, CatchUnwind, Progress};
@@ -582,7 +582,7 @@ fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
         .iter()
         .filter(|j| !j.over)
         .filter_map(|j| j.fresh.as_ref());
-    let members = crate::observe::members_of(&table, live, listing);
+    let members = procs::members_of(&table, live, listing);
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let ids = members.get(&j.n()).map(Vec::as_slice).unwrap_or(&[]);
         j.victims = procs::pin(ids);

@@ -1,7 +1,7 @@
 //! The studio's `CCS_REAP_HOOK` around a batch: `before` may veto each reap, `after` is told.
 
 use super::Job;
-use crate::reaper::Reaper;
+use crate::context::Reaper;
 use crate::state::{AuditLine, Outcome};
 
 /// `<hook> before` for every reap still on, with its decision as JSON on stdin, all at once. One

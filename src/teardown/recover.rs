@@ -6,8 +6,8 @@ use std::time::Instant;
 
 use super::{finish, verify};
 use crate::clock::{now_ms, rfc3339};
+use crate::context::Reaper;
 use crate::procs;
-use crate::reaper::Reaper;
 use crate::state::{AuditLine, Ended, Journal, Outcome, Tombstone};
 use crate::tmux::Listing;
 

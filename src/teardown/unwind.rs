@@ -18,7 +18,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use super::{finish, Job, Sink};
-use crate::reaper::Reaper;
+use crate::context::Reaper;
 use crate::state::{AuditLine, Journal, Outcome};
 
 /// What a batch has done that must be undone or finished should it panic.

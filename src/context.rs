@@ -1,7 +1,7 @@
 //! The shared context of the reaper: the configuration, the tmux server, the state dir, the
 //! metrics, and the set of sessions whose teardown is in flight. The jobs are elsewhere, each a
 //! module of free functions over this context: [`crate::observe`] looks, [`crate::sweep`]
-//! decides and hands out reaps, [`crate::teardown`] carries them out, [`crate::hooks`] serves the
+//! decides and hands out reaps, [`crate::teardown`] carries them out, [`crate::commands`] serves the
 //! studio, [`crate::daemon`] runs the loop.
 
 use std::collections::HashSet;
@@ -14,7 +14,7 @@ use crate::metrics::Metrics;
 use crate::policy::{self, MarkOwner, OwnerSeen, Session};
 use crate::procs;
 use crate::state::StateDir;
-use crate::tmux::{Tmux, TmuxError};
+use crate::tmux::Tmux;
 
 pub struct Reaper {
     pub cfg: Config,
@@ -28,19 +28,6 @@ pub struct Reaper {
     /// The record of last known conversations as last read or written (`None`: not read yet,
     /// the first sweep reads the file).
     pub(crate) known: Mutex<Option<crate::state::Known>>,
-}
-
-/// The failure of a one-session command (`reap <id>`), for exit codes.
-#[derive(Debug, thiserror::Error)]
-pub enum CommandError {
-    #[error("{0}")]
-    Tmux(#[from] TmuxError),
-    #[error("{0}")]
-    State(#[from] crate::state::StateError),
-    #[error("{0}")]
-    Refused(String),
-    #[error("{0}")]
-    Gone(String),
 }
 
 impl Reaper {

@@ -1,13 +1,12 @@
-//! The oldest tmux ccs-reap supports, and the start-up check against it: `tmux -V`, run once by
-//! every command that talks to tmux. Older releases lack what the listing and the test-and-set
-//! rely on; a version that cannot be read (a distribution's own string) is warned about, not
+//! The oldest tmux ccs-reap supports, and the start-up check against it: `tmux -V`, run through
+//! the one tmux runner ([`Tmux::exec`]) once by every command that talks to tmux. Older releases
+//! lack what the listing and the test-and-set rely on; a version that cannot be read (a distribution's own string) is warned about, not
 //! refused.
 
 use std::fmt;
-use std::process::Stdio;
 
 use crate::config::Config;
-use crate::tmux::Tmux;
+use crate::tmux::{Tmux, TmuxError};
 
 /// A tmux release: `3.1c` is (3, 1, Some('c')); `3.4` is (3, 4, None), older than `3.4a`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -98,14 +97,8 @@ pub fn supported(r: &Reported) -> Result<(), String> {
 /// say what is wrong).
 pub async fn check(cfg: &Config) -> Result<(), String> {
     let tmux = Tmux::new(cfg.socket.clone(), cfg.tmux_timeout);
-    let mut cmd = tokio::process::Command::new(&tmux.bin);
-    cmd.arg("-V")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true);
-    let out = match tokio::time::timeout(tmux.timeout, cmd.output()).await {
-        Err(_) => {
+    let out = match tmux.exec(["-V"], "-V".to_string()).await {
+        Err(TmuxError::Timeout(..)) => {
             tracing::warn!(
                 "`{} -V` did not answer within {:?}: the tmux version is unknown",
                 tmux.bin,
@@ -113,11 +106,15 @@ pub async fn check(cfg: &Config) -> Result<(), String> {
             );
             return Ok(());
         }
-        Ok(Err(e)) => {
+        Err(TmuxError::Spawn(_, e)) => {
             tracing::warn!("failed to run `{} -V`: {e}", tmux.bin);
             return Ok(());
         }
-        Ok(Ok(o)) => o,
+        Err(e) => {
+            tracing::warn!("failed to run `{} -V`: {e}", tmux.bin);
+            return Ok(());
+        }
+        Ok(o) => o,
     };
     let said = String::from_utf8_lossy(&out.stdout);
     let r = parse(&said);

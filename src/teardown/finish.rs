@@ -2,8 +2,8 @@
 
 use std::time::Instant;
 
+use crate::context::Reaper;
 use crate::procs;
-use crate::reaper::Reaper;
 use crate::state::{AuditLine, Outcome};
 
 /// The outcome from what survived: `reaped` only when no victim lives and nothing failed.

@@ -1,4 +1,4 @@
-//! The studio's hooks: `turn begin`/`turn end` around each message, `spawn` to bring a chat
+//! The studio's commands: `turn begin`/`turn end` around each message, `spawn` to bring a chat
 //! (back), and `reap <id>` to reap one now. Each is a free function over the shared context.
 
 use std::collections::HashSet;
@@ -7,13 +7,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::clock::{now_ms, rfc3339};
+use crate::context::Reaper;
 use crate::observe::{find_cids, observe, Mode, Observation};
 use crate::policy::{self, Decision, Policy, ReapReason, Session, Snapshot};
 use crate::procs;
-use crate::reaper::{CommandError, Reaper};
 use crate::state::{AuditLine, Outcome};
 use crate::teardown;
-use crate::tmux::TurnBegin;
+use crate::tmux::{TmuxError, TurnBegin};
+
+/// The failure of a one-session command (`reap <id>`), for exit codes.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Tmux(#[from] TmuxError),
+    #[error("{0}")]
+    State(#[from] crate::state::StateError),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Gone(String),
+}
 
 /// What `reap <id>` did.
 #[derive(Debug)]
