@@ -23,6 +23,7 @@
 //! - [`report`]: what people and `--json` read (`status`, the `--once` summary).
 //! - [`metrics`]: Prometheus metrics and `/healthz`.
 //! - [`systemd`]: systemd's service notifications (`READY=1`, `WATCHDOG=1`, `STOPPING=1`).
+//! - [`exit`]: the exit codes, shared by the binary and the tests.
 //! - [`config`]: the settings, from the environment, checked once.
 //! - [`units`]: durations and memory sizes, parsed.
 //! - [`clock`]: time stamps.
@@ -34,6 +35,7 @@ pub mod commands;
 pub mod config;
 pub mod context;
 pub mod daemon;
+pub mod exit;
 pub mod memory;
 pub mod metrics;
 pub mod observe;

@@ -12,6 +12,7 @@ use ccs_reap::claude_hook::{self, HookInput, Outcome};
 use ccs_reap::commands::{self, CommandError, ReapNow};
 use ccs_reap::config::{Config, LogFormat};
 use ccs_reap::context::Reaper;
+use ccs_reap::exit;
 
 /// A line on stderr, never panicking as `eprintln!` does when stderr cannot be written (`2>
 /// /dev/full`): a message that cannot be said is dropped.
@@ -21,12 +22,6 @@ macro_rules! say {
         let _ = writeln!(std::io::stderr(), $($t)*);
     }};
 }
-
-/// Exit codes (the contract's).
-const EXIT_FAILED: u8 = 1;
-const EXIT_CONFIG: u8 = 2;
-const EXIT_LOCKED: u8 = 3;
-const EXIT_RESPAWN: u8 = 4;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -142,7 +137,7 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
                         "ccs-reap: failed to write the man pages to {}: {e}",
                         dir.display()
                     );
-                    ExitCode::from(EXIT_FAILED)
+                    ExitCode::from(exit::FAILED)
                 }
             });
         }
@@ -158,7 +153,7 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
         }
         Err(e) => {
             say!("ccs-reap: failed to render it: {e}");
-            ExitCode::from(EXIT_FAILED)
+            ExitCode::from(exit::FAILED)
         }
     })
 }
@@ -232,10 +227,10 @@ fn main() -> ExitCode {
                     "variable": e.var,
                     "value": e.value,
                     "expected": e.expected,
-                    "exit": EXIT_CONFIG,
+                    "exit": exit::CONFIG,
                 }));
             }
-            return ExitCode::from(EXIT_CONFIG);
+            return ExitCode::from(exit::CONFIG);
         }
     };
     init_logging(&cfg);
@@ -252,11 +247,11 @@ fn main() -> ExitCode {
         )
     {
         say!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
-        return ExitCode::from(EXIT_CONFIG);
+        return ExitCode::from(exit::CONFIG);
     }
     if cli.once && cli.cmd.is_some() {
         say!("ccs-reap: --once goes with the daemon, not with a subcommand");
-        return ExitCode::from(EXIT_CONFIG);
+        return ExitCode::from(exit::CONFIG);
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -265,7 +260,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             say!("ccs-reap: failed to start the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
+            return ExitCode::from(exit::FAILED);
         }
     };
     exit_code(rt.block_on(run(cli, cfg)))
@@ -302,7 +297,7 @@ fn out(text: &str) {
 /// The exit code, once the output is written: 1 when stdout could not be written (but closed).
 fn exit_code(code: ExitCode) -> ExitCode {
     if OUT.load(Ordering::Relaxed) == OUT_FAILED {
-        ExitCode::from(EXIT_FAILED)
+        ExitCode::from(exit::FAILED)
     } else {
         code
     }
@@ -331,7 +326,7 @@ fn command_error(json: bool, e: CommandError) -> ExitCode {
     if json {
         print_json(&serde_json::json!({ "ok": false, "error": e.to_string() }));
     }
-    ExitCode::from(EXIT_FAILED)
+    ExitCode::from(exit::FAILED)
 }
 
 /// The answer of `pin` and `unpin`.
@@ -342,7 +337,7 @@ fn pin_answer(json: bool, id: &str, r: Result<bool, CommandError>, done: &str) -
             json,
             id,
             "gone",
-            EXIT_RESPAWN,
+            exit::RESPAWN,
             Some(format!("session {id} is gone")),
         ),
         Err(e) => command_error(json, e),
@@ -380,7 +375,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     if talks_to_tmux && !matches!(cli.cmd, Some(Cmd::Formats | Cmd::ClaudeSettings { .. })) {
         if let Err(e) = ccs_reap::tmux::version::check(&cfg).await {
             let _ = command_error(cli.json, CommandError::Refused(e)); // stderr, and the JSON
-            return ExitCode::from(EXIT_CONFIG);
+            return ExitCode::from(exit::CONFIG);
         }
     }
     match cli.cmd {
@@ -407,7 +402,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 out(&ccs_reap::report::render_status(&rep));
             }
             if rep.error.is_some() {
-                ExitCode::from(EXIT_FAILED)
+                ExitCode::from(exit::FAILED)
             } else {
                 ExitCode::SUCCESS
             }
@@ -420,7 +415,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 cli.json,
                 &id,
                 "gone",
-                EXIT_RESPAWN,
+                exit::RESPAWN,
                 Some(format!(
                     "session {id} is gone (reaped or never spawned): respawn it"
                 )),
@@ -435,7 +430,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 cli.json,
                 &id,
                 "gone",
-                EXIT_RESPAWN,
+                exit::RESPAWN,
                 Some(format!("session {id} is gone: respawn it")),
             ),
             Err(e) => command_error(cli.json, e),
@@ -498,7 +493,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     say!("ccs-reap: {e}");
-                    ExitCode::from(EXIT_FAILED)
+                    ExitCode::from(exit::FAILED)
                 }
             }
         }
@@ -527,7 +522,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     .any(|l| l.outcome == ccs_reap::state::Outcome::Failed)
                     || rep.error.is_some()
                 {
-                    ExitCode::from(EXIT_FAILED)
+                    ExitCode::from(exit::FAILED)
                 } else {
                     ExitCode::SUCCESS
                 }
@@ -612,7 +607,7 @@ fn claude_hook_main(dry_run: bool) -> ExitCode {
     match done {
         Ok(Ok(Outcome::Blocked(why))) => {
             say!("{why}");
-            ExitCode::from(2)
+            ExitCode::from(exit::BLOCKED)
         }
         Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,
         Ok(Err(e)) => fail(&e.to_string()),
@@ -671,11 +666,11 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
                     "ccs-reap: another reaper holds this socket ({})",
                     p.display()
                 );
-                return ExitCode::from(EXIT_LOCKED);
+                return ExitCode::from(exit::LOCKED);
             }
             Err(e) => {
                 say!("ccs-reap: {e}");
-                return ExitCode::from(EXIT_FAILED);
+                return ExitCode::from(exit::FAILED);
             }
         }
     };
@@ -683,7 +678,7 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             say!("ccs-reap: {e}");
-            ExitCode::from(EXIT_FAILED)
+            ExitCode::from(exit::FAILED)
         }
     }
 }

@@ -1,8 +1,7 @@
 //! The command line's conventions: `--version`, shell completions and man pages generated from the
 //! clap definition. None of them reads the configuration: they work with garbage in it.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::process::{Command, Stdio};
 

@@ -1,8 +1,7 @@
 //! No message dropped, no history lost: turn begin/end, the reap/turn race, spawn, manual reap.
 
-mod common;
-use common::wrapper::{path_with, shq};
-use common::*;
+use crate::common::wrapper::{path_with, shq};
+use crate::common::*;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -16,27 +15,25 @@ fn turn_begin_and_end_hold_and_release_the_session() {
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "");
     s.idle_since(n, 10_000_000);
-    let o = s.run(&["turn", "begin", "1"], ON);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["turn", "begin", "1"], ON);
     let t: i64 = s.show(n, "@ccs_turn").unwrap().parse().unwrap();
     assert!(now_ms() - t < 60_000);
     // A long-idle session in a turn is not reaped.
     s.sweep(DONE, &[], ON);
     assert!(s.has("ccs-1"));
     let before = now_ms();
-    let o = s.run(&["turn", "end", "1"], ON);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["turn", "end", "1"], ON);
     assert_eq!(s.show(n, "@ccs_turn"), None);
     // The idle clock starts when the turn ends.
     let idle: i64 = s.show(n, "@ccs_idle").unwrap().parse().unwrap();
     assert!(idle >= before);
     // A missing session: begin and end both say "respawn it".
-    assert_eq!(s.run(&["turn", "begin", "2"], ON).code, 4);
-    assert_eq!(s.run(&["turn", "end", "2"], ON).code, 4);
+    s.run_expect(RESPAWN, &["turn", "begin", "2"], ON);
+    s.run_expect(RESPAWN, &["turn", "end", "2"], ON);
     // ccs-1 exists, but "1" must not match "10" nor "10" match "1".
-    assert_eq!(s.run(&["turn", "begin", "10"], ON).code, 4);
+    s.run_expect(RESPAWN, &["turn", "begin", "10"], ON);
     // An odd id is an error that changes nothing.
-    let o = s.run(&["turn", "begin", "1;kill-server"], ON);
+    let o = s.run_any(&["turn", "begin", "1;kill-server"], ON);
     assert_eq!(o.code, 1);
     assert!(o.stderr.contains("invalid session id"), "{}", o.stderr);
     assert!(s.has("ccs-1"));
@@ -204,10 +201,9 @@ fn spawn_resumes_from_the_tombstone_and_is_idempotent() {
     assert_eq!(t["cwd"], path_str(&work));
 
     // The studio's next message: begin says 4, spawn brings it back with --resume.
-    assert_eq!(s.run(&["turn", "begin", "5"], ON).code, 4);
+    s.run_expect(RESPAWN, &["turn", "begin", "5"], ON);
     let fc = fake_claude();
-    let o = s.run(&["spawn", "5", "--", &fc, "--model", "x"], ON);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["spawn", "5", "--", &fc, "--model", "x"], ON);
     assert!(s.has("ccs-5"));
     let shown = s.ok(&[
         "list-panes",
@@ -226,16 +222,15 @@ fn spawn_resumes_from_the_tombstone_and_is_idempotent() {
         s.tombstone("5").is_some(),
         "the tombstone went before a turn"
     );
-    assert_eq!(s.run(&["turn", "end", "5"], &[]).code, 0);
+    s.run(&["turn", "end", "5"], &[]);
     assert!(s.tombstone("5").is_none(), "the tombstone was not used up");
     assert!(wait_until(5.0, || s
         .ok(&["capture-pane", "-p", "-t", "=ccs-5:"])
         .contains("conversation conv-5")));
-    assert_eq!(s.run(&["turn", "begin", "5"], ON).code, 0);
+    s.run(&["turn", "begin", "5"], ON);
 
     // Existing session: nothing happens.
-    let o = s.run(&["spawn", "5", "--", "sleep", "1"], ON);
-    assert_eq!(o.code, 0);
+    s.run(&["spawn", "5", "--", "sleep", "1"], ON);
     assert!(s
         .ok(&["list-panes", "-t", "=ccs-5:", "-F", "#{pane_start_command}"])
         .contains("conv-5"));
@@ -265,40 +260,29 @@ fn spawn_flags_and_concurrent_spawns() {
     s.session("keeper", "sleep 100000");
     let fc = fake_claude();
     // --cid names the conversation; a command with its own --session-id is left alone.
-    assert_eq!(
-        s.run(&["spawn", "6", "--cid", "given", "--", &fc], ON).code,
-        0
-    );
+    s.run(&["spawn", "6", "--cid", "given", "--", &fc], ON);
     assert!(s
         .ok(&["list-panes", "-t", "=ccs-6:", "-F", "#{pane_start_command}"])
         .contains("--resume given"));
-    assert_eq!(
-        s.run(&["spawn", "7", "--", &fc, "--session-id", "own"], ON)
-            .code,
-        0
-    );
+    s.run(&["spawn", "7", "--", &fc, "--session-id", "own"], ON);
     let cmd = s.ok(&["list-panes", "-t", "=ccs-7:", "-F", "#{pane_start_command}"]);
     assert!(
         cmd.contains("--session-id own") && !cmd.contains("--resume"),
         "{cmd}"
     );
     // The command's own id wins over --cid: it is what claude runs.
-    assert_eq!(
-        s.run(
-            &[
-                "spawn",
-                "10",
-                "--cid",
-                "other",
-                "--",
-                &fc,
-                "--session-id",
-                "own10"
-            ],
-            ON
-        )
-        .code,
-        0
+    s.run(
+        &[
+            "spawn",
+            "10",
+            "--cid",
+            "other",
+            "--",
+            &fc,
+            "--session-id",
+            "own10",
+        ],
+        ON,
     );
     let sid = s.ok(&["display-message", "-p", "-t", "=ccs-10:", "#{session_id}"]);
     let n10: u32 = sid.trim().trim_start_matches('$').parse().unwrap();
@@ -315,22 +299,23 @@ fn spawn_flags_and_concurrent_spawns() {
     )
     .unwrap();
     let path = gone_before_spawn_looks(&s, "ccs-11");
-    let o = s.run(
+    let o = s.run_any(
         &["spawn", "11", "--", "false"],
         &[ON, &[("PATH", &path)]].concat(),
     );
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert_eq!(s.tombstone("11").unwrap()["cid"], "keep-me");
     // Bad input changes nothing.
-    assert_eq!(s.run(&["spawn", "a b", "--", &fc], ON).code, 1);
+    s.run_expect(FAILED, &["spawn", "a b", "--", &fc], ON);
     assert_eq!(
-        s.run(&["spawn", "8", "--cid", "x;y", "--", &fc], ON).code,
-        1
-    );
-    assert_eq!(
-        s.run(&["spawn", "8", "--cwd", "/nonexistent/dir", "--", &fc], ON)
+        s.run_any(&["spawn", "8", "--cid", "x;y", "--", &fc], ON)
             .code,
         1
+    );
+    s.run_expect(
+        FAILED,
+        &["spawn", "8", "--cwd", "/nonexistent/dir", "--", &fc],
+        ON,
     );
     assert!(!s.has("ccs-8"));
     // Five spawns of one id at once: one session.
@@ -361,7 +346,7 @@ fn manual_reap_refuses_busy_viewed_and_unknown_cid_without_force() {
     let young = s.chat("ccs-4", "c4", "plain");
     s.idle_since(young, 10);
     for id in ["1", "2", "3"] {
-        let o = s.run(&["reap", id], ON);
+        let o = s.run_any(&["reap", id], ON);
         assert_eq!(o.code, 1, "{id}: {}", o.stderr);
         assert!(o.stderr.contains("refusing"), "{}", o.stderr);
         assert!(s.has(&format!("ccs-{id}")));
@@ -372,22 +357,18 @@ fn manual_reap_refuses_busy_viewed_and_unknown_cid_without_force() {
         &format!("exec {} --session-id from-argv", fake_claude()),
     );
     assert_eq!(s.show(argv_only, "@ccs_idle"), None);
-    let o = s.run(&["reap", "5"], ON);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["reap", "5"], ON);
     assert_eq!(s.tombstone("5").unwrap()["cid"], "from-argv");
     // A dry run says so, exits 0 and touches nothing.
     let o = s.run(&["reap", "4", "--dry-run"], ON);
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stdout.contains("would reap ccs-4"), "{}", o.stdout);
     assert!(s.has("ccs-4"));
     // Whatever its idle age, an idle one goes.
-    let o = s.run(&["reap", "4"], ON);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["reap", "4"], ON);
     assert!(!s.has("ccs-4"));
     assert_eq!(s.audit().last().unwrap()["reason"], "manual");
     // --force takes the busy one.
-    let o = s.run(&["reap", "1", "--force"], ON);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["reap", "1", "--force"], ON);
     assert!(!s.has("ccs-1"));
     let last = s.audit().last().unwrap().clone();
     assert_eq!(
@@ -395,7 +376,7 @@ fn manual_reap_refuses_busy_viewed_and_unknown_cid_without_force() {
         (Some("manual"), Some("reaped"))
     );
     // A missing session is an error.
-    assert_eq!(s.run(&["reap", "42"], ON).code, 1);
+    s.run_expect(FAILED, &["reap", "42"], ON);
 }
 
 #[test]
@@ -422,10 +403,9 @@ fn an_exited_pane_says_respawn_and_spawn_brings_the_chat_back() {
         .trim()
         == "1"));
     // The studio's next message: begin says 4 (a dead pane cannot take it)...
-    assert_eq!(s.run(&["turn", "begin", "1"], ON).code, 4);
+    s.run_expect(RESPAWN, &["turn", "begin", "1"], ON);
     // ...and spawn cleans the dead session up and resumes the conversation.
-    let o = s.run(&["spawn", "1", "--", &fake_claude()], ON);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["spawn", "1", "--", &fake_claude()], ON);
     let cmd = s.ok(&[
         "list-panes",
         "-t",
@@ -447,5 +427,5 @@ fn an_exited_pane_says_respawn_and_spawn_brings_the_chat_back() {
         (Some("exited"), Some("reaped")),
         "{line}"
     );
-    assert_eq!(s.run(&["turn", "begin", "1"], ON).code, 0);
+    s.run(&["turn", "begin", "1"], ON);
 }

@@ -1,9 +1,8 @@
 //! The batched teardown on a real tmux: one sweep reaps many sessions with shared steps, and
 //! still refuses, one by one, every session that changed between the marks and the re-check.
 
-mod common;
-use common::wrapper::shq;
-use common::*;
+use crate::common::wrapper::shq;
+use crate::common::*;
 
 /// One `--once --json` sweep with `bin` first on the reaper's PATH, reaping on, grace 0.5 s.
 fn once_json_via(s: &Server, bin: &std::path::Path) -> Out {

@@ -2,9 +2,8 @@
 //! command that talks to tmux exit 2, naming the version and the minimum, after that one `tmux -V`
 //! and nothing else; a version that cannot be told is warned about and the command goes on.
 
-mod common;
-use common::wrapper::{path_with, shq};
-use common::*;
+use crate::common::wrapper::{path_with, shq};
+use crate::common::*;
 
 use std::path::PathBuf;
 
@@ -49,7 +48,7 @@ fn a_tmux_older_than_the_minimum_is_refused_before_anything_runs() {
     ];
     for args in commands {
         let _ = std::fs::remove_file(calls(&s));
-        let o = s.run(args, &on);
+        let o = s.run_any(args, &on);
         assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
         assert!(
             o.stderr
@@ -77,8 +76,7 @@ fn commands_that_do_not_talk_to_tmux_never_ask_its_version() {
     let path = fake_tmux(&s, "tmux 2.9");
     // Reaping disabled: the daemon and --once do nothing, and say so.
     for args in [&[][..], &["--once"]] {
-        let o = s.run(args, &[("PATH", path.as_str())]);
-        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        s.run(args, &[("PATH", path.as_str())]);
     }
     assert_eq!(logged(&s), Vec::<String>::new());
 }
@@ -91,7 +89,6 @@ fn a_version_that_cannot_be_told_is_warned_about_and_the_command_goes_on() {
     s.attach_control("ccs-1");
     let path = fake_tmux(&s, "tmux openbsd-7.5");
     let o = s.run(&["status", "--json"], &[("PATH", path.as_str())]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         o.stderr.contains("cannot tell the tmux version") && o.stderr.contains("openbsd-7.5"),
         "{}",

@@ -2,8 +2,7 @@
 //! socket standing in for the manager's `NOTIFY_SOCKET`), and the units in contrib/systemd/ give
 //! the daemon the time it needs. `systemd-analyze verify` of the units runs in scripts/check-contrib.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::os::unix::net::UnixDatagram;
 use std::process::Stdio;

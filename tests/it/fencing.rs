@@ -6,12 +6,10 @@
 //! - otherwise (it answered 4) the chat's cid is in a tombstone;
 //! - never two teardowns of one chat (at most one `reaped` line).
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Child, Stdio};
 
-use common::*;
+use crate::common::*;
 
 const HOUR: i64 = 3_600_000;
 

@@ -5,8 +5,7 @@
 //! Without `prometheus` on PATH the Prometheus test fails, naming the fix; `CCS_SKIP_PROMETHEUS=1`
 //! skips it, and says so on stderr.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{Read, Write};
@@ -70,7 +69,7 @@ fn prometheus_or_skip(test: &str) -> Option<PathBuf> {
     if std::env::var(SKIP).is_ok_and(|v| v == "1") {
         let _ = writeln!(
             std::io::stderr(),
-            "tests/prometheus.rs: {test}: SKIPPED by request ({SKIP}=1)"
+            "tests/it/prometheus.rs: {test}: SKIPPED by request ({SKIP}=1)"
         );
         return None;
     }

@@ -16,9 +16,8 @@
 //! `CCS_E2E_TIMEOUT` (seconds per wait, default 60). What the harness needs, and why, is in
 //! `tests/e2e/NOTES.md`.
 
-mod common;
-use common::wrapper::which;
-use common::*;
+use crate::common::wrapper::which;
+use crate::common::*;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

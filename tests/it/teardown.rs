@@ -1,7 +1,6 @@
 //! Teardown with real processes: nothing of a reaped session survives, nothing else is touched.
 
-mod common;
-use common::*;
+use crate::common::*;
 use std::time::Instant;
 
 #[test]

@@ -4,8 +4,7 @@
 //! nothing done (and exit 0) outside tmux, on another server, in another session, on garbage or
 //! on a stdin that never closes; and the printed settings' command run through a shell.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -157,10 +156,8 @@ fn turn_end_uses_up_the_tombstone_as_turn_end_does() {
     let pane = pane_of(&s, n);
     // A tombstone left by a reap, as `spawn` leaves it until a turn goes through.
     let fake = fake_claude();
-    let o = s.run(&["spawn", "h3", "--cid", CID, "--", &fake], &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
-    let o = s.run(&["reap", "h3", "--force"], &[("CCS_REAP_GRACE_MS", "500")]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["spawn", "h3", "--cid", CID, "--", &fake], &[]);
+    s.run(&["reap", "h3", "--force"], &[("CCS_REAP_GRACE_MS", "500")]);
     assert!(s.tombstone("h3").is_some());
     // claude's Stop in h2 leaves h3's tombstone alone; h3's own Stop uses it up.
     let t = tmux_env(&s);
@@ -173,8 +170,7 @@ fn turn_end_uses_up_the_tombstone_as_turn_end_does() {
     );
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(s.tombstone("h3").is_some());
-    let o = s.run(&["spawn", "h3", "--", &fake], &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["spawn", "h3", "--", &fake], &[]);
     let n3: u32 = s
         .ok(&["display-message", "-p", "-t", "=ccs-h3:", "#{session_id}"])
         .trim()
@@ -372,7 +368,6 @@ fn the_printed_settings_run_the_hook_through_a_shell_with_their_settings() {
             ("CCS_TMUX_TIMEOUT_MS", "2s"),
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     let v = o.json();
     let hooks = v["hooks"].as_object().unwrap();
     for e in [
@@ -431,7 +426,6 @@ fn the_printed_settings_run_the_hook_through_a_shell_with_their_settings() {
             &["claude-settings", "--write", f.to_str().unwrap(), "--json"],
             &[],
         );
-        assert_eq!(o.code, 0, "{}", o.stderr);
         assert_eq!(o.json()["changed"], want_changed, "{}", o.stdout);
         std::fs::read_to_string(&f).unwrap()
     };
@@ -449,7 +443,7 @@ fn the_printed_settings_run_the_hook_through_a_shell_with_their_settings() {
         .ends_with(" claude-hook"));
     // A file that is not JSON is left alone, and said so.
     std::fs::write(&f, "{ not json").unwrap();
-    let o = s.run(&["claude-settings", "--write", f.to_str().unwrap()], &[]);
+    let o = s.run_any(&["claude-settings", "--write", f.to_str().unwrap()], &[]);
     assert_eq!(o.code, 1, "{}", o.stderr);
     assert!(o.stderr.contains("not valid JSON"), "{}", o.stderr);
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "{ not json");

@@ -3,8 +3,7 @@
 //! appending to one state dir across rotations, and a follower that prints every line once, in
 //! order, across them.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};

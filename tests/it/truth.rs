@@ -1,11 +1,10 @@
 //! Telling the truth (issue #20): a tmux server that is not at the socket is said, loudly, by
 //! `--once`, `status`, the metrics, `/healthz` and systemd's `STATUS=`; and settings are read as
-//! meant or refused with a hint. The memory figure (the working set) is in tests/pressure.rs,
+//! meant or refused with a hint. The memory figure (the working set) is in tests/it/pressure.rs,
 //! under a real memory cgroup.
 
-mod common;
-use common::http::{free_port, get, samples};
-use common::*;
+use crate::common::http::{free_port, get, samples};
+use crate::common::*;
 
 use std::os::unix::net::UnixDatagram;
 use std::process::Stdio;
@@ -26,21 +25,21 @@ fn once_and_status_without_a_server_warn_naming_the_socket_and_exit_as_documente
     assert!(o.stderr.contains(&warning), "--once: {}", o.stderr);
     assert!(o.stdout.contains("0 session(s)"), "{}", o.stdout);
     let o = s
-        .run(&["--once", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)])
+        .run_any(&["--once", "--json"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)])
         .expect_exit(DONE, "--once --json");
     assert!(o.stderr.contains(&warning), "--once --json: {}", o.stderr);
     let j = o.json();
     assert_eq!(j["tmux_server_up"], false, "{j}");
     assert_eq!(j["socket_path"], path_str(&s.sock), "{j}");
-    let o = s.run(&["status"], &[]).expect_exit(DONE, "status");
+    let o = s.run_any(&["status"], &[]).expect_exit(DONE, "status");
     assert!(o.stderr.contains(&warning), "status: {}", o.stderr);
-    let j = s.run(&["status", "--json"], &[]).json();
+    let j = s.run_any(&["status", "--json"], &[]).json();
     assert_eq!(j["tmux_server_up"], false, "{j}");
 
     // A server without sessions is a server: no warning.
     s.server_that_stays_up();
     let o = s
-        .run(&["status", "--json"], &[])
+        .run_any(&["status", "--json"], &[])
         .expect_exit(DONE, "status");
     assert!(!o.stderr.contains(&warning), "{}", o.stderr);
     assert_eq!(o.json()["tmux_server_up"], true);
@@ -240,7 +239,9 @@ fn a_bare_small_memory_size_exits_2_with_a_hint_and_json_says_so_too() {
 
     // --json: one JSON document on stdout, for the daemon's --once and every command.
     for args in [&["--once", "--json"][..], &["status", "--json"][..]] {
-        let o = s.run(args, &env).expect_exit(CONFIG, &format!("{args:?}"));
+        let o = s
+            .run_any(args, &env)
+            .expect_exit(CONFIG, &format!("{args:?}"));
         let j = o.json();
         assert_eq!(j["ok"], false, "{j}");
         assert_eq!(j["variable"], "CCS_ENGINE_MEM_HIGH", "{j}");
@@ -252,7 +253,7 @@ fn a_bare_small_memory_size_exits_2_with_a_hint_and_json_says_so_too() {
         );
     }
     // Without --json, stdout stays empty.
-    let o = s.run(&["status"], &env).expect_exit(CONFIG, "status");
+    let o = s.run_any(&["status"], &env).expect_exit(CONFIG, "status");
     assert!(o.stdout.is_empty(), "{}", o.stdout);
     // Meant as sizes: accepted.
     for ok in ["85%", "512M", "2G"] {
@@ -311,7 +312,7 @@ fn rust_log_is_honoured_when_ccs_log_is_unset() {
         o.stderr
     );
     let o = s
-        .run(&["--once"], &[("CCS_LOG", ""), ("RUST_LOG", "info,=[x")])
+        .run_any(&["--once"], &[("CCS_LOG", ""), ("RUST_LOG", "info,=[x")])
         .expect_exit(CONFIG, "--once");
     assert!(o.stderr.contains("RUST_LOG"), "{}", o.stderr);
 }
@@ -363,7 +364,7 @@ fn a_percentage_where_no_limit_is_visible_is_a_warning_naming_the_rule() {
         "{}",
         o.stderr
     );
-    let o = s.run(&["status"], &env).expect_exit(DONE, "status");
+    let o = s.run_any(&["status"], &env).expect_exit(DONE, "status");
     assert!(o.stderr.contains(want), "{}", o.stderr);
     // The daemon says it at start-up.
     let log = s.path("daemon.log");

@@ -19,20 +19,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use ccs_reap::exit;
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_ccs-reap");
 
 /// The idle limit of an ordinary sweep (10 minutes): a session stamped idle hours ago with
 /// `idle_since` is due, one stamped just now is not.
 pub const LIMIT: &str = "600000";
 
-/// The exit codes a test expects of a run (the contract's, in `docs/`): 0, done.
-pub const DONE: &[i32] = &[0];
+/// The exit codes a test expects of a run: the contract's, from [`ccs_reap::exit`], the module
+/// the binary uses. 0, done.
+pub const DONE: &[i32] = &[exit::OK as i32];
 /// 1: a reap failed, tmux could not be read, or a command was refused.
-pub const FAILED: &[i32] = &[1];
+pub const FAILED: &[i32] = &[exit::FAILED as i32];
 /// Either 0 or 1, for a test that looks further itself (never 2, a crash or a signal).
-pub const DONE_OR_FAILED: &[i32] = &[0, 1];
+pub const DONE_OR_FAILED: &[i32] = &[exit::OK as i32, exit::FAILED as i32];
 /// 2: a configuration error.
-pub const CONFIG: &[i32] = &[2];
+pub const CONFIG: &[i32] = &[exit::CONFIG as i32];
+/// 4: the session is gone or was reaped (`turn`, `pin`): respawn it.
+pub const RESPAWN: &[i32] = &[exit::RESPAWN as i32];
 
 pub fn fake_claude() -> String {
     format!("{}/scripts/fake-claude", env!("CARGO_MANIFEST_DIR"))
@@ -321,8 +326,20 @@ impl Server {
         c
     }
 
-    /// Run ccs-reap to completion.
+    /// Run ccs-reap to completion; it must exit 0 (`exit::OK`) and must not panic: the stderr is
+    /// in the failure. [`Server::run_expect`] takes other codes, [`Server::run_any`] any.
     pub fn run(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
+        self.run_expect(DONE, args, env)
+    }
+
+    /// Run ccs-reap to completion; it must exit with one of `want` and must not panic.
+    pub fn run_expect(&self, want: &[i32], args: &[&str], env: &[(&str, &str)]) -> Out {
+        self.run_any(args, env)
+            .expect_exit(want, &format!("{args:?}"))
+    }
+
+    /// Run ccs-reap to completion, whatever its exit code (the test looks at it).
+    pub fn run_any(&self, args: &[&str], env: &[(&str, &str)]) -> Out {
         Out::from(self.reap(env).args(args).output().unwrap())
     }
 
@@ -333,7 +350,7 @@ impl Server {
         let all: Vec<&str> = std::iter::once("--once")
             .chain(args.iter().copied())
             .collect();
-        self.run(&all, env)
+        self.run_any(&all, env)
             .expect_exit(want, &format!("--once {args:?}"))
     }
 
@@ -352,7 +369,6 @@ impl Server {
     /// `status --json`, which must exit 0.
     pub fn status(&self, env: &[(&str, &str)]) -> serde_json::Value {
         let o = self.run(&["status", "--json"], env);
-        assert_eq!(o.code, 0, "status failed: {}", o.stderr);
         o.json()
     }
 

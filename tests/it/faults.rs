@@ -7,9 +7,8 @@
 //! the reaper's PATH (the reaper runs the binary named `tmux` found on PATH); the fixture's own tmux
 //! calls never go through it.
 
-mod common;
-use common::wrapper::{real_tmux, shq};
-use common::*;
+use crate::common::wrapper::{real_tmux, shq};
+use crate::common::*;
 
 use std::io::Write;
 use std::os::unix::fs::PermissionsExt;

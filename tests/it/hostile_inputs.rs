@@ -3,9 +3,8 @@
 //! the metrics endpoint. Whatever they are, `--once` and `status` return, the daemon stops on
 //! SIGTERM, sessions are kept when liveness is unknown, and the daemon's descriptors stay bounded.
 
-mod common;
-use common::http::{free_port, get, read_response, samples, Response};
-use common::*;
+use crate::common::http::{free_port, get, read_response, samples, Response};
+use crate::common::*;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -3,8 +3,7 @@
 //! numbers, a `before` hook that is configured but cannot be run, a `--once` summary that must add
 //! up, and SIGHUP/SIGUSR1 sent to the daemon in the middle of a teardown.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -350,7 +349,7 @@ fn a_batch_that_panics_before_the_signals_clears_its_marks_and_journals_and_fail
     let s = Server::new();
     let a = reapable(&s, "ccs-1");
     let b = reapable(&s, "ccs-2");
-    let o = s.run(
+    let o = s.run_any(
         &["--once"],
         &[
             ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
@@ -376,8 +375,7 @@ fn a_batch_that_panics_before_the_signals_clears_its_marks_and_journals_and_fail
     }
     assert_eq!(journals(&s), Vec::<String>::new(), "journals were left");
     // Nothing left to wait for: the turn starts at once.
-    let o = s.run(&["turn", "begin", "1"], &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["turn", "begin", "1"], &[]);
 }
 
 #[test]
@@ -392,7 +390,6 @@ fn a_batch_that_panics_after_its_audit_lines_writes_no_second_line() {
             ("CCS_REAP_TEST_PANIC", "audit"),
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(o.stderr.contains("CCS_REAP_TEST_PANIC"), "{}", o.stderr);
     let lines = s.audit_of("ccs-1");
     assert_eq!(
@@ -419,7 +416,7 @@ fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
     reapable(&s, "ccs-1");
     let stubborn = s.chat("ccs-2", "conv-ccs-2", "stubborn");
     s.idle_since(stubborn, 10_000_000);
-    let o = s.run(
+    let o = s.run_any(
         &["--once", "--json"],
         &[
             ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
@@ -466,8 +463,7 @@ fn under_the_daemon_a_batch_that_panics_neither_holds_turn_begin_nor_the_shutdow
     );
     // The daemon is alive (it owns the journals), yet `turn begin` does not wait on them.
     let t0 = Instant::now();
-    let o = s.run(&["turn", "begin", "1"], &[("CCS_REAP_INTERVAL_MS", "100")]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["turn", "begin", "1"], &[("CCS_REAP_INTERVAL_MS", "100")]);
     assert!(
         t0.elapsed() < Duration::from_secs(5),
         "turn begin waited {:?} on a batch that panicked",
@@ -570,7 +566,7 @@ fn every_command_refuses_an_id_longer_than_the_maximum() {
     ];
     for args in table {
         let o = s
-            .run(&args, &[])
+            .run_any(&args, &[])
             .expect_exit(FAILED, &format!("{:?}", &args[..2]));
         assert!(
             o.stderr.contains("at most 200 bytes"),
@@ -593,7 +589,7 @@ fn the_longest_id_spawn_accepts_is_reaped_and_resumed() {
     let name = format!("ccs-{id}");
     let pids = s.path("long.pids");
     let cmd = format!("FAKE_CLAUDE_PIDS={} exec {}", pids.display(), fake_claude());
-    s.run(&["spawn", &id, "--cid", "conv-long", "--", &cmd], &[])
+    s.run_any(&["spawn", &id, "--cid", "conv-long", "--", &cmd], &[])
         .expect_exit(DONE, "spawn");
     assert!(s.has(&name));
     let n: u32 = s
@@ -614,7 +610,7 @@ fn the_longest_id_spawn_accepts_is_reaped_and_resumed() {
     assert_eq!(s.audit_of(&name)[0]["outcome"], "reaped");
     assert_eq!(s.tombstone(&id).unwrap()["cid"], "conv-long");
     // Back, resuming its conversation.
-    s.run(&["spawn", &id, "--", &cmd], &[])
+    s.run_any(&["spawn", &id, "--", &cmd], &[])
         .expect_exit(DONE, "spawn again");
     assert!(s.has(&name));
 }

@@ -1,7 +1,6 @@
 //! The foundation on a real tmux: which sessions a sweep reaps, keeps, stamps, and never touches.
 
-mod common;
-use common::*;
+use crate::common::*;
 
 /// SIGTERM to SIGKILL, in the sweeps of this file.
 const GRACE: u64 = 2000;
@@ -243,7 +242,6 @@ fn disabled_changes_nothing() {
             .unwrap_or_default();
         for args in [&["--once"][..], &[][..]] {
             let o = s.run(args, &env);
-            assert_eq!(o.code, 0, "{v:?} {args:?}: {}", o.stderr);
             assert!(o.stderr.contains("disabled"), "{}", o.stderr);
         }
     }
@@ -280,8 +278,7 @@ fn no_server_is_an_empty_world() {
     let s = Server::new();
     let o = s.sweep(DONE, &["--json"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
     assert_eq!(o.json()["sessions"].as_array().unwrap().len(), 0);
-    let o = s.run(&["status"], &[]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
+    s.run(&["status"], &[]);
 }
 
 #[test]
@@ -293,7 +290,6 @@ fn status_shows_every_session() {
     s.set(n2, "@ccs_turn", &now_ms().to_string());
     s.attach_control("ccs-2");
     let o = s.run(&["status"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         o.stdout.contains("ccs-1") && o.stdout.contains("conv-a") && o.stdout.contains("busy"),
         "{}",
@@ -335,7 +331,7 @@ fn daemon_reaps_on_schedule_stops_on_sigterm_and_holds_the_lock() {
         "the daemon did not reap"
     );
     // A second reaper on the same socket exits 3.
-    let o = s.run(&[], &env);
+    let o = s.run_any(&[], &env);
     assert_eq!(o.code, 3, "{}", o.stderr);
     // A session that appears later is stamped by a later sweep.
     let m = s.chat("ccs-2", "c", "");

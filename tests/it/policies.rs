@@ -1,8 +1,7 @@
 //! Issue 6 on a real tmux: stuck turns, viewers that never leave, exited panes, and how every
 //! session that ends is classified (`stopped`, `completed`, `failed`).
 
-mod common;
-use common::*;
+use crate::common::*;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -153,7 +152,6 @@ fn short_stuck_idle_limit_warns_at_start_up() {
                 ("CCS_ENGINE_STUCK_IDLE_MS", "60000"),
             ],
         );
-        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
         let warn = o
             .stderr
             .lines()
@@ -170,7 +168,6 @@ fn short_stuck_idle_limit_warns_at_start_up() {
             ("CCS_ENGINE_STUCK_IDLE_MS", "180000"),
         ],
     );
-    assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(
         !o.stderr.contains("CCS_ENGINE_STUCK_IDLE_MS"),
         "warned at 3 minutes: {}",
@@ -743,7 +740,7 @@ fn reaping_the_last_session_of_a_server_is_reaped_not_failed() {
 fn turn_begin_on_a_server_without_sessions_says_respawn() {
     let s = Server::new();
     s.server_that_stays_up();
-    let o = s.run(&["turn", "begin", "1"], &[]);
+    let o = s.run_any(&["turn", "begin", "1"], &[]);
     assert_eq!(
         o.code, 4,
         "turn begin on a gone session must exit 4 (respawn): {}",
