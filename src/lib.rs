@@ -7,7 +7,8 @@
 //! The map, one line per module, from the top of the house down:
 //!
 //! - [`daemon`]: the loop, its signals, the batches it owns, the metrics endpoint.
-//! - [`sweep`]: one sweep: observe, decide, stamp, hand the reaps to the teardown.
+//! - [`sweep`]: one sweep, as named steps (collect exits, recover, clear stale marks, stamp, warn,
+//!   choose, start the batch, report).
 //! - [`commands`]: the studio's commands (`turn`, `spawn`, `pin`, `reap <id>`) and their error type.
 //! - [`claude_hook`]: Claude Code's own hooks (`claude-hook`, `claude-settings`).
 //! - [`observe`]: the world as one `Observation` (tmux, activity files, /proc where needed).
