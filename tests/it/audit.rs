@@ -309,7 +309,8 @@ fn writer_processes_append_at_once_across_rotations_and_lose_no_line() {
                 Command::new(&me)
                     .args([
                         "--exact",
-                        "audit_writer_process",
+                        // This module's test, by its path in the one test binary.
+                        "audit::audit_writer_process",
                         "--ignored",
                         "--test-threads=1",
                     ])
