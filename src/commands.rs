@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use crate::clock::{now_ms, rfc3339};
 use crate::context::Reaper;
 use crate::observe::{find_cids, observe, Mode, Observation};
-use crate::policy::{self, Decision, Policy, ReapReason, Session, Snapshot};
+use crate::policy::{self, Changed, Decision, Policy, ReapReason, Session, Snapshot};
 use crate::procs;
-use crate::state::{AuditLine, Outcome};
-use crate::teardown;
+use crate::state::AuditLine;
+use crate::teardown::{self, Abort, Failure, Finished, ReapEnd};
 use crate::tmux::{TmuxError, TurnBegin};
 
 /// The failure of a one-session command (`reap <id>`), for exit codes.
@@ -24,6 +24,15 @@ pub enum CommandError {
     State(#[from] crate::state::StateError),
     #[error("{0}")]
     Refused(String),
+    /// `reap <id>` without `--force`: the session is not reapable now.
+    #[error("refusing to reap {name} ({why}); --force overrides")]
+    NotReapable { name: String, why: Changed },
+    /// The reap stopped before its first signal.
+    #[error("reap of {name} aborted: {why}")]
+    Aborted { name: String, why: Abort },
+    /// The reap failed.
+    #[error("reap of {name} failed: {why}")]
+    Failed { name: String, why: Failure },
     #[error("{0}")]
     Gone(String),
 }
@@ -59,7 +68,8 @@ pub fn resume_argv(
     (argv, Some(c.to_string()))
 }
 
-/// Reap one session now (a batch of one). Returns the audit line it wrote (or tried to).
+/// Reap one session now (a batch of one). Returns how it ended and the audit line it wrote (or
+/// tried to).
 pub async fn reap(
     r: &Reaper,
     d: &Decision,
@@ -67,7 +77,7 @@ pub async fn reap(
     reason: ReapReason,
     force: bool,
     server_pid: Option<u32>,
-) -> AuditLine {
+) -> Finished {
     let req = teardown::Request {
         decision: d.clone(),
         session: s.clone(),
@@ -75,9 +85,10 @@ pub async fn reap(
         force,
         server_pid,
     };
-    let mut lines = teardown::reap(r, vec![req]).await;
-    lines.pop().unwrap_or_else(|| {
-        AuditLine::begin(
+    let mut ends = teardown::reap(r, vec![req]).await;
+    ends.pop().unwrap_or_else(|| {
+        let end = ReapEnd::Aborted(Abort::NotReached);
+        let line = AuditLine::begin(
             rfc3339(now_ms()),
             &d.name,
             &d.id,
@@ -85,7 +96,11 @@ pub async fn reap(
             d.cid.clone(),
             reason,
             d.idle_ms,
-        )
+        );
+        Finished {
+            line: teardown::audit_line(line, &end),
+            end,
+        }
     })
 }
 
@@ -125,9 +140,7 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
     };
     let reason = ReapReason::Manual;
     if let Err(why) = policy::still_reapable(&d, d.idle_ms, reason, force, &r.cfg.policy) {
-        return Err(CommandError::Refused(format!(
-            "refusing to reap {name} ({why}); --force overrides"
-        )));
+        return Err(CommandError::NotReapable { name, why });
     }
     if r.dry_run {
         return Ok(ReapNow::WouldReap(format!(
@@ -140,15 +153,12 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
             "{name} is already being reaped"
         )));
     }
-    let line = reap(r, &d, &s, reason, force, listing.server_pid).await;
+    let Finished { end, line } = reap(r, &d, &s, reason, force, listing.server_pid).await;
     r.inflight().remove(&d.tmux_id);
-    match line.outcome {
-        Outcome::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
-        _ => Err(CommandError::Refused(format!(
-            "reap of {name} {}: {}",
-            line.outcome,
-            line.error.clone().unwrap_or_default()
-        ))),
+    match end {
+        ReapEnd::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
+        ReapEnd::Aborted(why) => Err(CommandError::Aborted { name, why }),
+        ReapEnd::Failed(why) => Err(CommandError::Failed { name, why }),
     }
 }
 
@@ -276,13 +286,11 @@ pub async fn spawn(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
-                let line = reap_dead(r, &s, server_pid).await;
-                if line.outcome != Outcome::Reaped
-                    && r.tmux.find(&name, &r.cfg.prefix).await?.is_some()
-                {
+                let end = reap_dead(r, &s, server_pid).await.end;
+                if end != ReapEnd::Reaped && r.tmux.find(&name, &r.cfg.prefix).await?.is_some() {
                     return Err(CommandError::Refused(format!(
                         "{name} has exited but could not be cleaned up: {}",
-                        line.error.unwrap_or_default()
+                        end.error().unwrap_or_default()
                     )));
                 }
             }
@@ -424,7 +432,7 @@ pub async fn pin(r: &Reaper, id: &str, on: bool) -> Result<bool, CommandError> {
 
 /// Clean up a session whose panes have all exited (for `spawn`): the exited reap, even
 /// before tmux has its exit status.
-async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> AuditLine {
+async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished {
     let mut snap = Snapshot {
         sessions: vec![s.clone()],
         ..Snapshot::default()
@@ -450,6 +458,45 @@ async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> AuditLin
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reap_that_did_not_go_through_is_a_typed_error_with_the_text_it_always_had() {
+        let name = "ccs-1".to_string();
+        let e = CommandError::Aborted {
+            name: name.clone(),
+            why: Abort::GoneOrRenamed,
+        };
+        assert!(matches!(
+            &e,
+            CommandError::Aborted {
+                why: Abort::GoneOrRenamed,
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "reap of ccs-1 aborted: the session is gone or was renamed"
+        );
+        let e = CommandError::Failed {
+            name: name.clone(),
+            why: Failure::Survivors(vec![42]),
+        };
+        assert_eq!(
+            e.to_string(),
+            "reap of ccs-1 failed: processes survived: [42]"
+        );
+        let e = CommandError::NotReapable {
+            name,
+            why: Changed {
+                state: policy::State::Busy,
+                why: "a turn is running".into(),
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "refusing to reap ccs-1 (the session changed: now busy (a turn is running)); --force overrides"
+        );
+    }
 
     #[test]
     fn resume_argv_table() {

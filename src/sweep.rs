@@ -307,12 +307,12 @@ async fn start_batch(
         Batches::Wait(sink) => {
             // One line per request, in order.
             let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
-            let lines = teardown::reap_to(r, reqs, sink).await;
+            let ends = teardown::reap_to(r, reqs, sink).await;
             drop(guard);
-            for (n, l) in ns.into_iter().zip(&lines) {
-                fates.insert(n, Fate::Ended(l.outcome));
+            for (n, f) in ns.into_iter().zip(&ends) {
+                fates.insert(n, Fate::Ended(f.end.outcome()));
             }
-            reaps.extend(lines);
+            reaps.extend(ends.into_iter().map(|f| f.line));
         }
         Batches::Spawn(set) => {
             let me = Arc::clone(r);

@@ -1,25 +1,38 @@
-//! The end of every reap: the outcome from what survived, and the audit line (log, file, metrics).
+//! The end of every reap: how it ended from what survived, the audit line built from that end
+//! (the one place its outcome and error are set), and the line written (log, file, metrics).
 
 use std::time::Instant;
 
+use super::end::{Failure, ReapEnd};
 use crate::context::Reaper;
 use crate::procs;
 use crate::state::{AuditLine, Outcome};
 
-/// The outcome from what survived: `reaped` only when no victim lives and nothing failed.
-pub(crate) fn verify(line: &mut AuditLine, ids: &[procs::Ident]) {
+/// How a reap past its signals ended, from what survived (recorded in `line`): `reaped` only
+/// when no victim lives and nothing failed (`failure`, an earlier step's).
+pub(crate) fn verify(
+    line: &mut AuditLine,
+    ids: &[procs::Ident],
+    failure: Option<Failure>,
+) -> ReapEnd {
     line.survivors = ids
         .iter()
         .filter(|i| procs::alive(**i))
         .map(|i| i.pid)
         .collect();
-    if line.survivors.is_empty() && line.outcome != Outcome::Failed {
-        line.outcome = Outcome::Reaped;
-    } else if !line.survivors.is_empty() {
-        line.outcome = Outcome::Failed;
-        line.error
-            .get_or_insert_with(|| format!("processes survived: {:?}", line.survivors));
+    match failure {
+        None if line.survivors.is_empty() => ReapEnd::Reaped,
+        None => ReapEnd::Failed(Failure::Survivors(line.survivors.clone())),
+        Some(f) => ReapEnd::Failed(f),
     }
+}
+
+/// The audit line of a reap that ended so: `facts` (what was found and done: pids, signals,
+/// memory, survivors) with the outcome and the error of `end`.
+pub(crate) fn audit_line(mut facts: AuditLine, end: &ReapEnd) -> AuditLine {
+    facts.outcome = end.outcome();
+    facts.error = end.error();
+    facts
 }
 
 /// Log the line, append it to the audit log, count it.
