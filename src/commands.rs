@@ -11,7 +11,7 @@ use crate::context::Reaper;
 use crate::observe::{find_cids, observe, Mode, Observation};
 use crate::policy::{self, Changed, Decision, Policy, ReapReason, Session, Snapshot};
 use crate::procs;
-use crate::state::AuditLine;
+use crate::state::{AuditLine, Tombstone};
 use crate::teardown::{self, Abort, Failure, Finished, ReapEnd};
 use crate::tmux::{TmuxError, TurnBegin};
 
@@ -265,37 +265,9 @@ pub async fn spawn(
             "spawn needs a command after --".into(),
         ));
     }
-    // An existing session is left alone, unless it is being reaped (then wait for the reap)
-    // or all its panes are dead (then clean it up first, as a sweep would, and respawn).
     let deadline = Instant::now() + reap_wait(r);
-    let server = loop {
-        let listing = r.tmux.list(&r.cfg.prefix).await?;
-        let server_pid = listing.server_pid;
-        let view = crate::state::ServerView {
-            up: listing.server_up,
-            current: server_pid.map(crate::sweep::server_id),
-        };
-        match listing.sessions.into_iter().find(|s| s.name == name) {
-            None => break view,
-            Some(s) if !s.reaping.trim().is_empty() => {
-                if Instant::now() >= deadline {
-                    return Err(CommandError::Refused(format!(
-                        "{name} is still being reaped"
-                    )));
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
-                let end = reap_dead(r, &s, server_pid).await.end;
-                if end != ReapEnd::Reaped && r.tmux.find(&name, &r.cfg.prefix).await?.is_some() {
-                    return Err(CommandError::Refused(format!(
-                        "{name} has exited but could not be cleaned up: {}",
-                        end.error().unwrap_or_default()
-                    )));
-                }
-            }
-            Some(_) => return Ok(false),
-        }
+    let Some(server) = make_way(r, &name, deadline).await? else {
+        return Ok(false);
     };
     wait_for_teardown(r, id, deadline).await?;
     let mut tomb = r.state.read_tombstone(id)?;
@@ -310,10 +282,61 @@ pub async fn spawn(
         ok
     });
     let (argv, cid) = resume_argv(cmd, cid, tomb_cid.as_deref());
+    let cwd = spawn_cwd(cwd, tomb.as_ref())?;
+    let created = create(r, &name, &cwd, &argv, cid.as_deref()).await?;
+    if created {
+        // The tombstone stays until the chat has answered a turn (`turn end`): a claude that
+        // fails after start (a bad resume, an auth error) must not take the cid with it.
+        tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), resumed = tomb.is_some(), "spawned");
+    }
+    Ok(created)
+}
+
+/// Make way for `spawn`: an existing session is left alone (`None`), unless it is being reaped
+/// (then wait for the reap, until `deadline`) or all its panes are dead (then clean it up first,
+/// as a sweep would, and respawn). Returns the server as seen once the name is free.
+async fn make_way(
+    r: &Reaper,
+    name: &str,
+    deadline: Instant,
+) -> Result<Option<crate::state::ServerView>, CommandError> {
+    loop {
+        let listing = r.tmux.list(&r.cfg.prefix).await?;
+        let server_pid = listing.server_pid;
+        let view = crate::state::ServerView {
+            up: listing.server_up,
+            current: server_pid.map(crate::sweep::server_id),
+        };
+        match listing.sessions.into_iter().find(|s| s.name == name) {
+            None => return Ok(Some(view)),
+            Some(s) if !s.reaping.trim().is_empty() => {
+                if Instant::now() >= deadline {
+                    return Err(CommandError::Refused(format!(
+                        "{name} is still being reaped"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
+                let end = reap_dead(r, &s, server_pid).await.end;
+                if end != ReapEnd::Reaped && r.tmux.find(name, &r.cfg.prefix).await?.is_some() {
+                    return Err(CommandError::Refused(format!(
+                        "{name} has exited but could not be cleaned up: {}",
+                        end.error().unwrap_or_default()
+                    )));
+                }
+            }
+            Some(_) => return Ok(None),
+        }
+    }
+}
+
+/// The new session's directory: `--cwd`, else the tombstone's while it is a directory, else the
+/// current one; it must be a directory.
+fn spawn_cwd(cwd: Option<PathBuf>, tomb: Option<&Tombstone>) -> Result<PathBuf, CommandError> {
     let cwd = match cwd {
         Some(d) => d,
         None => tomb
-            .as_ref()
             .and_then(|t| t.cwd.as_ref())
             .map(PathBuf::from)
             .filter(|p| p.is_dir())
@@ -332,33 +355,30 @@ pub async fn spawn(
             cwd.display()
         )));
     }
-    // A server whose last session just went is exiting; a new-session that reaches it in that
-    // moment is lost with it. Check the session is there, and try again if it is not.
-    let mut created = false;
-    let mut present = false;
+    Ok(cwd)
+}
+
+/// Create the session. A server whose last session just went is exiting; a new-session that
+/// reaches it in that moment is lost with it. Check the session is there, and try again if it is
+/// not (three times). Returns whether this call created it.
+async fn create(
+    r: &Reaper,
+    name: &str,
+    cwd: &std::path::Path,
+    argv: &[String],
+    cid: Option<&str>,
+) -> Result<bool, CommandError> {
     for attempt in 1..=3 {
-        created = r
-            .tmux
-            .new_session(&name, &cwd, &argv, cid.as_deref())
-            .await?;
-        if still_there(r, &name).await? {
-            present = true;
-            break;
+        let created = r.tmux.new_session(name, cwd, argv, cid).await?;
+        if still_there(r, name).await? {
+            return Ok(created);
         }
         tracing::warn!(session = %name, attempt, "the new session vanished (a tmux server exiting?): trying again");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    if !present {
-        return Err(CommandError::Refused(format!(
-            "{name} exited as soon as it was created (three times); the tombstone is kept"
-        )));
-    }
-    if created {
-        // The tombstone stays until the chat has answered a turn (`turn end`): a claude that
-        // fails after start (a bad resume, an auth error) must not take the cid with it.
-        tracing::info!(session = %name, cid = ?cid, cwd = %cwd.display(), resumed = tomb.is_some(), "spawned");
-    }
-    Ok(created)
+    Err(CommandError::Refused(format!(
+        "{name} exited as soon as it was created (three times); the tombstone is kept"
+    )))
 }
 
 /// A chat with no tombstone whose tmux server died before any sweep saw it go: its entry in
@@ -368,7 +388,7 @@ fn lost_before_a_sweep(
     r: &Reaper,
     id: &str,
     server: &crate::state::ServerView,
-) -> Option<crate::state::Tombstone> {
+) -> Option<Tombstone> {
     let known = r
         .state
         .read_known()
@@ -381,7 +401,7 @@ fn lost_before_a_sweep(
         return None;
     }
     tracing::warn!(session = %e.session, cid = %e.cid, server_pid = e.server.pid, "its tmux server died before a sweep saw it: resuming its last known conversation");
-    Some(crate::state::Tombstone {
+    Some(Tombstone {
         id: e.id.clone(),
         cid: Some(e.cid.clone()),
         reaped_at: rfc3339(now_ms()),

@@ -27,6 +27,9 @@ pub enum DaemonError {
     Listen(std::net::SocketAddr, std::io::Error),
 }
 
+///
+/// Long (about 110 lines) on purpose: one `select!` loop whose arms (sweep tick, watcher, signals,
+/// batches ending) share the loop's state; split, each arm would take all of it.
 pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term =

@@ -135,6 +135,8 @@ pub fn members(
     out
 }
 
+/// Long (about 100 lines) on purpose: one pass over the process table whose claims (pane trees,
+/// session ids, `TMUX` markers) depend on each other's order; see the comments in it.
 fn claim_all(
     table: &[Proc],
     sessions: &[(u32, Vec<u32>)],

@@ -11,13 +11,14 @@ use tokio::task::JoinSet;
 
 use crate::clock::rfc3339;
 use crate::context::Reaper;
+use crate::metrics::Metrics;
 use crate::observe::{observe, Mode, Observation};
 use crate::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::procs;
 use crate::report::{SessionReport, Summary, SweepReport, ViewerReport};
-use crate::state::{self as st, AuditLine, Known, KnownChat, Outcome, Tombstone};
+use crate::state::{self as st, AuditLine, Known, KnownChat, Outcome, StateDir, Tombstone};
 use crate::teardown;
-use crate::tmux::Listing;
+use crate::tmux::{Listing, Tmux};
 
 /// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
 struct Inflight {
@@ -73,11 +74,11 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
 
     let warn = enabled && !r.dry_run;
     if !r.dry_run {
-        stamp_idle_clocks(r, &decisions, warn).await;
+        stamp_idle_clocks(&r.tmux, &r.metrics, &decisions, warn).await;
     }
     log_decisions(&decisions);
     if warn {
-        warn_before_reaps(r, &decisions, now);
+        warn_before_reaps(&r.state, &r.metrics, &decisions, now);
     }
 
     let (mut fates, reqs) = if enabled {
@@ -183,7 +184,7 @@ async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, now: i64, live: &HashSet
 }
 
 /// Idle stamps, and (when `warn`) the `warned` marks of this sweep's warnings, in one batch.
-async fn stamp_idle_clocks(r: &Reaper, decisions: &[Decision], warn: bool) {
+async fn stamp_idle_clocks(tmux: &Tmux, metrics: &Metrics, decisions: &[Decision], warn: bool) {
     let stamps: Vec<(u32, &str, Option<String>)> = decisions
         .iter()
         .filter_map(|d| {
@@ -198,8 +199,8 @@ async fn stamp_idle_clocks(r: &Reaper, decisions: &[Decision], warn: bool) {
     if stamps.is_empty() {
         return;
     }
-    if let Err(e) = r.tmux.set_options(&stamps).await {
-        r.metrics.tmux_errors.inc();
+    if let Err(e) = tmux.set_options(&stamps).await {
+        metrics.tmux_errors.inc();
         tracing::warn!(error = %e, count = stamps.len(), "failed to write idle stamps");
     }
 }
@@ -215,7 +216,7 @@ fn log_decisions(decisions: &[Decision]) {
 }
 
 /// `warned`: one audit line (and event) per idle period, `CCS_ENGINE_WARN_MS` before the reap.
-fn warn_before_reaps(r: &Reaper, decisions: &[Decision], now: i64) {
+fn warn_before_reaps(state: &StateDir, metrics: &Metrics, decisions: &[Decision], now: i64) {
     for d in decisions.iter().filter(|d| d.warn_for.is_some()) {
         let mut l = AuditLine::begin(
             rfc3339(now),
@@ -229,10 +230,10 @@ fn warn_before_reaps(r: &Reaper, decisions: &[Decision], now: i64) {
         l.outcome = Outcome::Warned;
         l.reap_at = d.deadline_ms.map(rfc3339);
         tracing::info!(session = %d.name, reap_at = ?l.reap_at, "warned: this chat will be reaped soon");
-        if let Err(e) = r.state.append_audit(&l) {
+        if let Err(e) = state.append_audit(&l) {
             tracing::error!(error = %e, session = %d.name, "failed to append the warned line");
         }
-        r.metrics.record_reap(&l);
+        metrics.record_reap(&l);
     }
 }
 
@@ -603,13 +604,49 @@ fn keep_known(
     };
     let read_us = t0.elapsed().as_micros() as u64;
     let mut plan = plan_known(old, snap, listing, decisions, now);
+    let mut lines = if plan.lost.is_empty() {
+        Vec::new()
+    } else {
+        tombstone_lost(&r.state, &r.socket_path(), &mut plan, now)
+    };
+    lines.extend(respawned_lines(&plan, now));
+    for l in &lines {
+        if let Err(e) = r.state.append_audit(l) {
+            tracing::error!(error = %e, session = %l.session, "failed to append the lost line");
+        }
+        r.metrics.record_reap(l);
+    }
+    let written = plan.changed;
+    if written {
+        if let Err(e) = r.state.write_known(&plan.known) {
+            tracing::warn!(error = %e, "failed to write the record of last known conversations");
+        }
+    }
+    // What keeping the record costs a sweep (scripts/bench reads this line).
+    tracing::debug!(
+        entries = plan.known.chats.len(),
+        written,
+        lost = lines.len(),
+        read_us,
+        took_us = t0.elapsed().as_micros() as u64,
+        "known conversations kept"
+    );
+    *last = Some(plan.known);
+    lines
+}
+
+/// Tombstone each chat `plan` says a dead or replaced server took with it (reason
+/// `server-died`, for `spawn` to resume), unless a tombstone of its conversation is there
+/// already; returns one `lost` audit line each. A chat whose tombstone cannot be written is not
+/// marked lost: the next sweep tries again.
+fn tombstone_lost(state: &StateDir, socket: &str, plan: &mut st::Plan, now: i64) -> Vec<AuditLine> {
     let mut lines = Vec::new();
     for c in &plan.lost {
         let gone = format!(
             "the tmux server (pid {}) it lived on died or was replaced",
             c.server.pid
         );
-        match r.state.read_tombstone(&c.id) {
+        match state.read_tombstone(&c.id) {
             // Tombstoned as lost by another reaper (a `--once` beside the daemon): listed, no
             // second line.
             Ok(Some(t))
@@ -634,10 +671,10 @@ fn keep_known(
             reason: ReapReason::ServerDied,
             cwd: c.cwd.clone(),
             session: Some(c.session.clone()),
-            socket: Some(r.socket_path()),
+            socket: Some(socket.to_string()),
             token: None,
         };
-        if let Err(e) = r.state.write_tombstone(&t) {
+        if let Err(e) = state.write_tombstone(&t) {
             // Not marked lost: the next sweep tries again.
             tracing::error!(session = %c.session, cid = %c.cid, error = %e, "{gone}: failed to write its tombstone");
             if let Some(k) = plan.known.chats.get_mut(&c.id) {
@@ -659,6 +696,13 @@ fn keep_known(
         tracing::warn!(session = %c.session, cid = %c.cid, server_pid = c.server.pid, "lost with its tmux server: tombstoned (server-died), spawn resumes it");
         lines.push(l);
     }
+    lines
+}
+
+/// The `lost` audit lines of the chats whose server went but which were already back as a new
+/// session before a sweep saw them go: on their conversation, or respawned afresh.
+fn respawned_lines(plan: &st::Plan, now: i64) -> Vec<AuditLine> {
+    let mut lines = Vec::new();
     for st::Respawned { chat: c, resumed } in &plan.respawned {
         let mut l = AuditLine::begin(
             rfc3339(now),
@@ -686,28 +730,6 @@ fn keep_known(
         });
         lines.push(l);
     }
-    for l in &lines {
-        if let Err(e) = r.state.append_audit(l) {
-            tracing::error!(error = %e, session = %l.session, "failed to append the lost line");
-        }
-        r.metrics.record_reap(l);
-    }
-    let written = plan.changed;
-    if written {
-        if let Err(e) = r.state.write_known(&plan.known) {
-            tracing::warn!(error = %e, "failed to write the record of last known conversations");
-        }
-    }
-    // What keeping the record costs a sweep (scripts/bench reads this line).
-    tracing::debug!(
-        entries = plan.known.chats.len(),
-        written,
-        lost = lines.len(),
-        read_us,
-        took_us = t0.elapsed().as_micros() as u64,
-        "known conversations kept"
-    );
-    *last = Some(plan.known);
     lines
 }
 

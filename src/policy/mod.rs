@@ -62,6 +62,9 @@ pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
 }
 
 /// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
+///
+/// Long (about 185 lines) on purpose: rules 1-8 in the order of docs/rules.md, each an early
+/// return; read top to bottom it is the rule table.
 fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     // A `@ccs_cid` that is not a valid cid cannot be resumed (nor safely put on a command line).
     let cid = valid_cid(s.cid.trim())
@@ -298,6 +301,9 @@ pub fn mem_limit(policy: &Policy, host: Option<HostMemory>) -> Option<u64> {
 }
 
 /// Decide every session of the snapshot. One decision per session, in snapshot order.
+///
+/// Long (about 115 lines) on purpose: the pressure rules in their order (max-idle, bloat, then
+/// memory and its stall), each over the same ranked candidates and the memory freed so far.
 pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     let mut out: Vec<Decision> = snap
         .sessions

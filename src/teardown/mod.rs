@@ -207,6 +207,10 @@ pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<Sink<'_>>) -> 
     }
 }
 
+/// The protocol, step by step (docs/teardown.md): mark, re-check, victims, journals, hook, fence,
+/// tombstones, signals, finish. Long (about 165 lines) on purpose: the order of the steps is the
+/// protocol, and each step is a function of its own; what remains here is their order and the
+/// phase timings between them.
 async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec<Finished> {
     let t0 = Instant::now();
     let mut jobs: Vec<Job> = reqs
@@ -465,6 +469,9 @@ async fn finish_wave(
 /// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.
 /// A session we do not hold is aborted; one we hold that no longer passes is aborted and queued
 /// in `unmark`. Returns the fresh listing.
+///
+/// Long (about 90 lines) on purpose: the re-check's refusals in the order the fencing relies on
+/// (server, presence, our mark, the name, then the fresh decision).
 async fn recheck(
     r: &Reaper,
     jobs: &mut [Job],

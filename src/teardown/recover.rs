@@ -14,6 +14,9 @@ use crate::tmux::Listing;
 /// Finish the teardowns that a reaper left behind when it died (their journals remain and their
 /// owner is gone). The session, if still there under the same name, is killed too. Called only
 /// with a listing that was read (never an empty one standing for a tmux that failed).
+///
+/// Long (about 155 lines) on purpose: the takeover of a dead reaper's mark and what follows it
+/// are one protocol whose order must not change (see policy::fence and docs/teardown.md).
 pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> Vec<AuditLine> {
     let mut lines = Vec::new();
     if journals.is_empty() {
