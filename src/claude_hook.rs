@@ -14,10 +14,11 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::clock::now_ms;
+use crate::commands;
+use crate::commands::CommandError;
 use crate::config::{Config, Socket};
-use crate::hooks;
+use crate::context::Reaper;
 use crate::policy::{self, Session};
-use crate::reaper::{CommandError, Reaper};
 use crate::tmux::TurnBegin;
 
 /// The fields of a hook event that matter here (Claude Code 2.1.332 sends more: `transcript_path`,
@@ -206,7 +207,7 @@ async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, Comma
                 }
             }
         },
-        Action::TurnEnd => Ok(if hooks::turn_end(r, &s.id).await? {
+        Action::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
             Outcome::Done(format!("turn ended on {name}"))
         } else {
             Outcome::Skipped(format!("{name} is gone"))

@@ -12,8 +12,8 @@ use tokio::task::JoinSet;
 use crate::clock::now_ms;
 use crate::memory;
 
+use crate::context::Reaper;
 use crate::policy::Action;
-use crate::reaper::Reaper;
 use crate::sweep::{sweep, Batches};
 
 /// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,
@@ -27,6 +27,9 @@ pub enum DaemonError {
     Listen(std::net::SocketAddr, std::io::Error),
 }
 
+///
+/// Long (about 110 lines) on purpose: one `select!` loop whose arms (sweep tick, watcher, signals,
+/// batches ending) share the loop's state; split, each arm would take all of it.
 pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term =
@@ -51,7 +54,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         interval_ms = r.cfg.interval.as_millis() as u64, grace_ms = r.cfg.grace.as_millis() as u64,
         dry_run = r.dry_run, "ccs-reap started"
     );
-    let mut notify = crate::notify::Notifier::from_env(r.cfg.interval, r.cfg.tmux_timeout);
+    let mut notify = crate::systemd::Notifier::from_env(r.cfg.interval, r.cfg.tmux_timeout);
     // The batches of reaps the sweeps started: joined before exit.
     let mut batches = JoinSet::new();
     let mut tick = tokio::time::interval(r.cfg.interval);

@@ -9,9 +9,10 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 
 use ccs_reap::claude_hook::{self, HookInput, Outcome};
+use ccs_reap::commands::{self, CommandError, ReapNow};
 use ccs_reap::config::{Config, LogFormat};
-use ccs_reap::hooks::{self, ReapNow};
-use ccs_reap::reaper::{CommandError, Reaper};
+use ccs_reap::context::Reaper;
+use ccs_reap::exit;
 
 /// A line on stderr, never panicking as `eprintln!` does when stderr cannot be written (`2>
 /// /dev/full`): a message that cannot be said is dropped.
@@ -21,12 +22,6 @@ macro_rules! say {
         let _ = writeln!(std::io::stderr(), $($t)*);
     }};
 }
-
-/// Exit codes (the contract's).
-const EXIT_FAILED: u8 = 1;
-const EXIT_CONFIG: u8 = 2;
-const EXIT_LOCKED: u8 = 3;
-const EXIT_RESPAWN: u8 = 4;
 
 /// `--version`: the crate's version and the commit it was built from (build.rs; "unknown" when
 /// built outside a git checkout).
@@ -195,10 +190,10 @@ fn roff(text: &str) -> String {
 /// The exit codes, for the man page (docs/commands.md has the long form).
 const EXIT_STATUS: &[(u8, &str)] = &[
     (0, "Done; also when reaping is disabled (the daemon and --once then do nothing), and when there is no tmux server at the socket (a warning names its path)."),
-    (EXIT_FAILED, "Something failed or was refused: a reap failed, liveness could not be read, bad input to a command, the state dir or the metrics address could not be used, stdout could not be written."),
-    (EXIT_CONFIG, "Bad configuration (the message names the variable) or command line, or a tmux older than 3.1c; nothing was touched. claude-hook: the prompt is blocked (the chat is being reaped)."),
-    (EXIT_LOCKED, "Another daemon holds this tmux socket's lock (restarting will not help)."),
-    (EXIT_RESPAWN, "turn begin, turn end, pin, unpin: the session is gone; respawn it with spawn."),
+    (exit::FAILED, "Something failed or was refused: a reap failed, liveness could not be read, bad input to a command, the state dir or the metrics address could not be used, stdout could not be written."),
+    (exit::CONFIG, "Bad configuration (the message names the variable) or command line, or a tmux older than 3.1c; nothing was touched. claude-hook: the prompt is blocked (the chat is being reaped)."),
+    (exit::LOCKED, "Another daemon holds this tmux socket's lock (restarting will not help)."),
+    (exit::RESPAWN, "turn begin, turn end, pin, unpin: the session is gone; respawn it with spawn."),
 ];
 
 /// The state dir's files, for the man page (docs/files.md has the layout).
@@ -269,7 +264,7 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
                         "ccs-reap: failed to write the man pages to {}: {e}",
                         dir.display()
                     );
-                    ExitCode::from(EXIT_FAILED)
+                    ExitCode::from(exit::FAILED)
                 }
             });
         }
@@ -283,7 +278,7 @@ fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
         }
         Err(e) => {
             say!("ccs-reap: failed to render it: {e}");
-            ExitCode::from(EXIT_FAILED)
+            ExitCode::from(exit::FAILED)
         }
     })
 }
@@ -433,10 +428,10 @@ fn main() -> ExitCode {
                     "variable": e.var,
                     "value": e.value,
                     "expected": e.expected,
-                    "exit": EXIT_CONFIG,
+                    "exit": exit::CONFIG,
                 }));
             }
-            return ExitCode::from(EXIT_CONFIG);
+            return ExitCode::from(exit::CONFIG);
         }
     };
     init_logging(&cfg);
@@ -453,11 +448,11 @@ fn main() -> ExitCode {
         )
     {
         say!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
-        return ExitCode::from(EXIT_CONFIG);
+        return ExitCode::from(exit::CONFIG);
     }
     if cli.once && cli.cmd.is_some() {
         say!("ccs-reap: --once goes with the daemon, not with a subcommand");
-        return ExitCode::from(EXIT_CONFIG);
+        return ExitCode::from(exit::CONFIG);
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -466,7 +461,7 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             say!("ccs-reap: failed to start the async runtime: {e}");
-            return ExitCode::from(EXIT_FAILED);
+            return ExitCode::from(exit::FAILED);
         }
     };
     exit_code(rt.block_on(run(cli, cfg)))
@@ -503,7 +498,7 @@ fn out(text: &str) {
 /// The exit code, once the output is written: 1 when stdout could not be written (but closed).
 fn exit_code(code: ExitCode) -> ExitCode {
     if OUT.load(Ordering::Relaxed) == OUT_FAILED {
-        ExitCode::from(EXIT_FAILED)
+        ExitCode::from(exit::FAILED)
     } else {
         code
     }
@@ -532,7 +527,7 @@ fn command_error(json: bool, e: CommandError) -> ExitCode {
     if json {
         print_json(&serde_json::json!({ "ok": false, "error": e.to_string() }));
     }
-    ExitCode::from(EXIT_FAILED)
+    ExitCode::from(exit::FAILED)
 }
 
 /// The answer of `pin` and `unpin`.
@@ -543,7 +538,7 @@ fn pin_answer(json: bool, id: &str, r: Result<bool, CommandError>, done: &str) -
             json,
             id,
             "gone",
-            EXIT_RESPAWN,
+            exit::RESPAWN,
             Some(format!("session {id} is gone")),
         ),
         Err(e) => command_error(json, e),
@@ -579,9 +574,9 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     // Every command that talks to tmux refuses one older than it supports (one `tmux -V`).
     let talks_to_tmux = cli.cmd.is_some() || cfg.policy.enabled();
     if talks_to_tmux && !matches!(cli.cmd, Some(Cmd::Formats | Cmd::ClaudeSettings { .. })) {
-        if let Err(e) = ccs_reap::tmux_version::check(&cfg).await {
+        if let Err(e) = ccs_reap::tmux::version::check(&cfg).await {
             let _ = command_error(cli.json, CommandError::Refused(e)); // stderr, and the JSON
-            return ExitCode::from(EXIT_CONFIG);
+            return ExitCode::from(exit::CONFIG);
         }
     }
     match cli.cmd {
@@ -608,20 +603,20 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 out(&ccs_reap::report::render_status(&rep, wide));
             }
             if rep.error.is_some() {
-                ExitCode::from(EXIT_FAILED)
+                ExitCode::from(exit::FAILED)
             } else {
                 ExitCode::SUCCESS
             }
         }
         Some(Cmd::Turn {
             what: TurnCmd::Begin { id },
-        }) => match hooks::turn_begin(&Reaper::new(cfg, false), &id).await {
+        }) => match commands::turn_begin(&Reaper::new(cfg, false), &id).await {
             Ok(true) => hook_answer(cli.json, &id, "started", 0, None),
             Ok(false) => hook_answer(
                 cli.json,
                 &id,
                 "gone",
-                EXIT_RESPAWN,
+                exit::RESPAWN,
                 Some(format!(
                     "session {id} is gone (reaped or never spawned): respawn it"
                 )),
@@ -630,13 +625,13 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         },
         Some(Cmd::Turn {
             what: TurnCmd::End { id },
-        }) => match hooks::turn_end(&Reaper::new(cfg, false), &id).await {
+        }) => match commands::turn_end(&Reaper::new(cfg, false), &id).await {
             Ok(true) => hook_answer(cli.json, &id, "ended", 0, None),
             Ok(false) => hook_answer(
                 cli.json,
                 &id,
                 "gone",
-                EXIT_RESPAWN,
+                exit::RESPAWN,
                 Some(format!("session {id} is gone: respawn it")),
             ),
             Err(e) => command_error(cli.json, e),
@@ -644,17 +639,17 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         Some(Cmd::Pin { id }) => pin_answer(
             cli.json,
             &id,
-            hooks::pin(&Reaper::new(cfg, false), &id, true).await,
+            commands::pin(&Reaper::new(cfg, false), &id, true).await,
             "pinned",
         ),
         Some(Cmd::Unpin { id }) => pin_answer(
             cli.json,
             &id,
-            hooks::pin(&Reaper::new(cfg, false), &id, false).await,
+            commands::pin(&Reaper::new(cfg, false), &id, false).await,
             "unpinned",
         ),
         Some(Cmd::Spawn { id, cid, cwd, cmd }) => {
-            match hooks::spawn(&Reaper::new(cfg, false), &id, cid.as_deref(), cwd, &cmd).await {
+            match commands::spawn(&Reaper::new(cfg, false), &id, cid.as_deref(), cwd, &cmd).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
                 Err(e) => command_error(cli.json, e),
@@ -662,7 +657,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         }
         Some(Cmd::Reap { id, force }) => {
             let r = Reaper::new(cfg, cli.dry_run);
-            match hooks::reap_now(&r, &id, force).await {
+            match commands::reap_now(&r, &id, force).await {
                 Ok(ReapNow::Reaped(line)) => {
                     if cli.json {
                         print_json(&line);
@@ -695,11 +690,11 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }
         }
         Some(Cmd::Events { from_start }) => {
-            match ccs_reap::events::run(&Reaper::new(cfg, true).state, from_start).await {
+            match ccs_reap::state::follow::run(&Reaper::new(cfg, true).state, from_start).await {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     say!("ccs-reap: {e}");
-                    ExitCode::from(EXIT_FAILED)
+                    ExitCode::from(exit::FAILED)
                 }
             }
         }
@@ -728,7 +723,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     .any(|l| l.outcome == ccs_reap::state::Outcome::Failed)
                     || rep.error.is_some()
                 {
-                    ExitCode::from(EXIT_FAILED)
+                    ExitCode::from(exit::FAILED)
                 } else {
                     ExitCode::SUCCESS
                 }
@@ -813,7 +808,7 @@ fn claude_hook_main(dry_run: bool) -> ExitCode {
     match done {
         Ok(Ok(Outcome::Blocked(why))) => {
             say!("{why}");
-            ExitCode::from(2)
+            ExitCode::from(exit::BLOCKED)
         }
         Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,
         Ok(Err(e)) => fail(&e.to_string()),
@@ -872,11 +867,11 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
                     "ccs-reap: another reaper holds this socket ({})",
                     p.display()
                 );
-                return ExitCode::from(EXIT_LOCKED);
+                return ExitCode::from(exit::LOCKED);
             }
             Err(e) => {
                 say!("ccs-reap: {e}");
-                return ExitCode::from(EXIT_FAILED);
+                return ExitCode::from(exit::FAILED);
             }
         }
     };
@@ -884,7 +879,7 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             say!("ccs-reap: {e}");
-            ExitCode::from(EXIT_FAILED)
+            ExitCode::from(exit::FAILED)
         }
     }
 }

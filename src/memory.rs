@@ -1,10 +1,11 @@
 //! Which memory the pressure rules watch, and reading it cheaply.
 //!
-//! By default the memory cgroup of the tmux server (that is where the chats live, whether the
-//! reaper runs beside them or in a sidecar); `CCS_ENGINE_MEM_CGROUP` names another; else the
-//! reaper's own cgroup; else `/proc/meminfo`. cgroup v2 (`memory.current`, `memory.max`) and v1
-//! (`memory.usage_in_bytes`, `memory.limit_in_bytes`) are both read. A read is two or three small
-//! files, cheap enough for the watcher that runs between sweeps.
+//! In this order: the cgroup `CCS_ENGINE_MEM_CGROUP` names, when readable; else the memory cgroup
+//! of the tmux server (that is where the chats live, whether the reaper runs beside them or in a
+//! sidecar); else the reaper's own cgroup; else `/proc/meminfo` ([`resolve`]). cgroup v2
+//! (`memory.current`, `memory.max`) and v1 (`memory.usage_in_bytes`, `memory.limit_in_bytes`) are
+//! both read. A read is two or three small files, cheap enough for the watcher that runs between
+//! sweeps.
 //!
 //! The figure is the **working set**, as kubelet and `docker stats` count it: the usage minus the
 //! inactive page cache (v2 `memory.current` - `inactive_file` of `memory.stat`, v1

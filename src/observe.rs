@@ -5,10 +5,10 @@
 use std::collections::{BTreeSet, HashSet};
 
 use crate::clock::now_ms;
+use crate::context::Reaper;
 use crate::memory;
-use crate::policy::{self, Decision, Session, Snapshot};
+use crate::policy::{self, Decision, Snapshot};
 use crate::procs;
-use crate::reaper::Reaper;
 use crate::tmux::Listing;
 
 /// How much a sweep should look at.
@@ -102,36 +102,10 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
     (snap, listing)
 }
 
-/// Every process of each of `sessions` (its live panes' trees, their session members, and the
-/// processes of our uid carrying its `TMUX` marker), from one scan of `table`, never one of
-/// another live pane of the server, nor a protected pid: what a teardown stops, and what the
-/// memory figures count.
-pub fn members_of<'a>(
-    table: &[procs::Proc],
-    sessions: impl Iterator<Item = &'a Session>,
-    listing: &Listing,
-) -> std::collections::HashMap<u32, Vec<procs::Ident>> {
-    let prot = procs::protected(table, listing.server_pid);
-    let wanted: Vec<(u32, Vec<u32>)> = sessions
-        .map(|s| {
-            (
-                s.tmux_id,
-                s.panes.iter().filter(|p| !p.dead).map(|p| p.pid).collect(),
-            )
-        })
-        .collect();
-    let env = match (&listing.socket_path, listing.server_pid) {
-        (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
-        _ => None,
-    };
-    let uid = rustix::process::getuid().as_raw();
-    procs::members(table, &wanted, &listing.all_panes, env, uid, &prot)
-}
-
 /// Memory of every session's process tree (the same set a teardown would stop).
 fn measure(snap: &mut Snapshot, listing: &Listing) {
     let Ok(table) = procs::table() else { return };
-    let members = members_of(&table, snap.sessions.iter(), listing);
+    let members = procs::members_of(&table, snap.sessions.iter(), listing);
     for s in &mut snap.sessions {
         let ids = members.get(&s.tmux_id).map(Vec::as_slice).unwrap_or(&[]);
         let (rss, pss) = procs::memory(ids);

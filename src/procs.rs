@@ -79,6 +79,32 @@ pub fn tmux_env_value(socket_path: &str, server_pid: u32, n: u32) -> String {
     format!("{socket_path},{server_pid},{n}")
 }
 
+/// Every process of each of `sessions` (its live panes' trees, their session members, and the
+/// processes of our uid carrying its `TMUX` marker), from one scan of `table`, never one of
+/// another live pane of the server, nor a protected pid: what a teardown stops, and what the
+/// memory figures count.
+pub fn members_of<'a>(
+    table: &[Proc],
+    sessions: impl Iterator<Item = &'a crate::policy::Session>,
+    listing: &crate::tmux::Listing,
+) -> HashMap<u32, Vec<Ident>> {
+    let prot = protected(table, listing.server_pid);
+    let wanted: Vec<(u32, Vec<u32>)> = sessions
+        .map(|s| {
+            (
+                s.tmux_id,
+                s.panes.iter().filter(|p| !p.dead).map(|p| p.pid).collect(),
+            )
+        })
+        .collect();
+    let env = match (&listing.socket_path, listing.server_pid) {
+        (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
+        _ => None,
+    };
+    let uid = rustix::process::getuid().as_raw();
+    members(table, &wanted, &listing.all_panes, env, uid, &prot)
+}
+
 /// Group the process table by session: for each wanted (session number, pane pids), every
 /// process that belongs to it. `others` lists every live pane of the server, of any session
 /// (`(session number, pane pid)`): their trees are claimed first, so a process that belongs to a
@@ -109,6 +135,8 @@ pub fn members(
     out
 }
 
+/// Long (about 100 lines) on purpose: one pass over the process table whose claims (pane trees,
+/// session ids, `TMUX` markers) depend on each other's order; see the comments in it.
 fn claim_all(
     table: &[Proc],
     sessions: &[(u32, Vec<u32>)],

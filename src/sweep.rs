@@ -1,5 +1,6 @@
-//! One sweep: observe, decide, write the idle stamps, finish a dead reaper's teardowns, and hand
-//! the sessions to reap to the teardown as one batch. `status` is a sweep that writes nothing.
+//! One sweep, as named steps ([`sweep`]): observe, collect the exits tmux missed, recover a dead
+//! reaper's journals, clear stale marks, stamp the idle clocks, warn, choose, start the batch,
+//! report. `status` is a sweep that writes nothing.
 
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
@@ -9,14 +10,15 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::clock::rfc3339;
+use crate::context::Reaper;
+use crate::metrics::Metrics;
 use crate::observe::{observe, Mode, Observation};
 use crate::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::procs;
-use crate::reaper::Reaper;
 use crate::report::{SessionReport, Summary, SweepReport, ViewerReport};
-use crate::state::{self as st, AuditLine, Known, KnownChat, Outcome, Tombstone};
+use crate::state::{self as st, AuditLine, Known, KnownChat, Outcome, StateDir, Tombstone};
 use crate::teardown;
-use crate::tmux::Listing;
+use crate::tmux::{Listing, Tmux};
 
 /// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
 struct Inflight {
@@ -43,201 +45,49 @@ pub enum Batches<'a> {
     Spawn(&'a mut JoinSet<()>),
 }
 
-/// One sweep. Its reaps go as one batch, awaited or spawned as `batches` says.
+/// One sweep, step by step as the rules read: collect the exits tmux missed, recover a dead
+/// reaper's journals, clear stale marks, keep the known conversations, stamp the idle clocks,
+/// warn, choose, start the batch, report. Its reaps go as one batch, awaited or spawned as
+/// `batches` says.
 pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let t0 = Instant::now();
-    let mut o = observe(r, Mode::Act).await;
+    let o = collect_exits(r, observe(r, Mode::Act).await).await;
     let enabled = r.cfg.policy.enabled();
-
-    // Panes that are dead but whose exit status tmux has not collected (a missed SIGCHLD
-    // leaves them so until another child of the server exits): make it collect, look again.
-    if !r.dry_run && o.snap.sessions.iter().any(waiting_for_exit_status) {
-        match r.tmux.collect_exits().await {
-            Ok(()) => {
-                tokio::time::sleep(Duration::from_millis(200)).await;
-                o = observe(r, Mode::Act).await;
-            }
-            Err(e) => {
-                r.metrics.tmux_errors.inc();
-                tracing::warn!(error = %e, "failed to make tmux collect the exit status of dead panes");
-            }
-        }
-    }
-
-    // Finish teardowns and clear stale reaping marks left by a reaper that died mid-way.
-    // Chats whose teardown a live reaper (another process, perhaps stalled) is running: its
-    // mark is not stale, however old, and the session is not ours to start on.
-    // Journals whose owner is gone are a dead reaper's: finished below.
     let Observation {
         snap,
         listing,
         decisions,
         now,
     } = o;
-    let (live, dead): (Vec<_>, Vec<_>) = r
-        .state
-        .journals()
-        .into_iter()
-        .filter_map(|j| {
-            j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
-                .ok()
-        })
-        .partition(|j| procs::alive(j.owner));
-    let live: HashSet<String> = live.into_iter().map(|j| j.id).collect();
+
+    // Chats whose teardown a live reaper (another process, perhaps stalled) is running: its
+    // mark is not stale, however old, and the session is not ours to start on. Journals whose
+    // owner is gone are a dead reaper's: finished here.
+    let (live, dead) = journals_by_owner(r);
     let mut reaps = Vec::new();
     if !r.dry_run {
-        // Only on a listing that was read: an empty one standing for a tmux that failed would
-        // hide the live sessions (and the server) from the checks.
-        if snap.global_problem.is_none() {
-            reaps = teardown::recover(r, &listing, dead).await;
-            if let Batches::Wait(Some(sink)) = &batches {
-                reaps.iter().for_each(sink);
-            }
-        }
-        // A mark is stale only when its owner cannot act any more (gone, or out of our sight
-        // past the limit it wrote): see `policy::mark_is_stale`.
-        let stale: Vec<(u32, String, String)> = snap
-            .sessions
-            .iter()
-            .filter(|s| {
-                r.mark_is_stale(s, now) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id)
-            })
-            .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone()))
-            .collect();
-        for (n, v, tok) in stale {
-            tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, token = %tok, "clearing a stale reap mark (its reaper is gone)");
-            if let Err(e) = r.tmux.clear_stale_reaping(n, &v, tok.trim()).await {
-                tracing::warn!(tmux_id = %format!("${n}"), error = %e, "failed to clear a stale reap mark");
-            }
-        }
+        reaps = recover_dead_reapers(r, &snap, &listing, dead, &batches).await;
+        clear_stale_marks(r, &snap, now, &live).await;
+        // The last known conversation of every chat, and the chats a dead server took with it.
+        reaps.extend(keep_known(r, &snap, &listing, &decisions, now));
     }
 
-    // The last known conversation of every chat, and the chats a dead server took with it.
-    let lost_lines = if r.dry_run {
-        Vec::new()
-    } else {
-        keep_known(r, &snap, &listing, &decisions, now)
-    };
-    reaps.extend(lost_lines);
-
-    // Idle stamps, and the `warned` marks of this sweep's warnings, batched.
     let warn = enabled && !r.dry_run;
-    let stamps: Vec<(u32, &str, Option<String>)> = decisions
-        .iter()
-        .filter_map(|d| {
-            d.stamp_idle
-                .map(|t| (d.tmux_id, "@ccs_idle", Some(t.to_string())))
-        })
-        .chain(decisions.iter().filter(|_| warn).filter_map(|d| {
-            d.warn_for
-                .map(|t| (d.tmux_id, "@ccs_warned", Some(t.to_string())))
-        }))
-        .collect();
-    if !r.dry_run && !stamps.is_empty() {
-        if let Err(e) = r.tmux.set_options(&stamps).await {
-            r.metrics.tmux_errors.inc();
-            tracing::warn!(error = %e, count = stamps.len(), "failed to write idle stamps");
-        }
+    if !r.dry_run {
+        stamp_idle_clocks(&r.tmux, &r.metrics, &decisions, warn).await;
     }
-
-    for d in &decisions {
-        tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = d.idle_ms, "decided");
-        if let Some(w) = &d.warning {
-            tracing::warn!(session = %d.name, "{w}");
-        }
-    }
-
-    // `warned`: one audit line (and event) per idle period, CCS_ENGINE_WARN_MS before the reap.
+    log_decisions(&decisions);
     if warn {
-        for d in decisions.iter().filter(|d| d.warn_for.is_some()) {
-            let mut l = AuditLine::begin(
-                rfc3339(now),
-                &d.name,
-                &d.id,
-                d.tmux_id,
-                d.cid.clone(),
-                ReapReason::Idle,
-                d.idle_ms,
-            );
-            l.outcome = Outcome::Warned;
-            l.reap_at = d.deadline_ms.map(rfc3339);
-            tracing::info!(session = %d.name, reap_at = l.reap_at.as_deref(), "warned: this chat will be reaped soon");
-            if let Err(e) = r.state.append_audit(&l) {
-                tracing::error!(error = %e, session = %d.name, "failed to append the warned line");
-            }
-            r.metrics.record_reap(&l);
-        }
+        warn_before_reaps(&r.state, &r.metrics, &decisions, now);
     }
 
-    // What became of each session decided `Reap`, for the summary.
-    let mut fates: HashMap<u32, Fate> = HashMap::new();
-    let mut reqs = Vec::new();
-    if enabled {
-        for (d, s) in decisions.iter().zip(&snap.sessions) {
-            if d.action != Action::Reap {
-                continue;
-            }
-            let Some(reason) = d.reap_reason else {
-                continue;
-            };
-            if r.dry_run {
-                tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = d.idle_ms, "would reap (dry run)");
-                fates.insert(d.tmux_id, Fate::WouldReap);
-                continue;
-            }
-            // Another reaper (a manual `reap`) holds it: not ours to start. A stale mark was
-            // cleared above, and the test-and-set decides.
-            let held = live.contains(&s.id) || r.mark_holds(s, now);
-            if held {
-                tracing::debug!(session = %d.name, "another reap holds this session");
-                fates.insert(d.tmux_id, Fate::Held);
-                continue;
-            }
-            if !r.inflight().insert(d.tmux_id) {
-                fates.insert(d.tmux_id, Fate::Held);
-                continue;
-            }
-            fates.insert(d.tmux_id, Fate::Started);
-            reqs.push(teardown::Request {
-                decision: d.clone(),
-                session: s.clone(),
-                reason,
-                force: false,
-                server_pid: listing.server_pid,
-            });
-        }
-    }
-
-    // The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in
-    // its set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
-    // in-flight set on every path. A batch that panics is caught and unwound by the teardown
-    // itself (marks cleared, journals removed, each audit line written once).
+    let (mut fates, reqs) = if enabled {
+        choose(r, &decisions, &snap, &live, now, listing.server_pid)
+    } else {
+        (HashMap::new(), Vec::new())
+    };
     let recovered = reaps.iter().filter(|l| l.outcome != Outcome::Lost).count();
-    if !reqs.is_empty() {
-        let guard = Inflight {
-            r: Arc::clone(r),
-            ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
-        };
-        match batches {
-            Batches::Wait(sink) => {
-                // One line per request, in order.
-                let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
-                let lines = teardown::reap_to(r, reqs, sink).await;
-                drop(guard);
-                for (n, l) in ns.into_iter().zip(&lines) {
-                    fates.insert(n, Fate::Ended(l.outcome));
-                }
-                reaps.extend(lines);
-            }
-            Batches::Spawn(set) => {
-                let me = Arc::clone(r);
-                set.spawn(async move {
-                    let _guard = guard;
-                    teardown::reap(&me, reqs).await;
-                });
-            }
-        }
-    }
+    start_batch(r, reqs, batches, &mut fates, &mut reaps).await;
 
     let summary = summarize(&decisions, &fates, recovered);
     let lost = lost_chats(
@@ -259,6 +109,220 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     );
     r.metrics.record_sweep(&report);
     report
+}
+
+/// Panes that are dead but whose exit status tmux has not collected (a missed SIGCHLD leaves
+/// them so until another child of the server exits): make it collect, and look again.
+async fn collect_exits(r: &Reaper, o: Observation) -> Observation {
+    if r.dry_run || !o.snap.sessions.iter().any(waiting_for_exit_status) {
+        return o;
+    }
+    match r.tmux.collect_exits().await {
+        Ok(()) => {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            observe(r, Mode::Act).await
+        }
+        Err(e) => {
+            r.metrics.tmux_errors.inc();
+            tracing::warn!(error = %e, "failed to make tmux collect the exit status of dead panes");
+            o
+        }
+    }
+}
+
+/// The reap journals in the state dir, split by their owner: the ids of the chats a live reaper
+/// is tearing down, and the journals of dead reapers. An unreadable journal is left alone.
+fn journals_by_owner(r: &Reaper) -> (HashSet<String>, Vec<st::Journal>) {
+    let (live, dead): (Vec<_>, Vec<_>) = r
+        .state
+        .journals()
+        .into_iter()
+        .filter_map(|j| {
+            j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
+                .ok()
+        })
+        .partition(|j| procs::alive(j.owner));
+    (live.into_iter().map(|j| j.id).collect(), dead)
+}
+
+/// Finish the teardowns a dead reaper left behind; their lines go to the sink as they end. Only
+/// on a listing that was read: an empty one standing for a tmux that failed would hide the live
+/// sessions (and the server) from the checks.
+async fn recover_dead_reapers(
+    r: &Reaper,
+    snap: &Snapshot,
+    listing: &Listing,
+    dead: Vec<st::Journal>,
+    batches: &Batches<'_>,
+) -> Vec<AuditLine> {
+    if snap.global_problem.is_some() {
+        return Vec::new();
+    }
+    let reaps = teardown::recover(r, listing, dead).await;
+    if let Batches::Wait(Some(sink)) = batches {
+        reaps.iter().for_each(sink);
+    }
+    reaps
+}
+
+/// Clear the reap marks whose owner cannot act any more (gone, or out of our sight past the
+/// limit it wrote: see `policy::mark_is_stale`), but never one of ours in flight nor one a live
+/// reaper's journal names.
+async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, now: i64, live: &HashSet<String>) {
+    let stale: Vec<(u32, String, String)> = snap
+        .sessions
+        .iter()
+        .filter(|s| r.mark_is_stale(s, now) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
+        .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone()))
+        .collect();
+    for (n, v, tok) in stale {
+        tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, token = %tok, "clearing a stale reap mark (its reaper is gone)");
+        if let Err(e) = r.tmux.clear_stale_reaping(n, &v, tok.trim()).await {
+            tracing::warn!(tmux_id = %format!("${n}"), error = %e, "failed to clear a stale reap mark");
+        }
+    }
+}
+
+/// Idle stamps, and (when `warn`) the `warned` marks of this sweep's warnings, in one batch.
+async fn stamp_idle_clocks(tmux: &Tmux, metrics: &Metrics, decisions: &[Decision], warn: bool) {
+    let stamps: Vec<(u32, &str, Option<String>)> = decisions
+        .iter()
+        .filter_map(|d| {
+            d.stamp_idle
+                .map(|t| (d.tmux_id, "@ccs_idle", Some(t.to_string())))
+        })
+        .chain(decisions.iter().filter(|_| warn).filter_map(|d| {
+            d.warn_for
+                .map(|t| (d.tmux_id, "@ccs_warned", Some(t.to_string())))
+        }))
+        .collect();
+    if stamps.is_empty() {
+        return;
+    }
+    if let Err(e) = tmux.set_options(&stamps).await {
+        metrics.tmux_errors.inc();
+        tracing::warn!(error = %e, count = stamps.len(), "failed to write idle stamps");
+    }
+}
+
+/// Each decision at debug level, and what a session's own settings had ignored as a warning.
+fn log_decisions(decisions: &[Decision]) {
+    for d in decisions {
+        tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = d.idle_ms, "decided");
+        if let Some(w) = &d.warning {
+            tracing::warn!(session = %d.name, "{w}");
+        }
+    }
+}
+
+/// `warned`: one audit line (and event) per idle period, `CCS_ENGINE_WARN_MS` before the reap.
+fn warn_before_reaps(state: &StateDir, metrics: &Metrics, decisions: &[Decision], now: i64) {
+    for d in decisions.iter().filter(|d| d.warn_for.is_some()) {
+        let mut l = AuditLine::begin(
+            rfc3339(now),
+            &d.name,
+            &d.id,
+            d.tmux_id,
+            d.cid.clone(),
+            ReapReason::Idle,
+            d.idle_ms,
+        );
+        l.outcome = Outcome::Warned;
+        l.reap_at = d.deadline_ms.map(rfc3339);
+        tracing::info!(session = %d.name, reap_at = l.reap_at.as_deref(), "warned: this chat will be reaped soon");
+        if let Err(e) = state.append_audit(&l) {
+            tracing::error!(error = %e, session = %d.name, "failed to append the warned line");
+        }
+        metrics.record_reap(&l);
+    }
+}
+
+/// The sessions decided `Reap` that this sweep starts, and what became of each one decided so:
+/// a dry run only says it would; one another reap holds (a live reaper's journal, a mark that
+/// holds, a batch of ours in flight) is not ours to start. A stale mark was cleared before, and
+/// the test-and-set decides. Those started are put in the in-flight set here.
+fn choose(
+    r: &Reaper,
+    decisions: &[Decision],
+    snap: &Snapshot,
+    live: &HashSet<String>,
+    now: i64,
+    server_pid: Option<u32>,
+) -> (HashMap<u32, Fate>, Vec<teardown::Request>) {
+    let mut fates: HashMap<u32, Fate> = HashMap::new();
+    let mut reqs = Vec::new();
+    for (d, s) in decisions.iter().zip(&snap.sessions) {
+        if d.action != Action::Reap {
+            continue;
+        }
+        let Some(reason) = d.reap_reason else {
+            continue;
+        };
+        if r.dry_run {
+            tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = d.idle_ms, "would reap (dry run)");
+            fates.insert(d.tmux_id, Fate::WouldReap);
+            continue;
+        }
+        let held = live.contains(&s.id) || r.mark_holds(s, now);
+        if held {
+            tracing::debug!(session = %d.name, "another reap holds this session");
+            fates.insert(d.tmux_id, Fate::Held);
+            continue;
+        }
+        if !r.inflight().insert(d.tmux_id) {
+            fates.insert(d.tmux_id, Fate::Held);
+            continue;
+        }
+        fates.insert(d.tmux_id, Fate::Started);
+        reqs.push(teardown::Request {
+            decision: d.clone(),
+            session: s.clone(),
+            reason,
+            force: false,
+            server_pid,
+        });
+    }
+    (fates, reqs)
+}
+
+/// The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in its
+/// set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
+/// in-flight set on every path. A batch that panics is caught and unwound by the teardown itself
+/// (marks cleared, journals removed, each audit line written once). Awaited (`--once`), each
+/// line's outcome becomes its session's fate and the line joins `reaps`.
+async fn start_batch(
+    r: &Arc<Reaper>,
+    reqs: Vec<teardown::Request>,
+    batches: Batches<'_>,
+    fates: &mut HashMap<u32, Fate>,
+    reaps: &mut Vec<AuditLine>,
+) {
+    if reqs.is_empty() {
+        return;
+    }
+    let guard = Inflight {
+        r: Arc::clone(r),
+        ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
+    };
+    match batches {
+        Batches::Wait(sink) => {
+            // One line per request, in order.
+            let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
+            let ends = teardown::reap_to(r, reqs, sink).await;
+            drop(guard);
+            for (n, f) in ns.into_iter().zip(&ends) {
+                fates.insert(n, Fate::Ended(f.end.outcome()));
+            }
+            reaps.extend(ends.into_iter().map(|f| f.line));
+        }
+        Batches::Spawn(set) => {
+            let me = Arc::clone(r);
+            set.spawn(async move {
+                let _guard = guard;
+                teardown::reap(&me, reqs).await;
+            });
+        }
+    }
 }
 
 /// `status`: decide and measure everything, write nothing.
@@ -540,13 +604,49 @@ fn keep_known(
     };
     let read_us = t0.elapsed().as_micros() as u64;
     let mut plan = plan_known(old, snap, listing, decisions, now);
+    let mut lines = if plan.lost.is_empty() {
+        Vec::new()
+    } else {
+        tombstone_lost(&r.state, &r.socket_path(), &mut plan, now)
+    };
+    lines.extend(respawned_lines(&plan, now));
+    for l in &lines {
+        if let Err(e) = r.state.append_audit(l) {
+            tracing::error!(error = %e, session = %l.session, "failed to append the lost line");
+        }
+        r.metrics.record_reap(l);
+    }
+    let written = plan.changed;
+    if written {
+        if let Err(e) = r.state.write_known(&plan.known) {
+            tracing::warn!(error = %e, "failed to write the record of last known conversations");
+        }
+    }
+    // What keeping the record costs a sweep (scripts/bench reads this line).
+    tracing::debug!(
+        entries = plan.known.chats.len(),
+        written,
+        lost = lines.len(),
+        read_us,
+        took_us = t0.elapsed().as_micros() as u64,
+        "known conversations kept"
+    );
+    *last = Some(plan.known);
+    lines
+}
+
+/// Tombstone each chat `plan` says a dead or replaced server took with it (reason
+/// `server-died`, for `spawn` to resume), unless a tombstone of its conversation is there
+/// already; returns one `lost` audit line each. A chat whose tombstone cannot be written is not
+/// marked lost: the next sweep tries again.
+fn tombstone_lost(state: &StateDir, socket: &str, plan: &mut st::Plan, now: i64) -> Vec<AuditLine> {
     let mut lines = Vec::new();
     for c in &plan.lost {
         let gone = format!(
             "the tmux server (pid {}) it lived on died or was replaced",
             c.server.pid
         );
-        match r.state.read_tombstone(&c.id) {
+        match state.read_tombstone(&c.id) {
             // Tombstoned as lost by another reaper (a `--once` beside the daemon): listed, no
             // second line.
             Ok(Some(t))
@@ -571,10 +671,10 @@ fn keep_known(
             reason: ReapReason::ServerDied,
             cwd: c.cwd.clone(),
             session: Some(c.session.clone()),
-            socket: Some(r.socket_path()),
+            socket: Some(socket.to_string()),
             token: None,
         };
-        if let Err(e) = r.state.write_tombstone(&t) {
+        if let Err(e) = state.write_tombstone(&t) {
             // Not marked lost: the next sweep tries again.
             tracing::error!(session = %c.session, cid = %c.cid, error = %e, "{gone}: failed to write its tombstone");
             if let Some(k) = plan.known.chats.get_mut(&c.id) {
@@ -596,6 +696,13 @@ fn keep_known(
         tracing::warn!(session = %c.session, cid = %c.cid, server_pid = c.server.pid, "lost with its tmux server: tombstoned (server-died), spawn resumes it");
         lines.push(l);
     }
+    lines
+}
+
+/// The `lost` audit lines of the chats whose server went but which were already back as a new
+/// session before a sweep saw them go: on their conversation, or respawned afresh.
+fn respawned_lines(plan: &st::Plan, now: i64) -> Vec<AuditLine> {
+    let mut lines = Vec::new();
     for st::Respawned { chat: c, resumed } in &plan.respawned {
         let mut l = AuditLine::begin(
             rfc3339(now),
@@ -623,28 +730,6 @@ fn keep_known(
         });
         lines.push(l);
     }
-    for l in &lines {
-        if let Err(e) = r.state.append_audit(l) {
-            tracing::error!(error = %e, session = %l.session, "failed to append the lost line");
-        }
-        r.metrics.record_reap(l);
-    }
-    let written = plan.changed;
-    if written {
-        if let Err(e) = r.state.write_known(&plan.known) {
-            tracing::warn!(error = %e, "failed to write the record of last known conversations");
-        }
-    }
-    // What keeping the record costs a sweep (scripts/bench reads this line).
-    tracing::debug!(
-        entries = plan.known.chats.len(),
-        written,
-        lost = lines.len(),
-        read_us,
-        took_us = t0.elapsed().as_micros() as u64,
-        "known conversations kept"
-    );
-    *last = Some(plan.known);
     lines
 }
 

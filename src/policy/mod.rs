@@ -62,11 +62,13 @@ pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
 }
 
 /// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
+///
+/// Long (about 185 lines) on purpose: rules 1-8 in the order of docs/rules.md, each an early
+/// return; read top to bottom it is the rule table.
 fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
+    let o = s.options();
     // A `@ccs_cid` that is not a valid cid cannot be resumed (nor safely put on a command line).
-    let cid = valid_cid(s.cid.trim())
-        .then(|| s.cid.trim().to_string())
-        .or_else(|| s.cmdline_cid.clone());
+    let cid = o.cid.clone().or_else(|| s.cmdline_cid.clone());
 
     // 1. Liveness unknown.
     if let Some(why) = snap.global_problem.as_ref().or(s.problem.as_ref()) {
@@ -99,11 +101,12 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     }
 
     // 2. A turn is running.
-    let turn_set = !s.turn.trim().is_empty();
+    let turn_set = o.turn.is_some();
+    let turn_since = o.turn.and_then(|t| t.since);
     let in_file = snap.busy_ids.contains(&s.id);
     let mut stuck = None;
     if turn_set {
-        let since = parse_ms(&s.turn);
+        let since = turn_since;
         if let (Some(wall), Some(since)) = (p.stuck_wall_ms, since) {
             if now.saturating_sub(since) >= wall as i64 {
                 stuck = Some(format!(
@@ -120,7 +123,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         }
     }
     if turn_set || in_file {
-        let reapable_stuck = stuck.is_some() && p.reap_stuck && !in_file && !pinned(s);
+        let reapable_stuck = stuck.is_some() && p.reap_stuck && !in_file && !o.pinned;
         if !reapable_stuck {
             let (state, why) = match &stuck {
                 Some(w) => (State::Stuck, format!("stuck: {w}")),
@@ -130,7 +133,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
             let mut d = new(s, state, why);
             d.cid = cid;
             d.viewers = viewers;
-            d.turn_since_ms = parse_ms(&s.turn);
+            d.turn_since_ms = turn_since;
             return d;
         }
     }
@@ -147,7 +150,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     if let Some(w) = stuck {
         // A stuck turn that may be reaped: the idle clock does not apply.
         let mut d = new(s, State::Stuck, format!("stuck: {w}"));
-        d.turn_since_ms = parse_ms(&s.turn);
+        d.turn_since_ms = turn_since;
         d.override_viewers = override_viewers;
         if cid.is_none() && !p.reap_without_cid {
             d.why = format!("stuck: {w}; conversation id unknown, kept");
@@ -162,14 +165,17 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
 
     // A pinned session is never reaped by the idle, memory, max-idle or stuck rules (exited
     // panes, above, are still cleaned up). Its clock runs as any other's.
-    if pinned(s) {
+    if o.pinned {
         let mut d = new(
             s,
             State::Pinned,
             "pinned (@ccs_pin): never reaped while it runs",
         );
         d.cid = cid;
-        let since = parse_ms(&s.idle);
+        let since = match o.idle {
+            Stamp::At(t) => Some(t),
+            Stamp::Unset | Stamp::Garbage => None,
+        };
         d.stamp_idle = match since {
             None => Some(now),
             Some(t) if t > now => Some(now),
@@ -180,11 +186,11 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     }
 
     // This session's own limit (`@ccs_idle_kill_ms`), else the policy's. Garbage counts as unset.
-    let (idle_kill_ms, warning) = own_limit(s, p);
+    let (idle_kill_ms, warning) = own_limit(&o.own_limit, p);
 
     // 4. No clock yet (or garbage): start it. Never kill on first sight.
-    let Some(idle_since) = parse_ms(&s.idle) else {
-        let why = if s.idle.trim().is_empty() {
+    let Stamp::At(idle_since) = o.idle else {
+        let why = if o.idle == Stamp::Unset {
             "first sight: idle clock started"
         } else {
             "idle stamp did not parse: idle clock restarted"
@@ -239,7 +245,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         Some(k) => {
             d.why = format!("idle for {idle_ms} ms, reaped in {} ms", k - idle_ms);
             let within = p.warn_ms.is_some_and(|w| k - idle_ms <= w);
-            if within && parse_ms(&s.warned) != Some(idle_since) {
+            if within && o.warned != Some(idle_since) {
                 d.warn_for = Some(idle_since);
             }
         }
@@ -252,6 +258,38 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
 /// sum with a time stamp can overflow.
 pub const MAX_MS: u64 = 100 * 365 * 24 * 3_600_000;
 
+impl Session {
+    /// Its `@` options, parsed: what the rules read.
+    pub fn options(&self) -> Options {
+        let idle = self.idle.trim();
+        let own = self.idle_kill_ms.trim();
+        Options {
+            idle: match parse_ms(idle) {
+                Some(t) => Stamp::At(t),
+                None if idle.is_empty() => Stamp::Unset,
+                None => Stamp::Garbage,
+            },
+            turn: (!self.turn.trim().is_empty()).then(|| Turn {
+                since: parse_ms(&self.turn),
+            }),
+            cid: valid_cid(self.cid.trim()).then(|| self.cid.trim().to_string()),
+            pinned: pinned(self),
+            own_limit: if own.is_empty() {
+                OwnLimit::Unset
+            } else {
+                match crate::units::parse_duration(own)
+                    .map(|d| d.ms)
+                    .filter(|&k| k <= MAX_MS)
+                {
+                    Some(k) => OwnLimit::Ms(k),
+                    None => OwnLimit::Garbage(own.to_string()),
+                }
+            },
+            warned: parse_ms(&self.warned),
+        }
+    }
+}
+
 /// Whether `@ccs_pin` holds the session: set, and not `0`.
 pub fn pinned(s: &Session) -> bool {
     let v = s.pin.trim();
@@ -262,20 +300,13 @@ pub fn pinned(s: &Session) -> bool {
 /// number is ms, or with a unit: `90s`, `30m`, `1h`, `2d`, see [`crate::units::parse_duration`]),
 /// else the policy's; with a warning when the option is garbage. Reaping must be on (the policy's limit or
 /// a pressure rule) for a session's own limit to count: it never turns reaping on by itself.
-fn own_limit(s: &Session, p: &Policy) -> (Option<u64>, Option<String>) {
-    let raw = s.idle_kill_ms.trim();
-    if raw.is_empty() {
-        return (p.idle_kill_ms, None);
-    }
-    match crate::units::parse_duration(raw)
-        .map(|d| d.ms)
-        .filter(|&k| k <= MAX_MS)
-        .ok_or(())
-    {
-        Ok(_) if !p.enabled() => (None, None),
-        Ok(0) => (None, None),
-        Ok(k) => (Some(k), None),
-        Err(_) => (
+fn own_limit(own: &OwnLimit, p: &Policy) -> (Option<u64>, Option<String>) {
+    match own {
+        OwnLimit::Unset => (p.idle_kill_ms, None),
+        OwnLimit::Ms(_) if !p.enabled() => (None, None),
+        OwnLimit::Ms(0) => (None, None),
+        OwnLimit::Ms(k) => (Some(*k), None),
+        OwnLimit::Garbage(raw) => (
             p.idle_kill_ms,
             Some(format!(
                 "@ccs_idle_kill_ms {raw:?} is not a duration ({}; at most 100 years): the global limit applies",
@@ -298,6 +329,9 @@ pub fn mem_limit(policy: &Policy, host: Option<HostMemory>) -> Option<u64> {
 }
 
 /// Decide every session of the snapshot. One decision per session, in snapshot order.
+///
+/// Long (about 115 lines) on purpose: the pressure rules in their order (max-idle, bloat, then
+/// memory and its stall), each over the same ranked candidates and the memory freed so far.
 pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     let mut out: Vec<Decision> = snap
         .sessions
@@ -1661,6 +1695,55 @@ mod tests {
             let got = still_reapable(fresh, *decided, *reason, *force, &p);
             assert_eq!(got.is_ok(), *ok, "row {i}: {got:?}");
         }
+    }
+
+    #[test]
+    fn options_are_parsed_once_as_the_rules_read_them() {
+        let o = |f: &dyn Fn(&mut Session)| {
+            let mut s = Session::default();
+            f(&mut s);
+            s.options()
+        };
+        let none = o(&|_| {});
+        assert_eq!(none.idle, Stamp::Unset);
+        assert_eq!(none.turn, None);
+        assert_eq!(none.cid, None);
+        assert!(!none.pinned);
+        assert_eq!(none.own_limit, OwnLimit::Unset);
+        assert_eq!(none.warned, None);
+        let set = o(&|s| {
+            s.idle = " 1700000000000 ".into();
+            s.turn = "1700000000001".into();
+            s.cid = " abc-1 ".into();
+            s.pin = "1".into();
+            s.idle_kill_ms = "30m".into();
+            s.warned = "1700000000000".into();
+        });
+        assert_eq!(set.idle, Stamp::At(1_700_000_000_000));
+        assert_eq!(
+            set.turn,
+            Some(Turn {
+                since: Some(1_700_000_000_001)
+            })
+        );
+        assert_eq!(set.cid.as_deref(), Some("abc-1"));
+        assert!(set.pinned);
+        assert_eq!(set.own_limit, OwnLimit::Ms(1_800_000));
+        assert_eq!(set.warned, Some(1_700_000_000_000));
+        // Garbage: a turn that runs all the same, a clock that restarts, a cid never used, a
+        // pin of `0`, a limit that is not a duration.
+        let odd = o(&|s| {
+            s.idle = "soon".into();
+            s.turn = "yes".into();
+            s.cid = "-rf".into();
+            s.pin = "0".into();
+            s.idle_kill_ms = " 1h30m ".into();
+        });
+        assert_eq!(odd.idle, Stamp::Garbage);
+        assert_eq!(odd.turn, Some(Turn { since: None }));
+        assert_eq!(odd.cid, None);
+        assert!(!odd.pinned);
+        assert_eq!(odd.own_limit, OwnLimit::Garbage("1h30m".into()));
     }
 
     #[test]

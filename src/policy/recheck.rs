@@ -1,7 +1,28 @@
 //! The rules around a reap in flight: which sessions need a command-line cid, when a reap mark
 //! is stale or holds the session, and the re-check on data taken after the mark.
 
+use std::fmt;
+
 use super::{valid_cid, Decision, Policy, ReapReason, Session, State};
+
+/// The re-check's refusal: the session changed since the reap was decided; it is now `state`,
+/// for the decision's reason `why`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Changed {
+    pub state: State,
+    pub why: String,
+}
+
+impl fmt::Display for Changed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "the session changed: now {} ({})",
+            self.state.as_str(),
+            self.why
+        )
+    }
+}
 
 /// Whether a session's conversation id must be looked for on the `claude` command lines (a
 /// read of /proc): its `@ccs_cid` is not a valid cid, and the decision hinges on one (it is kept
@@ -20,7 +41,7 @@ pub fn still_reapable(
     reason: ReapReason,
     force: bool,
     p: &Policy,
-) -> Result<(), String> {
+) -> Result<(), Changed> {
     if force {
         return Ok(());
     }
@@ -52,10 +73,9 @@ pub fn still_reapable(
     if ok {
         Ok(())
     } else {
-        Err(format!(
-            "the session changed: now {} ({})",
-            fresh.state.as_str(),
-            fresh.why
-        ))
+        Err(Changed {
+            state: fresh.state,
+            why: fresh.why.clone(),
+        })
     }
 }

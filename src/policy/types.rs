@@ -119,7 +119,8 @@ impl Pane {
     }
 }
 
-/// One session as tmux listed it, with its `@` options as raw strings (parsing them is policy).
+/// One session as tmux listed it, with its `@` options as raw strings, as tmux holds them; the
+/// rules read them parsed once, as [`Options`] ([`Session::options`]).
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Session {
     /// The number of tmux's `$N` session id.
@@ -165,6 +166,55 @@ impl Session {
     pub fn holds_mark_of(&self, token: &str) -> bool {
         !token.is_empty() && !self.reaping.trim().is_empty() && self.reaper.trim() == token
     }
+}
+
+/// A session's `@` options, parsed once ([`Session::options`]) for the rules to read. The raw
+/// strings stay on [`Session`]: they are what tmux holds, and the guarded tmux calls compare them
+/// as written. The reap mark (`@ccs_reaping`) and its owner are read by the fencing rules
+/// ([`crate::policy::fence`]), which take the raw mark for that same reason.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// `@ccs_idle`: when the idle clock started.
+    pub idle: Stamp,
+    /// `@ccs_turn`: `Some` while a turn runs (any value counts), with its start if it parses.
+    pub turn: Option<Turn>,
+    /// `@ccs_cid`, when it is a valid conversation id.
+    pub cid: Option<String>,
+    /// `@ccs_pin`: set, and not `0`.
+    pub pinned: bool,
+    /// `@ccs_idle_kill_ms`: this session's own idle limit.
+    pub own_limit: OwnLimit,
+    /// `@ccs_warned`: the idle stamp a `warned` event was last sent for.
+    pub warned: Option<i64>,
+}
+
+/// An idle stamp as tmux holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamp {
+    /// Never stamped: first sight.
+    Unset,
+    /// Unix ms.
+    At(i64),
+    /// Set, but not a time: the clock restarts.
+    Garbage,
+}
+
+/// A running turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turn {
+    /// Unix ms when it began, when the value parses.
+    pub since: Option<i64>,
+}
+
+/// A session's own idle limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnLimit {
+    /// Not set: the policy's applies.
+    Unset,
+    /// A duration in ms, at most [`crate::policy::MAX_MS`] (`0` = never by idle).
+    Ms(u64),
+    /// Set, but not a duration (the trimmed value): the policy's applies, with a warning.
+    Garbage(String),
 }
 
 /// The watched memory (a cgroup, else /proc/meminfo): used (the working set, without the page

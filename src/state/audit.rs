@@ -307,7 +307,7 @@ mod tests {
     }
 
     /// Threads with their own open file descriptions contend for the flock as processes do
-    /// (tests/audit.rs does it with processes): no line lost, none split, across many rotations.
+    /// (tests/it/audit.rs does it with processes): no line lost, none split, across many rotations.
     #[test]
     fn concurrent_writers_lose_no_line() {
         let d = tempfile::tempdir().unwrap();

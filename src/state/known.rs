@@ -210,6 +210,9 @@ fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<b
 ///   killed (by the studio, or reaped, which tombstones it) and the entry goes; if that cannot
 ///   be told, the entry stays.
 /// - An entry not seen alive for [`KNOWN_MAX_AGE_MS`] goes, tombstoned or not.
+///
+/// Long (about 115 lines) on purpose: one pass over the record and the listing, entry by entry,
+/// in the order of the cases above.
 pub fn plan(
     old: Known,
     seen: &[Seen<'_>],

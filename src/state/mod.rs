@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 mod audit;
+pub mod follow;
 mod known;
 mod private;
 mod records;

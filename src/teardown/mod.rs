@@ -21,18 +21,20 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use crate::clock::{now_ms, rfc3339};
+use crate::context::Reaper;
 use crate::policy::{self, Decision, ReapReason, Session, Snapshot};
 use crate::procs;
-use crate::reaper::Reaper;
-use crate::state::{AuditLine, Ended, Journal, Outcome, ReapDirs, Tombstone};
+use crate::state::{AuditLine, Ended, Journal, ReapDirs, Tombstone};
 use crate::tmux::Listing;
 
-mod audit;
+mod end;
+mod finish;
 mod reap_hooks;
 mod recover;
 mod unwind;
 
-pub(crate) use audit::{finish, verify};
+pub use end::{Abort, Failure, Finished, ReapEnd};
+pub(crate) use finish::{audit_line, finish, verify};
 use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
 use unwind::{test_panic, CatchUnwind, Progress};
@@ -68,17 +70,27 @@ struct Job {
     victims: Vec<procs::Victim>,
     ids: Vec<procs::Ident>,
     journal: Option<Journal>,
-    /// Whether this reap is over (its line is final), before the signals.
+    /// Whether this reap is over (its end is known), before the signals.
     over: bool,
+    /// How it ended, once it has.
+    end: Option<ReapEnd>,
+    /// A step past the signals that failed (`kill-session`): the reap ends failed.
+    failure: Option<Failure>,
 }
 
 impl Job {
-    fn stop(&mut self, outcome: Outcome, error: String) {
-        if outcome != Outcome::Aborted {
-            self.line.outcome = outcome;
-        }
-        self.line.error = Some(error);
+    /// The reap ends here, before its first signal.
+    fn stop(&mut self, end: ReapEnd) {
+        self.end = Some(end);
         self.over = true;
+    }
+
+    fn abort(&mut self, why: Abort) {
+        self.stop(ReapEnd::Aborted(why));
+    }
+
+    fn fail(&mut self, why: Failure) {
+        self.stop(ReapEnd::Failed(why));
     }
 
     fn n(&self) -> u32 {
@@ -125,10 +137,7 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
             r.metrics.tmux_errors.inc();
             for j in jobs.iter_mut().filter(|j| !j.over) {
                 unmark.push(j.n());
-                j.stop(
-                    Outcome::Aborted,
-                    format!("the fence could not be checked: {e}"),
-                );
+                j.abort(Abort::FenceUnchecked(e.to_string()));
             }
             return;
         }
@@ -141,7 +150,7 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
         if let Err(why) = policy::fence(held, mark_at, now, limit, rest) {
             tracing::warn!(session = %j.req.decision.name, tmux_id = %format!("${}", j.n()), why = why.as_str(), "fenced off: nothing signalled");
             unmark.push(j.n());
-            j.stop(Outcome::Aborted, format!("fenced off: {}", why.as_str()));
+            j.abort(Abort::FencedOff(why));
         }
     }
 }
@@ -163,20 +172,20 @@ fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32], p: &mut Progress) {
     }
 }
 
-/// Reap a batch of sessions. Returns one audit line per request, in order, each also appended
-/// to the audit log once.
+/// Reap a batch of sessions. Returns how each request ended and its audit line, in order, each
+/// line also appended to the audit log once.
 ///
 /// A batch that panics is caught here: its marks are cleared, its journals removed (so `turn
 /// begin` and `spawn` do not wait on a reaper that is alive but no longer tearing down), and each
 /// request whose audit line was not written yet gets one, `failed`; a line already written is
 /// never contradicted by a second.
-pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<AuditLine> {
+pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<Finished> {
     reap_to(r, reqs, None).await
 }
 
 /// [`reap`], each audit line also handed to `sink` as soon as its reap is over (a chat whose tree
 /// died at the SIGTERM long before one that waits out the grace), each once, panic or not.
-pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<Sink<'_>>) -> Vec<AuditLine> {
+pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<Sink<'_>>) -> Vec<Finished> {
     if reqs.is_empty() {
         return Vec::new();
     }
@@ -198,7 +207,11 @@ pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<Sink<'_>>) -> 
     }
 }
 
-async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec<AuditLine> {
+/// The protocol, step by step (docs/teardown.md): mark, re-check, victims, journals, hook, fence,
+/// tombstones, signals, finish. Long (about 165 lines) on purpose: the order of the steps is the
+/// protocol, and each step is a function of its own; what remains here is their order and the
+/// phase timings between them.
+async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec<Finished> {
     let t0 = Instant::now();
     let mut jobs: Vec<Job> = reqs
         .into_iter()
@@ -221,6 +234,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
                 ids: Vec::new(),
                 journal: None,
                 over: false,
+                end: None,
+                failure: None,
             }
         })
         .collect();
@@ -230,10 +245,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     if let Err(e) = r.state.check_writable() {
         tracing::error!(error = %e, "reap not attempted: the state dir cannot be written");
         for j in &mut jobs {
-            j.stop(
-                Outcome::Failed,
-                format!("not attempted: the state dir cannot be written: {e}"),
-            );
+            j.fail(Failure::StateDirUnwritable(e.to_string()));
         }
         return p.finish_all(r, jobs, t0);
     }
@@ -262,7 +274,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
             tracing::warn!(error = %e, "failed to clear reap marks after a failed marking");
         }
         for j in &mut jobs {
-            j.stop(Outcome::Failed, format!("failed to mark the session: {e}"));
+            j.fail(Failure::Mark(e.to_string()));
         }
         return p.finish_all(r, jobs, t0);
     }
@@ -306,7 +318,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
             }
             Err(e) => {
                 unmark.push(j.n());
-                j.stop(Outcome::Failed, format!("not attempted: {e}"));
+                j.fail(Failure::NotAttempted(e));
             }
         }
     }
@@ -328,7 +340,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         };
         if let Err(e) = written {
             unmark.push(j.n());
-            j.stop(Outcome::Failed, format!("not attempted: {e}"));
+            j.fail(Failure::NotAttempted(e));
         }
     }
     release(r, &mut jobs, &unmark, p);
@@ -437,16 +449,16 @@ async fn finish_wave(
         for (i, _) in done {
             let j = &mut jobs[*i];
             if targets.contains(&j.n()) {
-                j.line.outcome = Outcome::Failed;
-                j.line.error = Some(format!("failed to kill the session: {e}"));
+                j.failure = Some(Failure::KillSession(e.to_string()));
             }
         }
     }
     // 8. Nothing may survive. 9. The audit line, the journal, the line delivered.
     for (i, _) in done {
         let j = &mut jobs[*i];
-        verify(&mut j.line, &j.ids);
-        p.complete(r, *i, j.line.clone(), t0);
+        let end = verify(&mut j.line, &j.ids, j.failure.take());
+        j.end = Some(end.clone());
+        p.complete(r, *i, j.line.clone(), end, t0);
     }
     tracing::debug!(
         chats = done.len(),
@@ -458,6 +470,9 @@ async fn finish_wave(
 /// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.
 /// A session we do not hold is aborted; one we hold that no longer passes is aborted and queued
 /// in `unmark`. Returns the fresh listing.
+///
+/// Long (about 90 lines) on purpose: the re-check's refusals in the order the fencing relies on
+/// (server, presence, our mark, the name, then the fresh decision).
 async fn recheck(
     r: &Reaper,
     jobs: &mut [Job],
@@ -481,10 +496,7 @@ async fn recheck(
         Err(e) => {
             for j in jobs.iter_mut().filter(|j| !j.over) {
                 unmark.push(j.n());
-                j.stop(
-                    Outcome::Aborted,
-                    format!("liveness unknown on re-check: {e}"),
-                );
+                j.abort(Abort::LivenessUnknown(e.clone()));
             }
             return None;
         }
@@ -493,10 +505,7 @@ async fn recheck(
     for j in jobs.iter_mut().filter(|j| !j.over) {
         if j.req.server_pid.is_some() && j.req.server_pid != listing.server_pid {
             unmark.push(j.n());
-            j.stop(
-                Outcome::Aborted,
-                "the tmux server was restarted since the session was listed".into(),
-            );
+            j.abort(Abort::ServerRestarted);
         }
     }
     let ignore_orphans = r.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
@@ -506,27 +515,21 @@ async fn recheck(
         // clear is checked in the server, and is a no-op on a session that is gone).
         let Some(s) = by_id.get(&j.n()) else {
             unmark.push(j.n());
-            j.stop(
-                Outcome::Aborted,
-                "the session is gone or was renamed".into(),
-            );
+            j.abort(Abort::GoneOrRenamed);
             continue;
         };
         // The test-and-set left our mark only where all its conditions held. (A session we do
         // not hold is queued too: the clear is checked in the server, a no-op unless ours.)
         if !s.holds_mark_of(token) {
             unmark.push(j.n());
-            j.stop(
-                Outcome::Aborted,
-                "the session became busy or viewed, or another reap holds it".into(),
-            );
+            j.abort(Abort::NotHeld);
             continue;
         }
         // Same `$N` and same name: a session renamed since it was listed (even to another name
         // of ours) is not the one this reap was decided for.
         if s.name != old.name {
             unmark.push(j.n());
-            j.stop(Outcome::Aborted, "the session was renamed".into());
+            j.abort(Abort::Renamed);
             continue;
         }
         let mut s = (*s).clone();
@@ -544,7 +547,7 @@ async fn recheck(
         };
         let Some(fresh) = policy::decide(&snap, now_ms(), &r.cfg.policy).pop() else {
             unmark.push(j.n());
-            j.stop(Outcome::Aborted, "no fresh decision".into());
+            j.abort(Abort::NoFreshDecision);
             continue;
         };
         let d = &j.req.decision;
@@ -552,7 +555,7 @@ async fn recheck(
             policy::still_reapable(&fresh, d.idle_ms, j.req.reason, j.req.force, &r.cfg.policy)
         {
             unmark.push(j.n());
-            j.stop(Outcome::Aborted, why);
+            j.abort(Abort::Changed(why));
             continue;
         }
         // The chat's cid as it is now (a studio may have set `@ccs_cid` since the sweep).
@@ -574,7 +577,7 @@ fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
         Err(e) => {
             for j in jobs.iter_mut().filter(|j| !j.over) {
                 unmark.push(j.n());
-                j.stop(Outcome::Failed, e.to_string());
+                j.fail(Failure::ProcessTable(e.to_string()));
             }
             return;
         }
@@ -583,7 +586,7 @@ fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
         .iter()
         .filter(|j| !j.over)
         .filter_map(|j| j.fresh.as_ref());
-    let members = crate::observe::members_of(&table, live, listing);
+    let members = procs::members_of(&table, live, listing);
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let ids = members.get(&j.n()).map(Vec::as_slice).unwrap_or(&[]);
         j.victims = procs::pin(ids);

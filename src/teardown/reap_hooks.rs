@@ -1,8 +1,7 @@
 //! The studio's `CCS_REAP_HOOK` around a batch: `before` may veto each reap, `after` is told.
 
-use super::Job;
-use crate::reaper::Reaper;
-use crate::state::{AuditLine, Outcome};
+use super::{Abort, Finished, Job};
+use crate::context::Reaper;
 
 /// `<hook> before` for every reap still on, with its decision as JSON on stdin, all at once. One
 /// that exits non-zero vetoes its reap (aborted, naming the hook), and so does one that cannot be
@@ -29,10 +28,10 @@ pub(super) async fn before_hooks(
             crate::reap_hook::Ran::Ok => {}
             crate::reap_hook::Ran::Refused(st) => {
                 unmark.push(j.n());
-                j.stop(
-                    Outcome::Aborted,
-                    format!("vetoed by the hook {} before ({st})", hook.display()),
-                );
+                j.abort(Abort::Vetoed {
+                    hook: hook.display().to_string(),
+                    status: st.to_string(),
+                });
             }
             crate::reap_hook::Ran::TimedOut => tracing::warn!(
                 session = %j.req.decision.name, hook = %hook.display(),
@@ -45,26 +44,23 @@ pub(super) async fn before_hooks(
                     session = %j.req.decision.name, error = %e, "the hook could not be run: the reap is vetoed"
                 );
                 unmark.push(j.n());
-                j.stop(
-                    Outcome::Aborted,
-                    format!(
-                        "vetoed: the hook {} before could not be run ({e}); a configured veto fails closed",
-                        hook.display()
-                    ),
-                );
+                j.abort(Abort::VetoUnrunnable {
+                    hook: hook.display().to_string(),
+                    error: e.to_string(),
+                });
             }
         }
     }
 }
 
 /// `<hook> after` for every audit line of the batch; what it does changes nothing.
-pub(super) async fn after_hooks(r: &Reaper, hook: &std::path::Path, lines: &[AuditLine]) {
-    let inputs: Vec<Vec<u8>> = lines
+pub(super) async fn after_hooks(r: &Reaper, hook: &std::path::Path, ends: &[Finished]) {
+    let inputs: Vec<Vec<u8>> = ends
         .iter()
-        .map(|l| serde_json::to_vec(l).unwrap_or_default())
+        .map(|f| serde_json::to_vec(&f.line).unwrap_or_default())
         .collect();
     let ran = crate::reap_hook::run_all(hook, "after", &inputs, r.cfg.hook_timeout).await;
-    for (l, ran) in lines.iter().zip(ran) {
+    for (l, ran) in ends.iter().map(|f| &f.line).zip(ran) {
         if !matches!(ran, crate::reap_hook::Ran::Ok) {
             tracing::warn!(session = %l.session, hook = %hook.display(), result = ?ran, "the after hook failed (nothing changes)");
         }

@@ -4,16 +4,19 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
-use super::{finish, verify};
+use super::{audit_line, finish, verify, Abort, Failure, ReapEnd};
 use crate::clock::{now_ms, rfc3339};
+use crate::context::Reaper;
 use crate::procs;
-use crate::reaper::Reaper;
-use crate::state::{AuditLine, Ended, Journal, Outcome, Tombstone};
+use crate::state::{AuditLine, Ended, Journal, Tombstone};
 use crate::tmux::Listing;
 
 /// Finish the teardowns that a reaper left behind when it died (their journals remain and their
 /// owner is gone). The session, if still there under the same name, is killed too. Called only
 /// with a listing that was read (never an empty one standing for a tmux that failed).
+///
+/// Long (about 155 lines) on purpose: the takeover of a dead reaper's mark and what follows it
+/// are one protocol whose order must not change (see policy::fence and docs/teardown.md).
 pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> Vec<AuditLine> {
     let mut lines = Vec::new();
     if journals.is_empty() {
@@ -63,7 +66,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                     continue;
                 }
             }
-            let mut line = AuditLine::begin(
+            let line = AuditLine::begin(
                 rfc3339(now_ms()),
                 &j.session,
                 &j.id,
@@ -72,9 +75,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                 j.reason,
                 j.idle_ms,
             );
-            line.outcome = Outcome::Aborted;
-            line.error =
-                Some("released: the reaper that began it stopped before its first signal".into());
+            let line = audit_line(line, &ReapEnd::Aborted(Abort::Released));
             lines.push(finish(r, line, t0));
             if let Err(e) = r.state.remove_journal(&j) {
                 tracing::warn!(error = %e, "failed to remove the reap journal");
@@ -155,13 +156,15 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         line.kill = rep.kill;
         // The session is killed only if it is the same one: same server, and it still carries
         // the dead reaper's token (checked in the server).
+        let mut failure = None;
         if same_server {
             if let Err(e) = r.tmux.kill_sessions(&[j.tmux_id], &token).await {
-                line.outcome = Outcome::Failed;
-                line.error = Some(format!("failed to kill the session: {e}"));
+                failure = Some(Failure::KillSession(e.to_string()));
             }
         }
-        verify(&mut line, &pinned);
+        let end = verify(&mut line, &pinned, failure);
+        let mut line = audit_line(line, &end);
+        // A reap that went through says whose it was.
         line.error
             .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
         lines.push(finish(r, line, t0));

@@ -17,9 +17,11 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use super::end::{Abort, Failure, Finished, ReapEnd};
+use super::finish::audit_line;
 use super::{finish, Job, Sink};
-use crate::reaper::Reaper;
-use crate::state::{AuditLine, Journal, Outcome};
+use crate::context::Reaper;
+use crate::state::{AuditLine, Journal};
 
 /// What a batch has done that must be undone or finished should it panic.
 pub(super) struct Progress<'s> {
@@ -30,8 +32,8 @@ pub(super) struct Progress<'s> {
     marked: Vec<u32>,
     /// Per request: its journal, while it is written and not removed yet.
     journals: Vec<Option<Journal>>,
-    /// Per request: its audit line, once written (never twice).
-    lines: Vec<Option<AuditLine>>,
+    /// Per request: how it ended and its audit line, once written (never twice).
+    lines: Vec<Option<Finished>>,
     /// Per request: whether its line went to `sink`.
     delivered: Vec<bool>,
     /// Where each line goes once written and its journal removed (`--once` prints it).
@@ -76,17 +78,13 @@ impl<'s> Progress<'s> {
         self.journals[i] = None;
     }
 
-    /// Whether request `i`'s audit line is written.
-    pub fn written(&self, i: usize) -> bool {
-        self.lines[i].is_some()
-    }
-
-    /// Request `i` is over with `line`: the line is written (log, audit file, metrics) unless it
-    /// already was, then its journal removed (what `turn begin` and `spawn` wait for), then the
-    /// line delivered.
-    pub fn complete(&mut self, r: &Reaper, i: usize, line: AuditLine, t0: Instant) {
+    /// Request `i` is over, as `end` says, with the facts of `line`: its audit line is built and
+    /// written (log, audit file, metrics) unless it already was, then its journal removed (what
+    /// `turn begin` and `spawn` wait for), then the line delivered.
+    pub fn complete(&mut self, r: &Reaper, i: usize, line: AuditLine, end: ReapEnd, t0: Instant) {
         if self.lines[i].is_none() {
-            self.lines[i] = Some(finish(r, line, t0));
+            let line = finish(r, audit_line(line, &end), t0);
+            self.lines[i] = Some(Finished { end, line });
         }
         if let Some(jn) = self.journals[i].take() {
             if let Err(e) = r.state.remove_journal(&jn) {
@@ -100,23 +98,25 @@ impl<'s> Progress<'s> {
         if self.delivered[i] {
             return;
         }
-        if let (Some(sink), Some(l)) = (self.sink, &self.lines[i]) {
+        if let (Some(sink), Some(f)) = (self.sink, &self.lines[i]) {
             self.delivered[i] = true;
-            sink(l);
+            sink(&f.line);
         }
     }
 
-    /// Complete every job not over yet, in order. Returns every request's line, in order.
-    pub fn finish_all(&mut self, r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<AuditLine> {
+    /// Complete every job not over yet, in order. Returns every request's end and line, in
+    /// order.
+    pub fn finish_all(&mut self, r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<Finished> {
         for (i, j) in jobs.into_iter().enumerate() {
-            self.complete(r, i, j.line, t0);
+            let end = j.end.unwrap_or(ReapEnd::Aborted(Abort::NotReached));
+            self.complete(r, i, j.line, end, t0);
         }
         self.lines.iter().flatten().cloned().collect()
     }
 
     /// After a panic (`why`): clear the marks, remove the journals, write the lines not written.
     /// Returns one line per request, in order.
-    pub async fn unwind(mut self, r: &Reaper, why: &str, t0: Instant) -> Vec<AuditLine> {
+    pub async fn unwind(mut self, r: &Reaper, why: &str, t0: Instant) -> Vec<Finished> {
         tracing::error!(
             panic = %why, sessions = self.begun.len(),
             written = self.lines.iter().flatten().count(),
@@ -133,12 +133,10 @@ impl<'s> Progress<'s> {
                 tracing::warn!(error = %e, sessions = ?self.marked, "failed to clear the reap marks of a batch that panicked");
             }
         }
-        for (i, mut l) in std::mem::take(&mut self.begun).into_iter().enumerate() {
-            if !self.written(i) {
-                l.outcome = Outcome::Failed;
-                l.error = Some(format!("the teardown panicked: {why}"));
-            }
-            self.complete(r, i, l, t0);
+        for (i, l) in std::mem::take(&mut self.begun).into_iter().enumerate() {
+            // A line already written stays as it is (`complete` writes none twice).
+            let end = ReapEnd::Failed(Failure::Panicked(why.to_string()));
+            self.complete(r, i, l, end, t0);
         }
         self.lines.into_iter().flatten().collect()
     }

@@ -99,6 +99,9 @@ type PaneRow = (Pane, Option<i64>);
 /// listed cleaned of separators (see [`SESSION_FMT`]). Should a row still not parse, only its
 /// own session is kept ("liveness unknown"); only a client or pane row that cannot be tied to a
 /// session makes every session unknown, since it may be a viewer of any of them.
+///
+/// Long (about 155 lines) on purpose: one pass over the tagged rows (sessions, clients, panes),
+/// each kind parsed where it is met, so that a bad row is judged against what came before it.
 pub fn parse_listing(out: &str, prefix: &str) -> Listing {
     let mut l = Listing::default();
     let mut by_sid: HashMap<u32, usize> = HashMap::new();

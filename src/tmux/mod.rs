@@ -22,6 +22,7 @@ use crate::policy::Session;
 
 mod args;
 mod listing;
+pub mod version;
 
 use args::{
     clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
@@ -109,6 +110,28 @@ impl Tmux {
         }
     }
 
+    /// The one place a tmux process is started: `args` as given, no `TMUX` inherited, no stdin,
+    /// killed when the timeout runs out. `what` names the call in errors.
+    pub(crate) async fn exec<'a>(
+        &self,
+        args: impl IntoIterator<Item = &'a str>,
+        what: String,
+    ) -> Result<std::process::Output, TmuxError> {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.args(args)
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        match tokio::time::timeout(self.timeout, cmd.output()).await {
+            Err(_) => Err(TmuxError::Timeout(self.timeout, what)),
+            Ok(Err(e)) => Err(TmuxError::Spawn(what, e)),
+            Ok(Ok(o)) => Ok(o),
+        }
+    }
+
     /// Run a chain of commands in ONE tmux process. Returns stdout.
     pub async fn run(&self, cmds: &[TmuxCommand<'_>]) -> Result<String, TmuxError> {
         let mut args: Vec<Cow<'_, str>> = vec!["-u".into()];
@@ -127,19 +150,9 @@ impl Tmux {
             .filter_map(|c| c.name.as_deref())
             .collect::<Vec<_>>()
             .join(" ; ");
-        let mut cmd = tokio::process::Command::new(&self.bin);
-        cmd.args(args.iter().map(|a| a.as_ref()))
-            .env_remove("TMUX")
-            .env_remove("TMUX_PANE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        let out = match tokio::time::timeout(self.timeout, cmd.output()).await {
-            Err(_) => return Err(TmuxError::Timeout(self.timeout, what)),
-            Ok(Err(e)) => return Err(TmuxError::Spawn(what, e)),
-            Ok(Ok(o)) => o,
-        };
+        let out = self
+            .exec(args.iter().map(|a| a.as_ref()), what.clone())
+            .await?;
         if out.status.success() {
             return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
         }

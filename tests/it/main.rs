@@ -1,0 +1,32 @@
+//! The integration tests, as one test binary (one build, one link): each module is what was a
+//! file of its own under tests/. `cargo test --test it` runs them all, `cargo test --test it
+//! <module>::` one module (`cargo test --test it teardown::`). Every module runs the real
+//! `ccs-reap` binary against a private tmux server ([`common`]); `model` checks the handoff
+//! protocol with Stateright (`scripts/model-check`).
+
+mod common;
+
+mod audit;
+mod claude_e2e;
+mod claude_hook;
+mod cli;
+mod crash;
+mod faults;
+mod features;
+mod fencing;
+mod handoff;
+mod hardening;
+mod hostile_inputs;
+mod hostile_paths;
+mod memory;
+mod model;
+mod policies;
+mod pressure;
+mod prometheus;
+mod scale;
+mod snapshots;
+mod sweep;
+mod systemd;
+mod teardown;
+mod tmux_version;
+mod truth;

@@ -1,0 +1,267 @@
+//! The batched teardown on a real tmux: one sweep reaps many sessions with shared steps, and
+//! still refuses, one by one, every session that changed between the marks and the re-check.
+
+use crate::common::wrapper::shq;
+use crate::common::*;
+
+/// One `--once --json` sweep with `bin` first on the reaper's PATH, reaping on, grace 0.5 s.
+fn once_json_via(s: &Server, bin: &std::path::Path) -> Out {
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+        ("CCS_REAP_GRACE_MS", "500"),
+    ];
+    s.sweep_via(bin, DONE, &["--json"], &env).0
+}
+
+/// The outcome of `name`'s reap in a `--once --json` report.
+fn outcome_of(report: &serde_json::Value, name: &str) -> Option<String> {
+    report["reaps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|l| l["session"] == name)
+        .map(|l| l["outcome"].as_str().unwrap().to_string())
+}
+
+/// A `tmux` first on the reaper's PATH that, right after the call that sets the reap marks
+/// (the first holding `@ccs_reaping`), changes three chats as a studio and a user would: ccs-2
+/// starts a turn, ccs-3 is renamed, ccs-4 gets a control-mode viewer. Every call is passed on.
+fn meddler(s: &Server) -> std::path::PathBuf {
+    s.tmux_wrapper(&format!(
+        r#""$REAL" "$@"; rc=$?
+case "$*" in *if-shell*@ccs_reaping*)
+  if [ ! -e {done} ]; then
+    : >{done}
+    "$REAL" -S "$SOCK" set -t =ccs-2: @ccs_turn 1 \; rename-session -t =ccs-3 renamed
+    (sleep 30 | "$REAL" -S "$SOCK" -C attach -t =ccs-4 &) </dev/null >/dev/null 2>&1
+    i=0
+    while [ "$("$REAL" -S "$SOCK" display -p -t =ccs-4: '#{{session_attached}}')" = 0 ] && [ $i -lt 200 ]; do
+      sleep 0.02; i=$((i+1))
+    done
+  fi
+esac
+exit $rc
+"#,
+        done = shq(&path_str(&s.path("meddled"))),
+    ))
+}
+
+#[test]
+fn a_batch_refuses_each_session_that_changed_after_its_mark_and_reaps_the_others() {
+    let s = Server::new();
+    let mut n = Vec::new();
+    for i in 1..=6 {
+        let id = s.chat(&format!("ccs-{i}"), &format!("c{i}"), "plain");
+        s.idle_since(id, 10_000_000);
+        n.push(id);
+    }
+    let bin = meddler(&s);
+    let (o, _) = s.sweep_via(
+        &bin,
+        DONE,
+        &["--json"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "1000"),
+        ],
+    );
+    assert!(s.path("meddled").exists(), "the wrapper never ran");
+    let j = o.json();
+    let outcome = |name: &str| outcome_of(&j, name);
+    // The three that changed after the mark: aborted, every process alive, no tombstone.
+    for (name, now) in [("ccs-2", "ccs-2"), ("ccs-3", "renamed"), ("ccs-4", "ccs-4")] {
+        assert_eq!(outcome(name).as_deref(), Some("aborted"), "{name}: {j}");
+        assert!(s.has(now), "{name} was killed");
+        for (kind, pid) in s.pids(name) {
+            assert!(alive(pid), "{name}: {kind} was signalled");
+        }
+        assert!(
+            s.tombstone(&name[4..]).is_none(),
+            "{name}: tombstone written"
+        );
+    }
+    // Their marks are gone.
+    for &i in &n[1..4] {
+        assert_eq!(s.show(i, "@ccs_reaping"), None);
+    }
+    // The others of the batch: reaped, whole trees.
+    for name in ["ccs-1", "ccs-5", "ccs-6"] {
+        assert_eq!(outcome(name).as_deref(), Some("reaped"), "{name}: {j}");
+        assert!(!s.has(name));
+        for (kind, pid) in s.pids(name) {
+            assert!(!alive(pid), "{name}: {kind} survived");
+        }
+        assert_eq!(
+            s.tombstone(&name[4..]).unwrap()["cid"],
+            format!("c{}", &name[4..])
+        );
+    }
+}
+
+#[test]
+fn one_sweep_reaps_a_batch_in_a_handful_of_tmux_calls() {
+    let s = Server::new();
+    for i in 1..=30 {
+        let id = s.session(&format!("ccs-{i}"), "sleep 100000");
+        s.set(id, "@ccs_cid", &format!("c{i}"));
+        s.idle_since(id, 10_000_000);
+    }
+    let calls = s.path("calls");
+    let bin = s.tmux_wrapper(&format!(
+        "echo x >>{}\nexec \"$REAL\" \"$@\"\n",
+        shq(&path_str(&calls))
+    ));
+    s.sweep_via(&bin, DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    assert_eq!(s.audit().len(), 30);
+    assert!(s.audit().iter().all(|l| l["outcome"] == "reaped"));
+    // Listing, marks, re-check listing, listing before the kills, kills: not one per session.
+    let n = std::fs::read_to_string(&calls).unwrap().lines().count();
+    assert!(n <= 8, "{n} tmux calls for 30 reaps");
+}
+
+/// A `tmux` wrapper that counts the marking calls (only marks set `@ccs_reaping` to a time) in
+/// `<dir>/marks`, and kills session `=victim` just before the first one.
+fn kill_before_mark(s: &Server, victim: &str) -> std::path::PathBuf {
+    s.tmux_wrapper(&format!(
+        r#"case "$*" in *if-shell*"@ccs_reaping 1"*)
+  [ -e {marks} ] || "$REAL" -S "$SOCK" kill-session -t ={victim}
+  echo x >>{marks}
+esac
+exec "$REAL" "$@"
+"#,
+        marks = shq(&path_str(&s.path("marks"))),
+        victim = shq(victim),
+    ))
+}
+
+#[test]
+fn a_session_gone_before_its_mark_is_aborted_quietly_and_the_batch_goes_on() {
+    let s = Server::new();
+    for i in 1..=4 {
+        let id = s.chat(&format!("ccs-{i}"), &format!("c{i}"), "plain");
+        s.idle_since(id, 10_000_000);
+    }
+    // Not ours, idle, unattached and the newest: tmux's "current" session, where an `if-shell`
+    // whose target is gone runs instead.
+    let other = s.session("other", "sleep 100000");
+    // ccs-1 is `$0`, the first of the chain.
+    let bin = kill_before_mark(&s, "ccs-1");
+    let o = once_json_via(&s, &bin);
+    let j = o.json();
+    let outcome = |name: &str| outcome_of(&j, name);
+    assert_eq!(outcome("ccs-1").as_deref(), Some("aborted"), "{j}");
+    assert!(s.tombstone("1").is_none());
+    for name in ["ccs-2", "ccs-3", "ccs-4"] {
+        assert_eq!(outcome(name).as_deref(), Some("reaped"), "{name}: {j}");
+    }
+    // Every mark went in one call: the gone session stopped nothing.
+    let calls = std::fs::read_to_string(s.path("marks"))
+        .unwrap()
+        .lines()
+        .count();
+    assert_eq!(calls, 1, "{calls} marking calls: {}", o.stderr);
+    assert!(s.has("other"));
+    assert_eq!(s.show(other, "@ccs_reaping"), None);
+    assert_eq!(s.token(other), None);
+}
+
+/// `reap --force` leaves out the turn and viewer terms of the test-and-set, so on a session that
+/// is gone (where tmux evaluates the condition without a session) only the `$N` guard keeps its
+/// commands from running, and failing, at all.
+#[test]
+fn a_forced_reap_of_a_session_gone_before_its_mark_is_aborted_not_failed() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, 10_000_000);
+    s.session("other", "sleep 100000");
+    let bin = kill_before_mark(&s, "ccs-1");
+    let o = s.run_via(&bin, &["--json", "reap", "--force", "1"], &[]);
+    assert!(s.path("marks").exists(), "the wrapper never ran");
+    let out = o.json();
+    let error = out["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("aborted") && error.contains("gone"),
+        "{out}\n{}",
+        o.stderr
+    );
+    assert!(s.tombstone("1").is_none());
+    assert!(s.has("other"));
+}
+
+/// A `tmux` wrapper that, just before the first marking call, replaces the server with a new one
+/// whose ccs-1 is `$0` again, idle for long and with a cid: same `$N`, same name, and reapable on
+/// its own terms. Returns the wrapper and the file where the new pane's pid is written.
+fn replace_server_before_mark(s: &Server) -> (std::path::PathBuf, std::path::PathBuf) {
+    let pid_file = s.path("new-pane.pid");
+    let bin = s.tmux_wrapper(&format!(
+        r#"case "$*" in *if-shell*"@ccs_reaping 1"*)
+  if [ ! -e {pid} ]; then
+    "$REAL" -S "$SOCK" kill-server
+    i=0
+    while "$REAL" -S "$SOCK" has-session 2>/dev/null && [ $i -lt 500 ]; do sleep 0.01; i=$((i+1)); done
+    "$REAL" -S "$SOCK" -f /dev/null new-session -d -s ccs-1 'sleep 100000' \; set -t =ccs-1: @ccs_cid c9 \; set -t =ccs-1: @ccs_idle 1000
+    "$REAL" -S "$SOCK" display -p -t =ccs-1: '#{{pane_pid}}' >{pid}
+  fi
+esac
+exec "$REAL" "$@"
+"#,
+        pid = shq(&path_str(&pid_file)),
+    ));
+    (bin, pid_file)
+}
+
+fn new_pane(pid_file: &std::path::Path) -> i32 {
+    std::fs::read_to_string(pid_file)
+        .expect("the wrapper never replaced the server")
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Between the sweep's listing and the marks the tmux server is replaced by a new one whose
+/// ccs-1 reuses `$0` and the name. The mark lands on it, but the re-check sees another server:
+/// nothing of the new server is touched.
+#[test]
+fn a_session_of_a_server_started_after_the_listing_is_never_reaped() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    assert_eq!(n, 0);
+    s.idle_since(n, 10_000_000);
+    let (bin, pid_file) = replace_server_before_mark(&s);
+    let o = once_json_via(&s, &bin);
+    let pane = new_pane(&pid_file);
+    let j = o.json();
+    let line = &j["reaps"][0];
+    assert_eq!(line["outcome"], "aborted", "{j}\n{}", o.stderr);
+    assert!(s.has("ccs-1"), "the new server's ccs-1 was reaped");
+    assert!(alive(pane), "the new server's pane process was signalled");
+    assert!(s.tombstone("1").is_none());
+}
+
+/// `spawn` cleans up a chat whose panes have all exited with a forced reap (no re-check of the
+/// rules): the server replaced before its mark, the new server's live ccs-1 must survive it.
+#[test]
+fn spawn_never_cleans_up_a_session_of_a_server_started_after_it_looked() {
+    let s = Server::new();
+    let n = s.remain_on_exit("ccs-1", "true");
+    assert_eq!(n, 0);
+    s.set(n, "@ccs_cid", "c1");
+    assert!(wait_until(10.0, || s
+        .ok(&["list-panes", "-t", "=ccs-1:", "-F", "#{pane_dead}"])
+        .trim()
+        == "1"));
+    let (bin, pid_file) = replace_server_before_mark(&s);
+    let o = s.run_via(&bin, &["spawn", "1", "--", "sleep", "100000"], &[]);
+    let pane = new_pane(&pid_file);
+    assert!(
+        alive(pane),
+        "the new server's ccs-1 was reaped: {}",
+        o.stderr
+    );
+    assert!(s.has("ccs-1"));
+    assert_ne!(
+        o.code, 0,
+        "spawn went on as if it had cleaned up: {}",
+        o.stderr
+    );
+}

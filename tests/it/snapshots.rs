@@ -1,0 +1,245 @@
+//! Snapshot tests of what people read: the human `status` table and the `--once` output (each
+//! reap's line, what a dry run would reap, the summary), rendered from a fixed snapshot decided
+//! by the real rules at a fixed time. The expected text is in `tests/it/snapshots/`; after a
+//! change to the rendering that is meant, `CCS_UPDATE_SNAPSHOTS=1 cargo test --test it
+//! snapshots::` rewrites the files, and the diff is reviewed with the change.
+
+use std::path::PathBuf;
+
+use ccs_reap::clock::rfc3339;
+use ccs_reap::policy::{
+    self, Action, Client, HostMemory, Pane, Policy, ReapReason, Session, Snapshot,
+};
+use ccs_reap::report::{
+    render_status, render_sweep, SessionReport, Summary, SweepReport, ViewerReport,
+};
+use ccs_reap::state::{AuditLine, Ended, Outcome};
+
+const NOW: i64 = 1_700_000_000_000;
+const MIN: i64 = 60_000;
+
+fn session(n: u32, f: impl FnOnce(&mut Session)) -> Session {
+    let mut s = Session {
+        tmux_id: n,
+        name: format!("ccs-{n}"),
+        id: n.to_string(),
+        idle: (NOW - 90_000).to_string(),
+        cid: format!("chat-{n}-conversation"),
+        panes: vec![Pane {
+            pid: 1000 + n,
+            dead: false,
+            dead_status: None,
+            dead_signal: None,
+            exit_unreported: false,
+            start_command: "claude".into(),
+        }],
+        mem_rss: Some(7_000_000 + u64::from(n) * 1000),
+        mem_pss: Some(680_000 + u64::from(n) * 1000),
+        ..Session::default()
+    };
+    s.mem_bytes = s.mem_pss;
+    f(&mut s);
+    s
+}
+
+/// Every state a `status` shows, one session each.
+fn snapshot() -> Snapshot {
+    Snapshot {
+        sessions: vec![
+            session(1, |_| {}),
+            session(2, |s| s.turn = (NOW - 14_000).to_string()),
+            session(3, |s| s.idle = (NOW - 45 * MIN).to_string()),
+            session(4, |s| {
+                s.attached = 1;
+                s.clients = vec![Client {
+                    pid: 4242,
+                    control_mode: true,
+                    created_ms: NOW - 5 * MIN,
+                    activity_ms: NOW - MIN,
+                    orphaned: Some(false),
+                }];
+            }),
+            session(5, |s| {
+                s.pin = "1".into();
+                s.idle = (NOW - 50 * MIN).to_string();
+            }),
+            session(6, |s| {
+                s.cid = String::new();
+                s.idle = (NOW - 40 * MIN).to_string();
+            }),
+            session(7, |s| s.idle = String::new()),
+            session(8, |s| {
+                s.panes[0].dead = true;
+                s.panes[0].dead_status = Some(0);
+            }),
+        ],
+        host: Some(HostMemory {
+            used_bytes: 416 << 20,
+            limit_bytes: Some(12 << 30),
+        }),
+        ..Snapshot::default()
+    }
+}
+
+fn policy() -> Policy {
+    Policy {
+        idle_kill_ms: Some(30 * MIN as u64),
+        ..Policy::default()
+    }
+}
+
+fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport {
+    let snap = snapshot();
+    let decisions = policy::decide(&snap, NOW, &policy());
+    let sessions: Vec<SessionReport> = decisions
+        .into_iter()
+        .map(|d| {
+            let s = snap
+                .sessions
+                .iter()
+                .find(|s| s.tmux_id == d.tmux_id)
+                .expect("decided sessions are the snapshot's");
+            SessionReport {
+                tmux_target: s.tmux_target(),
+                turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
+                rss_bytes: s.mem_rss,
+                pss_bytes: s.mem_pss,
+                viewer_list: s
+                    .clients
+                    .iter()
+                    .map(|c| ViewerReport {
+                        pid: c.pid,
+                        control_mode: c.control_mode,
+                        attached_ms: (NOW - c.created_ms) as u64,
+                        idle_ms: (NOW - c.activity_ms) as u64,
+                        orphaned: c.orphaned,
+                    })
+                    .collect(),
+                decision: d,
+            }
+        })
+        .collect();
+    SweepReport {
+        at: rfc3339(NOW),
+        dry_run,
+        enabled: true,
+        error: None,
+        socket_path: "/tmp/tmux-1000/ccstudio".into(),
+        tmux_server_up: Some(true),
+        total_rss_bytes: sessions.iter().filter_map(|s| s.rss_bytes).sum(),
+        total_pss_bytes: Some(sessions.iter().filter_map(|s| s.pss_bytes).sum()),
+        sessions,
+        host: snapshot().host,
+        watching: Some("cgroup v2 /sys/fs/cgroup/studio (the tmux server's cgroup)".into()),
+        reaps,
+        summary,
+        lost: Vec::new(),
+        took_ms: 12,
+    }
+}
+
+fn reap_line(n: u32, reason: ReapReason, f: impl FnOnce(&mut AuditLine)) -> AuditLine {
+    let mut l = AuditLine::begin(
+        rfc3339(NOW),
+        &format!("ccs-{n}"),
+        &n.to_string(),
+        n,
+        Some(format!("chat-{n}-conversation")),
+        reason,
+        Some(45 * MIN as u64),
+    );
+    f(&mut l);
+    l
+}
+
+/// Compare `got` with `tests/it/snapshots/<name>`, or rewrite it under `CCS_UPDATE_SNAPSHOTS=1`.
+fn check(name: &str, got: &str) {
+    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "it", "snapshots", name]
+        .iter()
+        .collect();
+    if std::env::var_os("CCS_UPDATE_SNAPSHOTS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (CCS_UPDATE_SNAPSHOTS=1 writes it)", path.display()));
+    assert!(
+        want == got,
+        "{name} differs from its snapshot (CCS_UPDATE_SNAPSHOTS=1 rewrites it):\n--- want\n{want}\n--- got\n{got}"
+    );
+}
+
+#[test]
+fn the_status_table_reads_as_it_did() {
+    let r = report(true, Vec::new(), Summary::default());
+    // The snapshot covers every state but `unknown` and `stuck`, which have their own tests.
+    let states: Vec<&str> = r
+        .sessions
+        .iter()
+        .map(|s| s.decision.state.as_str())
+        .collect();
+    for want in [
+        "idle", "busy", "expired", "viewed", "pinned", "no-cid", "new", "exited",
+    ] {
+        assert!(states.contains(&want), "{want} not in {states:?}");
+    }
+    check("status.txt", &render_status(&r, false));
+}
+
+#[test]
+fn the_once_output_reads_as_it_did() {
+    let reaped = reap_line(3, ReapReason::Idle, |l| {
+        l.outcome = Outcome::Reaped;
+        l.ended = Some(Ended::Stopped);
+        l.term = 3;
+        l.pids = vec![1003, 1103, 1203];
+        l.rss_bytes = 7_003_000;
+        l.pss_bytes = Some(683_000);
+        l.took_ms = 104;
+    });
+    let exited = reap_line(8, ReapReason::Exited, |l| {
+        l.outcome = Outcome::Reaped;
+        l.ended = Some(Ended::Completed);
+        l.took_ms = 9;
+    });
+    let failed = reap_line(9, ReapReason::Memory, |l| {
+        l.outcome = Outcome::Failed;
+        l.term = 2;
+        l.kill = 1;
+        l.pids = vec![1009, 1109];
+        l.rss_bytes = 300 << 20;
+        l.survivors = vec![1109];
+        l.took_ms = 5020;
+        l.error = Some("1 process(es) survived SIGKILL".into());
+    });
+    let aborted = reap_line(10, ReapReason::Idle, |l| {
+        l.error = Some("the session changed: a turn began".into());
+        l.took_ms = 3;
+    });
+    let summary = Summary {
+        seen: 8,
+        kept: 6,
+        reaped: 2,
+        aborted: 1,
+        failed: 1,
+        ..Summary::default()
+    };
+    let r = report(false, vec![reaped, exited, failed, aborted], summary);
+    check("sweep.txt", &render_sweep(&r));
+
+    let would: usize = r
+        .sessions
+        .iter()
+        .filter(|s| s.decision.action == Action::Reap)
+        .count();
+    let summary = Summary {
+        seen: 8,
+        kept: 8 - would,
+        would_reap: would,
+        ..Summary::default()
+    };
+    check(
+        "sweep-dry-run.txt",
+        &render_sweep(&report(true, Vec::new(), summary)),
+    );
+}

@@ -1,0 +1,345 @@
+//! The foundation on a real tmux: which sessions a sweep reaps, keeps, stamps, and never touches.
+
+use crate::common::*;
+
+/// SIGTERM to SIGKILL, in the sweeps of this file.
+const GRACE: u64 = 2000;
+
+#[test]
+fn idle_session_is_reaped_with_tombstone_and_audit_line() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "conv-1", "plain");
+    s.idle_since(n, 700_000);
+    let pids = s.pids("ccs-1");
+    let o = s.once(DONE, GRACE, &[]);
+    assert!(!s.has("ccs-1"), "{}", o.stderr);
+    for (kind, pid) in &pids {
+        assert!(!alive(*pid), "{kind} {pid} survived");
+    }
+    let t = s.tombstone("1").expect("tombstone");
+    assert_eq!(t["cid"], "conv-1");
+    assert_eq!(t["reason"], "idle");
+    let a = s.audit();
+    assert_eq!(a.len(), 1);
+    assert_eq!(a[0]["outcome"], "reaped");
+    assert_eq!(a[0]["session"], "ccs-1");
+    assert_eq!(a[0]["tmux_id"], format!("${n}"));
+    assert!(a[0]["idle_ms"].as_u64().unwrap() >= 700_000);
+    assert!(o.stdout.contains("reaped ccs-1"), "{}", o.stdout);
+}
+
+#[test]
+fn young_session_is_kept() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c", "");
+    s.idle_since(n, 599_000);
+    s.once(DONE, GRACE, &[]);
+    assert!(s.has("ccs-1"));
+    assert!(s.audit().is_empty());
+}
+
+#[test]
+fn busy_session_is_kept() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c", "");
+    s.idle_since(n, 10_000_000);
+    s.set(n, "@ccs_turn", &now_ms().to_string());
+    s.once(DONE, GRACE, &[]);
+    assert!(s.has("ccs-1"));
+}
+
+#[test]
+fn control_mode_client_keeps_the_session_and_refreshes_its_clock() {
+    let mut s = Server::new();
+    let n = s.chat("ccs-1", "c", "");
+    s.idle_since(n, 10_000_000);
+    s.attach_control("ccs-1");
+    let before = now_ms();
+    s.once(DONE, GRACE, &[]);
+    assert!(s.has("ccs-1"));
+    let stamp: i64 = s.show(n, "@ccs_idle").unwrap().parse().unwrap();
+    assert!(
+        stamp >= before,
+        "idle clock not refreshed: {stamp} < {before}"
+    );
+    // Detaching hands over a fresh clock: the next sweep keeps it.
+    s.detach_all();
+    assert!(wait_until(5.0, || !s.attached("ccs-1")));
+    s.once(DONE, GRACE, &[]);
+    assert!(s.has("ccs-1"));
+}
+
+#[test]
+fn first_sight_stamps_and_keeps() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c", "");
+    assert_eq!(s.show(n, "@ccs_idle"), None);
+    // Even with a limit of 1 ms nothing is killed on first sight.
+    s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
+    assert!(s.has("ccs-1"));
+    assert!(s.show(n, "@ccs_idle").is_some());
+    // A garbage stamp is restarted, not trusted.
+    s.set(n, "@ccs_idle", "yesterday");
+    s.sweep(DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
+    assert!(s.has("ccs-1"));
+    assert!(s.show(n, "@ccs_idle").unwrap().parse::<i64>().is_ok());
+}
+
+#[test]
+fn foreign_names_are_never_touched() {
+    let s = Server::new();
+    let names = ["other", "ccs-", "xccs-1", "ccs-a b", "CCS-1"];
+    let ids: Vec<u32> = names
+        .iter()
+        .map(|nm| s.session(nm, "sleep 100000"))
+        .collect();
+    for n in &ids {
+        s.idle_since(*n, 10_000_000);
+        s.set(*n, "@ccs_cid", "c");
+    }
+    s.sweep(
+        DONE,
+        &[],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", "1"),
+            ("CCS_ENGINE_REAP_WITHOUT_CID", "1"),
+        ],
+    );
+    let mut want: Vec<String> = names.iter().map(|x| x.to_string()).collect();
+    want.sort();
+    assert_eq!(s.names(), want);
+    // And nothing was stamped on them: the idle stamps are what we set.
+    for n in &ids {
+        let v: i64 = s.show(*n, "@ccs_idle").unwrap().parse().unwrap();
+        assert!(now_ms() - v >= 10_000_000);
+    }
+}
+
+#[test]
+fn prefix_targets_never_hit_a_longer_name() {
+    // tmux resolves -t ccs-1 to ccs-10 by prefix; sessions are addressed by $id.
+    let s = Server::new();
+    let n10 = s.chat("ccs-10", "c10", "");
+    let n1 = s.chat("ccs-1", "c1", "");
+    s.idle_since(n1, 10_000_000);
+    s.idle_since(n10, 10_000_000);
+    s.set(n10, "@ccs_turn", &now_ms().to_string());
+    s.once(DONE, GRACE, &[]);
+    assert_eq!(s.names(), vec!["ccs-10".to_string()]);
+    assert!(s.tombstone("1").is_some());
+    assert!(s.tombstone("10").is_none());
+}
+
+#[test]
+fn dry_run_writes_nothing_and_kills_nothing() {
+    let s = Server::new();
+    let fresh = s.chat("ccs-2", "c2", "");
+    let n = s.chat("ccs-1", "c1", "");
+    s.idle_since(n, 10_000_000);
+    let o = s.sweep(DONE, &["--dry-run"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    assert!(o.stdout.contains("would reap ccs-1"), "{}", o.stdout);
+    assert!(s.has("ccs-1") && s.has("ccs-2"));
+    assert_eq!(
+        s.show(fresh, "@ccs_idle"),
+        None,
+        "dry run stamped a session"
+    );
+    assert!(!s.state_dir().join("reaped.jsonl").exists());
+    // --json gives the decisions.
+    let o = s.sweep(
+        DONE,
+        &["--dry-run", "--json"],
+        &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)],
+    );
+    let j = o.json();
+    let states: Vec<&str> = j["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["state"].as_str().unwrap())
+        .collect();
+    assert!(
+        states.contains(&"expired") && states.contains(&"new"),
+        "{states:?}"
+    );
+}
+
+#[test]
+fn cid_is_read_from_the_command_line_when_the_option_is_unset() {
+    let s = Server::new();
+    // Under the default shell the pane runs `sh -c '<command>'`, and claude is its child. The
+    // command tmux recorded reads `from-argv-7;` (with the shell's `;`), no id: the id comes from
+    // the running claude's command line, so the sweep starts once that claude runs (on tmux
+    // 3.1c, about one sweep in 20 came before it).
+    let pids = s.path("ccs-7.pids");
+    let n = s.session(
+        "ccs-7",
+        &format!(
+            "FAKE_CLAUDE_PIDS={} {} --session-id from-argv-7; true",
+            pids.display(),
+            fake_claude()
+        ),
+    );
+    assert!(
+        wait_until(10.0, || s.pids("ccs-7").contains_key("claude")),
+        "the fake claude did not start"
+    );
+    s.idle_since(n, 10_000_000);
+    let o = s.once(DONE, GRACE, &[]);
+    assert!(!s.has("ccs-7"), "{}", o.stderr);
+    assert_eq!(s.tombstone("7").unwrap()["cid"], "from-argv-7");
+}
+
+#[test]
+fn unknown_cid_is_kept_unless_overridden() {
+    let s = Server::new();
+    let n = s.session("ccs-1", "sleep 100000");
+    s.idle_since(n, 10_000_000);
+    s.once(DONE, GRACE, &[]);
+    assert!(
+        s.has("ccs-1"),
+        "reaped a session whose history could not be resumed"
+    );
+    s.once(DONE, GRACE, &[("CCS_ENGINE_REAP_WITHOUT_CID", "1")]);
+    assert!(!s.has("ccs-1"));
+}
+
+#[test]
+fn activity_files_mark_busy_and_a_bad_file_keeps_everything() {
+    let s = Server::new();
+    let n1 = s.chat("ccs-1", "c1", "");
+    let n2 = s.chat("ccs-2", "c2", "");
+    let n3 = s.chat("ccs-3", "c3", "");
+    for n in [n1, n2, n3] {
+        s.idle_since(n, 10_000_000);
+    }
+    let f = s.path("activity.json");
+    let fs = path_str(&f);
+    // Missing: everything kept, a warning names the file, and the sweep fails.
+    let o = s.once(FAILED, GRACE, &[("CCS_ACTIVITY_FILES", &fs)]);
+    assert!(o.stderr.contains(&fs), "{}", o.stderr);
+    assert_eq!(s.names().len(), 3);
+    // Malformed: the same.
+    std::fs::write(&f, "{\"activeTasks\": [").unwrap();
+    let o = s.once(FAILED, GRACE, &[("CCS_ACTIVITY_FILES", &fs)]);
+    assert!(o.stderr.contains("malformed"), "{}", o.stderr);
+    assert_eq!(s.names().len(), 3);
+    // Valid: 1 busy by id string, 2 busy by object, 3 finished (terminal status): only 3 goes.
+    std::fs::write(&f, r#"{"activeTasks": ["1"], "kanban": [{"sessionId": "2", "status": "running"}, {"id": "3", "status": "done"}]}"#).unwrap();
+    s.once(DONE, GRACE, &[("CCS_ACTIVITY_FILES", &fs)]);
+    assert_eq!(s.names(), vec!["ccs-1".to_string(), "ccs-2".to_string()]);
+}
+
+#[test]
+fn disabled_changes_nothing() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c", "");
+    s.idle_since(n, 10_000_000);
+    let stamp = s.show(n, "@ccs_idle");
+    for v in [None, Some(""), Some("0")] {
+        let env: Vec<(&str, &str)> = v
+            .map(|v| vec![("CCS_ENGINE_IDLE_KILL_MS", v)])
+            .unwrap_or_default();
+        for args in [&["--once"][..], &[][..]] {
+            let o = s.run(args, &env);
+            assert!(o.stderr.contains("disabled"), "{}", o.stderr);
+        }
+    }
+    assert!(s.has("ccs-1"));
+    assert_eq!(s.show(n, "@ccs_idle"), stamp);
+}
+
+#[test]
+fn garbage_configuration_exits_2_naming_the_variable_and_touches_nothing() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c", "");
+    s.idle_since(n, 10_000_000);
+    let fresh = s.chat("ccs-2", "c", "");
+    for (var, val) in [
+        ("CCS_ENGINE_IDLE_KILL_MS", "ten minutes"),
+        ("CCS_REAP_INTERVAL_MS", "-1"),
+        ("CCS_REAP_GRACE_MS", "5 sec"),
+        ("CCS_LOG", "info,=[x"),
+        ("CCS_ENGINE_REAP_WITHOUT_CID", "perhaps"),
+    ] {
+        let o = s.sweep(CONFIG, &[], &[("CCS_ENGINE_IDLE_KILL_MS", "1"), (var, val)]);
+        assert!(
+            o.stderr.contains(var) && o.stderr.contains(val),
+            "{}",
+            o.stderr
+        );
+    }
+    assert!(s.has("ccs-1"));
+    assert_eq!(s.show(fresh, "@ccs_idle"), None);
+}
+
+#[test]
+fn no_server_is_an_empty_world() {
+    let s = Server::new();
+    let o = s.sweep(DONE, &["--json"], &[("CCS_ENGINE_IDLE_KILL_MS", "1")]);
+    assert_eq!(o.json()["sessions"].as_array().unwrap().len(), 0);
+    s.run(&["status"], &[]);
+}
+
+#[test]
+fn status_shows_every_session() {
+    let mut s = Server::new();
+    let n1 = s.chat("ccs-1", "conv-a", "plain");
+    let n2 = s.chat("ccs-2", "conv-b", "");
+    s.idle_since(n1, 1000);
+    s.set(n2, "@ccs_turn", &now_ms().to_string());
+    s.attach_control("ccs-2");
+    let o = s.run(&["status"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    assert!(
+        o.stdout.contains("ccs-1") && o.stdout.contains("conv-a") && o.stdout.contains("busy"),
+        "{}",
+        o.stdout
+    );
+    let by = by_name(&s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]));
+    assert_eq!(by["ccs-1"]["state"], "idle");
+    assert!(by["ccs-1"]["reap_at"]
+        .as_str()
+        .is_some_and(|t| chrono::DateTime::parse_from_rfc3339(t).is_ok()));
+    assert_eq!(by["ccs-1"]["cid"], "conv-a");
+    assert!(by["ccs-1"]["rss_bytes"].as_u64().unwrap() > 0);
+    assert_eq!(by["ccs-2"]["state"], "busy");
+    assert_eq!(by["ccs-2"]["viewer_list"][0]["control_mode"], true);
+    // status writes nothing.
+    assert_eq!(s.show(n2, "@ccs_idle"), None);
+}
+
+#[test]
+fn daemon_reaps_on_schedule_stops_on_sigterm_and_holds_the_lock() {
+    let s = Server::new();
+    // A foreign session keeps the server up (a server with no session exits, and a new-session
+    // racing with that exit can be lost with it).
+    s.session("keeper", "sleep 100000");
+    let n = s.chat("ccs-1", "c", "");
+    s.idle_since(n, 10_000_000);
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+        ("CCS_REAP_INTERVAL_MS", "100"),
+    ];
+    let log = std::fs::File::create(s.path("daemon.log")).unwrap();
+    let mut d = KillOnDrop(
+        s.reap(&env)
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    assert!(
+        wait_until(10.0, || !s.has("ccs-1")),
+        "the daemon did not reap"
+    );
+    // A second reaper on the same socket exits 3.
+    let o = s.run_any(&[], &env);
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    // A session that appears later is stamped by a later sweep.
+    let m = s.chat("ccs-2", "c", "");
+    assert!(wait_until(10.0, || s.show(m, "@ccs_idle").is_some()));
+    signal(d.0.id() as i32, Signal::TERM).unwrap();
+    let status = d.0.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(s.has("ccs-2"));
+}
