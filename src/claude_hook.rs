@@ -187,25 +187,10 @@ async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, Comma
         Action::TurnBegin => match r.tmux.turn_begin(name, now_ms()).await? {
             TurnBegin::Started => Ok(Outcome::Done(format!("turn begun on {name}"))),
             TurnBegin::Gone => Ok(Outcome::Skipped(format!("{name} is gone"))),
-            TurnBegin::Reaping => {
-                // Marked between the lookup and the test, or marked then by a live reap: held.
-                // So is a mark whose reaper died with its journal left: the next sweep may
-                // finish that teardown. A stale mark with no journal holds nothing: the next
-                // sweep clears it.
-                let journal = r
-                    .state
-                    .journals()
-                    .into_iter()
-                    .flatten()
-                    .any(|j| j.id == s.id);
-                if s.reaping.trim().is_empty() || r.mark_holds(s, now_ms()) || journal {
-                    Ok(Outcome::Blocked(blocked_reason(&s.id)))
-                } else {
-                    Ok(Outcome::Skipped(format!(
-                        "{name} carries a stale reap mark: the prompt goes through unmarked; the next sweep clears it"
-                    )))
-                }
-            }
+            // Any reap mark on the chat, found by the test-and-set itself: blocked. (Judging the
+            // mark from the session read before that call could judge another mark than the one
+            // found; a stale mark blocks only until the next sweep clears it.)
+            TurnBegin::Reaping => Ok(Outcome::Blocked(blocked_reason(&s.id))),
         },
         Action::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
             Outcome::Done(format!("turn ended on {name}"))

@@ -225,7 +225,7 @@ fn teardown_running(r: &Reaper, id: &str) -> bool {
         .journals()
         .into_iter()
         .flatten()
-        .any(|j| j.id == id && procs::alive(j.owner))
+        .any(|j| j.id == id && r.journal_live(&j, now_ms()))
 }
 
 /// Wait while a live reaper's teardown of chat `id` is under way (its journal is there and
@@ -249,15 +249,19 @@ async fn wait_for_teardown(r: &Reaper, id: &str, deadline: Instant) -> Result<()
 /// `turn end <id>`: `Ok(false)` when the session is gone.
 pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
     let name = name_of(r, id)?;
-    let there = r.tmux.turn_end(&name, now_ms()).await?;
-    if there {
-        // A turn went through on the (respawned) chat: its tombstone has served. (The audit log
-        // keeps the history; a failure to remove it only leaves a cid that is still right.)
+    let Some(marked) = r.tmux.turn_end(&name, now_ms()).await? else {
+        return Ok(false);
+    };
+    // A turn went through on the (respawned) chat: its tombstone has served. (The audit log
+    // keeps the history; a failure to remove it only leaves a cid that is still right.) Not while
+    // a reap mark is on the chat: a reap that overrides the turn (a stuck one) may have written
+    // the tombstone it will be resumed from.
+    if !marked {
         if let Err(e) = r.state.remove_tombstone(id) {
             tracing::warn!(session = %name, error = %e, "failed to remove the used tombstone");
         }
     }
-    Ok(there)
+    Ok(true)
 }
 
 /// `spawn <id> [--cid C] [--cwd D] -- <cmd...>`. Returns whether a session was created.

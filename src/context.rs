@@ -13,6 +13,7 @@ use crate::memory::{self, Watched};
 use crate::metrics::Metrics;
 use crate::policy::{self, MarkOwner, OwnerSeen, Session};
 use crate::procs;
+use crate::state::Journal;
 use crate::state::StateDir;
 use crate::tmux::Tmux;
 
@@ -149,20 +150,42 @@ impl Reaper {
             return (None, OwnerSeen::Unknowable);
         }
         match MarkOwner::from_token(&s.reaper) {
-            // Our own mark: alive only while the reap that set it is under way here.
-            Some(o) if (o.pid, o.start, o.pidns) == (self.me.0.pid, self.me.0.start, self.me.1) => {
-                let live = self.live_tokens().contains(s.reaper.trim());
-                (
-                    Some(o),
-                    if live {
-                        OwnerSeen::Alive
-                    } else {
-                        OwnerSeen::Gone
-                    },
+            Some(o) => (Some(o), self.seen(&o, s.reaper.trim())),
+            None => (None, OwnerSeen::Unknowable),
+        }
+    }
+
+    /// What can be told of the owner `o` of a reap with `token`. Our own reap is alive only while
+    /// it is under way here (its token held live); another's, as /proc tells.
+    fn seen(&self, o: &MarkOwner, token: &str) -> OwnerSeen {
+        if (o.pid, o.start, o.pidns) == (self.me.0.pid, self.me.0.start, self.me.1) {
+            if self.live_tokens().contains(token) {
+                OwnerSeen::Alive
+            } else {
+                OwnerSeen::Gone
+            }
+        } else {
+            procs::owner_seen(o)
+        }
+    }
+
+    /// Whether the teardown a journal records is still under way ([`policy::journal_owner_live`]):
+    /// its owner judged through the owner its token names (pid namespace included), so a reaper
+    /// in another pid namespace is never taken for dead by its pid here. A journal of an earlier
+    /// version (no owner in its token) goes by its `owner` pid, as before.
+    pub(crate) fn journal_live(&self, j: &Journal, now: i64) -> bool {
+        match MarkOwner::from_token(&j.token) {
+            Some(o) => {
+                let begun = chrono::DateTime::parse_from_rfc3339(&j.started_at)
+                    .map(|t| t.timestamp_millis())
+                    .unwrap_or(now);
+                policy::journal_owner_live(
+                    self.seen(&o, j.token.trim()),
+                    now.saturating_sub(begun),
+                    o.limit_ms,
                 )
             }
-            Some(o) => (Some(o), procs::owner_seen(&o)),
-            None => (None, OwnerSeen::Unknowable),
+            None => procs::alive(j.owner),
         }
     }
 

@@ -325,6 +325,14 @@ pub fn running(pid: u32) -> bool {
 /// (then no mark owner can be checked from here).
 pub fn pidns() -> u64 {
     use std::os::unix::fs::MetadataExt;
+    // A /proc mounted for another pid namespace (`unshare -p` without a /proc of its own) shows
+    // other pids than ours: then nothing can be checked in it.
+    let own = Process::myself()
+        .and_then(|p| p.stat())
+        .is_ok_and(|st| st.pid == std::process::id() as i32);
+    if !own {
+        return 0;
+    }
     std::fs::metadata("/proc/self/ns/pid")
         .map(|m| m.ino())
         .unwrap_or(0)

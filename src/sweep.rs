@@ -9,12 +9,11 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
-use crate::clock::rfc3339;
+use crate::clock::{now_ms, rfc3339};
 use crate::context::Reaper;
 use crate::metrics::Metrics;
 use crate::observe::{observe, Mode, Observation};
 use crate::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
-use crate::procs;
 use crate::report::{SessionReport, Summary, SweepReport, ViewerReport};
 use crate::state::{self as st, AuditLine, Known, KnownChat, Outcome, StateDir, Tombstone};
 use crate::teardown;
@@ -141,7 +140,7 @@ fn journals_by_owner(r: &Reaper) -> (HashSet<String>, Vec<st::Journal>) {
             j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
                 .ok()
         })
-        .partition(|j| procs::alive(j.owner));
+        .partition(|j| r.journal_live(j, now_ms()));
     (live.into_iter().map(|j| j.id).collect(), dead)
 }
 
@@ -169,13 +168,27 @@ async fn recover_dead_reapers(
 /// limit it wrote: see `policy::mark_is_stale`), but never one of ours in flight nor one a live
 /// reaper's journal names.
 async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, now: i64, live: &HashSet<String>) {
-    let stale: Vec<(u32, String, String)> = snap
+    let mut stale: Vec<(u32, String, String, String)> = snap
         .sessions
         .iter()
         .filter(|s| r.mark_is_stale(s, now) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
-        .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone()))
+        .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone(), s.id.clone()))
         .collect();
-    for (n, v, tok) in stale {
+    if stale.is_empty() {
+        return;
+    }
+    // A journal still there after the recovery above (one it could not finish: the process
+    // table unreadable, a tmux error) keeps its chat's mark: the dead reaper may have signalled
+    // it, and the next sweep finishes that teardown first.
+    let left: HashSet<String> = r
+        .state
+        .journals()
+        .into_iter()
+        .flatten()
+        .map(|j| j.id)
+        .collect();
+    stale.retain(|(.., id)| !left.contains(id));
+    for (n, v, tok, _) in stale {
         tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, token = %tok, "clearing a stale reap mark (its reaper is gone)");
         if let Err(e) = r.tmux.clear_stale_reaping(n, &v, tok.trim()).await {
             tracing::warn!(tmux_id = %format!("${n}"), error = %e, "failed to clear a stale reap mark");

@@ -117,6 +117,19 @@ pub fn mark_holds(
     parse_ms(reaping).is_some() && !mark_is_stale(reaping, owner, seen, now, reader_limit_ms)
 }
 
+/// Whether a reap journal's teardown is to be taken as still under way by its owner: yes while the
+/// owner is alive; no once it is gone; when it cannot be checked from here (another pid namespace),
+/// yes until the journal is older than the limit its owner wrote (`age_ms` since it was begun).
+/// A journal under way is never finished or released by another reaper, and its chat's mark is
+/// not cleared.
+pub fn journal_owner_live(seen: OwnerSeen, age_ms: i64, limit_ms: i64) -> bool {
+    match seen {
+        OwnerSeen::Alive => true,
+        OwnerSeen::Gone => false,
+        OwnerSeen::Unknowable => age_ms <= limit_ms,
+    }
+}
+
 /// Why the fence stopped a reap before its first signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FenceFail {
@@ -298,6 +311,25 @@ mod tests {
         ];
         for (held, at, now, lim, rest, want) in table {
             assert_eq!(fence(*held, *at, *now, *lim, *rest), *want);
+        }
+    }
+
+    #[test]
+    fn a_journal_is_under_way_while_its_owner_may_still_act() {
+        use OwnerSeen::*;
+        // (seen, age, limit, live)
+        let table = [
+            (Alive, 1_000_000, 10, true),
+            (Gone, 0, 10, false),
+            (Unknowable, 10, 10, true),
+            (Unknowable, 11, 10, false),
+        ];
+        for (seen, age, limit, live) in table {
+            assert_eq!(
+                journal_owner_live(seen, age, limit),
+                live,
+                "{seen:?} {age} {limit}"
+            );
         }
     }
 

@@ -400,6 +400,9 @@ async fn stop_and_finish(
         .map(|&i| std::mem::take(&mut jobs[i].victims))
         .collect();
     let groups: Vec<&[procs::Victim]> = victims.iter().map(Vec::as_slice).collect();
+    for &i in &live {
+        p.signalled(i);
+    }
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, procs::StopReport)>();
     let stopping = procs::stop_many(&groups, r.cfg.grace, move |g, rep| {
         // Only fails once the finishing is gone, which outlives the stop (unless it panicked).

@@ -32,6 +32,8 @@ pub(super) struct Progress<'s> {
     marked: Vec<u32>,
     /// Per request: its journal, while it is written and not removed yet.
     journals: Vec<Option<Journal>>,
+    /// Per request: whether its tree was sent its first signal.
+    signalled: Vec<bool>,
     /// Per request: how it ended and its audit line, once written (never twice).
     lines: Vec<Option<Finished>>,
     /// Per request: whether its line went to `sink`.
@@ -47,6 +49,7 @@ impl<'s> Progress<'s> {
             token: None,
             marked: Vec::new(),
             journals: Vec::new(),
+            signalled: Vec::new(),
             lines: Vec::new(),
             delivered: Vec::new(),
             sink,
@@ -58,6 +61,7 @@ impl<'s> Progress<'s> {
         let n = begun.len();
         self.begun = begun;
         self.journals = vec![None; n];
+        self.signalled = vec![false; n];
         self.lines = vec![None; n];
         self.delivered = vec![false; n];
     }
@@ -71,6 +75,11 @@ impl<'s> Progress<'s> {
     /// Request `i`'s journal is written.
     pub fn journal_written(&mut self, i: usize, jn: Journal) {
         self.journals[i] = Some(jn);
+    }
+
+    /// Request `i`'s tree is sent its first signal.
+    pub fn signalled(&mut self, i: usize) {
+        self.signalled[i] = true;
     }
 
     /// Request `i`'s journal was removed (its reap did not go on).
@@ -122,13 +131,32 @@ impl<'s> Progress<'s> {
             written = self.lines.iter().flatten().count(),
             "a reap batch panicked: clearing its marks and removing its journals"
         );
-        for jn in self.journals.iter_mut().filter_map(Option::take) {
+        // A chat already signalled is never released half torn down: its journal and its mark
+        // stay, and since this batch's token is no longer live here, the next sweep takes them
+        // for a gone reaper's and finishes the teardown (SIGKILL, kill-session). The others are
+        // released: journal removed, mark cleared.
+        let mut kept: Vec<u32> = Vec::new();
+        for (i, slot) in self.journals.iter_mut().enumerate() {
+            let Some(jn) = slot.take() else {
+                continue;
+            };
+            if self.signalled.get(i).copied().unwrap_or(false) {
+                tracing::warn!(session = %jn.session, "a chat signalled by a batch that panicked: left for the next sweep to finish");
+                kept.push(jn.tmux_id);
+                continue;
+            }
             if let Err(e) = r.state.remove_journal(&jn) {
                 tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal of a batch that panicked");
             }
         }
+        let clear: Vec<u32> = self
+            .marked
+            .iter()
+            .copied()
+            .filter(|n| !kept.contains(n))
+            .collect();
         if let Some(tok) = &self.token {
-            if let Err(e) = r.tmux.clear_reaping_many(&self.marked, tok).await {
+            if let Err(e) = r.tmux.clear_reaping_many(&clear, tok).await {
                 r.metrics.tmux_errors.inc();
                 tracing::warn!(error = %e, sessions = ?self.marked, "failed to clear the reap marks of a batch that panicked");
             }

@@ -425,9 +425,20 @@ impl Tmux {
         }
     }
 
-    /// `turn end`: clear `@ccs_turn` and start the idle clock, in one call. `false` when gone.
-    pub async fn turn_end(&self, name: &str, now_ms: i64) -> Result<bool, TmuxError> {
+    /// `turn end`: clear `@ccs_turn` and start the idle clock, in one call, and tell whether a
+    /// reap mark is on the session (then its tombstone may be a reap's under way). `None` when
+    /// gone.
+    pub async fn turn_end(&self, name: &str, now_ms: i64) -> Result<Option<bool>, TmuxError> {
         let target = format!("={name}:");
+        let t = quote(&target);
+        let mut marked = IfShell::new()
+            .not_execute()
+            .target_pane(target.clone())
+            .shell_command("#{==:#{@ccs_reaping},}")
+            .command("display-message -p free")
+            .build();
+        // (The else branch runs in the client's current session unless told: name the target.)
+        marked.push_param(format!("display-message -p -t {t} marked"));
         let cmds = [
             HasSession::new().target_session(format!("={name}")).build(),
             SetOption::new()
@@ -440,11 +451,12 @@ impl Tmux {
                 .target_pane(target)
                 .option("@ccs_turn")
                 .build(),
+            marked,
         ];
         match self.run(&cmds).await {
-            Ok(_) => Ok(true),
-            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
-            Err(TmuxError::NoServer(_)) => Ok(false),
+            Ok(out) => Ok(Some(out.trim() != "free")),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(None),
+            Err(TmuxError::NoServer(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }

@@ -241,3 +241,30 @@ fn a_reaper_with_a_slow_hook_beside_one_without_never_kills_a_turn_that_began() 
         1
     );
 }
+
+/// A reap that overrides a turn (a stuck one) marks the chat while `@ccs_turn` is set; a `turn
+/// end` arriving then must not take the tombstone the reap has just written.
+#[test]
+fn turn_end_keeps_the_tombstone_while_a_reap_mark_is_on_the_chat() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    let dir = s.studio().join("sessions");
+    std::fs::create_dir_all(&dir).unwrap();
+    let tomb = serde_json::json!({
+        "id": "1", "cid": "c1", "reaped_at": "2026-01-01T00:00:00Z", "reason": "stuck",
+        "cwd": null, "token": "f1_1_1_1_1_x"
+    });
+    std::fs::write(dir.join("1.json"), tomb.to_string()).unwrap();
+    s.set(n, "@ccs_turn", &now_ms().to_string());
+    s.set(n, "@ccs_reaping", &now_ms().to_string());
+    s.run(&["turn", "end", "1"], &[]);
+    assert!(
+        s.tombstone("1").is_some(),
+        "turn end took a reap's tombstone"
+    );
+    assert_eq!(s.show(n, "@ccs_turn"), None);
+    // No mark: the turn went through on a chat that lives, and the tombstone has served.
+    s.unset(n, "@ccs_reaping");
+    s.run(&["turn", "end", "1"], &[]);
+    assert!(s.tombstone("1").is_none(), "the used tombstone stayed");
+}

@@ -442,8 +442,34 @@ fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
     let rep = o.json();
     let reaps = rep["reaps"].as_array().unwrap();
     assert_eq!(reaps.len(), 2, "{rep}");
-    assert_eq!(journals(&s), Vec::<String>::new(), "a journal was left");
     assert!(!s.has("ccs-1"));
+    // ccs-2 was signalled (its TERM-ignoring helper lives on): it is never released half torn
+    // down. Its journal and mark stay, and the next sweep finishes the teardown.
+    assert_eq!(journals(&s), vec!["2.json".to_string()], "{}", o.stderr);
+    let helper = s.pids("ccs-2")["stubborn"];
+    assert!(
+        alive(helper),
+        "the stubborn helper was killed after the panic?"
+    );
+    let o2 = s.once(DONE, 200, &[]);
+    assert!(
+        wait_until(10.0, || !alive(helper)),
+        "the next sweep left the stubborn helper alive: {}",
+        o2.stderr
+    );
+    assert!(!s.has("ccs-2"), "{}", o2.stderr);
+    assert_eq!(journals(&s), Vec::<String>::new(), "a journal was left");
+    let other = s.audit_of("ccs-2");
+    assert_eq!(other.len(), 2, "{other:?}");
+    assert!(
+        other[1]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("completed after"),
+        "{}",
+        other[1]
+    );
+    assert_eq!(s.tombstone("2").unwrap()["cid"], "conv-ccs-2");
 }
 
 #[test]

@@ -113,6 +113,8 @@ pub struct Chat {
 pub struct Journal {
     pub tok: Tok,
     pub gen: u8,
+    /// When it was written (its age counts where its owner cannot be checked).
+    pub at: i64,
     /// Written before the hook: finished by another reaper only if the tombstone has `tok`.
     pub armed_by_tombstone: bool,
 }
@@ -289,7 +291,13 @@ impl Protocol {
 
     /// What reader `me` can tell of the owner of `m`.
     fn owner_seen(&self, s: &St, me: usize, m: &Mark) -> OwnerSeen {
-        let Some(o) = MarkOwner::from_token(&self.token(m.tok)) else {
+        self.seen_tok(s, me, m.tok)
+    }
+
+    /// What reader `me` can tell of the owner of the reap with token `t` (the studio's commands
+    /// live in reaper 0's pid namespace).
+    fn seen_tok(&self, s: &St, me: usize, t: Tok) -> OwnerSeen {
+        let Some(o) = MarkOwner::from_token(&self.token(t)) else {
             return OwnerSeen::Unknowable;
         };
         let i = (o.pid - 100) as usize;
@@ -307,10 +315,24 @@ impl Protocol {
         MarkOwner::from_token(&self.token(m.tok))
     }
 
-    /// A live reaper's journal for the chat: its teardown is under way (the sweep's `live` set,
-    /// and what `turn begin` / `spawn` wait for).
-    fn teardown_running(&self, s: &St) -> bool {
-        (0..N).any(|i| s.journals[i].is_some() && s.reapers[i].alive)
+    /// Whether reader `me` takes journal `j` for a teardown under way: the code's rule
+    /// (`policy::journal_owner_live`, with the owner its token names); before fencing, the
+    /// owner's pid looked up as it is.
+    fn journal_live(&self, s: &St, me: usize, j: &Journal) -> bool {
+        match (self.rules, MarkOwner::from_token(&self.token(j.tok))) {
+            (Rules::Fenced, Some(o)) => policy::journal_owner_live(
+                self.seen_tok(s, me, j.tok),
+                (s.now - j.at) * TICK,
+                o.limit_ms,
+            ),
+            _ => s.reapers[j.tok.owner as usize].alive,
+        }
+    }
+
+    /// A journal of a teardown under way, as reader `me` judges it (the sweep's `live` set, and
+    /// what `turn begin` / `spawn` wait for).
+    fn teardown_running(&self, s: &St, me: usize) -> bool {
+        (0..N).any(|k| s.journals[k].is_some_and(|j| self.journal_live(s, me, &j)))
     }
 
     fn stale(&self, s: &St, me: usize, m: &Mark, seen_at: i64) -> bool {
@@ -322,13 +344,13 @@ impl Protocol {
             seen,
             ms(seen_at),
             self.limits[me] * TICK,
-        ) && !self.teardown_running(s)
+        ) && !self.teardown_running(s, me)
     }
 
     fn holds(&self, s: &St, me: usize, m: &Mark, seen_at: i64) -> bool {
         let seen = self.owner_seen(s, me, m);
         let owner = self.owner(m);
-        self.teardown_running(s)
+        self.teardown_running(s, me)
             || policy::mark_holds(
                 &ms(m.at).to_string(),
                 owner.as_ref(),
@@ -340,9 +362,11 @@ impl Protocol {
 
     /// A dead reaper's journal, for reaper `me` to finish.
     fn dead_journal(&self, s: &St, me: usize) -> Option<(usize, Journal)> {
-        (0..N)
-            .filter(|&k| k != me && !s.reapers[k].alive)
-            .find_map(|k| s.journals[k].map(|j| (k, j)))
+        (0..N).filter(|&k| k != me).find_map(|k| {
+            s.journals[k]
+                .filter(|j| !self.journal_live(s, me, j))
+                .map(|j| (k, j))
+        })
     }
 
     /// The chat's processes get their signal: they die, and tmux destroys the session.
@@ -535,6 +559,7 @@ impl Model for Protocol {
                 s.journals[i] = Some(Journal {
                     tok: m.tok,
                     gen: c.gen,
+                    at: now,
                     armed_by_tombstone: self.rules == Rules::Fenced,
                 });
                 match self.rules {
@@ -591,7 +616,7 @@ impl Model for Protocol {
             Step::Spawn => {
                 // `spawn` waits while a teardown runs, then creates the chat again, resuming the
                 // tombstone's conversation.
-                if self.teardown_running(&s) || s.chat.is_some_and(|c| c.mark.is_some()) {
+                if self.teardown_running(&s, 0) || s.chat.is_some_and(|c| c.mark.is_some()) {
                     return None;
                 }
                 if s.chat.is_none() {
@@ -810,7 +835,7 @@ impl Protocol {
             None => TurnSeen::Gone,
         };
         let past = s.now - since > self.deadline;
-        match policy::handoff(seen, self.teardown_running(&s), past) {
+        match policy::handoff(seen, self.teardown_running(&s, 0), past) {
             Handoff::Go => {
                 let gen = s.chat.map_or(0, |c| c.gen);
                 s.studio = Studio::Turn { gen };
