@@ -155,6 +155,21 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
     }
 }
 
+/// The reaps still on whose lease ([`policy::fence`], the mark as held) has too little left to
+/// finish under: aborted, nothing signalled. Returns their sessions.
+fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark_at: i64) -> Vec<u32> {
+    let (now, limit, rest) = (now_ms(), r.stale_after(), rest_ms(r));
+    let mut late = Vec::new();
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        if let Err(why) = policy::fence(true, mark_at, now, limit, rest) {
+            tracing::warn!(session = %j.req.decision.name, why = why.as_str(), "fenced off right before the first signal: nothing signalled");
+            late.push(j.n());
+            j.abort(Abort::FencedOff(why));
+        }
+    }
+    late
+}
+
 /// Take back the journals of the reaps that stopped before their first signal (vetoed, fenced
 /// off, or a tombstone that could not be written): the chat lives on.
 fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32], p: &mut Progress) {
@@ -347,6 +362,17 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     test_panic("journals");
     if !unmark.is_empty() {
         if let Err(e) = r.tmux.clear_reaping_many(&unmark, &tok).await {
+            tracing::warn!(error = %e, "failed to clear reap marks");
+        }
+    }
+
+    // The lease once more, right before the first signal: the tombstones' writes and the clears
+    // above took time, and a reader that cannot see us (another pid namespace) clears our mark
+    // once the lease runs out.
+    let late = lease_ran_out(r, &mut jobs, mark_at);
+    if !late.is_empty() {
+        release(r, &mut jobs, &late, p);
+        if let Err(e) = r.tmux.clear_reaping_many(&late, &tok).await {
             tracing::warn!(error = %e, "failed to clear reap marks");
         }
     }
