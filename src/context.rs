@@ -146,12 +146,11 @@ impl Reaper {
     }
 
     fn owner_of(&self, s: &Session) -> (Option<MarkOwner>, OwnerSeen) {
-        if s.reaping.trim().is_empty() {
-            return (None, OwnerSeen::Unknowable);
-        }
-        match MarkOwner::from_token(&s.reaper) {
-            Some(o) => (Some(o), self.seen(&o, s.reaper.trim())),
-            None => (None, OwnerSeen::Unknowable),
+        match s.options().mark {
+            policy::MarkState::At { owner: Some(o), .. } => {
+                (Some(o), self.seen(&o, s.reaper.trim()))
+            }
+            _ => (None, OwnerSeen::Unknowable),
         }
     }
 

@@ -286,6 +286,14 @@ impl Session {
                 }
             },
             warned: parse_ms(&self.warned),
+            mark: match parse_ms(&self.reaping) {
+                Some(at) => MarkState::At {
+                    at,
+                    owner: MarkOwner::from_token(&self.reaper),
+                },
+                None if self.reaping.trim().is_empty() => MarkState::Free,
+                None => MarkState::Garbage,
+            },
         }
     }
 }
@@ -1711,6 +1719,37 @@ mod tests {
         assert!(!none.pinned);
         assert_eq!(none.own_limit, OwnLimit::Unset);
         assert_eq!(none.warned, None);
+        assert_eq!(none.mark, MarkState::Free);
+        // The mark and the owner its token names; an earlier version's token names none.
+        let owner = MarkOwner {
+            pid: 42,
+            start: 7,
+            pidns: 9,
+            limit_ms: 1000,
+        };
+        let marked = o(&|s| {
+            s.reaping = "1700000000002".into();
+            s.reaper = owner.token("n1");
+        });
+        assert_eq!(
+            marked.mark,
+            MarkState::At {
+                at: 1_700_000_000_002,
+                owner: Some(owner)
+            }
+        );
+        let old = o(&|s| {
+            s.reaping = "1700000000002".into();
+            s.reaper = "r42x0x0".into();
+        });
+        assert_eq!(
+            old.mark,
+            MarkState::At {
+                at: 1_700_000_000_002,
+                owner: None
+            }
+        );
+        assert_eq!(o(&|s| s.reaping = "#{x}".into()).mark, MarkState::Garbage);
         let set = o(&|s| {
             s.idle = " 1700000000000 ".into();
             s.turn = "1700000000001".into();

@@ -170,8 +170,7 @@ impl Session {
 
 /// A session's `@` options, parsed once ([`Session::options`]) for the rules to read. The raw
 /// strings stay on [`Session`]: they are what tmux holds, and the guarded tmux calls compare them
-/// as written. The reap mark (`@ccs_reaping`) and its owner are read by the fencing rules
-/// ([`crate::policy::fence`]), which take the raw mark for that same reason.
+/// as written (the reap mark's value and token among them).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// `@ccs_idle`: when the idle clock started.
@@ -186,6 +185,23 @@ pub struct Options {
     pub own_limit: OwnLimit,
     /// `@ccs_warned`: the idle stamp a `warned` event was last sent for.
     pub warned: Option<i64>,
+    /// `@ccs_reaping` and the owner its token (`CCS_REAP_TOKEN`) names.
+    pub mark: MarkState,
+}
+
+/// A reap mark as tmux holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkState {
+    /// No mark: no reap holds the session.
+    Free,
+    /// Set at `at` (Unix ms) by the reap whose token names `owner` (`None`: a token of an earlier
+    /// version, or none).
+    At {
+        at: i64,
+        owner: Option<crate::policy::MarkOwner>,
+    },
+    /// Set, but not a time: stale at once.
+    Garbage,
 }
 
 /// An idle stamp as tmux holds it.
