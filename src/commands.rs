@@ -90,15 +90,7 @@ pub async fn reap(
     let mut ends = teardown::reap(r, vec![req]).await;
     ends.pop().unwrap_or_else(|| {
         let end = ReapEnd::Aborted(Abort::NotReached);
-        let line = AuditLine::begin(
-            rfc3339(now_ms()),
-            &d.name,
-            &d.id,
-            d.tmux_id,
-            d.cid.clone(),
-            reason,
-            d.idle_ms,
-        );
+        let line = AuditLine::of_decision(d, reason, now_ms());
         Finished {
             line: teardown::audit_line(line, &end),
             end,

@@ -231,15 +231,7 @@ fn log_decisions(decisions: &[Decision]) {
 /// `warned`: one audit line (and event) per idle period, `CCS_ENGINE_WARN_MS` before the reap.
 fn warn_before_reaps(state: &StateDir, metrics: &Metrics, decisions: &[Decision], now: i64) {
     for d in decisions.iter().filter(|d| d.warn_for.is_some()) {
-        let mut l = AuditLine::begin(
-            rfc3339(now),
-            &d.name,
-            &d.id,
-            d.tmux_id,
-            d.cid.clone(),
-            ReapReason::Idle,
-            d.idle_ms,
-        );
+        let mut l = AuditLine::of_decision(d, ReapReason::Idle, now);
         l.outcome = Outcome::Warned;
         l.reap_at = d.deadline_ms.map(rfc3339);
         tracing::info!(session = %d.name, reap_at = l.reap_at.as_deref(), "warned: this chat will be reaped soon");
@@ -695,16 +687,7 @@ fn tombstone_lost(state: &StateDir, socket: &str, plan: &mut st::Plan, now: i64)
             }
             continue;
         }
-        let mut l = AuditLine::begin(
-            rfc3339(now),
-            &c.session,
-            &c.id,
-            c.tmux_id,
-            Some(c.cid.clone()),
-            ReapReason::ServerDied,
-            None,
-        );
-        l.outcome = Outcome::Lost;
+        let mut l = lost_line(c, now);
         l.error = Some(format!("{gone}; tombstoned for spawn to resume"));
         tracing::warn!(session = %c.session, cid = %c.cid, server_pid = c.server.pid, "lost with its tmux server: tombstoned (server-died), spawn resumes it");
         lines.push(l);
@@ -712,21 +695,27 @@ fn tombstone_lost(state: &StateDir, socket: &str, plan: &mut st::Plan, now: i64)
     lines
 }
 
+/// A `lost` line for chat `c` (reason `server-died`): nothing signalled, its error to be said.
+fn lost_line(c: &KnownChat, now: i64) -> AuditLine {
+    let mut l = AuditLine::begin(
+        rfc3339(now),
+        &c.session,
+        &c.id,
+        c.tmux_id,
+        Some(c.cid.clone()),
+        ReapReason::ServerDied,
+        None,
+    );
+    l.outcome = Outcome::Lost;
+    l
+}
+
 /// The `lost` audit lines of the chats whose server went but which were already back as a new
 /// session before a sweep saw them go: on their conversation, or respawned afresh.
 fn respawned_lines(plan: &st::Plan, now: i64) -> Vec<AuditLine> {
     let mut lines = Vec::new();
     for st::Respawned { chat: c, resumed } in &plan.respawned {
-        let mut l = AuditLine::begin(
-            rfc3339(now),
-            &c.session,
-            &c.id,
-            c.tmux_id,
-            Some(c.cid.clone()),
-            ReapReason::ServerDied,
-            None,
-        );
-        l.outcome = Outcome::Lost;
+        let mut l = lost_line(c, now);
         let gone = format!(
             "the tmux server (pid {}) it lived on died or was replaced",
             c.server.pid

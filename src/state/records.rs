@@ -89,6 +89,32 @@ pub struct AuditLine {
 }
 
 impl AuditLine {
+    /// [`AuditLine::begin`] for a decision of a sweep taken `at` (Unix ms) with `reason`.
+    pub fn of_decision(d: &crate::policy::Decision, reason: ReapReason, at: i64) -> Self {
+        AuditLine::begin(
+            crate::clock::rfc3339(at),
+            &d.name,
+            &d.id,
+            d.tmux_id,
+            d.cid.clone(),
+            reason,
+            d.idle_ms,
+        )
+    }
+
+    /// [`AuditLine::begin`] for the teardown a journal records, taken up `at` (Unix ms).
+    pub fn of_journal(j: &Journal, at: i64) -> Self {
+        AuditLine::begin(
+            crate::clock::rfc3339(at),
+            &j.session,
+            &j.id,
+            j.tmux_id,
+            j.cid.clone(),
+            j.reason,
+            j.idle_ms,
+        )
+    }
+
     /// A line for an attempt that has not got anywhere yet (outcome `aborted`).
     pub fn begin(
         at: String,

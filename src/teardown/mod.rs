@@ -231,16 +231,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     let mut jobs: Vec<Job> = reqs
         .into_iter()
         .map(|req| {
-            let d = &req.decision;
-            let line = AuditLine::begin(
-                rfc3339(now_ms()),
-                &d.name,
-                &d.id,
-                d.tmux_id,
-                d.cid.clone(),
-                req.reason,
-                d.idle_ms,
-            );
+            let line = AuditLine::of_decision(&req.decision, req.reason, now_ms());
             Job {
                 req,
                 line,

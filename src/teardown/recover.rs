@@ -66,15 +66,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                     continue;
                 }
             }
-            let line = AuditLine::begin(
-                rfc3339(now_ms()),
-                &j.session,
-                &j.id,
-                j.tmux_id,
-                j.cid.clone(),
-                j.reason,
-                j.idle_ms,
-            );
+            let line = AuditLine::of_journal(&j, now_ms());
             let line = audit_line(line, &ReapEnd::Aborted(Abort::Released));
             lines.push(finish(r, line, t0));
             if let Err(e) = r.state.remove_journal(&j) {
@@ -118,15 +110,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
         let pinned = journal_victims(r, &table, &j, listing, same_server);
         let victims = procs::pin(&pinned);
-        let mut line = AuditLine::begin(
-            rfc3339(now_ms()),
-            &j.session,
-            &j.id,
-            j.tmux_id,
-            j.cid.clone(),
-            j.reason,
-            j.idle_ms,
-        );
+        let mut line = AuditLine::of_journal(&j, now_ms());
         line.ended = Some(Ended::Stopped);
         line.pids = pinned.iter().map(|v| v.pid).collect();
         // The tombstone was written before the first signal; write it again only if it is

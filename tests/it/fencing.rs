@@ -56,6 +56,25 @@ impl Drop for Reaper {
     }
 }
 
+/// `ccs-reap --once` in the background, reaping at [`LIMIT`] with the `before` hook `hook`
+/// (killed past `timeout_ms`); its log goes to `a.log`.
+fn reaper_with_hook(s: &Server, hook: &str, timeout_ms: &str) -> Reaper {
+    let env = quick(&[
+        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+        ("CCS_REAP_HOOK", hook),
+        ("CCS_REAP_HOOK_TIMEOUT_MS", timeout_ms),
+    ]);
+    let log = std::fs::File::create(s.path("a.log")).unwrap();
+    Reaper(
+        s.reap(&env)
+            .arg("--once")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    )
+}
+
 /// `ccs-reap turn begin 1`, in the background.
 fn turn_begin(s: &Server) -> Child {
     s.reap(&[])
@@ -129,20 +148,7 @@ fn a_reaper_stopped_in_its_hook_past_the_limit_never_kills_a_chat_that_came_back
         &s,
         "[ \"$1\" = before ] || exit 0\necho stopping >>\"$LOG\"\nkill -STOP $PPID\nexit 0\n",
     );
-    let env = quick(&[
-        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
-        ("CCS_REAP_HOOK", h.as_str()),
-        ("CCS_REAP_HOOK_TIMEOUT_MS", "500"),
-    ]);
-    let a_log = std::fs::File::create(s.path("a.log")).unwrap();
-    let mut a = Reaper(
-        s.reap(&env)
-            .arg("--once")
-            .stdout(Stdio::null())
-            .stderr(a_log)
-            .spawn()
-            .unwrap(),
-    );
+    let mut a = reaper_with_hook(&s, &h, "500");
     let a_pid = a.0.id() as i32;
     assert!(
         wait_until(20.0, || stat(a_pid).is_some_and(|st| st.state == 'T')),
@@ -196,20 +202,7 @@ fn a_reaper_with_a_slow_hook_beside_one_without_never_kills_a_turn_that_began() 
             gate.display()
         ),
     );
-    let env = quick(&[
-        ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
-        ("CCS_REAP_HOOK", h.as_str()),
-        ("CCS_REAP_HOOK_TIMEOUT_MS", "20000"),
-    ]);
-    let a_log = std::fs::File::create(s.path("a.log")).unwrap();
-    let mut a = Reaper(
-        s.reap(&env)
-            .arg("--once")
-            .stdout(Stdio::null())
-            .stderr(a_log)
-            .spawn()
-            .unwrap(),
-    );
+    let mut a = reaper_with_hook(&s, &h, "20000");
     assert!(
         wait_until(20.0, || std::fs::read_to_string(s.path("hook.log"))
             .is_ok_and(|l| l.contains("waiting"))),
