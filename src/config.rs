@@ -427,6 +427,7 @@ const NOT_SETTINGS: &[&str] = &[
     "CCS_E2E_SKIP",
     "CCS_E2E_TIMEOUT",
     "CCS_REAP_TEST_PANIC",
+    "CCS_MODEL_DEPTH",
 ];
 
 /// Levenshtein distance, on bytes (variable names are ASCII).

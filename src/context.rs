@@ -146,6 +146,10 @@ impl Reaper {
     }
 
     fn owner_of(&self, s: &Session) -> (Option<MarkOwner>, OwnerSeen) {
+        // Most sessions carry no mark: nothing to parse.
+        if s.reaping.trim().is_empty() {
+            return (None, OwnerSeen::Unknowable);
+        }
         match s.options().mark {
             policy::MarkState::At { owner: Some(o), .. } => {
                 (Some(o), self.seen(&o, s.reaper.trim()))
@@ -164,7 +168,13 @@ impl Reaper {
                 OwnerSeen::Gone
             }
         } else {
-            procs::owner_seen(o)
+            if self.me.1 == 0 {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::warn!("/proc here does not show this process's own pid namespace: no reap mark's owner can be checked, so marks go stale only after the limit their owner wrote");
+                });
+            }
+            procs::owner_seen(o, self.me.1)
         }
     }
 

@@ -338,11 +338,10 @@ pub fn pidns() -> u64 {
         .unwrap_or(0)
 }
 
-/// What can be told from here of a reap mark's owner: alive (stopped included) or gone, when it
-/// lives in our pid namespace; otherwise nothing.
-pub fn owner_seen(o: &crate::policy::MarkOwner) -> crate::policy::OwnerSeen {
+/// What can be told from here (pid namespace `ns`, as [`pidns`] read it) of a reap mark's owner:
+/// alive (stopped included) or gone, when it lives in our pid namespace; otherwise nothing.
+pub fn owner_seen(o: &crate::policy::MarkOwner, ns: u64) -> crate::policy::OwnerSeen {
     use crate::policy::OwnerSeen;
-    let ns = pidns();
     if ns == 0 || o.pidns != ns {
         return OwnerSeen::Unknowable;
     }
