@@ -878,7 +878,9 @@ fn check(p: Protocol, depth: usize, stop_at: Option<&'static str>) -> impl Check
 
 fn depth() -> usize {
     match std::env::var("CCS_MODEL_DEPTH") {
-        Ok(v) => v.parse().unwrap_or(0),
+        Ok(v) => v.parse().unwrap_or_else(|_| {
+            panic!("CCS_MODEL_DEPTH={v:?}: expected a whole number of steps (0 for all)")
+        }),
         Err(_) => 16,
     }
 }
