@@ -29,24 +29,8 @@
 //! - [`units`]: durations and memory sizes, parsed.
 //! - [`clock`]: time stamps.
 
-pub mod activity;
-pub mod claude_hook;
-pub mod clock;
-pub mod commands;
+pub mod adapters;
+pub mod cli;
 pub mod config;
-pub mod context;
-pub mod daemon;
-pub mod exit;
-pub mod memory;
-pub mod metrics;
-pub mod observe;
-pub mod policy;
-pub mod procs;
-pub mod reap_hook;
-pub mod report;
-pub mod state;
-pub mod sweep;
-pub mod systemd;
-pub mod teardown;
-pub mod tmux;
-pub mod units;
+pub mod core;
+pub mod engine;

@@ -1,0 +1,9 @@
+//! The pure core: data and decisions. No I/O, no clock reads, runs nothing.
+
+pub mod known;
+pub mod listing;
+pub mod policy;
+pub mod records;
+pub mod report;
+pub mod time;
+pub mod units;
