@@ -39,8 +39,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError};
 
-use crate::adapters::state::AuditLine;
 use crate::core::policy::State;
+use crate::core::records::AuditLine;
 use crate::core::report::SweepReport;
 
 type Labels = Vec<(String, String)>;
@@ -234,7 +234,7 @@ impl Metrics {
                 ("outcome", l.outcome.as_str()),
             ]))
             .inc();
-        use crate::adapters::state::Outcome;
+        use crate::core::records::Outcome;
         if matches!(l.outcome, Outcome::Reaped | Outcome::Failed) {
             self.reap_seconds.observe(l.took_ms as f64 / 1000.0);
         }

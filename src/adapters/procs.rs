@@ -50,12 +50,7 @@ pub fn table() -> Result<Vec<Proc>, TableError> {
     Ok(out)
 }
 
-/// (pid, start time): a process's identity. A pid alone may be reused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct Ident {
-    pub pid: i32,
-    pub start: u64,
-}
+pub use crate::core::records::Ident;
 
 /// The pids that must never be signalled: <= 1, the tmux server, ourselves and our ancestors.
 pub fn protected(table: &[Proc], server_pid: Option<u32>) -> HashSet<i32> {
@@ -86,7 +81,7 @@ pub fn tmux_env_value(socket_path: &str, server_pid: u32, n: u32) -> String {
 pub fn members_of<'a>(
     table: &[Proc],
     sessions: impl Iterator<Item = &'a crate::core::policy::Session>,
-    listing: &crate::adapters::tmux::Listing,
+    listing: &crate::core::listing::Listing,
 ) -> HashMap<u32, Vec<Ident>> {
     let prot = protected(table, listing.server_pid);
     let wanted: Vec<(u32, Vec<u32>)> = sessions

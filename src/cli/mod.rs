@@ -574,7 +574,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     // Every command that talks to tmux refuses one older than it supports (one `tmux -V`).
     let talks_to_tmux = cli.cmd.is_some() || cfg.policy.enabled();
     if talks_to_tmux && !matches!(cli.cmd, Some(Cmd::Formats | Cmd::ClaudeSettings { .. })) {
-        if let Err(e) = crate::adapters::tmux::version::check(&cfg).await {
+        if let Err(e) = crate::adapters::tmux::version::check(&cfg.socket, cfg.tmux_timeout).await {
             let _ = command_error(cli.json, CommandError::Refused(e)); // stderr, and the JSON
             return ExitCode::from(exit::CONFIG);
         }

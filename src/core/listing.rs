@@ -260,6 +260,23 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
     l
 }
 
+/// Whether the tmux server `server` has collected the exit of its child `pid` (`None`: cannot
+/// tell): read from the process table by the adapter that can.
+pub type ExitCollected = fn(server: u32, pid: u32) -> Option<bool>;
+
+/// tmux before 3.3 has no `#{pane_dead_signal}`: a pane killed by a signal shows neither an exit
+/// status nor a signal, for good, which looks like an exit tmux has not collected yet (3.3a
+/// sometimes misses one, see `Tmux::collect_exits`). Told apart by the process: once the
+/// server has reaped its child (`collected`, which reads the process table), the ending is known to be a failure, by an unknown signal.
+pub fn mark_unreported_exits(l: &mut Listing, collected: ExitCollected) {
+    let Some(server) = l.server_pid else { return };
+    for p in l.sessions.iter_mut().flat_map(|s| s.panes.iter_mut()) {
+        if p.dead && p.dead_status.is_none() && p.dead_signal.is_none() {
+            p.exit_unreported = collected(server, p.pid) == Some(true);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,5 +5,6 @@ pub mod listing;
 pub mod policy;
 pub mod records;
 pub mod report;
+pub mod schema;
 pub mod time;
 pub mod units;

@@ -82,7 +82,7 @@ pub struct AuditLine {
     /// When a `warned` session will be reaped (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reap_at: Option<String>,
-    /// [`crate::core::report::SCHEMA_VERSION`]; 0 when read from a line written before it. Last, so
+    /// [`crate::core::schema::SCHEMA_VERSION`]; 0 when read from a line written before it. Last, so
     /// that a line is 0.1.0's with one field more.
     #[serde(default)]
     pub schema_version: u32,
@@ -146,7 +146,7 @@ impl AuditLine {
             took_ms: 0,
             error: None,
             reap_at: None,
-            schema_version: crate::core::report::SCHEMA_VERSION,
+            schema_version: crate::core::schema::SCHEMA_VERSION,
         }
     }
 }
@@ -184,8 +184,8 @@ pub struct Journal {
     pub cwd: Option<String>,
     pub started_at: String,
     /// The reaper doing it: (pid, start time).
-    pub owner: crate::adapters::procs::Ident,
-    pub victims: Vec<crate::adapters::procs::Ident>,
+    pub owner: Ident,
+    pub victims: Vec<Ident>,
     /// The tmux server's pid: `$N` is only unique within one server's life.
     pub server_pid: Option<u32>,
     /// The reap's token (`CCS_REAP_TOKEN` in the session's environment): only a session that
@@ -263,4 +263,11 @@ impl Journal {
         check_cid(&self.cid)?;
         check_cwd(&self.cwd)
     }
+}
+
+/// (pid, start time): a process's identity. A pid alone may be reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Ident {
+    pub pid: i32,
+    pub start: u64,
 }

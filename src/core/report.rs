@@ -4,15 +4,10 @@ use crate::core::policy::{Action, ReapReason, State};
 
 use serde::Serialize;
 
-use crate::adapters::state::{AuditLine, Outcome};
 use crate::core::policy::{Decision, HostMemory};
+use crate::core::records::{AuditLine, Outcome};
 
-/// The version of the JSON schema shared by `status --json`, `--once --json`, `reap --json` and
-/// the audit log's lines (docs/files.md): durations end in `_ms`, points in time are RFC 3339
-/// strings ending in `_at` (or `at`), a tmux session id is the string `$N`. 2 is the first
-/// versioned one; lines without the field are of 0.x before it (`tmux_id` already `$N` there,
-/// `status` had numbers).
-pub const SCHEMA_VERSION: u32 = 2;
+pub use crate::core::schema::SCHEMA_VERSION;
 
 /// What one sweep saw and did. Serialized through [`SweepJson`].
 #[derive(Debug, Clone)]
@@ -39,7 +34,7 @@ pub struct SweepReport {
     pub summary: Summary,
     /// Chats their tmux server took with it (tombstoned, reason `server-died`) that are not
     /// back yet: `spawn` resumes each with its cid.
-    pub lost: Vec<crate::adapters::state::KnownChat>,
+    pub lost: Vec<crate::core::known::KnownChat>,
     pub took_ms: u64,
 }
 
@@ -136,7 +131,7 @@ struct LostJson<'a> {
     tmux_id: crate::core::policy::TmuxId,
     cid: &'a str,
     cwd: &'a Option<String>,
-    server: &'a crate::adapters::state::ServerId,
+    server: &'a crate::core::known::ServerId,
     /// When it was last seen alive.
     seen_at: Option<String>,
 }

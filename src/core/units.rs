@@ -13,7 +13,15 @@
 //! any case; all powers of 1024, as Docker's are), or for a threshold a percentage `P%`
 //! (0 < P <= 100) of the watched limit.
 
-use crate::core::policy::MemThreshold;
+use serde::Serialize;
+
+/// How a memory threshold is given.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub enum MemThreshold {
+    Bytes(u64),
+    /// A percentage of the host (or cgroup) limit.
+    Percent(f64),
+}
 
 const MS_PER: &[(&str, u64)] = &[
     ("ms", 1),

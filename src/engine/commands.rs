@@ -314,7 +314,7 @@ async fn make_way(
     deadline: Instant,
 ) -> Result<Option<crate::adapters::state::ServerView>, CommandError> {
     loop {
-        let listing = r.tmux.list(&r.cfg.prefix).await?;
+        let listing = r.tmux.list(&r.cfg.prefix, procs::exit_collected).await?;
         let server_pid = listing.server_pid;
         let view = crate::adapters::state::ServerView {
             up: listing.server_up,
@@ -332,7 +332,12 @@ async fn make_way(
             }
             Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
                 let end = reap_dead(r, &s, server_pid).await.end;
-                if end != ReapEnd::Reaped && r.tmux.find(name, &r.cfg.prefix).await?.is_some() {
+                if end != ReapEnd::Reaped
+                    && r.tmux
+                        .find(name, &r.cfg.prefix, procs::exit_collected)
+                        .await?
+                        .is_some()
+                {
                     return Err(CommandError::Refused(format!(
                         "{name} has exited but could not be cleaned up: {}",
                         end.error().unwrap_or_default()
@@ -436,7 +441,11 @@ const SETTLE: Duration = Duration::from_millis(200);
 async fn still_there(r: &Reaper, name: &str) -> Result<bool, CommandError> {
     let until = Instant::now() + SETTLE;
     loop {
-        let Some(s) = r.tmux.find(name, &r.cfg.prefix).await? else {
+        let Some(s) = r
+            .tmux
+            .find(name, &r.cfg.prefix, procs::exit_collected)
+            .await?
+        else {
             return Ok(false);
         };
         // A zombie is dead: tmux has not collected it yet.

@@ -55,7 +55,7 @@ fn warn_too_long(listing: &Listing) {
 /// Read tmux, the activity files and (where needed) /proc into a snapshot.
 async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
     let mut snap = Snapshot::default();
-    let listing = match r.tmux.list(&r.cfg.prefix).await {
+    let listing = match r.tmux.list(&r.cfg.prefix, procs::exit_collected).await {
         Ok(l) => l,
         Err(e) => {
             r.metrics.tmux_errors.inc();

@@ -496,7 +496,7 @@ mod tests {
         let s = StateDir::new(d.path(), "k", "sock", "ccs-");
         s.check_writable().unwrap();
         let mut l = AuditLine {
-            schema_version: crate::core::report::SCHEMA_VERSION,
+            schema_version: crate::core::schema::SCHEMA_VERSION,
             at: "t".into(),
             session: "ccs-1".into(),
             id: "1".into(),
@@ -759,7 +759,7 @@ mod tests {
         let versioned = format!(
             "{},\"schema_version\":{}}}",
             want.trim_end_matches('}'),
-            crate::core::report::SCHEMA_VERSION
+            crate::core::schema::SCHEMA_VERSION
         );
         assert_eq!(serde_json::to_string(&l).unwrap(), versioned);
         let back: AuditLine = serde_json::from_str(&versioned).unwrap();

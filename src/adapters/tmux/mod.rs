@@ -17,11 +17,11 @@ use tmux_interface::{
     RunShell, SetOption, TmuxCommand,
 };
 
-use crate::config::Socket;
 use crate::core::policy::Session;
 
 mod args;
 use crate::core::listing;
+mod socket;
 pub mod version;
 
 use args::{
@@ -30,7 +30,10 @@ use args::{
 };
 pub use args::{format_literal, literal, sid, TOKEN_VAR};
 use listing::parse_sid;
-pub use listing::{parse_listing, Listing, CLIENT_FMT, PANE_FMT, SESSION_FMT};
+pub use listing::{
+    mark_unreported_exits, parse_listing, ExitCollected, Listing, CLIENT_FMT, PANE_FMT, SESSION_FMT,
+};
+pub use socket::Socket;
 
 /// What can go wrong talking to tmux.
 #[derive(Debug, thiserror::Error)]
@@ -71,19 +74,6 @@ fn session_gone(stderr: &str) -> bool {
     stderr.contains("can't find session")
         || stderr.contains("no such session")
         || stderr.contains("no current target")
-}
-
-/// tmux before 3.3 has no `#{pane_dead_signal}`: a pane killed by a signal shows neither an exit
-/// status nor a signal, for good, which looks like an exit tmux has not collected yet (3.3a
-/// sometimes misses one, see [`Tmux::collect_exits`]). Told apart by the process: once the
-/// server has reaped its child, the ending is known to be a failure, by an unknown signal.
-fn mark_unreported_exits(l: &mut Listing) {
-    let Some(server) = l.server_pid else { return };
-    for p in l.sessions.iter_mut().flat_map(|s| s.panes.iter_mut()) {
-        if p.dead && p.dead_status.is_none() && p.dead_signal.is_none() {
-            p.exit_unreported = crate::adapters::procs::exit_collected(server, p.pid) == Some(true);
-        }
-    }
 }
 
 /// The outcome of `turn begin`'s test-and-set.
@@ -171,8 +161,9 @@ impl Tmux {
     }
 
     /// The whole server in one tmux call. A server that is not running is an empty world, with
-    /// `server_up` saying so.
-    pub async fn list(&self, prefix: &str) -> Result<Listing, TmuxError> {
+    /// `server_up` saying so. `collected` tells a pane's uncollected exit (see
+    /// [`mark_unreported_exits`]).
+    pub async fn list(&self, prefix: &str, collected: ExitCollected) -> Result<Listing, TmuxError> {
         let cmds = [
             ListSessions::new().format(SESSION_FMT).build(),
             ListClients::new().format(CLIENT_FMT).build(),
@@ -181,7 +172,7 @@ impl Tmux {
         match self.run(&cmds).await {
             Ok(out) => {
                 let mut l = parse_listing(&out, prefix);
-                mark_unreported_exits(&mut l);
+                mark_unreported_exits(&mut l, collected);
                 l.server_up = Some(true);
                 Ok(l)
             }
@@ -388,8 +379,13 @@ impl Tmux {
     }
 
     /// Find a session by exact name: its `$N`, or `None`.
-    pub async fn find(&self, name: &str, prefix: &str) -> Result<Option<Session>, TmuxError> {
-        let l = self.list(prefix).await?;
+    pub async fn find(
+        &self,
+        name: &str,
+        prefix: &str,
+        collected: ExitCollected,
+    ) -> Result<Option<Session>, TmuxError> {
+        let l = self.list(prefix, collected).await?;
         Ok(l.sessions.into_iter().find(|s| s.name == name))
     }
 

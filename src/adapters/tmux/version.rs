@@ -4,9 +4,9 @@
 //! refused.
 
 use std::fmt;
+use std::time::Duration;
 
-use crate::adapters::tmux::{Tmux, TmuxError};
-use crate::config::Config;
+use crate::adapters::tmux::{Socket, Tmux, TmuxError};
 
 /// A tmux release: `3.1c` is (3, 1, Some('c')); `3.4` is (3, 4, None), older than `3.4a`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -95,8 +95,8 @@ pub fn supported(r: &Reported) -> Result<(), String> {
 /// The start-up check: run `tmux -V` once (within the tmux timeout) and refuse an old tmux. A tmux
 /// that cannot be run or read is warned about, and the command goes on (its own tmux calls will
 /// say what is wrong).
-pub async fn check(cfg: &Config) -> Result<(), String> {
-    let tmux = Tmux::new(cfg.socket.clone(), cfg.tmux_timeout);
+pub async fn check(socket: &Socket, timeout: Duration) -> Result<(), String> {
+    let tmux = Tmux::new(socket.clone(), timeout);
     let out = match tmux.exec(["-V"], "-V".to_string()).await {
         Err(TmuxError::Timeout(..)) => {
             tracing::warn!(

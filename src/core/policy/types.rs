@@ -5,13 +5,7 @@ use std::collections::HashSet;
 
 use serde::Serialize;
 
-/// How a memory threshold is given.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub enum MemThreshold {
-    Bytes(u64),
-    /// A percentage of the host (or cgroup) limit.
-    Percent(f64),
-}
+pub use crate::core::units::MemThreshold;
 
 /// What to do with control-mode clients whose parent process is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

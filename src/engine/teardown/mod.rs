@@ -460,7 +460,7 @@ async fn finish_wave(
     // (the command is checked in the server); only a large wave lists first, to ask for fewer.
     let mut targets: Vec<u32> = done.iter().map(|(i, _)| jobs[*i].n()).collect();
     if targets.len() > LIST_ABOVE {
-        if let Ok(l) = r.tmux.list(&r.cfg.prefix).await {
+        if let Ok(l) = r.tmux.list(&r.cfg.prefix, procs::exit_collected).await {
             let present: HashSet<u32> = l.sessions.iter().map(|s| s.tmux_id).collect();
             targets.retain(|n| present.contains(n));
         }
@@ -503,7 +503,7 @@ async fn recheck(
     if jobs.iter().all(|j| j.over) {
         return None;
     }
-    let fresh = match r.tmux.list(&r.cfg.prefix).await {
+    let fresh = match r.tmux.list(&r.cfg.prefix, procs::exit_collected).await {
         Ok(l) if l.problems.is_empty() => Ok(l),
         Ok(l) => Err(l.problems.join("; ")),
         Err(e) => Err(e.to_string()),
