@@ -7,12 +7,11 @@
 use std::path::PathBuf;
 
 use ccs_reap::adapters::state::{AuditLine, Ended, Outcome};
+use ccs_reap::cli::render::{render_status, render_sweep};
 use ccs_reap::core::policy::{
     self, Action, Client, HostMemory, Pane, Policy, ReapReason, Session, Snapshot,
 };
-use ccs_reap::core::report::{
-    render_status, render_sweep, SessionReport, Summary, SweepReport, ViewerReport,
-};
+use ccs_reap::core::report::{SessionReport, Summary, SweepReport, ViewerReport};
 use ccs_reap::core::time::rfc3339;
 
 const NOW: i64 = 1_700_000_000_000;
