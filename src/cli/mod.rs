@@ -158,21 +158,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }));
             ExitCode::SUCCESS
         }
-        Some(Cmd::Status { wide }) => {
-            let r = Reaper::new(cfg, true);
-            let rep = crate::engine::sweep::status(&r).await;
-            warn_no_server(&rep);
-            if cli.json {
-                print_json(&rep);
-            } else {
-                out(&render::render_status(&rep, wide));
-            }
-            if rep.error.is_some() {
-                ExitCode::from(exit::FAILED)
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
+        Some(Cmd::Status { wide }) => status(cfg, cli.json, wide).await,
         Some(Cmd::Turn {
             what: TurnCmd::Begin { id },
         }) => match commands::turn_begin(&Reaper::new(cfg, false), &id).await {
@@ -220,40 +206,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 Err(e) => command_error(cli.json, e),
             }
         }
-        Some(Cmd::Reap { id, force }) => {
-            let r = Reaper::new(cfg, cli.dry_run);
-            match commands::reap_now(&r, &id, force).await {
-                Ok(ReapNow::Reaped(line)) => {
-                    if cli.json {
-                        print_json(&line);
-                    } else {
-                        out(&format!(
-                            "reaped {} ({}): {} processes, {} freed, {} ms\n",
-                            line.session,
-                            line.tmux_id,
-                            line.pids.len(),
-                            render::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
-                            line.took_ms
-                        ));
-                    }
-                    ExitCode::SUCCESS
-                }
-                Ok(ReapNow::WouldReap(m)) => {
-                    if cli.json {
-                        print_json(&serde_json::json!({
-                            "ok": true,
-                            "dry_run": true,
-                            "would_reap": true,
-                            "message": m,
-                        }));
-                    } else {
-                        out(&format!("{m}\n"));
-                    }
-                    ExitCode::SUCCESS
-                }
-                Err(e) => command_error(cli.json, e),
-            }
-        }
+        Some(Cmd::Reap { id, force }) => reap(cfg, cli.json, cli.dry_run, &id, force).await,
         Some(Cmd::Events { from_start }) => {
             match crate::adapters::state::follow::run(&Reaper::new(cfg, true).state, from_start)
                 .await
@@ -273,33 +226,90 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             if cli.once {
-                let r = Reaper::new(cfg, cli.dry_run);
-                // Each reap's line as soon as it is over; `--json` is one document at the end.
-                let print = |l: &crate::adapters::state::AuditLine| out(&render::render_reap(l));
-                let sink: Option<crate::engine::teardown::Sink> = (!cli.json).then_some(&print);
-                let rep =
-                    crate::engine::sweep::sweep(&r, crate::engine::sweep::Batches::Wait(sink))
-                        .await;
-                warn_no_server(&rep);
-                if cli.json {
-                    print_json(&rep);
-                } else {
-                    out(&render::render_sweep_end(&rep));
-                }
-                if rep
-                    .reaps
-                    .iter()
-                    .any(|l| l.outcome == crate::adapters::state::Outcome::Failed)
-                    || rep.error.is_some()
-                {
-                    ExitCode::from(exit::FAILED)
-                } else {
-                    ExitCode::SUCCESS
-                }
+                once(cfg, cli.json, cli.dry_run).await
             } else {
                 daemon(Reaper::new(cfg, cli.dry_run)).await
             }
         }
+    }
+}
+
+/// `status`: the table or the JSON; exit 1 when tmux could not be read.
+async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
+    let r = Reaper::new(cfg, true);
+    let rep = crate::engine::sweep::status(&r).await;
+    warn_no_server(&rep);
+    if json {
+        print_json(&rep);
+    } else {
+        out(&render::render_status(&rep, wide));
+    }
+    if rep.error.is_some() {
+        ExitCode::from(exit::FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `reap <id>`: one chat now (or what would be done, `--dry-run`).
+async fn reap(cfg: Config, json: bool, dry_run: bool, id: &str, force: bool) -> ExitCode {
+    let r = Reaper::new(cfg, dry_run);
+    match commands::reap_now(&r, id, force).await {
+        Ok(ReapNow::Reaped(line)) => {
+            if json {
+                print_json(&line);
+            } else {
+                out(&format!(
+                    "reaped {} ({}): {} processes, {} freed, {} ms\n",
+                    line.session,
+                    line.tmux_id,
+                    line.pids.len(),
+                    render::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
+                    line.took_ms
+                ));
+            }
+            ExitCode::SUCCESS
+        }
+        Ok(ReapNow::WouldReap(m)) => {
+            if json {
+                print_json(&serde_json::json!({
+                    "ok": true,
+                    "dry_run": true,
+                    "would_reap": true,
+                    "message": m,
+                }));
+            } else {
+                out(&format!("{m}\n"));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => command_error(json, e),
+    }
+}
+
+/// `--once`: one sweep, each reap's line as it ends (or one JSON document); exit 1 when a reap
+/// failed or tmux could not be read.
+async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
+    let r = Reaper::new(cfg, dry_run);
+    // Each reap's line as soon as it is over; `--json` is one document at the end.
+    let print = |l: &crate::adapters::state::AuditLine| out(&render::render_reap(l));
+    let sink: Option<crate::engine::teardown::Sink> = (!json).then_some(&print);
+    let rep = crate::engine::sweep::sweep(&r, crate::engine::sweep::Batches::Wait(sink)).await;
+    warn_no_server(&rep);
+    if json {
+        print_json(&rep);
+    } else {
+        out(&render::render_sweep_end(&rep));
+    }
+    if rep
+        .reaps
+        .iter()
+        .any(|l| l.outcome == crate::adapters::state::Outcome::Failed)
+        || rep.error.is_some()
+    {
+        ExitCode::from(exit::FAILED)
+    } else {
+        ExitCode::SUCCESS
     }
 }
 

@@ -111,7 +111,8 @@ fn rows(r: &SweepReport) -> Vec<Row> {
 
 /// The `status` table: by default within [`STATUS_COLUMNS`] (session, state, idle age, time
 /// left, viewers, cid, memory (PSS, else RSS) and why; long values cut with `…`); `wide`: every
-/// column (the tmux id, the turn's age, RSS and PSS apart), nothing cut.
+/// column (the tmux id, the turn's age, RSS and PSS apart), nothing cut. Long (about 115 lines)
+/// on purpose: the columns' widths, the header and the rows are one layout, read together.
 pub fn render_status(r: &SweepReport, wide: bool) -> String {
     use std::fmt::Write;
     let mut o = String::new();
