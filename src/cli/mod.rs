@@ -159,34 +159,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Cmd::Status { wide }) => status(cfg, cli.json, wide).await,
-        Some(Cmd::Turn {
-            what: TurnCmd::Begin { id },
-        }) => match commands::turn_begin(&Reaper::new(cfg, false), &id).await {
-            Ok(true) => hook_answer(cli.json, &id, "started", 0, None),
-            Ok(false) => hook_answer(
-                cli.json,
-                &id,
-                "gone",
-                exit::RESPAWN,
-                Some(format!(
-                    "session {id} is gone (reaped or never spawned): respawn it"
-                )),
-            ),
-            Err(e) => command_error(cli.json, e),
-        },
-        Some(Cmd::Turn {
-            what: TurnCmd::End { id },
-        }) => match commands::turn_end(&Reaper::new(cfg, false), &id).await {
-            Ok(true) => hook_answer(cli.json, &id, "ended", 0, None),
-            Ok(false) => hook_answer(
-                cli.json,
-                &id,
-                "gone",
-                exit::RESPAWN,
-                Some(format!("session {id} is gone: respawn it")),
-            ),
-            Err(e) => command_error(cli.json, e),
-        },
+        Some(Cmd::Turn { what }) => turn(cfg, cli.json, what).await,
         Some(Cmd::Pin { id }) => pin_answer(
             cli.json,
             &id,
@@ -231,6 +204,36 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 daemon(Reaper::new(cfg, cli.dry_run)).await
             }
         }
+    }
+}
+
+/// `turn begin|end`: the studio's hooks around a turn; exit 4 when the session is gone.
+async fn turn(cfg: Config, json: bool, what: TurnCmd) -> ExitCode {
+    match what {
+        TurnCmd::Begin { id } => match commands::turn_begin(&Reaper::new(cfg, false), &id).await {
+            Ok(true) => hook_answer(json, &id, "started", 0, None),
+            Ok(false) => hook_answer(
+                json,
+                &id,
+                "gone",
+                exit::RESPAWN,
+                Some(format!(
+                    "session {id} is gone (reaped or never spawned): respawn it"
+                )),
+            ),
+            Err(e) => command_error(json, e),
+        },
+        TurnCmd::End { id } => match commands::turn_end(&Reaper::new(cfg, false), &id).await {
+            Ok(true) => hook_answer(json, &id, "ended", 0, None),
+            Ok(false) => hook_answer(
+                json,
+                &id,
+                "gone",
+                exit::RESPAWN,
+                Some(format!("session {id} is gone: respawn it")),
+            ),
+            Err(e) => command_error(json, e),
+        },
     }
 }
 

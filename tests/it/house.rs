@@ -7,7 +7,8 @@
 //! - a circle between the modules of the core or of the adapters (`core::policy` and
 //!   `core::units` importing each other, say);
 //! - a source file over [`MAX_CODE_LINES`] lines of code before its first `#[cfg(test)]`
-//!   (lines neither blank nor a comment).
+//!   (lines neither blank nor a comment);
+//! - I/O or a clock read named in the core ([`CORE_FORBIDDEN`]).
 //!
 //! Only the part of a file before its first `#[cfg(test)]` is read: a test may set up what it
 //! needs from any layer. An import is any `crate::…` or `super::…` path in code (comments aside),
@@ -23,6 +24,25 @@ const MAX_CODE_LINES: usize = 500;
 /// the agent seam, item 5); they are split after those land. The lead removes this exemption
 /// after merging.
 const SIZE_EXEMPT: &[&str] = &["config.rs", "adapters/memory.rs", "engine/claude_hook.rs"];
+
+/// What the core must not name: files, the environment, processes, the network, the async
+/// runtime, /proc and system calls, and the clocks.
+const CORE_FORBIDDEN: &[&str] = &[
+    "std::fs",
+    "std::env",
+    "std::process",
+    "std::net",
+    "std::io::stdin",
+    "std::io::stdout",
+    "std::io::stderr",
+    "tokio",
+    "procfs",
+    "rustix",
+    "Utc::now",
+    "Local::now",
+    "Instant::now",
+    "SystemTime::now",
+];
 
 /// A module's path from its file's path under `src/` (`core/policy/mod.rs` is `core::policy`,
 /// `lib.rs` the crate root, `main.rs` the binary, seen as the module `main`).
@@ -206,6 +226,14 @@ fn faults(files: &[(String, String)]) -> Vec<String> {
                 "src/{rel}: {n} lines of code (over {MAX_CODE_LINES}): split it"
             ));
         }
+        if module.first().map(String::as_str) == Some("core") {
+            let bare = without_comments(code);
+            for word in CORE_FORBIDDEN.iter().filter(|w| bare.contains(*w)) {
+                out.push(format!(
+                    "src/{rel}: the core names `{word}` (no I/O, no clock)"
+                ));
+            }
+        }
         for to in imports(&module, code) {
             if !allowed(&module, &to) {
                 out.push(format!(
@@ -298,6 +326,18 @@ fn the_checker_sees_what_it_must() {
     // (file, text, how many faults)
     let table: &[(&str, &str, usize)] = &[
         ("core/a.rs", "use crate::core::b::X;", 0),
+        ("core/a.rs", "fn f() { std::fs::read(\"x\"); }", 1),
+        (
+            "core/a.rs",
+            "fn f() -> i64 { chrono::Utc::now().timestamp() }",
+            1,
+        ),
+        ("core/a.rs", "/// unlike std::fs::read\nfn f() {}", 0),
+        (
+            "adapters/state/mod.rs",
+            "fn f() { std::fs::read(\"x\"); }",
+            0,
+        ),
         ("core/a.rs", "use crate::adapters::tmux::Tmux;", 1),
         ("core/a.rs", "use crate::config::Config;", 1),
         ("core/a.rs", "fn f() { crate::engine::sweep::sweep(); }", 1),
