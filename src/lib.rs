@@ -56,6 +56,8 @@
 //!   - [`core::listing`]: tmux's listing as data (`Listing`), parsed from its text.
 //!   - [`core::records`]: what is written down: `AuditLine`, `Tombstone`, `Journal`, a process's
 //!     `Ident`.
+//!   - [`core::reap_end`]: how a reap ends (`ReapEnd`, `Abort`, `Failure`) and the audit line
+//!     built from that end.
 //!   - [`core::known`]: the last known conversation of each chat, and the plan for those lost with
 //!     their server.
 //!   - [`core::report`]: what a sweep saw and did (`status`, `--once`), and its JSON.

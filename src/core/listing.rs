@@ -267,7 +267,8 @@ pub type ExitCollected = fn(server: u32, pid: u32) -> Option<bool>;
 /// tmux before 3.3 has no `#{pane_dead_signal}`: a pane killed by a signal shows neither an exit
 /// status nor a signal, for good, which looks like an exit tmux has not collected yet (3.3a
 /// sometimes misses one, see `Tmux::collect_exits`). Told apart by the process: once the
-/// server has reaped its child (`collected`, which reads the process table), the ending is known to be a failure, by an unknown signal.
+/// server has reaped its child (`collected`, which reads the process table), the ending is known
+/// to be a failure, by an unknown signal.
 pub fn mark_unreported_exits(l: &mut Listing, collected: ExitCollected) {
     let Some(server) = l.server_pid else { return };
     for p in l.sessions.iter_mut().flat_map(|s| s.panes.iter_mut()) {

@@ -3,6 +3,7 @@
 pub mod known;
 pub mod listing;
 pub mod policy;
+pub mod reap_end;
 pub mod records;
 pub mod report;
 pub mod schema;

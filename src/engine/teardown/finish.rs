@@ -1,11 +1,11 @@
-//! The end of every reap: how it ended from what survived, the audit line built from that end
-//! (the one place its outcome and error are set), and the line written (log, file, metrics).
+//! The end of every reap: how it ended from what survived, and the line written (log, file,
+//! metrics). The audit line is built from that end in one place, `core::reap_end::audit_line`.
 
 use std::time::Instant;
 
-use super::end::{Failure, ReapEnd};
 use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, Outcome};
+use crate::core::reap_end::{Failure, ReapEnd};
 use crate::engine::context::Reaper;
 
 /// How a reap past its signals ended, from what survived (recorded in `line`): `reaped` only
@@ -25,14 +25,6 @@ pub(crate) fn verify(
         None => ReapEnd::Failed(Failure::Survivors(line.survivors.clone())),
         Some(f) => ReapEnd::Failed(f),
     }
-}
-
-/// The audit line of a reap that ended so: `facts` (what was found and done: pids, signals,
-/// memory, survivors) with the outcome and the error of `end`.
-pub(crate) fn audit_line(mut facts: AuditLine, end: &ReapEnd) -> AuditLine {
-    facts.outcome = end.outcome();
-    facts.error = end.error();
-    facts
 }
 
 /// Log the line, append it to the audit log, count it.

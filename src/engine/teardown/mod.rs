@@ -28,14 +28,14 @@ use crate::core::policy::{self, Decision, ReapReason, Session, Snapshot};
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 
-mod end;
 mod finish;
 mod reap_hooks;
 mod recover;
 mod unwind;
 
-pub use end::{Abort, Failure, Finished, ReapEnd};
-pub(crate) use finish::{audit_line, finish, verify};
+pub(crate) use crate::core::reap_end::audit_line;
+pub use crate::core::reap_end::{Abort, Failure, Finished, ReapEnd};
+pub(crate) use finish::{finish, verify};
 use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
 use unwind::{test_panic, CatchUnwind, Progress};

@@ -17,10 +17,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::end::{Abort, Failure, Finished, ReapEnd};
-use super::finish::audit_line;
 use super::{finish, Job, Sink};
 use crate::adapters::state::{AuditLine, Journal};
+use crate::core::reap_end::{audit_line, Abort, Failure, Finished, ReapEnd};
 use crate::engine::context::Reaper;
 
 /// What a batch has done that must be undone or finished should it panic.

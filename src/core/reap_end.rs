@@ -1,15 +1,15 @@
 //! How a reap ends, typed: [`ReapEnd`] (reaped, aborted with an [`Abort`], failed with a
 //! [`Failure`]). The audit line's `outcome` and `error` are built from it in one place,
-//! [`super::finish::audit_line`]; each reason's text is the `error` the audit line has always
+//! [`audit_line`]; each reason's text is the `error` the audit line has always
 //! carried.
 
 use std::fmt;
 
-use crate::adapters::state::{AuditLine, Outcome};
 use crate::core::policy::{Changed, FenceFail};
+use crate::core::records::{AuditLine, Outcome};
 
 /// One reap, over: how it ended, and its audit line as written (built from `end` by
-/// [`super::finish::audit_line`]).
+/// [`audit_line`]).
 #[derive(Debug, Clone)]
 pub struct Finished {
     pub end: ReapEnd,
@@ -145,6 +145,14 @@ impl fmt::Display for Failure {
             Failure::Panicked(why) => write!(f, "the teardown panicked: {why}"),
         }
     }
+}
+
+/// The audit line of a reap that ended so: `facts` (what was found and done: pids, signals,
+/// memory, survivors) with the outcome and the error of `end`.
+pub fn audit_line(mut facts: AuditLine, end: &ReapEnd) -> AuditLine {
+    facts.outcome = end.outcome();
+    facts.error = end.error();
+    facts
 }
 
 #[cfg(test)]
