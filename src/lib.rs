@@ -1,8 +1,9 @@
 //! ccs-reap: an opt-in reaper of idle Claude Code chat sessions on a tmux server.
 //!
 //! Five rooms, and imports run one way only, down this list (`tests/it/house.rs` reads `src/`
-//! and fails on an import against the direction, a circle in the core or the adapters, or a file
-//! over 500 lines of code):
+//! and fails on an import against the direction, a circle between the modules of the core, the
+//! adapters or the engine, I/O or a clock read named in the core, or a file over 500 lines of
+//! code):
 //!
 //! - [`cli`] imports anything below; `main.rs` calls [`cli::main`] and nothing else.
 //! - [`engine`] imports [`config`], [`adapters`] and [`core`].
