@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::policy::{OrphanViewers, Policy};
+pub use crate::adapters::tmux::Socket;
+use crate::core::policy::{OrphanViewers, Policy};
 
 /// A configuration error: which variable, what value, what was expected.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -19,81 +20,6 @@ pub struct ConfigError {
     pub var: String,
     pub value: String,
     pub expected: String,
-}
-
-/// Which tmux server to talk to.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Socket {
-    /// `tmux -L <name>`
-    Name(String),
-    /// `tmux -S <path>`
-    Path(PathBuf),
-}
-
-/// FNV-1a, 64 bits: a stable hash (std's hashers may change between releases), for names.
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-impl Socket {
-    /// The socket's path: `-S` as given, `-L <name>` where tmux puts it
-    /// (`$TMUX_TMPDIR` or `/tmp`, then `tmux-<uid>/<name>`).
-    pub fn path(&self) -> PathBuf {
-        match self {
-            Socket::Path(p) => p.clone(),
-            Socket::Name(n) => {
-                let dir = std::env::var_os("TMUX_TMPDIR")
-                    .filter(|d| !d.is_empty())
-                    .unwrap_or_else(|| "/tmp".into());
-                PathBuf::from(dir)
-                    .join(format!("tmux-{}", rustix::process::getuid().as_raw()))
-                    .join(n)
-            }
-        }
-    }
-
-    /// The socket's path with its directory made canonical where it exists (the socket itself
-    /// may not exist yet), so `-L ccstudio` and `-S` of the same path are one socket.
-    pub fn canonical_path(&self) -> PathBuf {
-        let p = self.path();
-        match (p.parent(), p.file_name()) {
-            (Some(dir), Some(name)) => std::fs::canonicalize(dir)
-                .map(|d| d.join(name))
-                .unwrap_or(p),
-            _ => p,
-        }
-    }
-
-    /// A label for the lock file: the canonical path with every character but letters, digits,
-    /// `-` and `.` as `_`. Readable, not exact: [`Socket::studio_key`] adds a hash.
-    pub fn label(&self) -> String {
-        self.canonical_path()
-            .to_string_lossy()
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect()
-    }
-
-    /// The name of a studio's directory in the state dir: one socket and one session prefix.
-    /// `<label>-<FNV-1a 64 of the exact canonical path>@<prefix>`: two sockets whose labels
-    /// collide (`/a_b` and `/a/b`) still get two directories.
-    pub fn studio_key(&self, prefix: &str) -> String {
-        use std::os::unix::ffi::OsStrExt;
-        let path = self.canonical_path();
-        format!(
-            "{}-{:016x}@{prefix}",
-            self.label(),
-            fnv1a64(path.as_os_str().as_bytes())
-        )
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -420,7 +346,7 @@ pub fn vars_help() -> String {
 /// `CCS_` variables that are not settings, and never warned about: the reap token tmux sets in a
 /// session's environment, and the switches of the project's own tests and scripts.
 const NOT_SETTINGS: &[&str] = &[
-    crate::tmux::TOKEN_VAR,
+    crate::adapters::tmux::TOKEN_VAR,
     "CCS_REAP_BIN",
     "CCS_SKIP_CGROUP_TESTS",
     "CCS_SKIP_PROMETHEUS",
@@ -475,16 +401,16 @@ fn ms(var: &str, v: &Option<String>, min: u64) -> Result<Option<u64>, ConfigErro
     Ok(duration(var, v, min)?.map(|d| d.ms))
 }
 
-/// A duration variable (`CCS_*_MS`): see [`crate::units::parse_duration`].
+/// A duration variable (`CCS_*_MS`): see [`crate::core::units::parse_duration`].
 fn duration(
     var: &str,
     v: &Option<String>,
     min: u64,
-) -> Result<Option<crate::units::Millis>, ConfigError> {
-    use crate::units::{parse_duration, DURATION_HINT};
+) -> Result<Option<crate::core::units::Millis>, ConfigError> {
+    use crate::core::units::{parse_duration, DURATION_HINT};
     let Some(s) = v else { return Ok(None) };
     match parse_duration(s) {
-        Some(d) if d.ms > crate::policy::MAX_MS => {
+        Some(d) if d.ms > crate::core::policy::MAX_MS => {
             Err(err(var, s, &format!("{DURATION_HINT}; at most 100 years")))
         }
         Some(d) if d.ms >= min => Ok(Some(d)),
@@ -503,13 +429,18 @@ fn flag(var: &str, v: &Option<String>) -> Result<Option<bool>, ConfigError> {
 }
 
 /// A memory size variable refused: garbage, or a bare number too small to be meant as bytes.
-fn size_err(var: &str, value: &str, e: crate::units::SizeError, expected: &str) -> ConfigError {
+fn size_err(
+    var: &str,
+    value: &str,
+    e: crate::core::units::SizeError,
+    expected: &str,
+) -> ConfigError {
     match e {
-        crate::units::SizeError::Garbage => err(var, value, expected),
-        crate::units::SizeError::Ambiguous(n) => err(
+        crate::core::units::SizeError::Garbage => err(var, value, expected),
+        crate::core::units::SizeError::Ambiguous(n) => err(
             var,
             value,
-            &crate::units::size_hint(n, var == "ENGINE_MEM_HIGH"),
+            &crate::core::units::size_hint(n, var == "ENGINE_MEM_HIGH"),
         ),
     }
 }
@@ -560,7 +491,7 @@ impl Config {
             ("ENGINE_VIEWER_MAX_MS", &raw.engine_viewer_max_ms),
         ] {
             if let Some(s) = v {
-                if let Some(d) = crate::units::parse_duration(s).filter(|d| d.bare) {
+                if let Some(d) = crate::core::units::parse_duration(s).filter(|d| d.bare) {
                     if (1..60_000).contains(&d.ms) {
                         notes.push(format!(
                             "CCS_{var}={} is {} ms (a bare number is milliseconds): write {}s if you meant seconds",
@@ -590,7 +521,9 @@ impl Config {
         };
 
         let prefix = raw.session_prefix.clone().unwrap_or_else(|| "ccs-".into());
-        if !crate::policy::valid_id(&prefix) || prefix.len() > crate::policy::MAX_PREFIX_LEN {
+        if !crate::core::policy::valid_id(&prefix)
+            || prefix.len() > crate::core::policy::MAX_PREFIX_LEN
+        {
             return Err(err(
                 "SESSION_PREFIX",
                 &prefix,
@@ -646,7 +579,7 @@ impl Config {
 
         let mem_high = match &raw.engine_mem_high {
             None => None,
-            Some(s) => Some(crate::units::parse_mem_threshold(s).map_err(|e| {
+            Some(s) => Some(crate::core::units::parse_mem_threshold(s).map_err(|e| {
                 size_err(
                     "ENGINE_MEM_HIGH",
                     s,
@@ -668,8 +601,8 @@ impl Config {
             None => None,
             Some(s) => {
                 let d = PathBuf::from(s.trim());
-                match crate::memory::cgroup_dir(&d) {
-                    Some(src) if crate::memory::read(&src).is_some() => Some(d),
+                match crate::adapters::memory::cgroup_dir(&d) {
+                    Some(src) if crate::adapters::memory::read(&src).is_some() => Some(d),
                     _ => {
                         return Err(err(
                             "ENGINE_MEM_CGROUP",
@@ -682,7 +615,7 @@ impl Config {
         };
         let session_mem_max = match &raw.engine_session_mem_max {
             None => None,
-            Some(s) => Some(crate::units::parse_mem_size(s).map_err(|e| {
+            Some(s) => Some(crate::core::units::parse_mem_size(s).map_err(|e| {
                 size_err(
                     "ENGINE_SESSION_MEM_MAX",
                     s,
@@ -753,8 +686,8 @@ impl Config {
         let reap_exited = flag("ENGINE_REAP_EXITED", &raw.engine_reap_exited)?.unwrap_or(true);
 
         let audit_max_bytes = match &raw.audit_max_bytes {
-            None => crate::state::DEFAULT_AUDIT_MAX_BYTES,
-            Some(s) => crate::units::parse_size(s).ok_or_else(|| {
+            None => crate::adapters::state::DEFAULT_AUDIT_MAX_BYTES,
+            Some(s) => crate::core::units::parse_size(s).ok_or_else(|| {
                 err(
                     "AUDIT_MAX_BYTES",
                     s,
@@ -763,19 +696,19 @@ impl Config {
             })?,
         };
         let audit_keep = match &raw.audit_keep {
-            None => crate::state::DEFAULT_AUDIT_KEEP,
+            None => crate::adapters::state::DEFAULT_AUDIT_KEEP,
             Some(s) => s
                 .trim()
                 .parse::<usize>()
                 .ok()
-                .filter(|n| (1..=crate::state::MAX_AUDIT_KEEP).contains(n))
+                .filter(|n| (1..=crate::adapters::state::MAX_AUDIT_KEEP).contains(n))
                 .ok_or_else(|| {
                     err(
                         "AUDIT_KEEP",
                         s,
                         &format!(
                             "a whole number of rotated files, from 1 to {}",
-                            crate::state::MAX_AUDIT_KEEP
+                            crate::adapters::state::MAX_AUDIT_KEEP
                         ),
                     )
                 })?,
@@ -848,7 +781,7 @@ pub fn default_state_base() -> Option<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::MemThreshold;
+    use crate::core::policy::MemThreshold;
     use std::path::Path;
 
     fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {

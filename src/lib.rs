@@ -1,52 +1,73 @@
 //! ccs-reap: an opt-in reaper of idle Claude Code chat sessions on a tmux server.
 //!
-//! Data flows one way: [`tmux`] and [`procs`] read the world into a [`policy::Snapshot`];
-//! [`policy::decide`] (pure) turns it into decisions; [`sweep`] hands the reaps to [`teardown`],
-//! which carries them out and writes the audit line through [`state`].
+//! Five rooms, and imports run one way only, down this list (`tests/it/house.rs` reads `src/`
+//! and fails on an import against the direction, a circle between the modules of the core, the
+//! adapters or the engine, I/O or a clock read named in the core, or a file over 500 lines of
+//! code):
+//!
+//! - [`cli`] imports anything below; `main.rs` calls [`cli::main`] and nothing else.
+//! - [`engine`] imports [`config`], [`adapters`] and [`core`].
+//! - [`config`] imports [`adapters`] and [`core`].
+//! - [`adapters`]: each imports the [`core`] and itself only, never another adapter; what one
+//!   needs of another is passed in by the engine (a value or a function).
+//! - [`core`] imports nothing outside itself: no I/O, no clock read, runs nothing.
+//!
+//! A sweep: [`engine::observe`] reads the world through [`adapters::tmux`] and
+//! [`adapters::procs`] into a [`core::policy::Snapshot`]; [`core::policy::decide`] (pure) turns it
+//! into decisions; [`engine::sweep`] hands the reaps to [`engine::teardown`], which re-checks,
+//! fences, signals and writes the audit line, the tombstone and the journal through
+//! [`adapters::state`].
 //!
 //! The map, one line per module, from the top of the house down:
 //!
-//! - [`daemon`]: the loop, its signals, the batches it owns, the metrics endpoint.
-//! - [`sweep`]: one sweep, as named steps (collect exits, recover, clear stale marks, stamp, warn,
-//!   choose, start the batch, report).
-//! - [`commands`]: the studio's commands (`turn`, `spawn`, `pin`, `reap <id>`) and their error type.
-//! - [`claude_hook`]: Claude Code's own hooks (`claude-hook`, `claude-settings`).
-//! - [`observe`]: the world as one `Observation` (tmux, activity files, /proc where needed).
-//! - [`teardown`]: a batch of reaps, from the mark to the audit line, and a dead reaper's recovery.
-//! - [`reap_hook`]: runs `CCS_REAP_HOOK` (`before` may veto, `after` is told).
-//! - [`policy`]: the pure core: `decide`, the re-check, the fence of reap marks, ids and cids.
-//! - [`context`]: the context the stages share (config, tmux handle, state dir, metrics, reaps in flight).
-//! - [`tmux`]: the only module that runs tmux (listing, literal arguments, the version check).
-//! - [`procs`]: the process table: membership of a session, pinning, signals, memory.
-//! - [`state`]: the state dir: audit log (and its follower, `events`), tombstones, journals, lock.
-//! - [`activity`]: the studio's liveness registries (`CCS_ACTIVITY_FILES`).
-//! - [`memory`]: which memory the pressure rules watch, and reading it.
-//! - [`report`]: what people and `--json` read (`status`, the `--once` summary).
-//! - [`metrics`]: Prometheus metrics and `/healthz`.
-//! - [`systemd`]: systemd's service notifications (`READY=1`, `WATCHDOG=1`, `STOPPING=1`).
-//! - [`exit`]: the exit codes, shared by the binary and the tests.
+//! - [`cli`]: the command line: [`cli::main`] (parse, set up, run, exit code), `args` (clap's
+//!   definition), `man` (man page and completions), `logging`, `output` (stdout, JSON, answers),
+//!   `claude` (`claude-hook`, `claude-settings`), [`cli::render`] (what people read: the `status`
+//!   table, the `--once` lines), [`cli::exit`] (the exit codes, shared with the tests).
+//! - [`engine`]: the stages.
+//!   - [`engine::daemon`]: the loop, its signals, the batches it owns, the metrics endpoint.
+//!   - [`engine::sweep`]: one sweep, as named steps (collect exits, recover, clear stale marks,
+//!     stamp, warn, choose, start the batch, report); `sweep::lost`: chats lost with their server.
+//!   - [`engine::commands`]: the studio's commands (`turn`, `spawn`, `pin`, `reap <id>`) and their
+//!     error type.
+//!   - [`engine::claude_hook`]: Claude Code's own hooks (`claude-hook`, `claude-settings`).
+//!   - [`engine::observe`]: the world as one `Observation` (tmux, activity files, /proc where
+//!     needed).
+//!   - [`engine::teardown`]: a batch of reaps, from the mark to the audit line (`recheck`: the
+//!     re-check on fresh data; `write`: journal and tombstone), and a dead reaper's recovery.
+//!   - [`engine::context`]: the context the stages share (config, tmux handle, state dir, metrics,
+//!     reaps in flight).
 //! - [`config`]: the settings, from the environment, checked once.
-//! - [`units`]: durations and memory sizes, parsed.
-//! - [`clock`]: time stamps.
+//! - [`adapters`]: one each for what is outside.
+//!   - [`adapters::tmux`]: the only module that runs tmux (the socket, the listing, literal
+//!     arguments, the version check).
+//!   - [`adapters::procs`]: the process table: membership of a session, pinning, signals, memory.
+//!   - [`adapters::memory`]: which memory the pressure rules watch (a cgroup or the host), read.
+//!   - [`adapters::state`]: the state dir: audit log (and its follower, `events`), tombstones,
+//!     journals, known chats, the lock.
+//!   - [`adapters::activity`]: the studio's liveness registries (`CCS_ACTIVITY_FILES`).
+//!   - [`adapters::reap_hook`]: runs `CCS_REAP_HOOK` (`before` may veto, `after` is told).
+//!   - [`adapters::systemd`]: systemd's service notifications (`READY=1`, `WATCHDOG=1`,
+//!     `STOPPING=1`).
+//!   - [`adapters::metrics`]: Prometheus metrics, and (`metrics::http`) `/metrics` and `/healthz`.
+//!   - [`adapters::clock`]: this process's clock.
+//! - [`core`]: data and decisions.
+//!   - [`core::policy`]: `decide`, the re-check, the fence of reap marks, ids and cids, the world
+//!     as data (`Session`, `Snapshot`, `Decision`).
+//!   - [`core::listing`]: tmux's listing as data (`Listing`), parsed from its text.
+//!   - [`core::records`]: what is written down: `AuditLine`, `Tombstone`, `Journal`, a process's
+//!     `Ident`.
+//!   - [`core::reap_end`]: how a reap ends (`ReapEnd`, `Abort`, `Failure`) and the audit line
+//!     built from that end.
+//!   - [`core::known`]: the last known conversation of each chat, and the plan for those lost with
+//!     their server.
+//!   - [`core::report`]: what a sweep saw and did (`status`, `--once`), and its JSON.
+//!   - [`core::schema`]: the version of the JSON that others read.
+//!   - [`core::units`]: durations and memory sizes, parsed.
+//!   - [`core::time`]: time stamps, formatted.
 
-pub mod activity;
-pub mod claude_hook;
-pub mod clock;
-pub mod commands;
+pub mod adapters;
+pub mod cli;
 pub mod config;
-pub mod context;
-pub mod daemon;
-pub mod exit;
-pub mod memory;
-pub mod metrics;
-pub mod observe;
-pub mod policy;
-pub mod procs;
-pub mod reap_hook;
-pub mod report;
-pub mod state;
-pub mod sweep;
-pub mod systemd;
-pub mod teardown;
-pub mod tmux;
-pub mod units;
+pub mod core;
+pub mod engine;

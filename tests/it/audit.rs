@@ -270,17 +270,17 @@ fn audit_writer_process() {
         .unwrap()
         .parse()
         .unwrap();
-    let st =
-        ccs_reap::state::StateDir::new(&dir, "k", "sock", "ccs-").with_audit_limits(4000, 1000);
+    let st = ccs_reap::adapters::state::StateDir::new(&dir, "k", "sock", "ccs-")
+        .with_audit_limits(4000, 1000);
     assert!(wait_until(20.0, || Path::new(&dir).join("go").exists()));
     for i in 0..n {
-        let line = ccs_reap::state::AuditLine::begin(
+        let line = ccs_reap::adapters::state::AuditLine::begin(
             "2026-01-01T00:00:00.000Z".into(),
             &format!("{tag}-{i}"),
             &i.to_string(),
             i as u32,
             Some(format!("conv-{tag}-{i}")),
-            ccs_reap::policy::ReapReason::Idle,
+            ccs_reap::core::policy::ReapReason::Idle,
             Some(1),
         );
         st.append_audit(&line).unwrap();

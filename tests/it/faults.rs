@@ -702,7 +702,7 @@ fn a_session_renamed_between_listing_and_reaping_is_not_reaped() {
 fn a_session_renamed_between_listing_and_reaping_keeps_no_reap_mark() {
     let s = Server::new();
     let (n, _pids, _o) = rename_mid_reap(&s, "renamed-by-operator");
-    // BUG (fixed; once in `Reaper::reap`, now src/teardown/): when the fresh listing no longer
+    // BUG (fixed; once in `Reaper::reap`, now src/engine/teardown/): when the fresh listing no longer
     // shows the session as ours (`fresh_decision` -> Ok(None), "the session is gone"), the reap returns without
     // `clear_reaping`, so a session renamed away keeps `@ccs_reaping`; renamed back, `turn begin`
     // waits on it until a sweep judges it stale.

@@ -18,6 +18,7 @@ mod handoff;
 mod hardening;
 mod hostile_inputs;
 mod hostile_paths;
+mod house;
 mod memory;
 mod model;
 mod policies;

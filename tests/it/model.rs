@@ -24,7 +24,7 @@
 //! `cargo test --test it model::` checks bounded depths (each under a minute on 2 cores);
 //! `scripts/model-check` runs the full state space (`CCS_MODEL_DEPTH=0`).
 
-use ccs_reap::policy::{
+use ccs_reap::core::policy::{
     self, Action as Act, Decision, FenceFail, Handoff, MarkOwner, OwnerSeen, Pane, Policy,
     ReapReason, Session, Snapshot, TurnSeen,
 };

@@ -429,7 +429,7 @@ fn kept_on_exit(s: &Server, name: &str, cid: &str, cmd: &str) -> u32 {
 /// Whether this tmux says which signal killed a pane: `#{pane_dead_signal}` came with 3.3. Before,
 /// a pane killed by a signal shows neither a status nor a signal once its exit is collected.
 fn reports_signals() -> bool {
-    use ccs_reap::tmux::version::{parse, Reported, Version};
+    use ccs_reap::adapters::tmux::version::{parse, Reported, Version};
     let out = Command::new("tmux").arg("-V").output().unwrap();
     match parse(&String::from_utf8_lossy(&out.stdout)) {
         Reported::Release(v) => {

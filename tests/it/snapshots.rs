@@ -6,14 +6,13 @@
 
 use std::path::PathBuf;
 
-use ccs_reap::clock::rfc3339;
-use ccs_reap::policy::{
+use ccs_reap::adapters::state::{AuditLine, Ended, Outcome};
+use ccs_reap::cli::render::{render_status, render_sweep};
+use ccs_reap::core::policy::{
     self, Action, Client, HostMemory, Pane, Policy, ReapReason, Session, Snapshot,
 };
-use ccs_reap::report::{
-    render_status, render_sweep, SessionReport, Summary, SweepReport, ViewerReport,
-};
-use ccs_reap::state::{AuditLine, Ended, Outcome};
+use ccs_reap::core::report::{SessionReport, Summary, SweepReport, ViewerReport};
+use ccs_reap::core::time::rfc3339;
 
 const NOW: i64 = 1_700_000_000_000;
 const MIN: i64 = 60_000;

@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use ccs_reap::exit;
+use ccs_reap::cli::exit;
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_ccs-reap");
 
@@ -27,7 +27,7 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_ccs-reap");
 /// `idle_since` is due, one stamped just now is not.
 pub const LIMIT: &str = "600000";
 
-/// The exit codes a test expects of a run: the contract's, from [`ccs_reap::exit`], the module
+/// The exit codes a test expects of a run: the contract's, from [`ccs_reap::cli::exit`], the module
 /// the binary uses. 0, done.
 pub const DONE: &[i32] = &[exit::OK as i32];
 /// 1: a reap failed, tmux could not be read, or a command was refused.

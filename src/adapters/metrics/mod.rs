@@ -1,0 +1,396 @@
+//! Prometheus metrics (`CCS_METRICS_ADDR`): the text format comes from prometheus-client; the
+//! HTTP side is hyper (HTTP/1.1, keep-alive) serving `GET /metrics` and `GET /healthz`.
+//!
+//! prometheus-client writes OpenMetrics text, which is what a client that asks for it (`Accept:
+//! application/openmetrics-text`, as Prometheus does) gets; any other client (curl, `promtool
+//! check metrics`, an older scraper) gets the classic text format 0.0.4, converted by
+//! [`classic`].
+//!
+//! Bounded, so that idle or slow clients cannot take the daemon's file descriptors (and with them
+//! its sweeps): at most [`MAX_CONNECTIONS`] are served at once, and at most one more accepted
+//! connection waits for a slot; the rest wait in the kernel's backlog. A request head must arrive
+//! within [`HEADER_READ_TIMEOUT`] (also between keep-alive requests), and no connection lives past
+//! [`CONNECTION_MAX`]. When a connection is waiting for a slot, the one that has been silent longest
+//! (for at least [`IDLE_GRACE`]) is closed to make room, so a crowd of silent connections ahead of
+//! a scraper in the backlog is drained in a few seconds instead of holding every slot for the full
+//! header timeout each.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, TryAcquireError};
+
+use crate::core::policy::State;
+use crate::core::records::AuditLine;
+use crate::core::report::SweepReport;
+
+type Labels = Vec<(String, String)>;
+
+pub struct Metrics {
+    registry: Registry,
+    sessions: Family<Labels, Gauge>,
+    memory: Family<Labels, Gauge>,
+    reaps: Family<Labels, Counter>,
+    sweeps: Counter,
+    sweep_seconds: Histogram,
+    reap_seconds: Histogram,
+    freed_bytes: Counter,
+    /// No sample until the first sweep.
+    last_sweep: MaybeGauge,
+    pub tmux_errors: Counter,
+    /// No sample while the value is unknown (no reading; no limit).
+    host_used: MaybeGauge,
+    host_limit: MaybeGauge,
+    tmux_server_up: Gauge,
+    /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
+    health: Mutex<Result<(), String>>,
+}
+
+impl Default for Metrics {
+    /// Long (about 85 lines) on purpose: one registration per metric, each with its help text,
+    /// so the list reads as the metrics' reference.
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("ccs_reap");
+        let m = Metrics {
+            registry: Registry::default(),
+            sessions: Family::default(),
+            memory: Family::default(),
+            reaps: Family::default(),
+            sweeps: Counter::default(),
+            sweep_seconds: Histogram::new(SWEEP_BUCKETS),
+            reap_seconds: Histogram::new(REAP_BUCKETS),
+            freed_bytes: Counter::default(),
+            last_sweep: MaybeGauge::default(),
+            tmux_errors: Counter::default(),
+            host_used: MaybeGauge::default(),
+            host_limit: MaybeGauge::default(),
+            tmux_server_up: Gauge::default(),
+            health: Mutex::new(Err("no sweep yet".into())),
+        };
+        registry.register(
+            "sessions",
+            "Sessions by state at the last sweep",
+            m.sessions.clone(),
+        );
+        registry.register(
+            "session_memory_bytes",
+            "Memory (PSS, else RSS) of the sessions' process trees by state",
+            m.memory.clone(),
+        );
+        registry.register(
+            "reaps",
+            "Reap attempts by reason and outcome",
+            m.reaps.clone(),
+        );
+        registry.register("sweeps", "Sweeps run", m.sweeps.clone());
+        registry.register(
+            "sweep_duration_seconds",
+            "Duration of the sweeps (the listing, the decisions and the start of their reaps)",
+            m.sweep_seconds.clone(),
+        );
+        registry.register(
+            "reap_duration_seconds",
+            "Duration of the reaps that ended reaped or failed, from the first check to the audit line",
+            m.reap_seconds.clone(),
+        );
+        registry.register(
+            "freed_bytes",
+            "Memory (PSS, else RSS) held by the process trees of the reaped sessions, when reaped",
+            m.freed_bytes.clone(),
+        );
+        registry.register(
+            "last_sweep_timestamp_seconds",
+            "Unix time of the last sweep",
+            m.last_sweep.clone(),
+        );
+        registry.register(
+            "tmux_errors",
+            "tmux calls that failed or timed out",
+            m.tmux_errors.clone(),
+        );
+        registry.register(
+            "host_memory_used_bytes",
+            "Memory in use where ccs-reap watches it (the working set: usage less inactive page cache, as kubelet counts it): the tmux server's cgroup by default, else its own, else the host",
+            m.host_used.clone(),
+        );
+        registry.register(
+            "host_memory_limit_bytes",
+            "Memory limit where ccs-reap watches it (no sample when there is none)",
+            m.host_limit.clone(),
+        );
+        registry.register(
+            "tmux_server_up",
+            "1 when the last sweep read a tmux server at the socket, else 0 (none listens there, or tmux failed)",
+            m.tmux_server_up.clone(),
+        );
+        let build = Family::<Labels, Gauge>::default();
+        build
+            .get_or_create(&labels(&[
+                ("version", env!("CARGO_PKG_VERSION")),
+                ("commit", env!("CCS_REAP_COMMIT")),
+            ]))
+            .set(1);
+        registry.register(
+            "build_info",
+            "Always 1: the version of ccs-reap and the commit it was built from",
+            build,
+        );
+        Metrics { registry, ..m }
+    }
+}
+
+/// Buckets of `sweep_duration_seconds`: a sweep is one tmux call and the decisions (milliseconds),
+/// up to the tmux timeout (10 s by default).
+const SWEEP_BUCKETS: [f64; 12] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+/// Buckets of `reap_duration_seconds`: a reap waits for the tree to exit on SIGTERM, up to the
+/// grace (5 s by default), then SIGKILL.
+const REAP_BUCKETS: [f64; 11] = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0];
+
+/// A gauge whose value may be unknown: then its family has no sample (rather than a 0 that reads
+/// as a value, e.g. a memory limit of 0 for "no limit").
+#[derive(Debug, Default, Clone)]
+struct MaybeGauge(Arc<Mutex<Option<u64>>>);
+
+impl MaybeGauge {
+    fn set(&self, v: Option<u64>) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = v;
+    }
+}
+
+impl prometheus_client::encoding::EncodeMetric for MaybeGauge {
+    fn encode(
+        &self,
+        mut encoder: prometheus_client::encoding::MetricEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        match *self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+            Some(v) => encoder.encode_gauge(&v),
+            None => Ok(()),
+        }
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Gauge
+    }
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+impl Metrics {
+    pub fn record_sweep(&self, r: &SweepReport) {
+        self.sweeps.inc();
+        self.sweep_seconds.observe(r.took_ms as f64 / 1000.0);
+        self.last_sweep
+            .set(u64::try_from(chrono::Utc::now().timestamp()).ok());
+        for st in State::ALL {
+            let in_state = r.sessions.iter().filter(|s| s.decision.state == st);
+            let (n, mem) = in_state.fold((0i64, 0i64), |(n, m), s| {
+                (n + 1, m + s.pss_bytes.or(s.rss_bytes).unwrap_or(0) as i64)
+            });
+            self.sessions
+                .get_or_create(&labels(&[("state", st.as_str())]))
+                .set(n);
+            self.memory
+                .get_or_create(&labels(&[("state", st.as_str())]))
+                .set(mem);
+        }
+        self.tmux_server_up
+            .set(i64::from(r.tmux_server_up == Some(true)));
+        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = match r.server_problem() {
+            None => Ok(()),
+            Some(why) => Err(why),
+        };
+        self.host_used.set(r.host.map(|h| h.used_bytes));
+        self.host_limit.set(r.host.and_then(|h| h.limit_bytes));
+    }
+
+    pub fn record_reap(&self, l: &AuditLine) {
+        self.reaps
+            .get_or_create(&labels(&[
+                ("reason", l.reason.as_str()),
+                ("outcome", l.outcome.as_str()),
+            ]))
+            .inc();
+        use crate::core::records::Outcome;
+        if matches!(l.outcome, Outcome::Reaped | Outcome::Failed) {
+            self.reap_seconds.observe(l.took_ms as f64 / 1000.0);
+        }
+        if l.outcome == Outcome::Reaped {
+            self.freed_bytes.inc_by(l.pss_bytes.unwrap_or(l.rss_bytes));
+        }
+    }
+
+    /// `/healthz`: `Ok` while the last sweep read the tmux server, else why not.
+    pub fn health(&self) -> Result<(), String> {
+        self.health
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The metrics in OpenMetrics text.
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        if encode(&mut s, &self.registry).is_err() {
+            s.clear();
+        }
+        s
+    }
+}
+
+/// OpenMetrics text (as prometheus-client writes it) in the classic Prometheus text format 0.0.4:
+/// a counter's HELP and TYPE name its sample (`x_total`), not its family (`x`); no `# UNIT`, no
+/// `_created` sample, no exemplar, no `# EOF`; the types the classic format lacks are `untyped`.
+pub fn classic(openmetrics: &str) -> String {
+    let mut kinds: HashMap<&str, &str> = HashMap::new();
+    for l in openmetrics.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            if let Some((name, kind)) = rest.split_once(' ') {
+                kinds.insert(name, kind.trim());
+            }
+        }
+    }
+    let mut out = String::with_capacity(openmetrics.len());
+    for l in openmetrics.lines() {
+        if l == "# EOF" || l.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some((what, rest)) = l
+            .strip_prefix("# HELP ")
+            .map(|r| ("HELP", r))
+            .or_else(|| l.strip_prefix("# TYPE ").map(|r| ("TYPE", r)))
+        {
+            let (name, text) = rest.split_once(' ').unwrap_or((rest, ""));
+            let kind = kinds.get(name).copied().unwrap_or("untyped");
+            let sample = if kind == "counter" {
+                format!("{name}_total")
+            } else {
+                name.to_string()
+            };
+            let text = if what == "TYPE" {
+                match kind {
+                    "counter" | "gauge" | "histogram" | "summary" => kind,
+                    _ => "untyped",
+                }
+                .to_string()
+            } else {
+                // OpenMetrics escapes `\`, `\n` and `"` in HELP; the classic format only the
+                // first two.
+                text.replace("\\\"", "\"")
+            };
+            out.push_str(&format!("# {what} {sample} {text}\n"));
+            continue;
+        }
+        if l.starts_with('#') {
+            continue;
+        }
+        let name = l.split(['{', ' ']).next().unwrap_or("");
+        if let Some(family) = name.strip_suffix("_created") {
+            if matches!(
+                kinds.get(family).copied(),
+                Some("counter" | "histogram" | "summary")
+            ) {
+                continue;
+            }
+        }
+        // An exemplar follows the value after ` # `: cut it, looking past the label set (whose
+        // quoted values may hold anything).
+        let after_labels = labels_end(l);
+        match l[after_labels..].find(" # ") {
+            Some(i) => out.push_str(&l[..after_labels + i]),
+            None => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The byte offset just past a sample line's label set (`name{a="x",b="y"}`), or past its name
+/// when it has none. Quoted values may hold `}`, `#` and escaped quotes.
+fn labels_end(line: &str) -> usize {
+    let b = line.as_bytes();
+    let Some(open) = line.find(['{', ' ']) else {
+        return line.len();
+    };
+    if b[open] != b'{' {
+        return open;
+    }
+    let (mut quoted, mut escaped) = (false, false);
+    for (i, &c) in b.iter().enumerate().skip(open + 1) {
+        match c {
+            _ if escaped => escaped = false,
+            b'\\' if quoted => escaped = true,
+            b'"' => quoted = !quoted,
+            b'}' if !quoted => return i + 1,
+            _ => {}
+        }
+    }
+    line.len()
+}
+
+mod http;
+pub use http::*;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classic_names_counters_by_their_sample_and_drops_what_0_0_4_lacks() {
+        let om = "# HELP a_seconds Time \\\"spent\\\".\n# TYPE a_seconds counter\n# UNIT a_seconds seconds\na_seconds_total{x=\"1 # 2\"} 3 # {trace_id=\"t\"} 1.0\na_seconds_created 1.7e9\n# HELP g A gauge.\n# TYPE g gauge\ng 1\n# HELP h A histogram.\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 0.5\nh_count 2\nh_created 1.7e9\n# HELP i An info.\n# TYPE i info\ni_info{v=\"1\"} 1\n# EOF\n";
+        let want = "# HELP a_seconds_total Time \"spent\".\n# TYPE a_seconds_total counter\na_seconds_total{x=\"1 # 2\"} 3\n# HELP g A gauge.\n# TYPE g gauge\ng 1\n# HELP h A histogram.\n# TYPE h histogram\nh_bucket{le=\"+Inf\"} 2\nh_sum 0.5\nh_count 2\n# HELP i An info.\n# TYPE i untyped\ni_info{v=\"1\"} 1\n";
+        assert_eq!(classic(om), want);
+    }
+
+    #[test]
+    fn no_sample_where_the_value_is_unknown_and_build_info_always() {
+        let m = Metrics::default();
+        let before = m.render();
+        for absent in [
+            "\nccs_reap_host_memory_limit_bytes ",
+            "\nccs_reap_host_memory_used_bytes ",
+            "\nccs_reap_last_sweep_timestamp_seconds ",
+        ] {
+            assert!(!before.contains(absent), "{absent}\n{before}");
+        }
+        assert!(
+            before.contains(&format!(
+                "ccs_reap_build_info{{version=\"{}\",commit=\"{}\"}} 1\n",
+                env!("CARGO_PKG_VERSION"),
+                env!("CCS_REAP_COMMIT")
+            )),
+            "{before}"
+        );
+        let limit = |l: Option<u64>| {
+            m.host_limit.set(l);
+            m.render()
+        };
+        assert!(limit(Some(1 << 30)).contains("\nccs_reap_host_memory_limit_bytes 1073741824\n"));
+        assert!(!limit(None).contains("\nccs_reap_host_memory_limit_bytes "));
+    }
+}

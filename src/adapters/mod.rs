@@ -1,0 +1,12 @@
+//! The adapters: each talks to one thing outside (tmux, /proc, cgroups, files, systemd, the clock)
+//! and depends on the core only.
+
+pub mod activity;
+pub mod clock;
+pub mod memory;
+pub mod metrics;
+pub mod procs;
+pub mod reap_hook;
+pub mod state;
+pub mod systemd;
+pub mod tmux;

@@ -1,0 +1,576 @@
+//! The only module that runs tmux.
+//!
+//! Commands are built with tmux_interface's builders (pinned to the 3.3a feature set) and run as
+//! `tokio::process::Command`s with a timeout. Every call passes `-u`: without a UTF-8 locale tmux
+//! rewrites the tab separators of `-F` output to `_`. One sweep reads the whole server in ONE tmux
+//! process (`list-sessions ; list-clients ; list-panes -a`, each row tagged), whatever the number of
+//! sessions. Sessions are addressed by `$id` once listed: `-t ccs-1` would match `ccs-10`.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tmux_interface::{
+    DisplayMessage, HasSession, IfShell, ListClients, ListPanes, ListSessions, NewSession,
+    RunShell, SetOption, TmuxCommand,
+};
+
+use crate::core::policy::Session;
+
+mod args;
+use crate::core::listing;
+mod socket;
+pub mod version;
+
+use args::{
+    clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
+    takeover_command, FENCED,
+};
+pub use args::{format_literal, literal, sid, TOKEN_VAR};
+use listing::parse_sid;
+pub use listing::{
+    mark_unreported_exits, parse_listing, ExitCollected, Listing, CLIENT_FMT, PANE_FMT, SESSION_FMT,
+};
+pub use socket::Socket;
+
+/// What can go wrong talking to tmux.
+#[derive(Debug, thiserror::Error)]
+pub enum TmuxError {
+    #[error("no tmux server is running on {0}")]
+    NoServer(String),
+    #[error("tmux did not answer within {0:?} ({1})")]
+    Timeout(Duration, String),
+    #[error("failed to run tmux ({0}): {1}")]
+    Spawn(String, std::io::Error),
+    #[error("tmux failed ({cmd}): {stderr}")]
+    Failed { cmd: String, stderr: String },
+    #[error("cannot pass the {what} {value:?} to tmux: {why}")]
+    BadArgument {
+        what: &'static str,
+        value: String,
+        why: &'static str,
+    },
+}
+
+/// A handle on one tmux server.
+#[derive(Debug, Clone)]
+pub struct Tmux {
+    pub socket: Socket,
+    pub timeout: Duration,
+    /// The tmux binary (`tmux`, found on PATH).
+    pub bin: String,
+}
+
+/// tmux's argv is limited to about 16 KB; batches stay well under.
+const ARGV_BUDGET: usize = 12 * 1024;
+
+/// Whether tmux's error means the target session is not there: a missing session, or a server
+/// that has no session at all. A server left without sessions (`exit-empty off`, or for a moment
+/// before it exits) answers every targeted command, and `list-clients` / `list-panes -a`, with
+/// "no current target" instead of "can't find session".
+fn session_gone(stderr: &str) -> bool {
+    stderr.contains("can't find session")
+        || stderr.contains("no such session")
+        || stderr.contains("no current target")
+}
+
+/// The outcome of `turn begin`'s test-and-set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TurnBegin {
+    Started,
+    Reaping,
+    Gone,
+}
+
+impl Tmux {
+    pub fn new(socket: Socket, timeout: Duration) -> Self {
+        Tmux {
+            socket,
+            timeout,
+            bin: "tmux".into(),
+        }
+    }
+
+    fn socket_desc(&self) -> String {
+        match &self.socket {
+            Socket::Name(n) => format!("socket name {n:?}"),
+            Socket::Path(p) => format!("socket {}", p.display()),
+        }
+    }
+
+    /// The one place a tmux process is started: `args` as given, no `TMUX` inherited, no stdin,
+    /// killed when the timeout runs out. `what` names the call in errors.
+    pub(crate) async fn exec<'a>(
+        &self,
+        args: impl IntoIterator<Item = &'a str>,
+        what: String,
+    ) -> Result<std::process::Output, TmuxError> {
+        let mut cmd = tokio::process::Command::new(&self.bin);
+        cmd.args(args)
+            .env_remove("TMUX")
+            .env_remove("TMUX_PANE")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true);
+        match tokio::time::timeout(self.timeout, cmd.output()).await {
+            Err(_) => Err(TmuxError::Timeout(self.timeout, what)),
+            Ok(Err(e)) => Err(TmuxError::Spawn(what, e)),
+            Ok(Ok(o)) => Ok(o),
+        }
+    }
+
+    /// Run a chain of commands in ONE tmux process. Returns stdout.
+    pub async fn run(&self, cmds: &[TmuxCommand<'_>]) -> Result<String, TmuxError> {
+        let mut args: Vec<Cow<'_, str>> = vec!["-u".into()];
+        match &self.socket {
+            Socket::Name(n) => args.extend(["-L".into(), Cow::Borrowed(n.as_str())]),
+            Socket::Path(p) => args.extend(["-S".into(), p.to_string_lossy()]),
+        }
+        for (i, c) in cmds.iter().enumerate() {
+            if i > 0 {
+                args.push(";".into());
+            }
+            args.extend(c.to_vec());
+        }
+        let what = cmds
+            .iter()
+            .filter_map(|c| c.name.as_deref())
+            .collect::<Vec<_>>()
+            .join(" ; ");
+        let out = self
+            .exec(args.iter().map(|a| a.as_ref()), what.clone())
+            .await?;
+        if out.status.success() {
+            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
+        }
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        // "server exited unexpectedly": we reached a server that was exiting (its last session
+        // had just gone); by the time we read this it is not running.
+        if stderr.contains("no server running")
+            || stderr.contains("server exited unexpectedly")
+            || (stderr.contains("error connecting to")
+                && (stderr.contains("No such file or directory")
+                    || stderr.contains("Connection refused")))
+        {
+            return Err(TmuxError::NoServer(self.socket_desc()));
+        }
+        Err(TmuxError::Failed { cmd: what, stderr })
+    }
+
+    /// The whole server in one tmux call. A server that is not running is an empty world, with
+    /// `server_up` saying so. `collected` tells a pane's uncollected exit (see
+    /// [`mark_unreported_exits`]).
+    pub async fn list(&self, prefix: &str, collected: ExitCollected) -> Result<Listing, TmuxError> {
+        let cmds = [
+            ListSessions::new().format(SESSION_FMT).build(),
+            ListClients::new().format(CLIENT_FMT).build(),
+            ListPanes::new().all().format(PANE_FMT).build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(out) => {
+                let mut l = parse_listing(&out, prefix);
+                mark_unreported_exits(&mut l, collected);
+                l.server_up = Some(true);
+                Ok(l)
+            }
+            // Said so (`server_up`): a wrong socket must not pass for a quiet studio.
+            Err(TmuxError::NoServer(_)) => Ok(Listing {
+                server_up: Some(false),
+                ..Listing::default()
+            }),
+            // A server without sessions: an empty world too, but a server.
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+                Ok(Listing {
+                    server_up: Some(true),
+                    ..Listing::default()
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Set (or with `None` unset) `@` options on many sessions, in as few tmux calls as the argv
+    /// budget allows. Sessions that are gone are skipped quietly (`-q`).
+    pub async fn set_options(
+        &self,
+        writes: &[(u32, &str, Option<String>)],
+    ) -> Result<(), TmuxError> {
+        let mut batch: Vec<TmuxCommand<'_>> = Vec::new();
+        let mut size = 0;
+        for (n, opt, val) in writes {
+            let mut b = SetOption::new()
+                .quiet()
+                .target_pane(format!("{}:", sid(*n)))
+                .option(*opt);
+            b = match val {
+                Some(v) => b.value(literal(v)),
+                None => b.unset(),
+            };
+            let c = b.build();
+            let len: usize = c.to_vec().iter().map(|a| a.len() + 1).sum::<usize>() + 2;
+            if size + len > ARGV_BUDGET && !batch.is_empty() {
+                self.run(&batch).await?;
+                batch.clear();
+                size = 0;
+            }
+            size += len;
+            batch.push(c);
+        }
+        if !batch.is_empty() {
+            self.run(&batch).await?;
+        }
+        Ok(())
+    }
+
+    /// Run `build(n)` for every session number of `ns`, chained into as few tmux processes as the
+    /// argv budget allows. Every command built for it is guarded in the server by its own `$N`
+    /// (see [`args`]): a session gone meanwhile fails nothing and is simply left out. A server
+    /// without any session, or none at all, leaves nothing to act on: done.
+    async fn per_session<F>(&self, ns: &[u32], build: F) -> Result<String, TmuxError>
+    where
+        F: Fn(u32) -> Vec<TmuxCommand<'static>>,
+    {
+        let mut pending = ns.iter().copied().peekable();
+        let mut out = String::new();
+        while pending.peek().is_some() {
+            // One chain: as many sessions as fit.
+            let mut cmds: Vec<TmuxCommand<'static>> = Vec::new();
+            let mut size = 0;
+            while let Some(&n) = pending.peek() {
+                let c = build(n);
+                let len: usize = c
+                    .iter()
+                    .map(|c| c.to_vec().iter().map(|a| a.len() + 1).sum::<usize>() + 2)
+                    .sum();
+                if size + len > ARGV_BUDGET && !cmds.is_empty() {
+                    break;
+                }
+                size += len;
+                cmds.extend(c);
+                pending.next();
+            }
+            match self.run(&cmds).await {
+                Ok(o) => out.push_str(&o),
+                // A server left without any session answers so.
+                Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+                    return Ok(out)
+                }
+                Err(TmuxError::NoServer(_)) => return Ok(out),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in
+    /// as few tmux calls as the argv budget allows: `(n, check_turn, check_viewers)`. Which ones
+    /// we hold is read from the next listing (those that carry `token`): the re-check lists the
+    /// server anyway, and a read-back here would cost one more tmux command per session.
+    pub async fn mark_reaping(
+        &self,
+        items: &[(u32, bool, bool)],
+        now_ms: i64,
+        token: &str,
+    ) -> Result<(), TmuxError> {
+        let checks: HashMap<u32, (bool, bool)> =
+            items.iter().map(|&(n, t, v)| (n, (t, v))).collect();
+        let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
+        let token_s = token.to_string();
+        self.per_session(&ns, |n| {
+            let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
+            vec![mark_command(n, now_ms, &token_s, check_turn, check_viewers)]
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// The fence before a batch's first signal: which of `ns` (`(n, check_viewers)`) still carry
+    /// exactly our mark (`@ccs_reaping` = `mark_at` and our `token`), with no client attached
+    /// where the mark asked for none, in as few guarded tmux calls as the argv budget allows (one
+    /// for any usual batch). A session gone, taken or now watched is simply not in the set.
+    pub async fn fence(
+        &self,
+        ns: &[(u32, bool)],
+        mark_at: i64,
+        token: &str,
+    ) -> Result<HashSet<u32>, TmuxError> {
+        let token = token.to_string();
+        let viewers: HashMap<u32, bool> = ns.iter().copied().collect();
+        let only: Vec<u32> = ns.iter().map(|x| x.0).collect();
+        let out = self
+            .per_session(&only, |n| {
+                let check = viewers.get(&n).copied().unwrap_or(true);
+                vec![fence_command(n, mark_at, &token, check)]
+            })
+            .await?;
+        Ok(out
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix(FENCED)?.parse().ok())
+            .collect())
+    }
+
+    /// Take over a dead reaper's mark of session `n` (only while it is still `value` and
+    /// `token`), to finish its teardown under our own mark; then whether we hold it (the fence).
+    pub async fn take_over(
+        &self,
+        n: u32,
+        value: &str,
+        token: &str,
+        now_ms: i64,
+        new_token: &str,
+    ) -> Result<bool, TmuxError> {
+        let cmds = [
+            takeover_command(n, value, token, now_ms, new_token),
+            fence_command(n, now_ms, new_token, false),
+        ];
+        let out = self.gone_is_ok(self.run(&cmds).await)?;
+        Ok(out
+            .lines()
+            .any(|l| l.trim().strip_prefix(FENCED) == Some(&n.to_string())))
+    }
+
+    /// Clear our marks on many sessions (each only if still ours), batched.
+    pub async fn clear_reaping_many(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
+        let token = token.to_string();
+        self.per_session(ns, |n| vec![clear_command(n, &token)])
+            .await
+            .map(|_| ())
+    }
+
+    /// `kill-session` of many sessions, each only while it carries our token, batched. Sessions
+    /// already gone are fine.
+    pub async fn kill_sessions(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
+        let token = token.to_string();
+        self.per_session(ns, |n| vec![kill_command(n, &token)])
+            .await
+            .map(|_| ())
+    }
+
+    /// Clear a stale reaping mark whatever its owner, but only if it is still `value` with
+    /// `token` (the token as listed; empty for none).
+    pub async fn clear_stale_reaping(
+        &self,
+        n: u32,
+        value: &str,
+        token: &str,
+    ) -> Result<(), TmuxError> {
+        let r = self.run(&[clear_stale_command(n, value, token)]).await;
+        self.gone_is_ok(r).map(|_| ())
+    }
+
+    fn gone_is_ok(&self, r: Result<String, TmuxError>) -> Result<String, TmuxError> {
+        match r {
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(String::new()),
+            Err(TmuxError::NoServer(_)) => Ok(String::new()),
+            r => r,
+        }
+    }
+
+    /// Make the server collect the exit status of pane processes it has not reaped yet. tmux 3.3a
+    /// sometimes misses a pane's SIGCHLD: the pane shows dead, its process stays a zombie and
+    /// `#{pane_dead_status}` stays empty until another child of the server exits. A background
+    /// `run-shell` is such a child; a listing taken a moment later has the status.
+    pub async fn collect_exits(&self) -> Result<(), TmuxError> {
+        let cmds = [RunShell::new().background().shell_command("true").build()];
+        self.gone_is_ok(self.run(&cmds).await).map(|_| ())
+    }
+
+    /// Find a session by exact name: its `$N`, or `None`.
+    pub async fn find(
+        &self,
+        name: &str,
+        prefix: &str,
+        collected: ExitCollected,
+    ) -> Result<Option<Session>, TmuxError> {
+        let l = self.list(prefix, collected).await?;
+        Ok(l.sessions.into_iter().find(|s| s.name == name))
+    }
+
+    /// `turn begin`: set `@ccs_turn` unless the session is being reaped, atomically in the server.
+    pub async fn turn_begin(&self, name: &str, now_ms: i64) -> Result<TurnBegin, TmuxError> {
+        let target = format!("={name}:");
+        let t = quote(&target);
+        // Started only if no reap holds it and its pane is alive; otherwise say which.
+        let mut test = IfShell::new()
+            .not_execute()
+            .target_pane(target.clone())
+            .shell_command("#{&&:#{==:#{@ccs_reaping},},#{==:#{pane_dead},0}}")
+            .command(format!(
+                "set-option -t {t} @ccs_turn {now_ms} ; display-message -p started"
+            ))
+            .build();
+        // (The else branch runs in the client's current session unless told: name the target.)
+        test.push_param(format!(
+            "display-message -p -t {t} '#{{?#{{==:#{{@ccs_reaping}},}},dead,reaping}}'"
+        ));
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            test,
+        ];
+        match self.run(&cmds).await {
+            Ok(out) if out.trim() == "started" => Ok(TurnBegin::Started),
+            // A pane that has exited cannot take a message: respawn it (spawn cleans it up).
+            Ok(out) if out.trim() == "dead" => Ok(TurnBegin::Gone),
+            Ok(_) => Ok(TurnBegin::Reaping),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(TurnBegin::Gone),
+            Err(TmuxError::NoServer(_)) => Ok(TurnBegin::Gone),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `turn end`: clear `@ccs_turn` and start the idle clock, in one call, and tell whether a
+    /// reap mark is on the session (then its tombstone may be a reap's under way). `None` when
+    /// gone.
+    pub async fn turn_end(&self, name: &str, now_ms: i64) -> Result<Option<bool>, TmuxError> {
+        let target = format!("={name}:");
+        let t = quote(&target);
+        let mut marked = IfShell::new()
+            .not_execute()
+            .target_pane(target.clone())
+            .shell_command("#{==:#{@ccs_reaping},}")
+            .command("display-message -p free")
+            .build();
+        // (The else branch runs in the client's current session unless told: name the target.)
+        marked.push_param(format!("display-message -p -t {t} marked"));
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            SetOption::new()
+                .target_pane(target.clone())
+                .option("@ccs_idle")
+                .value(now_ms.to_string())
+                .build(),
+            SetOption::new()
+                .unset()
+                .target_pane(target)
+                .option("@ccs_turn")
+                .build(),
+            marked,
+        ];
+        match self.run(&cmds).await {
+            Ok(out) => Ok(Some(out.trim() != "free")),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(None),
+            Err(TmuxError::NoServer(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The `<prefix><id>` session that pane `pane` (`%N`, validated by the caller) is in, read in
+    /// one call with the sweep's own session format (so the same names pass). `None` when the
+    /// pane, its session or the server is gone, or the session is not a chat's.
+    pub async fn session_of_pane(
+        &self,
+        pane: &str,
+        prefix: &str,
+    ) -> Result<Option<Session>, TmuxError> {
+        let c = DisplayMessage::new()
+            .print()
+            .target_pane(pane.to_string())
+            .message(SESSION_FMT)
+            .build();
+        match self.run(&[c]).await {
+            Ok(out) => Ok(parse_listing(&out, prefix).sessions.into_iter().next()),
+            Err(TmuxError::Failed { stderr, .. })
+                if stderr.contains("can't find pane") || session_gone(&stderr) =>
+            {
+                Ok(None)
+            }
+            Err(TmuxError::NoServer(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Keep a chat busy (a claude `Stop` with background work, a compaction): mark a turn that
+    /// starts now unless one is marked (its start is kept) or a reap holds the session, in one
+    /// guarded call. `false` when the session is gone.
+    pub async fn mark_busy(&self, name: &str, now_ms: i64) -> Result<bool, TmuxError> {
+        let target = format!("={name}:");
+        let t = quote(&target);
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            IfShell::new()
+                .not_execute()
+                .target_pane(target)
+                .shell_command("#{&&:#{==:#{@ccs_reaping},},#{==:#{@ccs_turn},}}")
+                .command(format!("set-option -t {t} @ccs_turn {now_ms}"))
+                .build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Set (or with `None` unset) one `@` option of the session named exactly `name`. `false`
+    /// when it is gone. (`name` is `<prefix><valid id>`: nothing in it for tmux to expand.)
+    pub async fn set_named(
+        &self,
+        name: &str,
+        opt: &str,
+        value: Option<&str>,
+    ) -> Result<bool, TmuxError> {
+        let b = SetOption::new()
+            .target_pane(format!("={name}:"))
+            .option(opt);
+        let set = match value {
+            Some(v) => b.value(literal(v)),
+            None => b.unset(),
+        };
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            set.build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `new-session -d -s <name> -c <cwd> <argv...>`, then `@ccs_cid`. Returns `false` when a
+    /// session of that name already exists (a concurrent spawn won: tmux checks in the server).
+    pub async fn new_session(
+        &self,
+        name: &str,
+        cwd: &Path,
+        argv: &[String],
+        cid: Option<&str>,
+    ) -> Result<bool, TmuxError> {
+        // tmux format-expands `-c` (`C#Tools` would be another directory, `#(cmd)` would run):
+        // every `#` is doubled. The command's words are passed literally after `--`, so none is
+        // read as a flag of new-session or as the end of the command.
+        let cwd = cwd.to_str().ok_or_else(|| TmuxError::BadArgument {
+            what: "working directory",
+            value: cwd.display().to_string(),
+            why: "not valid UTF-8",
+        })?;
+        let mut c = NewSession::new()
+            .detached()
+            .print()
+            .format("#{session_id}")
+            .start_directory(format_literal(cwd))
+            .session_name(name)
+            .build();
+        c.push_param("--");
+        for a in argv {
+            c.push_param(literal(a));
+        }
+        let out = match self.run(&[c]).await {
+            Ok(o) => o,
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("duplicate session") => {
+                return Ok(false)
+            }
+            Err(e) => return Err(e),
+        };
+        if let (Some(cid), Some(n)) = (cid, parse_sid(out.trim())) {
+            self.set_options(&[(n, "@ccs_cid", Some(cid.to_string()))])
+                .await?;
+        }
+        Ok(true)
+    }
+}

@@ -1,0 +1,112 @@
+//! The command line, as clap reads it.
+
+use super::*;
+
+/// `--version`: the crate's version and the commit it was built from (build.rs; "unknown" when
+/// built outside a git checkout).
+pub(super) const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CCS_REAP_COMMIT"),
+    ")"
+);
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ccs-reap",
+    version = VERSION,
+    about = "Opt-in reaper of idle Claude Code chat sessions on a tmux server"
+)]
+#[command(
+    after_help = "Configured from the environment only: `ccs-reap --help` lists every CCS_* variable with its default; `man ccs-reap` (install it with `ccs-reap man --dir`) has them too."
+)]
+pub(super) struct Cli {
+    /// One sweep, then exit (for scripts and cron).
+    #[arg(long)]
+    pub(super) once: bool,
+    /// Decide and report; write no option, signal nothing.
+    #[arg(long, global = true)]
+    pub(super) dry_run: bool,
+    /// Machine-readable output on stdout (one JSON document, whatever the outcome); logs stay on stderr.
+    #[arg(long, global = true)]
+    pub(super) json: bool,
+    #[command(subcommand)]
+    pub(super) cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum Cmd {
+    /// Every session: state, reason, idle age, time left, viewers, turn, cid, memory.
+    Status {
+        /// Every column (tmux id, turn, RSS and PSS apart), nothing cut; by default the table
+        /// fits 80 columns and cuts long values with an ellipsis.
+        #[arg(long)]
+        wide: bool,
+    },
+    /// The studio's hooks around a turn.
+    Turn {
+        #[command(subcommand)]
+        what: TurnCmd,
+    },
+    /// Create the session if it is gone, resuming the conversation a tombstone or --cid names.
+    Spawn {
+        id: String,
+        #[arg(long)]
+        cid: Option<String>,
+        #[arg(long)]
+        cwd: Option<PathBuf>,
+        #[arg(last = true, required = true)]
+        cmd: Vec<String>,
+    },
+    /// The -F formats of the sweep's one tmux call, as JSON (for the benchmark: it measures the
+    /// very call the binary makes).
+    #[command(hide = true)]
+    Formats,
+    /// Pin a chat: it is never reaped (but when its panes exited) until unpinned.
+    Pin { id: String },
+    /// Unpin a chat: it is reaped by the rules again.
+    Unpin { id: String },
+    /// Print a shell completion script to stdout, e.g. `ccs-reap completions bash`.
+    Completions { shell: clap_complete::Shell },
+    /// Print the man page (roff) to stdout: `ccs-reap man > ccs-reap.1`.
+    Man {
+        /// Instead, write it and one page per subcommand (ccs-reap-status.1, ...) into DIR, e.g.
+        /// `ccs-reap man --dir ~/.local/share/man/man1`.
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+    /// Reap one session now, whatever its idle age.
+    Reap {
+        id: String,
+        /// Also reap a busy or viewed session, or one whose conversation id is unknown.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Claude Code's hook: read one hook event (JSON on stdin) and mark the conversation id and
+    /// the turns of the chat whose pane it runs in. Never fails claude: exit 0 whatever happens,
+    /// but exit 2 (block the prompt, say why) on a prompt sent to a chat being reaped.
+    ClaudeHook,
+    /// Print the Claude Code settings fragment that runs `claude-hook` on its hook events, with
+    /// this binary's path and the settings it needs (as environment assignments).
+    ClaudeSettings {
+        /// Instead, merge it into this settings file (created if missing), keeping every other
+        /// key and hook; running it again changes nothing.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+    },
+    /// Print each audit event (one JSON line per reap attempt or warning) as it is appended,
+    /// following the audit log across rotations, until SIGTERM/SIGINT or stdout closes.
+    Events {
+        /// First print what the current audit log (reaped.jsonl) holds.
+        #[arg(long)]
+        from_start: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum TurnCmd {
+    /// A turn starts: exit 4 when the session is gone or was being reaped (respawn it).
+    Begin { id: String },
+    /// A turn ended: the idle clock starts.
+    End { id: String },
+}

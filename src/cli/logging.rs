@@ -1,0 +1,91 @@
+//! Logging: tracing to stderr, as text or JSON, with syslog priorities when stderr is the journal.
+
+use super::*;
+
+/// A log line's event format, prefixed with its syslog priority (`<3>` error, `<4>` warning,
+/// `<6>` info, `<7>` debug and trace) when `journal` is set: systemd's journal reads the prefix on
+/// a service's stdout/stderr stream (sd-daemon(3)), so `journalctl -p warning` finds the warnings.
+pub(super) struct Priority<F> {
+    journal: bool,
+    inner: F,
+}
+
+/// The syslog priority of a tracing level.
+pub(super) fn syslog_priority(level: &tracing::Level) -> u8 {
+    match *level {
+        tracing::Level::ERROR => 3,
+        tracing::Level::WARN => 4,
+        tracing::Level::INFO => 6,
+        _ => 7,
+    }
+}
+
+impl<S, N, F> tracing_subscriber::fmt::FormatEvent<S, N> for Priority<F>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+    F: tracing_subscriber::fmt::FormatEvent<S, N>,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut w: tracing_subscriber::fmt::format::Writer<'_>,
+        ev: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        if self.journal {
+            write!(w, "<{}>", syslog_priority(ev.metadata().level()))?;
+        }
+        self.inner.format_event(ctx, w, ev)
+    }
+}
+
+/// Whether stderr is systemd's journal: `JOURNAL_STREAM` (`<device>:<inode>`, set by systemd for
+/// a unit's stdout/stderr) names the file stderr is. A process that only inherited the variable
+/// (a command in a tmux pane of a studio started by a unit) writes to a terminal instead.
+pub(super) fn stderr_is_journal() -> bool {
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    let (Ok(dev), Ok(ino)) = (dev.parse::<u64>(), ino.parse::<u64>()) else {
+        return false;
+    };
+    // st_dev and st_ino are not u64 on every target.
+    #[allow(clippy::unnecessary_cast)]
+    rustix::fs::fstat(std::io::stderr())
+        .is_ok_and(|st| st.st_dev as u64 == dev && st.st_ino as u64 == ino)
+}
+
+/// Logs on stderr, text or JSON (`CCS_LOG_FORMAT`); each line with its syslog priority when
+/// stderr is systemd's journal ([`stderr_is_journal`]).
+pub(super) fn init_logging(cfg: &Config) {
+    use tracing_subscriber::fmt::format;
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .parse(&cfg.log_filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let journal = stderr_is_journal();
+    // A log line that cannot be written is dropped: the subscriber's own report of it would be
+    // an `eprintln!`, which panics when stderr is the thing that fails (`2> /dev/full`).
+    let b = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
+    match cfg.log_format {
+        LogFormat::Json => b
+            .json()
+            .event_format(Priority {
+                journal,
+                inner: format().json(),
+            })
+            .init(),
+        LogFormat::Text => b
+            .with_ansi(false)
+            .event_format(Priority {
+                journal,
+                inner: format().with_ansi(false),
+            })
+            .init(),
+    }
+}

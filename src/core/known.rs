@@ -1,0 +1,742 @@
+//! `studios/<key>/known.json`: the last known conversation of every chat the reaper has seen
+//! with a valid cid, and the tmux server it lived on, so that a chat the server takes with it
+//! (a crash, a reboot, a container restart) is tombstoned like a reaped one (`server-died`) and
+//! resumed by `spawn`.
+//!
+//! [`plan`] is the pure core: given the last record, what the listing shows now and which
+//! servers still live, the next record and the chats lost with their server.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+/// An entry not seen alive for this long is dropped, whatever became of its server: Claude Code
+/// deletes conversations older than 30 days by default (`cleanupPeriodDays`), so its cid would
+/// not resume anyway.
+pub const KNOWN_MAX_AGE_MS: i64 = 30 * 24 * 3600 * 1000;
+
+/// The record is rewritten at least this often while its chats live, to move their `seen`
+/// forward (otherwise only when something changed).
+pub const KNOWN_REFRESH_MS: i64 = 3600 * 1000;
+
+/// The largest `known.json` read back (about 60 000 chats): anything bigger was not written by us.
+pub const MAX_KNOWN_BYTES: u64 = 16 * 1024 * 1024;
+
+/// A tmux server's identity: its pid, its start time (clock ticks after boot, from
+/// `/proc/<pid>/stat`; 0 when it could not be read) and the boot it ran in (`boot_id`; empty
+/// when unknown). Another pid, start time or boot at the socket is another server.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ServerId {
+    pub pid: u32,
+    pub start: u64,
+    #[serde(default)]
+    pub boot: String,
+}
+
+/// One chat's last known conversation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KnownChat {
+    pub id: String,
+    pub session: String,
+    /// The session's `$N` on `server`.
+    pub tmux_id: u32,
+    pub cid: String,
+    pub cwd: Option<String>,
+    pub server: ServerId,
+    /// When it was last seen alive (Unix ms; moved forward at most every [`KNOWN_REFRESH_MS`]).
+    pub seen: i64,
+    /// Tombstoned as `server-died` (its server went): kept until the chat is back (its session
+    /// is seen again) or [`KNOWN_MAX_AGE_MS`] passed, for `status`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub lost: bool,
+}
+
+/// The whole record, by chat id.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Known {
+    pub chats: BTreeMap<String, KnownChat>,
+}
+
+impl Known {
+    /// Whether every entry may be trusted, whoever wrote the file: its key is its id, a valid
+    /// id whose session is `<prefix><id>`, a valid cid, an absolute cwd.
+    pub fn validate(&self, prefix: &str) -> Result<(), String> {
+        for (k, c) in &self.chats {
+            if k != &c.id || !crate::core::policy::valid_id(&c.id) {
+                return Err(format!(
+                    "entry {k:?} has id {:?}: not a valid id matching its key",
+                    c.id
+                ));
+            }
+            if c.session.strip_prefix(prefix) != Some(c.id.as_str()) {
+                return Err(format!(
+                    "entry {k:?}: its session {:?} is not {prefix}{}",
+                    c.session, c.id
+                ));
+            }
+            if !crate::core::policy::valid_cid(&c.cid) {
+                return Err(format!(
+                    "entry {k:?}: cid {:?} is not a valid conversation id",
+                    c.cid
+                ));
+            }
+            if let Some(d) = c.cwd.as_deref().filter(|d| !d.starts_with('/')) {
+                return Err(format!("entry {k:?}: cwd {d:?} is not an absolute path"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The entries tombstoned as lost with their server.
+    pub fn lost(&self) -> impl Iterator<Item = &KnownChat> {
+        self.chats.values().filter(|c| c.lost)
+    }
+}
+
+/// A chat session as one listing shows it (borrowed from the listing: nothing is made for a chat
+/// whose entry does not change).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen<'a> {
+    pub id: &'a str,
+    pub session: &'a str,
+    pub tmux_id: u32,
+    /// Its valid cid (`@ccs_cid`, or its claude's command line), when known this sweep.
+    pub cid: Option<Cow<'a, str>>,
+    /// Its working directory, when read (only for a chat [`needs_cwd`] names).
+    pub cwd: Option<String>,
+}
+
+/// What a sweep knows of the server at the socket.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerView {
+    /// The listing's `server_up`: `Some(false)` no server listens at the socket, `None` the
+    /// listing failed (nothing is concluded from it).
+    pub up: Option<bool>,
+    /// The server that answered, when it listed a session (its pid comes with the rows).
+    pub current: Option<ServerId>,
+}
+
+/// What [`plan`] concludes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Plan {
+    /// The record to keep.
+    pub known: Known,
+    /// Whether it differs from the last one (then it is written).
+    pub changed: bool,
+    /// Chats that were alive on a server now gone or replaced, and are not back: each gets a
+    /// `server-died` tombstone (unless it has one) and a `lost` audit line.
+    pub lost: Vec<KnownChat>,
+    /// Chats whose server went but which are already back as a new session (respawned before
+    /// a sweep saw the server go): no tombstone is needed or can help any more; a `lost` audit
+    /// line keeps their old cid.
+    pub respawned: Vec<Respawned>,
+}
+
+/// A chat lost with its server and already back when a sweep saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Respawned {
+    /// Its entry on the old server.
+    pub chat: KnownChat,
+    /// Back on the same conversation (`spawn` found it in the record, or the studio passed the
+    /// cid); otherwise on a fresh one (or one not known yet).
+    pub resumed: bool,
+}
+
+/// Whether the server `e` lived on is gone or replaced, as a sweep judges it (see [`plan`]):
+/// what `spawn` asks of a chat that has no tombstone.
+pub fn server_gone(
+    e: &KnownChat,
+    view: &ServerView,
+    living: impl Fn(&ServerId) -> Option<bool>,
+) -> bool {
+    fate(&e.server, view, &living) == Fate::Gone
+}
+
+/// Whether the entry for chat `s` has to be made afresh (new, or another session or server):
+/// then its cwd is read; otherwise the old entry's is kept.
+pub fn needs_cwd(old: &Known, s: &Seen, current: Option<&ServerId>) -> bool {
+    match old.chats.get(s.id) {
+        Some(e) => e.lost || e.tmux_id != s.tmux_id || Some(&e.server) != current,
+        None => true,
+    }
+}
+
+/// How the server an entry lived on stands now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Its process is gone, or another server answers at the socket.
+    Gone,
+    /// It lives and is the one at the socket.
+    Here,
+    /// Cannot be told (the listing failed, /proc could not tell, no server at the socket while
+    /// the old one still runs).
+    Unknown,
+}
+
+fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<bool>) -> Fate {
+    if view.up.is_none() {
+        return Fate::Unknown;
+    }
+    match &view.current {
+        // The very server answers (the same pid, start time and boot): it lives, whatever /proc
+        // says of a pid it cannot see.
+        Some(c) if c == s => Fate::Here,
+        Some(_) => Fate::Gone,
+        None => match living(s) {
+            Some(false) => Fate::Gone,
+            // A server without our sessions (or any) answers, and the old one runs: the same
+            // one, whose sessions went (a studio's kill-session, a reap).
+            Some(true) if view.up == Some(true) => Fate::Here,
+            _ => Fate::Unknown,
+        },
+    }
+}
+
+/// The next record, and the chats lost with their server, given the last record `old`, the
+/// sessions the listing shows (`seen`; every chat session, with or without a cid), the server at
+/// the socket (`view`), whether each recorded server still lives (`living`: `None` when /proc
+/// could not tell) and the time. Pure.
+///
+/// - A listing that failed (`view.up == None`) changes nothing.
+/// - A chat seen with a valid cid is recorded on the current server (its cwd kept from the old
+///   entry when it is the same session on the same server). `seen` moves forward, for every
+///   entry at once, when the oldest is [`KNOWN_REFRESH_MS`] old.
+/// - A chat seen without a cid this sweep keeps its entry while it is the same session (a cid
+///   read from a command line is not looked for every sweep); as another session, it is back:
+///   its old entry goes (if its server went, as `respawned`).
+/// - A chat not seen: if its server is gone or replaced, it is `lost` (once: the entry stays,
+///   marked, until the chat is back or ages out); if its server lives on, its session was
+///   killed (by the studio, or reaped, which tombstones it) and the entry goes; if that cannot
+///   be told, the entry stays.
+/// - An entry not seen alive for [`KNOWN_MAX_AGE_MS`] goes, tombstoned or not.
+///
+/// Long (about 115 lines) on purpose: one pass over the record and the listing, entry by entry,
+/// in the order of the cases above.
+pub fn plan(
+    old: Known,
+    seen: &[Seen<'_>],
+    view: &ServerView,
+    living: impl Fn(&ServerId) -> Option<bool>,
+    now: i64,
+) -> Plan {
+    let mut out = Plan {
+        known: old,
+        ..Plan::default()
+    };
+    if view.up.is_none() {
+        return out;
+    }
+    let chats = &mut out.known.chats;
+    let by_id: HashMap<&str, &Seen> = seen.iter().map(|s| (s.id, s)).collect();
+    let refresh = chats
+        .values()
+        .filter(|e| !e.lost && by_id.contains_key(e.id.as_str()))
+        .any(|e| now.saturating_sub(e.seen) >= KNOWN_REFRESH_MS);
+
+    // The chats seen. (In the steady state: one lookup and one comparison each, nothing made.)
+    for s in seen {
+        let same = |e: &KnownChat| {
+            !e.lost && e.tmux_id == s.tmux_id && Some(&e.server) == view.current.as_ref()
+        };
+        let cid = s
+            .cid
+            .as_deref()
+            .filter(|c| crate::core::policy::valid_cid(c));
+        let old_e = chats.get_mut(s.id);
+        match (cid, old_e, &view.current) {
+            // The same session with the same cid (or none read this sweep): kept as it is.
+            (Some(cid), Some(e), Some(_)) if same(e) && e.cid == cid => {
+                if refresh {
+                    e.seen = now;
+                    out.changed = true;
+                }
+            }
+            (None, Some(e), _) if same(e) => {
+                if refresh {
+                    e.seen = now;
+                    out.changed = true;
+                }
+            }
+            (Some(cid), old_e, Some(server)) => {
+                let kept = old_e.as_ref().filter(|e| same(e));
+                let e = KnownChat {
+                    id: s.id.to_string(),
+                    session: s.session.to_string(),
+                    tmux_id: s.tmux_id,
+                    cid: cid.to_string(),
+                    cwd: match kept {
+                        Some(e) => e.cwd.clone().or_else(|| s.cwd.clone()),
+                        None => s.cwd.clone(),
+                    },
+                    server: server.clone(),
+                    seen: match kept {
+                        Some(e) if !refresh => e.seen,
+                        _ => now,
+                    },
+                    lost: false,
+                };
+                if let Some(o) = old_e.filter(|o| !same(o) && !o.lost) {
+                    if fate(&o.server, view, &living) == Fate::Gone {
+                        out.respawned.push(Respawned {
+                            chat: o.clone(),
+                            resumed: o.cid == cid,
+                        });
+                    }
+                }
+                chats.insert(s.id.to_string(), e);
+                out.changed = true;
+            }
+            // Back as another session, without a cid yet: the old entry goes.
+            (None, Some(e), _) => {
+                if !e.lost && fate(&e.server, view, &living) == Fate::Gone {
+                    out.respawned.push(Respawned {
+                        chat: e.clone(),
+                        resumed: false,
+                    });
+                }
+                chats.remove(s.id);
+                out.changed = true;
+            }
+            // Seen with a cid but no server identity (cannot be: its pid comes with its row):
+            // the entry is kept. Neither a cid nor an entry: nothing to record.
+            (Some(_), Some(_), None) | (_, None, _) => {}
+        }
+    }
+
+    // The chats not seen.
+    let mut lost = Vec::new();
+    let mut changed = out.changed;
+    chats.retain(|id, e| {
+        if by_id.contains_key(id.as_str()) {
+            return true;
+        }
+        let keep = if now.saturating_sub(e.seen) >= KNOWN_MAX_AGE_MS {
+            false
+        } else if e.lost {
+            true
+        } else {
+            match fate(&e.server, view, &living) {
+                Fate::Gone => {
+                    e.lost = true;
+                    lost.push(e.clone());
+                    changed = true;
+                    true
+                }
+                Fate::Here => false,
+                Fate::Unknown => true,
+            }
+        };
+        changed |= !keep;
+        keep
+    });
+    out.changed = changed;
+    out.lost = lost;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_000_000_000_000;
+
+    fn srv(pid: u32, start: u64) -> ServerId {
+        ServerId {
+            pid,
+            start,
+            boot: "b".into(),
+        }
+    }
+
+    fn entry(id: &str, n: u32, cid: &str, server: ServerId) -> KnownChat {
+        KnownChat {
+            id: id.into(),
+            session: format!("ccs-{id}"),
+            tmux_id: n,
+            cid: cid.into(),
+            cwd: Some(format!("/w/{id}")),
+            server,
+            seen: NOW - 1000,
+            lost: false,
+        }
+    }
+
+    fn seen(id: &'static str, n: u32, cid: Option<&'static str>) -> Seen<'static> {
+        Seen {
+            id,
+            session: Box::leak(format!("ccs-{id}").into_boxed_str()),
+            tmux_id: n,
+            cid: cid.map(Cow::Borrowed),
+            cwd: Some(format!("/new/{id}")),
+        }
+    }
+
+    fn known(es: &[KnownChat]) -> Known {
+        Known {
+            chats: es.iter().map(|e| (e.id.clone(), e.clone())).collect(),
+        }
+    }
+
+    fn ids(es: &[KnownChat]) -> Vec<&str> {
+        es.iter().map(|e| e.id.as_str()).collect()
+    }
+
+    /// `living` for a table: the servers that live; `None` for pid 0 (cannot tell).
+    fn living(alive: &'static [ServerId]) -> impl Fn(&ServerId) -> Option<bool> {
+        move |s| (s.pid != 0).then(|| alive.contains(s))
+    }
+
+    #[test]
+    fn which_entries_are_lost_kept_or_dropped() {
+        let a = srv(100, 5);
+        let b = srv(200, 9);
+        let a_again = srv(100, 77); // the same pid, another start time: another server
+        let unsure = srv(0, 1);
+        let up = |c: Option<&ServerId>| ServerView {
+            up: Some(true),
+            current: c.cloned(),
+        };
+        let down = ServerView {
+            up: Some(false),
+            current: None,
+        };
+        let failed = ServerView {
+            up: None,
+            current: None,
+        };
+        // The servers alive in each case are given by name below.
+        static A: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(100, 5)]);
+        static B: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(200, 9)]);
+        static AB: std::sync::LazyLock<[ServerId; 2]> =
+            std::sync::LazyLock::new(|| [srv(100, 5), srv(200, 9)]);
+        static NONE: [ServerId; 0] = [];
+        let old = known(&[
+            entry("1", 1, "c1", a.clone()),
+            entry("2", 2, "c2", a.clone()),
+        ]);
+        // (what, view, servers alive, seen now, lost, respawned, kept ids)
+        type Row<'a> = (
+            &'a str,
+            ServerView,
+            &'static [ServerId],
+            Vec<Seen<'static>>,
+            Vec<&'a str>,
+            Vec<&'a str>,
+            Vec<&'a str>,
+        );
+        let table: Vec<Row> = vec![
+            (
+                "steady: both seen on the same server",
+                up(Some(&a)),
+                &*A,
+                vec![seen("1", 1, Some("c1")), seen("2", 2, Some("c2"))],
+                vec![],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "the studio killed 2, the server lives on: dropped, not lost",
+                up(Some(&a)),
+                &*A,
+                vec![seen("1", 1, Some("c1"))],
+                vec![],
+                vec![],
+                vec!["1"],
+            ),
+            (
+                "all of them killed, a server without sessions (exit-empty off) answers",
+                up(None),
+                &*A,
+                vec![],
+                vec![],
+                vec![],
+                vec![],
+            ),
+            (
+                "the server died, no server at the socket",
+                down.clone(),
+                &NONE,
+                vec![],
+                vec!["1", "2"],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "the server died, a new one answers with other sessions",
+                up(Some(&b)),
+                &*B,
+                vec![],
+                vec!["1", "2"],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "replaced: the old one still runs, another answers at the socket",
+                up(Some(&b)),
+                &*AB,
+                vec![],
+                vec!["1", "2"],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "the same pid, another start time (a container restart)",
+                up(Some(&a_again)),
+                &NONE,
+                vec![],
+                vec!["1", "2"],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "the server died; 1 is already back, on a fresh conversation",
+                up(Some(&b)),
+                &*B,
+                vec![seen("1", 4, Some("fresh"))],
+                vec!["2"],
+                vec!["1"],
+                vec!["1", "2"],
+            ),
+            (
+                "the server died; 1 is back, no cid yet",
+                up(Some(&b)),
+                &*B,
+                vec![seen("1", 4, None)],
+                vec!["2"],
+                vec!["1"],
+                vec!["2"],
+            ),
+            (
+                "the listing failed: nothing concluded",
+                failed.clone(),
+                &NONE,
+                vec![],
+                vec![],
+                vec![],
+                vec!["1", "2"],
+            ),
+            (
+                "no server at the socket, the old one still runs: wait",
+                down.clone(),
+                &*A,
+                vec![],
+                vec![],
+                vec![],
+                vec!["1", "2"],
+            ),
+        ];
+        for (what, view, alive, now_seen, lost, respawned, kept) in table {
+            let p = plan(old.clone(), &now_seen, &view, living(alive), NOW);
+            assert_eq!(p.changed, p.known != old, "{what}: changed");
+            assert_eq!(ids(&p.lost), lost, "{what}: lost");
+            let back: Vec<KnownChat> = p.respawned.iter().map(|r| r.chat.clone()).collect();
+            assert_eq!(ids(&back), respawned, "{what}: respawned");
+            assert!(p.respawned.iter().all(|r| !r.resumed), "{what}: resumed");
+            let got: Vec<&str> = p.known.chats.keys().map(String::as_str).collect();
+            assert_eq!(got, kept, "{what}: kept");
+            for l in &p.lost {
+                assert!(p.known.chats[&l.id].lost, "{what}: {} marked lost", l.id);
+                assert_eq!(l.cid, old.chats[&l.id].cid, "{what}: the old cid");
+            }
+        }
+        // Back on its own conversation (spawn found it in the record): resumed, not lost.
+        let p = plan(
+            old.clone(),
+            &[seen("1", 4, Some("c1")), seen("2", 5, Some("fresh"))],
+            &up(Some(&b)),
+            living(&*B),
+            NOW,
+        );
+        let r: Vec<(&str, bool)> = p
+            .respawned
+            .iter()
+            .map(|r| (r.chat.id.as_str(), r.resumed))
+            .collect();
+        assert_eq!(r, [("1", true), ("2", false)]);
+        assert!(p.lost.is_empty());
+        assert!(server_gone(&old.chats["1"], &up(Some(&b)), living(&*B)));
+        assert!(!server_gone(&old.chats["1"], &up(Some(&a)), living(&*A)));
+        assert!(!server_gone(&old.chats["1"], &failed, living(&NONE)));
+        // The same server answers though /proc cannot see its pid (another pid namespace):
+        // it lives; a chat gone from it was killed.
+        let p = plan(old.clone(), &[], &up(Some(&a)), living(&NONE), NOW);
+        assert!(p.lost.is_empty() && p.known.chats.is_empty());
+        // /proc cannot tell whether the old server lives, and no server answers: kept.
+        let old_u = known(&[entry("1", 1, "c1", unsure.clone())]);
+        let p = plan(old_u.clone(), &[], &down, living(&NONE), NOW);
+        assert!(p.lost.is_empty());
+        assert_eq!(p.known, old_u);
+        // ... but another server at the socket is another server.
+        let p = plan(old_u.clone(), &[], &up(Some(&b)), living(&*B), NOW);
+        assert_eq!(ids(&p.lost), ["1"]);
+    }
+
+    #[test]
+    fn a_lost_chat_is_lost_once_and_kept_until_it_is_back_or_too_old() {
+        let a = srv(100, 5);
+        let b = srv(200, 9);
+        static B: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(200, 9)]);
+        let view = ServerView {
+            up: Some(true),
+            current: Some(b.clone()),
+        };
+        let old = known(&[entry("1", 1, "c1", a.clone())]);
+        let p1 = plan(old.clone(), &[], &view, living(&*B), NOW);
+        assert_eq!(ids(&p1.lost), ["1"]);
+        // Next sweep: nothing new is lost, the entry stays marked.
+        let p2 = plan(p1.known.clone(), &[], &view, living(&*B), NOW + 1000);
+        assert!(p2.lost.is_empty() && !p2.changed);
+        assert_eq!(p2.known, p1.known);
+        // `spawn` resumed it: seen again with its cid, on the new server, a live entry.
+        let p3 = plan(
+            p2.known.clone(),
+            &[seen("1", 7, Some("c1"))],
+            &view,
+            living(&*B),
+            NOW + 2000,
+        );
+        assert!(p3.lost.is_empty() && p3.respawned.is_empty());
+        let e = &p3.known.chats["1"];
+        assert!(!e.lost);
+        assert_eq!(
+            (e.tmux_id, &e.server, e.cwd.as_deref()),
+            (7, &b, Some("/new/1"))
+        );
+        // Never back: gone after the max age.
+        let p4 = plan(
+            p1.known.clone(),
+            &[],
+            &view,
+            living(&*B),
+            NOW + KNOWN_MAX_AGE_MS,
+        );
+        assert!(p4.known.chats.is_empty() && p4.lost.is_empty());
+        // At start-up, an entry older than that is not tombstoned either.
+        let p5 = plan(old.clone(), &[], &view, living(&*B), NOW + KNOWN_MAX_AGE_MS);
+        assert!(p5.known.chats.is_empty() && p5.lost.is_empty());
+    }
+
+    #[test]
+    fn the_record_changes_only_when_something_changed() {
+        let a = srv(100, 5);
+        static A: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(100, 5)]);
+        let view = ServerView {
+            up: Some(true),
+            current: Some(a.clone()),
+        };
+        let old = known(&[entry("1", 1, "c1", a.clone())]);
+        let run = |k: &Known, seen: &[Seen<'static>], now: i64| {
+            let p = plan(k.clone(), seen, &view, living(&*A), now);
+            assert_eq!(p.changed, p.known != *k, "changed says {}", p.changed);
+            p
+        };
+        // The same: unchanged (no write); the old cwd is kept, not the one read now.
+        let p = run(&old, &[seen("1", 1, Some("c1"))], NOW);
+        assert!(!p.changed);
+        // A cid not read this sweep (a command line's, looked for only sometimes): the same.
+        assert!(!run(&old, &[seen("1", 1, None)], NOW).changed);
+        // An invalid cid is no cid.
+        assert!(!run(&old, &[seen("1", 1, Some("-x"))], NOW).changed);
+        // A new cid (`/clear`): changed, the cwd kept.
+        let p = run(&old, &[seen("1", 1, Some("c9"))], NOW);
+        assert!(p.changed);
+        assert_eq!(p.known.chats["1"].cid, "c9");
+        assert_eq!(p.known.chats["1"].cwd.as_deref(), Some("/w/1"));
+        // Another session of the same chat: made afresh, with the cwd read now.
+        let p = run(&old, &[seen("1", 4, Some("c1"))], NOW);
+        assert_eq!(p.known.chats["1"].cwd.as_deref(), Some("/new/1"));
+        // A new chat, and one without a cid (not recorded).
+        let p = run(
+            &old,
+            &[
+                seen("1", 1, Some("c1")),
+                seen("2", 2, Some("c2")),
+                seen("3", 3, None),
+            ],
+            NOW,
+        );
+        assert!(p.changed);
+        assert_eq!(p.known.chats.len(), 2);
+        assert_eq!(p.known.chats["2"].seen, NOW);
+        // Within the hour: unchanged. An hour on: every live entry's `seen` moves at once (one
+        // write), then nothing again.
+        let both = [seen("1", 1, Some("c1")), seen("2", 2, Some("c2"))];
+        assert!(!run(&p.known, &both, NOW + KNOWN_REFRESH_MS / 2).changed);
+        let later = NOW - 1000 + KNOWN_REFRESH_MS;
+        let two = run(&p.known, &both, later);
+        assert!(two.changed);
+        assert!(two.known.chats.values().all(|e| e.seen == later));
+        assert!(!run(&two.known, &both, later + 1000).changed);
+        // Dropped (killed), lost, or aged out: changed.
+        assert!(run(&old, &[], NOW).changed);
+        assert!(needs_cwd(&old, &seen("2", 2, None), Some(&a)));
+        assert!(!needs_cwd(&old, &seen("1", 1, None), Some(&a)));
+        assert!(needs_cwd(&old, &seen("1", 4, None), Some(&a)));
+    }
+
+    #[test]
+    fn the_file_is_private_atomic_and_checked_when_read() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        let old = rustix::process::umask(rustix::fs::Mode::empty());
+        let st = crate::adapters::state::StateDir::new(d.path().join("st"), "k", "sock", "ccs-");
+        assert_eq!(st.read_known().unwrap(), Known::default());
+        let k = known(&[entry("1", 1, "c1", srv(7, 8))]);
+        st.write_known(&k).unwrap();
+        rustix::process::umask(old);
+        let p = st.known_path();
+        let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(mode, 0o600);
+        assert_eq!(st.read_known().unwrap(), k);
+        // No temp file left behind.
+        let names: Vec<String> = std::fs::read_dir(st.studio_dir())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["known.json"]);
+        // An entry that fails its checks: the whole file is refused, naming it.
+        let mut bad = k.clone();
+        bad.chats.get_mut("1").unwrap().cid = "-r".into();
+        std::fs::write(&p, serde_json::to_vec(&bad).unwrap()).unwrap();
+        let e = st.read_known().unwrap_err().to_string();
+        assert!(e.contains("known.json") && e.contains("cid"), "{e}");
+        // Not JSON; a symlink; too big.
+        std::fs::write(&p, "{").unwrap();
+        assert!(st.read_known().is_err());
+        let elsewhere = d.path().join("elsewhere.json");
+        std::fs::write(&elsewhere, serde_json::to_vec(&k).unwrap()).unwrap();
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &p).unwrap();
+        assert!(st.read_known().is_err());
+        std::fs::remove_file(&p).unwrap();
+        let f = std::fs::File::create(&p).unwrap();
+        f.set_len(MAX_KNOWN_BYTES + 1).unwrap();
+        assert!(st.read_known().unwrap_err().to_string().contains("bytes"));
+    }
+
+    #[test]
+    fn a_record_read_back_is_validated() {
+        let a = srv(1, 1);
+        let good = known(&[entry("1", 1, "c1", a.clone())]);
+        assert!(good.validate("ccs-").is_ok());
+        type Spoil = Box<dyn Fn(&mut KnownChat)>;
+        let bad: Vec<(&str, Spoil)> = vec![
+            ("id", Box::new(|e| e.id = "../x".into())),
+            ("session", Box::new(|e| e.session = "other-1".into())),
+            (
+                "cid",
+                Box::new(|e| e.cid = "--dangerously-skip-permissions".into()),
+            ),
+            ("cwd", Box::new(|e| e.cwd = Some("rel".into()))),
+        ];
+        for (what, f) in bad {
+            let mut k = good.clone();
+            if let Some(e) = k.chats.get_mut("1") {
+                f(e);
+            }
+            let e = k.validate("ccs-").unwrap_err();
+            assert!(e.contains(what), "{what}: {e}");
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The pure core: data and decisions. No I/O, no clock reads, runs nothing.
+
+pub mod known;
+pub mod listing;
+pub mod policy;
+pub mod reap_end;
+pub mod records;
+pub mod report;
+pub mod schema;
+pub mod time;
+pub mod units;

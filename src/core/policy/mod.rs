@@ -1,0 +1,1896 @@
+//! The decision core: `decide(&Snapshot, now, &Policy) -> Vec<Decision>`.
+//!
+//! Pure on purpose: no clock, no tmux, no /proc, no files. Everything it needs is in the
+//! [`Snapshot`] that the adapters read, so every rule of the contract is a row in a table test.
+//! The reaper carries the decisions out; nothing here knows how.
+
+mod fence;
+mod ids;
+mod recheck;
+mod types;
+
+pub use fence::*;
+pub use ids::*;
+pub use recheck::*;
+pub use types::*;
+
+fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
+    Decision {
+        tmux_id: s.tmux_id,
+        name: s.name.clone(),
+        id: s.id.clone(),
+        action: Action::Keep,
+        state,
+        reap_reason: None,
+        why: why.into(),
+        stamp_idle: None,
+        idle_ms: None,
+        deadline_ms: None,
+        cid: None,
+        viewers: 0,
+        turn_since_ms: None,
+        override_turn: false,
+        override_viewers: false,
+        warn_for: None,
+        warning: None,
+    }
+}
+
+/// The number of clients that count as viewers under `policy`. Should tmux count more attached
+/// clients than it listed, the unlisted ones count: they cannot be judged.
+pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
+    let unlisted = (s.attached as usize).saturating_sub(s.clients.len());
+    unlisted
+        + s.clients
+            .iter()
+            .filter(|c| {
+                if policy.orphan_viewers == OrphanViewers::Ignore
+                    && c.control_mode
+                    && c.orphaned == Some(true)
+                {
+                    return false;
+                }
+                if let Some(max) = policy.viewer_max_ms {
+                    let since = c.activity_ms.max(c.created_ms);
+                    if now.saturating_sub(since) >= max as i64 {
+                        return false;
+                    }
+                }
+                true
+            })
+            .count()
+}
+
+/// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
+///
+/// Long (about 185 lines) on purpose: rules 1-8 in the order of docs/rules.md, each an early
+/// return; read top to bottom it is the rule table.
+fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
+    let o = s.options();
+    // A `@ccs_cid` that is not a valid cid cannot be resumed (nor safely put on a command line).
+    let cid = o.cid.clone().or_else(|| s.cmdline_cid.clone());
+
+    // 1. Liveness unknown.
+    if let Some(why) = snap.global_problem.as_ref().or(s.problem.as_ref()) {
+        let mut d = new(s, State::Unknown, format!("liveness unknown: {why}"));
+        d.cid = cid;
+        return d;
+    }
+    let viewers = counted_viewers(s, now, p);
+    let override_viewers = viewers < s.clients.len().max(s.attached as usize);
+
+    // Exited panes: nothing runs, nothing can be lost. Classified only once the status is known.
+    if p.reap_exited && !s.panes.is_empty() && s.panes.iter().all(|x| x.dead) {
+        let mut d = new(s, State::Exited, "every pane has exited");
+        let known = cid.is_some();
+        d.cid = cid;
+        d.viewers = viewers;
+        if !s.panes.iter().all(Pane::exit_known) {
+            d.why = "every pane has exited; waiting for the exit status".into();
+        } else if !known && !p.reap_without_cid {
+            d.why = "every pane has exited; conversation id unknown: kept".into();
+        } else if viewers == 0 {
+            d.action = Action::Reap;
+            d.reap_reason = Some(ReapReason::Exited);
+            d.override_turn = true;
+            d.override_viewers = override_viewers;
+        } else {
+            d.why = "every pane has exited, but a viewer is attached".into();
+        }
+        return d;
+    }
+
+    // 2. A turn is running.
+    let turn_set = o.turn.is_some();
+    let turn_since = o.turn.and_then(|t| t.since);
+    let in_file = snap.busy_ids.contains(&s.id);
+    let mut stuck = None;
+    if turn_set {
+        let since = turn_since;
+        if let (Some(wall), Some(since)) = (p.stuck_wall_ms, since) {
+            if now.saturating_sub(since) >= wall as i64 {
+                stuck = Some(format!(
+                    "turn running for {} ms (limit {wall})",
+                    now - since
+                ));
+            }
+        }
+        if let (Some(quiet), Some(out)) = (p.stuck_idle_ms, s.output_ms) {
+            let from = since.map_or(out, |t| t.max(out));
+            if stuck.is_none() && now.saturating_sub(from) >= quiet as i64 {
+                stuck = Some(format!("turn silent for {} ms (limit {quiet})", now - from));
+            }
+        }
+    }
+    if turn_set || in_file {
+        let reapable_stuck = stuck.is_some() && p.reap_stuck && !in_file && !o.pinned;
+        if !reapable_stuck {
+            let (state, why) = match &stuck {
+                Some(w) => (State::Stuck, format!("stuck: {w}")),
+                None if turn_set => (State::Busy, "a turn is running".to_string()),
+                None => (State::Busy, "listed busy in an activity file".to_string()),
+            };
+            let mut d = new(s, state, why);
+            d.cid = cid;
+            d.viewers = viewers;
+            d.turn_since_ms = turn_since;
+            return d;
+        }
+    }
+
+    // 3. A viewer is attached: keep and refresh the idle clock.
+    if viewers > 0 {
+        let mut d = new(s, State::Viewed, format!("{viewers} viewer(s) attached"));
+        d.stamp_idle = Some(now);
+        d.cid = cid;
+        d.viewers = viewers;
+        return d;
+    }
+
+    if let Some(w) = stuck {
+        // A stuck turn that may be reaped: the idle clock does not apply.
+        let mut d = new(s, State::Stuck, format!("stuck: {w}"));
+        d.turn_since_ms = turn_since;
+        d.override_viewers = override_viewers;
+        if cid.is_none() && !p.reap_without_cid {
+            d.why = format!("stuck: {w}; conversation id unknown, kept");
+            return d;
+        }
+        d.cid = cid;
+        d.action = Action::Reap;
+        d.reap_reason = Some(ReapReason::Stuck);
+        d.override_turn = true;
+        return d;
+    }
+
+    // A pinned session is never reaped by the idle, memory, max-idle or stuck rules (exited
+    // panes, above, are still cleaned up). Its clock runs as any other's.
+    if o.pinned {
+        let mut d = new(
+            s,
+            State::Pinned,
+            "pinned (@ccs_pin): never reaped while it runs",
+        );
+        d.cid = cid;
+        let since = match o.idle {
+            Stamp::At(t) => Some(t),
+            Stamp::Unset | Stamp::Garbage => None,
+        };
+        d.stamp_idle = match since {
+            None => Some(now),
+            Some(t) if t > now => Some(now),
+            Some(_) => None,
+        };
+        d.idle_ms = Some(since.map_or(0, |t| now.saturating_sub(t).max(0) as u64));
+        return d;
+    }
+
+    // This session's own limit (`@ccs_idle_kill_ms`), else the policy's. Garbage counts as unset.
+    let (idle_kill_ms, warning) = own_limit(&o.own_limit, p);
+
+    // 4. No clock yet (or garbage): start it. Never kill on first sight.
+    let Stamp::At(idle_since) = o.idle else {
+        let why = if o.idle == Stamp::Unset {
+            "first sight: idle clock started"
+        } else {
+            "idle stamp did not parse: idle clock restarted"
+        };
+        let mut d = new(s, State::New, why);
+        d.stamp_idle = Some(now);
+        d.cid = cid;
+        d.idle_ms = Some(0);
+        d.deadline_ms = idle_kill_ms.map(|k| now + k as i64);
+        d.warning = warning;
+        return d;
+    };
+
+    // 5. A stamp in the future is now, and is rewritten to now: kept as it is, it would hold
+    // the session forever.
+    let future = idle_since > now;
+    let idle_since = idle_since.min(now);
+    let idle_ms = (now - idle_since) as u64;
+    let deadline_ms = idle_kill_ms.map(|k| idle_since + k as i64);
+
+    // 6. Conversation id unknown.
+    if cid.is_none() && !p.reap_without_cid {
+        let mut d = new(
+            s,
+            State::NoCid,
+            "conversation id unknown: kept so no history is lost",
+        );
+        d.idle_ms = Some(idle_ms);
+        d.override_viewers = override_viewers;
+        d.stamp_idle = future.then_some(now);
+        d.warning = warning;
+        return d;
+    }
+
+    let mut d = new(s, State::Idle, String::new());
+    d.warning = warning;
+    d.cid = cid;
+    d.idle_ms = Some(idle_ms);
+    d.stamp_idle = future.then_some(now);
+    d.deadline_ms = deadline_ms;
+    d.override_viewers = override_viewers;
+    match idle_kill_ms {
+        // 7. Idle long enough.
+        Some(k) if idle_ms >= k => {
+            d.state = State::Expired;
+            d.action = Action::Reap;
+            d.reap_reason = Some(ReapReason::Idle);
+            d.why = format!("idle for {idle_ms} ms (limit {k})");
+        }
+        // 8. Keep, with its deadline; warned once per idle period when it comes within
+        // CCS_ENGINE_WARN_MS.
+        Some(k) => {
+            d.why = format!("idle for {idle_ms} ms, reaped in {} ms", k - idle_ms);
+            let within = p.warn_ms.is_some_and(|w| k - idle_ms <= w);
+            if within && o.warned != Some(idle_since) {
+                d.warn_for = Some(idle_since);
+            }
+        }
+        None => d.why = format!("idle for {idle_ms} ms"),
+    }
+    d
+}
+
+/// The longest time in ms a limit may name (100 years): anything longer is garbage, so that no
+/// sum with a time stamp can overflow.
+pub const MAX_MS: u64 = 100 * 365 * 24 * 3_600_000;
+
+impl Session {
+    /// Its `@` options, parsed: what the rules read.
+    pub fn options(&self) -> Options {
+        let idle = self.idle.trim();
+        let own = self.idle_kill_ms.trim();
+        Options {
+            idle: match parse_ms(idle) {
+                Some(t) => Stamp::At(t),
+                None if idle.is_empty() => Stamp::Unset,
+                None => Stamp::Garbage,
+            },
+            turn: (!self.turn.trim().is_empty()).then(|| Turn {
+                since: parse_ms(&self.turn),
+            }),
+            cid: valid_cid(self.cid.trim()).then(|| self.cid.trim().to_string()),
+            pinned: pinned(self),
+            own_limit: if own.is_empty() {
+                OwnLimit::Unset
+            } else {
+                match crate::core::units::parse_duration(own)
+                    .map(|d| d.ms)
+                    .filter(|&k| k <= MAX_MS)
+                {
+                    Some(k) => OwnLimit::Ms(k),
+                    None => OwnLimit::Garbage(own.to_string()),
+                }
+            },
+            warned: parse_ms(&self.warned),
+            mark: match parse_ms(&self.reaping) {
+                Some(at) => MarkState::At {
+                    at,
+                    owner: MarkOwner::from_token(&self.reaper),
+                },
+                None if self.reaping.trim().is_empty() => MarkState::Free,
+                None => MarkState::Garbage,
+            },
+        }
+    }
+}
+
+/// Whether `@ccs_pin` holds the session: set, and not `0`.
+pub fn pinned(s: &Session) -> bool {
+    let v = s.pin.trim();
+    !v.is_empty() && v != "0"
+}
+
+/// The idle limit that applies to `s`: its `@ccs_idle_kill_ms` (`0` = never by idle; a bare
+/// number is ms, or with a unit: `90s`, `30m`, `1h`, `2d`, see [`crate::core::units::parse_duration`]),
+/// else the policy's; with a warning when the option is garbage. Reaping must be on (the policy's limit or
+/// a pressure rule) for a session's own limit to count: it never turns reaping on by itself.
+fn own_limit(own: &OwnLimit, p: &Policy) -> (Option<u64>, Option<String>) {
+    match own {
+        OwnLimit::Unset => (p.idle_kill_ms, None),
+        OwnLimit::Ms(_) if !p.enabled() => (None, None),
+        OwnLimit::Ms(0) => (None, None),
+        OwnLimit::Ms(k) => (Some(*k), None),
+        OwnLimit::Garbage(raw) => (
+            p.idle_kill_ms,
+            Some(format!(
+                "@ccs_idle_kill_ms {raw:?} is not a duration ({}; at most 100 years): the global limit applies",
+                crate::core::units::DURATION_HINT
+            )),
+        ),
+    }
+}
+
+/// The memory threshold in bytes: `CCS_ENGINE_MEM_HIGH` as a size, or as a share of the
+/// watched limit (none without a limit).
+pub fn mem_limit(policy: &Policy, host: Option<HostMemory>) -> Option<u64> {
+    match (policy.mem_high, host) {
+        (Some(MemThreshold::Bytes(b)), _) => Some(b),
+        (Some(MemThreshold::Percent(pc)), Some(h)) => {
+            h.limit_bytes.map(|l| (l as f64 * pc / 100.0) as u64)
+        }
+        _ => None,
+    }
+}
+
+/// Decide every session of the snapshot. One decision per session, in snapshot order.
+///
+/// Long (about 115 lines) on purpose: the pressure rules in their order (max-idle, bloat, then
+/// memory and its stall), each over the same ranked candidates and the memory freed so far.
+pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
+    let mut out: Vec<Decision> = snap
+        .sessions
+        .iter()
+        .map(|s| decide_one(s, snap, now, policy))
+        .collect();
+    if snap.global_problem.is_some() {
+        return out;
+    }
+
+    // The pressure rules take only sessions that passed rules 1-6 and are still kept, idle at least
+    // the floor, oldest-idle first (ties: lowest tmux id, the older session). A session that a
+    // reap in flight holds (`@ccs_reaping`) is going already: never taken twice, and its memory
+    // counts as freed.
+    let going = |s: &Session| !s.reaping.trim().is_empty();
+    let mut eligible: Vec<usize> = out
+        .iter()
+        .enumerate()
+        .filter(|(i, d)| {
+            d.state == State::Idle && d.action == Action::Keep && !going(&snap.sessions[*i])
+        })
+        .map(|(i, _)| i)
+        .collect();
+    eligible.sort_by_key(|&i| {
+        (
+            std::cmp::Reverse(out[i].idle_ms.unwrap_or(0)),
+            out[i].tmux_id,
+        )
+    });
+    let floor = |d: &Decision| d.idle_ms.unwrap_or(0) >= policy.min_idle_ms;
+
+    if let Some(max) = policy.max_idle {
+        let excess = eligible.len().saturating_sub(max);
+        for &i in eligible.iter().take(excess) {
+            if floor(&out[i]) {
+                let d = &mut out[i];
+                d.action = Action::Reap;
+                d.state = State::Expired;
+                d.reap_reason = Some(ReapReason::MaxIdle);
+                d.why = format!(
+                    "{} idle sessions, at most {max} kept: oldest idle goes first",
+                    eligible.len()
+                );
+            }
+        }
+    }
+
+    // Bloat: a session idle past the floor whose tree holds more than CCS_ENGINE_SESSION_MEM_MAX
+    // goes, whatever the total: it comes back small on its next message.
+    if let Some(max) = policy.session_mem_max {
+        for &i in &eligible {
+            let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
+            if out[i].action == Action::Keep && floor(&out[i]) && mem > max {
+                let d = &mut out[i];
+                d.action = Action::Reap;
+                d.state = State::Expired;
+                d.reap_reason = Some(ReapReason::Bloat);
+                d.why = format!("its processes hold {mem} bytes, more than {max}");
+            }
+        }
+    }
+
+    // Memory: above the threshold (or stalled on memory past CCS_ENGINE_MEM_PSI, which takes at
+    // least one), reap the oldest idle until the projection (used minus what the trees being
+    // reaped hold) is below it.
+    let stalled = matches!((policy.mem_psi, snap.stall_pct), (Some(max), Some(now)) if now >= max);
+    let limit = mem_limit(policy, snap.host);
+    let used = snap.host.map(|h| h.used_bytes);
+    if (limit.is_some() && used.is_some()) || stalled {
+        let freed: u64 = out
+            .iter()
+            .zip(&snap.sessions)
+            .filter(|(d, s)| d.action == Action::Reap || going(s))
+            .map(|(_, s)| s.mem_bytes.unwrap_or(0))
+            .sum();
+        let mut projected = used.unwrap_or(0).saturating_sub(freed);
+        // A stall takes one, unless a reap in flight is freeing memory already (PSI lags).
+        let mut must = stalled && freed == 0;
+        // Sizes not known (the process table could not be read): at most one this sweep.
+        let sized = eligible
+            .iter()
+            .all(|&i| snap.sessions[i].mem_bytes.is_some());
+        let mut taken = 0;
+        for &i in &eligible {
+            let over = matches!(limit, Some(l) if projected > l);
+            if !over && !must {
+                break;
+            }
+            if out[i].action == Action::Reap || !floor(&out[i]) {
+                continue;
+            }
+            let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
+            let d = &mut out[i];
+            d.action = Action::Reap;
+            d.state = State::Expired;
+            d.reap_reason = Some(ReapReason::Memory);
+            d.why = match limit {
+                Some(l) if over => {
+                    format!("memory {projected} bytes above {l}: oldest idle goes first")
+                }
+                _ => format!(
+                    "stalled on memory ({:.1}% of the time, limit {:.1}%): oldest idle goes first",
+                    snap.stall_pct.unwrap_or(0.0),
+                    policy.mem_psi.unwrap_or(0.0)
+                ),
+            };
+            projected = projected.saturating_sub(mem);
+            must = false;
+            taken += 1;
+            if !sized && taken >= 1 {
+                break;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+    const LIMIT: u64 = 600_000;
+
+    fn pol() -> Policy {
+        Policy {
+            idle_kill_ms: Some(LIMIT),
+            ..Policy::default()
+        }
+    }
+
+    fn sess(id: u32) -> Session {
+        Session {
+            tmux_id: id,
+            name: format!("ccs-{id}"),
+            id: id.to_string(),
+            idle: (NOW - 1000).to_string(),
+            cid: format!("cid-{id}"),
+            panes: vec![Pane {
+                pid: 100 + id,
+                dead: false,
+                dead_status: None,
+                dead_signal: None,
+                exit_unreported: false,
+                start_command: String::new(),
+            }],
+            ..Session::default()
+        }
+    }
+
+    /// A pane whose process has exited, with what tmux knows of how.
+    fn dead(status: Option<i32>, signal: Option<i32>) -> Pane {
+        Pane {
+            pid: 1,
+            dead: true,
+            dead_status: status,
+            dead_signal: signal,
+            exit_unreported: false,
+            start_command: String::new(),
+        }
+    }
+
+    fn client(control: bool) -> Client {
+        Client {
+            pid: 9,
+            control_mode: control,
+            created_ms: NOW - 10,
+            activity_ms: NOW - 10,
+            orphaned: Some(false),
+        }
+    }
+
+    fn one(s: Session, p: &Policy) -> Decision {
+        let snap = Snapshot {
+            sessions: vec![s],
+            ..Snapshot::default()
+        };
+        decide(&snap, NOW, p).remove(0)
+    }
+
+    type Edit = fn(&mut Session, &mut Snapshot, &mut Policy);
+
+    /// Rules 1-8 and their edges: (name, edit, action, state, stamps idle).
+    #[test]
+    fn rules_table() {
+        let table: &[(&str, Edit, Action, State, bool)] = &[
+            (
+                "idle exactly at the limit: reaped",
+                |s, _, _| s.idle = (NOW - LIMIT as i64).to_string(),
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "one ms before the limit: kept",
+                |s, _, _| s.idle = (NOW - LIMIT as i64 + 1).to_string(),
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "long idle: reaped",
+                |s, _, _| s.idle = "1000".into(),
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "young: kept",
+                |_, _, _| {},
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "1 tmux error: kept",
+                |s, n, _| {
+                    s.idle = "1000".into();
+                    n.global_problem = Some("tmux failed".into())
+                },
+                Action::Keep,
+                State::Unknown,
+                false,
+            ),
+            (
+                "1 bad row: kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.problem = Some("row".into())
+                },
+                Action::Keep,
+                State::Unknown,
+                false,
+            ),
+            (
+                "2 turn via option: kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.turn = "5".into()
+                },
+                Action::Keep,
+                State::Busy,
+                false,
+            ),
+            (
+                "2 garbage turn still busy",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.turn = "x".into()
+                },
+                Action::Keep,
+                State::Busy,
+                false,
+            ),
+            (
+                "2 busy via activity file",
+                |s, n, _| {
+                    s.idle = "1000".into();
+                    n.busy_ids.insert(s.id.clone());
+                },
+                Action::Keep,
+                State::Busy,
+                false,
+            ),
+            (
+                "3 control-mode client: kept, clock refreshed",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.attached = 1;
+                    s.clients = vec![client(true)]
+                },
+                Action::Keep,
+                State::Viewed,
+                true,
+            ),
+            (
+                "3 terminal client: kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.attached = 1;
+                    s.clients = vec![client(false)]
+                },
+                Action::Keep,
+                State::Viewed,
+                true,
+            ),
+            (
+                "3 no client: reaped",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.clients = vec![]
+                },
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "4 first sight: stamped, kept",
+                |s, _, _| s.idle = String::new(),
+                Action::Keep,
+                State::New,
+                true,
+            ),
+            (
+                "4 unparseable stamp: restamped",
+                |s, _, _| s.idle = "yesterday".into(),
+                Action::Keep,
+                State::New,
+                true,
+            ),
+            (
+                "4 negative stamp: restamped",
+                |s, _, _| s.idle = "-5".into(),
+                Action::Keep,
+                State::New,
+                true,
+            ),
+            (
+                "5 future stamp: now, kept, rewritten to now",
+                |s, _, _| s.idle = (NOW + 10_000_000).to_string(),
+                Action::Keep,
+                State::Idle,
+                true,
+            ),
+            (
+                "6 no cid: kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.cid = String::new()
+                },
+                Action::Keep,
+                State::NoCid,
+                false,
+            ),
+            (
+                "6 no cid, override: reaped",
+                |s, _, p| {
+                    s.idle = "1000".into();
+                    s.cid = String::new();
+                    p.reap_without_cid = true
+                },
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "6 cid from the command line",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.cid = String::new();
+                    s.cmdline_cid = Some("c".into())
+                },
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "off: never reaped",
+                |s, _, p| {
+                    s.idle = "1000".into();
+                    p.idle_kill_ms = None
+                },
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "exited, cid unknown: kept",
+                |s, _, _| {
+                    s.cid = String::new();
+                    s.panes[0] = dead(Some(0), None)
+                },
+                Action::Keep,
+                State::Exited,
+                false,
+            ),
+            (
+                "garbage @ccs_cid is no cid",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.cid = "x;rm -rf".into();
+                },
+                Action::Keep,
+                State::NoCid,
+                false,
+            ),
+            (
+                "exited 0: cleaned",
+                |s, _, _| s.panes[0] = dead(Some(0), None),
+                Action::Reap,
+                State::Exited,
+                false,
+            ),
+            (
+                "exited, status unknown yet: kept",
+                |s, _, _| s.panes[0] = dead(None, None),
+                Action::Keep,
+                State::Exited,
+                false,
+            ),
+            (
+                "exited by a signal tmux < 3.3 cannot name: cleaned",
+                |s, _, _| {
+                    s.panes[0] = Pane {
+                        exit_unreported: true,
+                        ..dead(None, None)
+                    }
+                },
+                Action::Reap,
+                State::Exited,
+                false,
+            ),
+            (
+                "one pane of two exited: normal rules",
+                |s, _, _| s.panes.push(dead(Some(1), None)),
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+            (
+                "exited while busy: cleaned",
+                |s, _, _| {
+                    s.turn = "5".into();
+                    s.panes[0] = dead(None, Some(9))
+                },
+                Action::Reap,
+                State::Exited,
+                false,
+            ),
+            (
+                "exited but viewed: kept",
+                |s, _, _| {
+                    s.clients = vec![client(false)];
+                    s.panes[0] = dead(Some(0), None)
+                },
+                Action::Keep,
+                State::Exited,
+                false,
+            ),
+            (
+                "exited, cleanup off: normal rules",
+                |s, _, p| {
+                    p.reap_exited = false;
+                    s.panes[0] = dead(Some(0), None)
+                },
+                Action::Keep,
+                State::Idle,
+                false,
+            ),
+        ];
+        for (name, edit, action, state, stamps) in table {
+            let mut s = sess(1);
+            let mut snap = Snapshot::default();
+            let mut p = pol();
+            edit(&mut s, &mut snap, &mut p);
+            snap.sessions = vec![s];
+            let d = decide(&snap, NOW, &p).remove(0);
+            assert_eq!(
+                (d.action, d.state, d.stamp_idle.is_some()),
+                (*action, *state, *stamps),
+                "{name}: {d:?}"
+            );
+            if *stamps {
+                assert_eq!(d.stamp_idle, Some(NOW), "{name}");
+            }
+            if d.action == Action::Reap {
+                assert!(d.reap_reason.is_some(), "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn future_stamp_counts_as_now() {
+        let mut s = sess(1);
+        s.idle = (NOW + 5_000).to_string();
+        let d = one(s, &pol());
+        assert_eq!(d.idle_ms, Some(0));
+        assert_eq!(d.deadline_ms, Some(NOW + LIMIT as i64));
+        // ...and is rewritten to now (kept, it would hold the session forever), also when the
+        // cid is unknown; a stamp in the past is left alone.
+        assert_eq!(d.stamp_idle, Some(NOW));
+        let mut s = sess(1);
+        s.idle = (NOW + 5_000).to_string();
+        s.cid = String::new();
+        assert_eq!(one(s, &pol()).stamp_idle, Some(NOW));
+        let mut s = sess(1);
+        s.idle = (NOW - 5_000).to_string();
+        assert_eq!(one(s, &pol()).stamp_idle, None);
+    }
+
+    #[test]
+    fn cids_never_start_with_a_dash() {
+        for (c, ok) in [
+            ("abc", true),
+            ("a-b_c9", true),
+            ("9", true),
+            ("-", false),
+            ("--dangerously-skip-permissions", false),
+            ("-r", false),
+            ("", false),
+            ("a b", false),
+            ("a\tb", false),
+        ] {
+            assert_eq!(valid_cid(c), ok, "{c:?}");
+        }
+        // A flag-like @ccs_cid is unknown (rule 6): kept, never put on a command line.
+        let mut s = sess(1);
+        s.idle = (NOW - LIMIT as i64 - 1).to_string();
+        s.cid = "--dangerously-skip-permissions".into();
+        let d = one(s, &pol());
+        assert_eq!((d.state, d.cid), (State::NoCid, None));
+    }
+
+    #[test]
+    fn deadline_and_idle_age() {
+        let mut s = sess(1);
+        s.idle = (NOW - 1000).to_string();
+        let d = one(s, &pol());
+        assert_eq!(d.idle_ms, Some(1000));
+        assert_eq!(d.deadline_ms, Some(NOW - 1000 + LIMIT as i64));
+        assert_eq!(d.cid.as_deref(), Some("cid-1"));
+    }
+
+    /// Stuck turns, orphaned and long-attached viewers.
+    #[test]
+    fn stuck_and_viewer_policies() {
+        type E = fn(&mut Session, &mut Policy);
+        let old_turn = (NOW - 7_200_000).to_string();
+        let _ = old_turn;
+        let table: &[(&str, E, Action, State, Option<ReapReason>)] = &[
+            (
+                "long turn, no wall limit: busy",
+                |s, _| s.turn = (NOW - 7_200_000).to_string(),
+                Action::Keep,
+                State::Busy,
+                None,
+            ),
+            (
+                "long turn over wall limit: stuck, reported",
+                |s, p| {
+                    s.turn = (NOW - 7_200_000).to_string();
+                    p.stuck_wall_ms = Some(3_600_000)
+                },
+                Action::Keep,
+                State::Stuck,
+                None,
+            ),
+            (
+                "stuck and reap_stuck: reaped",
+                |s, p| {
+                    s.turn = (NOW - 7_200_000).to_string();
+                    p.stuck_wall_ms = Some(3_600_000);
+                    p.reap_stuck = true
+                },
+                Action::Reap,
+                State::Stuck,
+                Some(ReapReason::Stuck),
+            ),
+            (
+                "turn under wall limit: busy",
+                |s, p| {
+                    s.turn = (NOW - 1000).to_string();
+                    p.stuck_wall_ms = Some(3_600_000);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Busy,
+                None,
+            ),
+            (
+                "silent turn: stuck",
+                |s, p| {
+                    s.turn = (NOW - 900_000).to_string();
+                    s.output_ms = Some(NOW - 700_000);
+                    p.stuck_idle_ms = Some(600_000);
+                    p.reap_stuck = true
+                },
+                Action::Reap,
+                State::Stuck,
+                Some(ReapReason::Stuck),
+            ),
+            (
+                "turn printing: busy",
+                |s, p| {
+                    s.turn = (NOW - 900_000).to_string();
+                    s.output_ms = Some(NOW - 1000);
+                    p.stuck_idle_ms = Some(600_000);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Busy,
+                None,
+            ),
+            (
+                "silence counts from the turn start",
+                |s, p| {
+                    s.turn = (NOW - 1000).to_string();
+                    s.output_ms = Some(NOW - 900_000);
+                    p.stuck_idle_ms = Some(600_000);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Busy,
+                None,
+            ),
+            (
+                "stuck but viewed: kept",
+                |s, p| {
+                    s.turn = (NOW - 7_200_000).to_string();
+                    s.clients = vec![client(false)];
+                    p.stuck_wall_ms = Some(1);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+            (
+                "stuck, no cid: kept",
+                |s, p| {
+                    s.turn = (NOW - 7_200_000).to_string();
+                    s.cid.clear();
+                    p.stuck_wall_ms = Some(1);
+                    p.reap_stuck = true
+                },
+                Action::Keep,
+                State::Stuck,
+                None,
+            ),
+            (
+                "orphan control client counted by default",
+                |s, _| {
+                    s.idle = "1000".into();
+                    let mut c = client(true);
+                    c.orphaned = Some(true);
+                    s.clients = vec![c]
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+            (
+                "orphan control client ignored",
+                |s, p| {
+                    s.idle = "1000".into();
+                    let mut c = client(true);
+                    c.orphaned = Some(true);
+                    s.clients = vec![c];
+                    p.orphan_viewers = OrphanViewers::Ignore
+                },
+                Action::Reap,
+                State::Expired,
+                Some(ReapReason::Idle),
+            ),
+            (
+                "orphan terminal client still counts",
+                |s, p| {
+                    s.idle = "1000".into();
+                    let mut c = client(false);
+                    c.orphaned = Some(true);
+                    s.clients = vec![c];
+                    p.orphan_viewers = OrphanViewers::Ignore
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+            (
+                "live control client counts when ignoring orphans",
+                |s, p| {
+                    s.idle = "1000".into();
+                    s.clients = vec![client(true)];
+                    p.orphan_viewers = OrphanViewers::Ignore
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+            (
+                "viewer idle past max: ignored",
+                |s, p| {
+                    s.idle = "1000".into();
+                    let mut c = client(true);
+                    c.created_ms = NOW - 100_000;
+                    c.activity_ms = NOW - 100_000;
+                    s.clients = vec![c];
+                    p.viewer_max_ms = Some(50_000)
+                },
+                Action::Reap,
+                State::Expired,
+                Some(ReapReason::Idle),
+            ),
+            (
+                "viewer with recent input: counts",
+                |s, p| {
+                    s.idle = "1000".into();
+                    let mut c = client(true);
+                    c.created_ms = NOW - 100_000;
+                    c.activity_ms = NOW - 10;
+                    s.clients = vec![c];
+                    p.viewer_max_ms = Some(50_000)
+                },
+                Action::Keep,
+                State::Viewed,
+                None,
+            ),
+        ];
+        for (name, edit, action, state, reason) in table {
+            let mut s = sess(1);
+            let mut p = pol();
+            edit(&mut s, &mut p);
+            let d = one(s, &p);
+            assert_eq!(
+                (d.action, d.state, d.reap_reason),
+                (*action, *state, *reason),
+                "{name}: {d:?}"
+            );
+            if d.reap_reason == Some(ReapReason::Stuck) {
+                assert!(d.override_turn, "{name}");
+            }
+        }
+        // A discounted viewer is an override of a tmux fact.
+        let mut s = sess(1);
+        s.idle = "1000".into();
+        s.attached = 1;
+        let mut c = client(true);
+        c.orphaned = Some(true);
+        s.clients = vec![c];
+        let d = one(
+            s,
+            &Policy {
+                orphan_viewers: OrphanViewers::Ignore,
+                ..pol()
+            },
+        );
+        assert!(d.override_viewers && !d.override_turn);
+    }
+
+    fn idle_sessions(ages: &[(u32, i64, u64)]) -> Snapshot {
+        Snapshot {
+            sessions: ages
+                .iter()
+                .map(|&(id, age, mem)| Session {
+                    idle: (NOW - age).to_string(),
+                    mem_bytes: Some(mem),
+                    ..sess(id)
+                })
+                .collect(),
+            ..Snapshot::default()
+        }
+    }
+
+    fn reaped(d: &[Decision]) -> Vec<(u32, ReapReason)> {
+        let mut v: Vec<_> = d
+            .iter()
+            .filter(|d| d.action == Action::Reap)
+            .map(|d| (d.tmux_id, d.reap_reason.unwrap()))
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v
+    }
+
+    #[test]
+    fn max_idle_keeps_the_newest() {
+        let p = Policy {
+            idle_kill_ms: None,
+            max_idle: Some(2),
+            min_idle_ms: 60_000,
+            ..Policy::default()
+        };
+        // ids 1..5 idle 500 s, 400 s, 300 s, 200 s, 30 s (under the floor).
+        let snap = idle_sessions(&[
+            (1, 500_000, 1),
+            (2, 400_000, 1),
+            (3, 300_000, 1),
+            (4, 200_000, 1),
+            (5, 30_000, 1),
+        ]);
+        let d = decide(&snap, NOW, &p);
+        // 5 eligible, keep 2: the 3 oldest go; all are past the floor.
+        assert_eq!(
+            reaped(&d),
+            vec![
+                (1, ReapReason::MaxIdle),
+                (2, ReapReason::MaxIdle),
+                (3, ReapReason::MaxIdle)
+            ]
+        );
+        // Under the floor nothing goes even when over the cap.
+        let snap = idle_sessions(&[(1, 30_000, 1), (2, 20_000, 1), (3, 10_000, 1)]);
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+        // Ties on age: the lower tmux id (older session) goes first.
+        let snap = idle_sessions(&[(7, 100_000, 1), (3, 100_000, 1)]);
+        let p1 = Policy {
+            max_idle: Some(1),
+            ..p.clone()
+        };
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p1)),
+            vec![(3, ReapReason::MaxIdle)]
+        );
+    }
+
+    #[test]
+    fn sessions_being_reaped_are_not_taken_twice_and_count_as_freed() {
+        let p = Policy {
+            idle_kill_ms: None,
+            mem_high: Some(MemThreshold::Bytes(1000)),
+            min_idle_ms: 60_000,
+            ..Policy::default()
+        };
+        let mut snap = idle_sessions(&[(1, 500_000, 300), (2, 400_000, 300), (3, 300_000, 300)]);
+        snap.host = Some(HostMemory {
+            used_bytes: 1500,
+            limit_bytes: None,
+        });
+        // Without a reap in flight: 1 and 2 go (1500 -> 1200 -> 900).
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![(1, ReapReason::Memory), (2, ReapReason::Memory)]
+        );
+        // 1 is being reaped (a watcher-started sweep before its memory is freed): only 2 goes.
+        snap.sessions[0].reaping = (NOW - 100).to_string();
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![(2, ReapReason::Memory)]
+        );
+        // 1 and 2 in flight: the projection is under the limit already.
+        snap.sessions[1].reaping = (NOW - 100).to_string();
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+    }
+
+    #[test]
+    fn a_memory_stall_past_the_psi_limit_takes_the_oldest_idle() {
+        let p = Policy {
+            idle_kill_ms: None,
+            mem_psi: Some(10.0),
+            min_idle_ms: 60_000,
+            ..Policy::default()
+        };
+        let mut snap = idle_sessions(&[(1, 500_000, 300), (2, 400_000, 300), (3, 30_000, 300)]);
+        // (stall %, reaped)
+        type Row = (Option<f64>, Vec<(u32, ReapReason)>);
+        let table: &[Row] = &[
+            (None, vec![]),
+            (Some(9.9), vec![]),
+            (Some(10.0), vec![(1, ReapReason::Memory)]),
+            (Some(80.0), vec![(1, ReapReason::Memory)]),
+        ];
+        for (stall, want) in table {
+            snap.stall_pct = *stall;
+            assert_eq!(&reaped(&decide(&snap, NOW, &p)), want, "{stall:?}");
+        }
+        // Never one under the floor, even stalled.
+        let snap = Snapshot {
+            stall_pct: Some(50.0),
+            ..idle_sessions(&[(3, 30_000, 300)])
+        };
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+    }
+
+    #[test]
+    fn pins_own_limits_warnings_and_bloat() {
+        let p = Policy {
+            warn_ms: Some(120_000),
+            session_mem_max: Some(1000),
+            min_idle_ms: 60_000,
+            ..pol()
+        };
+        type Edit = fn(&mut Session);
+        // (what, edit, state, reaped for, warned)
+        let table: &[(&str, Edit, State, Option<ReapReason>, bool)] = &[
+            (
+                "idle past the limit",
+                |s| s.idle = (NOW - 700_000).to_string(),
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "pinned past the limit",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.pin = "1".into()
+                },
+                State::Pinned,
+                None,
+                false,
+            ),
+            (
+                "pin 0 is no pin",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.pin = "0".into()
+                },
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "pinned and busy: busy",
+                |s| {
+                    s.pin = "x".into();
+                    s.turn = NOW.to_string()
+                },
+                State::Busy,
+                None,
+                false,
+            ),
+            (
+                "pinned and bloated",
+                |s| {
+                    s.idle = (NOW - 300_000).to_string();
+                    s.pin = "1".into();
+                    s.mem_bytes = Some(5000)
+                },
+                State::Pinned,
+                None,
+                false,
+            ),
+            (
+                "own limit, past it",
+                |s| {
+                    s.idle = (NOW - 120_000).to_string();
+                    s.idle_kill_ms = "60000".into()
+                },
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "own limit with a unit, past it",
+                |s| {
+                    s.idle = (NOW - 120_000).to_string();
+                    s.idle_kill_ms = "1m".into()
+                },
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "own limit with a unit, under it",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.idle_kill_ms = "1h".into()
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "own limit, under it",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.idle_kill_ms = "86400000".into()
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "own limit 0: never by idle",
+                |s| {
+                    s.idle = (NOW - 7_000_000).to_string();
+                    s.idle_kill_ms = "0".into()
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "own limit garbage: the global one",
+                |s| {
+                    s.idle = (NOW - 700_000).to_string();
+                    s.idle_kill_ms = "soon".into()
+                },
+                State::Expired,
+                Some(ReapReason::Idle),
+                false,
+            ),
+            (
+                "within the warning",
+                |s| s.idle = (NOW - 500_000).to_string(),
+                State::Idle,
+                None,
+                true,
+            ),
+            (
+                "within, already warned for this period",
+                |s| {
+                    s.idle = (NOW - 500_000).to_string();
+                    s.warned = (NOW - 500_000).to_string()
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "within, warned for an older period",
+                |s| {
+                    s.idle = (NOW - 500_000).to_string();
+                    s.warned = (NOW - 900_000).to_string()
+                },
+                State::Idle,
+                None,
+                true,
+            ),
+            (
+                "bloated past the floor",
+                |s| {
+                    s.idle = (NOW - 70_000).to_string();
+                    s.mem_bytes = Some(5000)
+                },
+                State::Expired,
+                Some(ReapReason::Bloat),
+                false,
+            ),
+            (
+                "bloated under the floor",
+                |s| {
+                    s.idle = (NOW - 10_000).to_string();
+                    s.mem_bytes = Some(5000)
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+            (
+                "not bloated",
+                |s| {
+                    s.idle = (NOW - 70_000).to_string();
+                    s.mem_bytes = Some(900)
+                },
+                State::Idle,
+                None,
+                false,
+            ),
+        ];
+        for (what, edit, state, reason, warned) in table {
+            let mut s = sess(1);
+            edit(&mut s);
+            let d = decide(
+                &Snapshot {
+                    sessions: vec![s],
+                    ..Snapshot::default()
+                },
+                NOW,
+                &p,
+            )
+            .remove(0);
+            assert_eq!(
+                (d.state, d.reap_reason, d.warn_for.is_some()),
+                (*state, *reason, *warned),
+                "{what}: {d:?}"
+            );
+        }
+        let mut s = sess(1);
+        s.idle_kill_ms = "soon".into();
+        let d = decide(
+            &Snapshot {
+                sessions: vec![s],
+                ..Snapshot::default()
+            },
+            NOW,
+            &p,
+        )
+        .remove(0);
+        assert!(d.warning.unwrap().contains("\"soon\""));
+    }
+
+    #[test]
+    fn memory_pressure_projection() {
+        let p = Policy {
+            idle_kill_ms: None,
+            mem_high: Some(MemThreshold::Bytes(1000)),
+            min_idle_ms: 60_000,
+            ..Policy::default()
+        };
+        let mut snap = idle_sessions(&[
+            (1, 500_000, 300),
+            (2, 400_000, 300),
+            (3, 300_000, 300),
+            (4, 30_000, 300),
+        ]);
+        // 1500 used, limit 1000: reaping 1 (300) leaves 1200, 2 leaves 900: stop.
+        snap.host = Some(HostMemory {
+            used_bytes: 1500,
+            limit_bytes: None,
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![(1, ReapReason::Memory), (2, ReapReason::Memory)]
+        );
+        // Never reached: nothing.
+        snap.host = Some(HostMemory {
+            used_bytes: 900,
+            limit_bytes: None,
+        });
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+        // Always exceeded: every eligible one, never the young one (4), in age order.
+        snap.host = Some(HostMemory {
+            used_bytes: 1 << 40,
+            limit_bytes: None,
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![
+                (1, ReapReason::Memory),
+                (2, ReapReason::Memory),
+                (3, ReapReason::Memory)
+            ]
+        );
+        // A percentage needs a limit.
+        let pc = Policy {
+            mem_high: Some(MemThreshold::Percent(50.0)),
+            ..p.clone()
+        };
+        snap.host = Some(HostMemory {
+            used_bytes: 1400,
+            limit_bytes: Some(2000),
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &pc)),
+            vec![(1, ReapReason::Memory), (2, ReapReason::Memory)]
+        );
+        // Idle reaps count in the projection first.
+        let both = Policy {
+            idle_kill_ms: Some(450_000),
+            ..p.clone()
+        };
+        snap.host = Some(HostMemory {
+            used_bytes: 1250,
+            limit_bytes: None,
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &both)),
+            vec![(1, ReapReason::Idle)]
+        );
+    }
+
+    #[test]
+    fn pressure_never_takes_busy_viewed_unstamped_or_unknown() {
+        let p = Policy {
+            idle_kill_ms: None,
+            mem_high: Some(MemThreshold::Bytes(1)),
+            max_idle: Some(0),
+            min_idle_ms: 0,
+            ..Policy::default()
+        };
+        let mut snap = idle_sessions(&[
+            (1, 500_000, 10),
+            (2, 500_000, 10),
+            (3, 500_000, 10),
+            (4, 500_000, 10),
+            (5, 500_000, 10),
+        ]);
+        snap.sessions[0].turn = "1".into();
+        snap.sessions[1].clients = vec![client(true)];
+        snap.sessions[2].idle = String::new();
+        snap.sessions[3].cid = String::new();
+        snap.host = Some(HostMemory {
+            used_bytes: 1 << 40,
+            limit_bytes: None,
+        });
+        assert_eq!(
+            reaped(&decide(&snap, NOW, &p)),
+            vec![(5, ReapReason::MaxIdle)]
+        );
+        snap.global_problem = Some("x".into());
+        assert_eq!(reaped(&decide(&snap, NOW, &p)), vec![]);
+    }
+
+    #[test]
+    fn cid_from_command_lines() {
+        let table: &[(&[&str], Option<&str>)] = &[
+            (&["claude", "--resume", "abc-1"], Some("abc-1")),
+            (&["claude", "--resume=abc"], Some("abc")),
+            (&["claude", "--session-id", "u-u"], Some("u-u")),
+            (&["claude", "--session-id=u"], Some("u")),
+            (&["claude", "-r", "x1"], Some("x1")),
+            (
+                &[
+                    "sh",
+                    "-c",
+                    "exec claude --model x --resume 'c9' --mcp-config m.json",
+                ],
+                Some("c9"),
+            ),
+            (&["claude", "--resume"], None),
+            (&["claude", "--resume", "--verbose"], None),
+            (&["claude"], None),
+            (&["claude", "--resume", "a;rm"], None),
+            (&["python3", "server.py", "-r", "esm"], None),
+            (&["node", "-r", "esm", "x.js"], None),
+            (&["sh", "-c", "node -r esm mcp.js --resume zz"], None),
+            (
+                &[
+                    "node",
+                    "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js",
+                    "--resume",
+                    "z",
+                ],
+                Some("z"),
+            ),
+            (&["/opt/bin/claude", "-r", "q1"], Some("q1")),
+            (
+                &["\"/work/scripts/fake-claude", "--resume", "c-1\""],
+                Some("c-1"),
+            ),
+        ];
+        for (argv, want) in table {
+            assert_eq!(cid_from_argv(argv).as_deref(), *want, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn which_processes_are_claude() {
+        let table: &[(&[&str], bool)] = &[
+            (&["claude", "--resume", "a"], true),
+            (&["/usr/local/bin/claude"], true),
+            (
+                &[
+                    "node",
+                    "/usr/lib/node_modules/@anthropic-ai/claude-code/cli.js",
+                ],
+                true,
+            ),
+            (
+                &["/bin/sh", "/work/scripts/fake-claude", "--resume", "x"],
+                true,
+            ),
+            (&["sh", "-c", "exec claude --resume x"], false),
+            (&["node", "mcp.js", "--claude"], false),
+            (&["bash"], false),
+        ];
+        for (argv, want) in table {
+            assert_eq!(is_claude_process(argv), *want, "{argv:?}");
+        }
+        for argv in [
+            &["claude", "--resume", "-x"][..],
+            &["claude", "--resume=--dangerously-skip-permissions"],
+            &["claude", "--session-id", "-"],
+        ] {
+            assert_eq!(cid_from_argv(argv), None, "{argv:?}");
+        }
+    }
+
+    #[test]
+    fn the_re_check_before_a_reap() {
+        use ReapReason::*;
+        let p = Policy {
+            min_idle_ms: 1000,
+            ..pol()
+        };
+        let d = |state: State, reason: Option<ReapReason>, idle: Option<u64>, cid: bool| {
+            let mut d = new(&sess(1), state, "why");
+            d.reap_reason = reason;
+            d.idle_ms = idle;
+            d.cid = cid.then(|| "c".to_string());
+            d
+        };
+        // (fresh decision, idle age decided on, reason, force, allowed)
+        let table: &[(Decision, Option<u64>, ReapReason, bool, bool)] = &[
+            (
+                d(State::Expired, Some(Idle), Some(9), true),
+                Some(9),
+                Idle,
+                false,
+                true,
+            ),
+            (
+                d(State::Busy, None, None, true),
+                Some(9),
+                Idle,
+                false,
+                false,
+            ),
+            (
+                d(State::Viewed, None, None, true),
+                Some(9),
+                Idle,
+                false,
+                false,
+            ),
+            (d(State::Busy, None, None, true), Some(9), Idle, true, true),
+            (
+                d(State::Idle, None, Some(5000), true),
+                Some(4000),
+                Memory,
+                false,
+                true,
+            ),
+            // Its clock restarted since (a short turn): not the session chosen.
+            (
+                d(State::Idle, None, Some(3000), true),
+                Some(4000),
+                Memory,
+                false,
+                false,
+            ),
+            // Under the floor now.
+            (
+                d(State::Idle, None, Some(500), true),
+                Some(400),
+                MaxIdle,
+                false,
+                false,
+            ),
+            (
+                d(State::Viewed, None, Some(5000), true),
+                Some(4000),
+                MaxIdle,
+                false,
+                false,
+            ),
+            (
+                d(State::Stuck, Some(Stuck), None, true),
+                None,
+                Stuck,
+                false,
+                true,
+            ),
+            (d(State::Busy, None, None, true), None, Stuck, false, false),
+            (
+                d(State::Exited, Some(Exited), None, true),
+                None,
+                Exited,
+                false,
+                true,
+            ),
+            (
+                d(State::Idle, None, Some(1), true),
+                None,
+                Manual,
+                false,
+                true,
+            ),
+            (
+                d(State::NoCid, None, Some(1), false),
+                None,
+                Manual,
+                false,
+                false,
+            ),
+            (
+                d(State::Idle, None, Some(1), false),
+                None,
+                Manual,
+                false,
+                false,
+            ),
+            (
+                d(State::Viewed, None, None, true),
+                None,
+                Manual,
+                false,
+                false,
+            ),
+        ];
+        for (i, (fresh, decided, reason, force, ok)) in table.iter().enumerate() {
+            let got = still_reapable(fresh, *decided, *reason, *force, &p);
+            assert_eq!(got.is_ok(), *ok, "row {i}: {got:?}");
+        }
+    }
+
+    #[test]
+    fn options_are_parsed_once_as_the_rules_read_them() {
+        let o = |f: &dyn Fn(&mut Session)| {
+            let mut s = Session::default();
+            f(&mut s);
+            s.options()
+        };
+        let none = o(&|_| {});
+        assert_eq!(none.idle, Stamp::Unset);
+        assert_eq!(none.turn, None);
+        assert_eq!(none.cid, None);
+        assert!(!none.pinned);
+        assert_eq!(none.own_limit, OwnLimit::Unset);
+        assert_eq!(none.warned, None);
+        assert_eq!(none.mark, MarkState::Free);
+        // The mark and the owner its token names; an earlier version's token names none.
+        let owner = MarkOwner {
+            pid: 42,
+            start: 7,
+            pidns: 9,
+            limit_ms: 1000,
+        };
+        let marked = o(&|s| {
+            s.reaping = "1700000000002".into();
+            s.reaper = owner.token("n1");
+        });
+        assert_eq!(
+            marked.mark,
+            MarkState::At {
+                at: 1_700_000_000_002,
+                owner: Some(owner)
+            }
+        );
+        let old = o(&|s| {
+            s.reaping = "1700000000002".into();
+            s.reaper = "r42x0x0".into();
+        });
+        assert_eq!(
+            old.mark,
+            MarkState::At {
+                at: 1_700_000_000_002,
+                owner: None
+            }
+        );
+        assert_eq!(o(&|s| s.reaping = "#{x}".into()).mark, MarkState::Garbage);
+        let set = o(&|s| {
+            s.idle = " 1700000000000 ".into();
+            s.turn = "1700000000001".into();
+            s.cid = " abc-1 ".into();
+            s.pin = "1".into();
+            s.idle_kill_ms = "30m".into();
+            s.warned = "1700000000000".into();
+        });
+        assert_eq!(set.idle, Stamp::At(1_700_000_000_000));
+        assert_eq!(
+            set.turn,
+            Some(Turn {
+                since: Some(1_700_000_000_001)
+            })
+        );
+        assert_eq!(set.cid.as_deref(), Some("abc-1"));
+        assert!(set.pinned);
+        assert_eq!(set.own_limit, OwnLimit::Ms(1_800_000));
+        assert_eq!(set.warned, Some(1_700_000_000_000));
+        // Garbage: a turn that runs all the same, a clock that restarts, a cid never used, a
+        // pin of `0`, a limit that is not a duration.
+        let odd = o(&|s| {
+            s.idle = "soon".into();
+            s.turn = "yes".into();
+            s.cid = "-rf".into();
+            s.pin = "0".into();
+            s.idle_kill_ms = " 1h30m ".into();
+        });
+        assert_eq!(odd.idle, Stamp::Garbage);
+        assert_eq!(odd.turn, Some(Turn { since: None }));
+        assert_eq!(odd.cid, None);
+        assert!(!odd.pinned);
+        assert_eq!(odd.own_limit, OwnLimit::Garbage("1h30m".into()));
+    }
+
+    #[test]
+    fn reap_marks() {
+        // (mark, stale, holds) at NOW with 1000 ms to go stale.
+        let table: &[(&str, bool, bool)] = &[
+            ("", false, false),
+            ("  ", false, false),
+            (
+                &*Box::leak((NOW - 10).to_string().into_boxed_str()),
+                false,
+                true,
+            ),
+            (
+                &*Box::leak((NOW - 1000).to_string().into_boxed_str()),
+                false,
+                true,
+            ),
+            (
+                &*Box::leak((NOW - 1001).to_string().into_boxed_str()),
+                true,
+                false,
+            ),
+            (
+                &*Box::leak((NOW + 5000).to_string().into_boxed_str()),
+                false,
+                true,
+            ),
+            ("not a time", true, false),
+            ("#{session_name}", true, false),
+        ];
+        for (mark, stale, holds) in table {
+            // A mark of an earlier version (no owner in its token): the reader's limit.
+            let seen = OwnerSeen::Unknowable;
+            assert_eq!(
+                mark_is_stale(mark, None, seen, NOW, 1000),
+                *stale,
+                "{mark:?}"
+            );
+            assert_eq!(mark_holds(mark, None, seen, NOW, 1000), *holds, "{mark:?}");
+        }
+    }
+
+    #[test]
+    fn which_sessions_need_a_command_line_cid() {
+        let d = |state: State| new(&sess(1), state, "");
+        let with = |cid: &str| {
+            let mut s = sess(1);
+            s.cid = cid.into();
+            s
+        };
+        // (state, @ccs_cid, for status, wanted)
+        let table: &[(State, &str, bool, bool)] = &[
+            (State::NoCid, "", false, true),
+            (State::Stuck, "", false, true),
+            (State::Exited, "", false, true),
+            (State::Idle, "", false, false),
+            (State::Busy, "", false, false),
+            (State::Busy, "", true, true),
+            (State::NoCid, "good-cid", false, false),
+            (State::NoCid, "-flag", false, true),
+            (State::Idle, "good", true, false),
+        ];
+        for (state, cid, status, want) in table {
+            assert_eq!(
+                needs_cmdline_cid(&d(*state), &with(cid), *status),
+                *want,
+                "{state:?} {cid:?} {status}"
+            );
+        }
+    }
+
+    #[test]
+    fn ms_parsing() {
+        for (s, want) in [
+            ("123", Some(123)),
+            (" 5 ", Some(5)),
+            ("", None),
+            ("0", None),
+            ("1e3", None),
+            ("-1", None),
+            ("12a", None),
+        ] {
+            assert_eq!(parse_ms(s), want, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn ids() {
+        for (s, ok) in [
+            ("1", true),
+            ("a_B-9", true),
+            ("", false),
+            ("a b", false),
+            ("é", false),
+            ("a.b", false),
+            (&"a".repeat(MAX_ID_LEN), true),
+            (&"a".repeat(MAX_ID_LEN + 1), false),
+            (&"7".repeat(300), false),
+        ] {
+            assert_eq!(valid_id(s), ok, "{s:?}");
+            assert_eq!(invalid_id_why(s).is_none(), ok, "{s:?}");
+        }
+        // The longest id's files (and their temp names, `.<id>.json.<pid>` with the largest pid)
+        // fit in a file name.
+        let id = "a".repeat(MAX_ID_LEN);
+        assert!(format!(".{id}.json.{}", 4_194_304).len() <= 255);
+        // A cid names no file: a long one is still a cid.
+        assert!(valid_cid(&"c".repeat(300)));
+    }
+}

@@ -1,0 +1,453 @@
+//! The data of the decision core: what a sweep knows ([`Snapshot`]) and what it decides
+//! ([`Decision`]), with the policy that rules it.
+
+use std::collections::HashSet;
+
+use serde::Serialize;
+
+pub use crate::core::units::MemThreshold;
+
+/// What to do with control-mode clients whose parent process is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OrphanViewers {
+    /// Every client counts as a viewer (the default, today's rule).
+    Count,
+    /// An orphaned control-mode client does not count.
+    Ignore,
+}
+
+/// The decision policy, derived from the configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub idle_kill_ms: Option<u64>,
+    pub reap_without_cid: bool,
+    pub mem_high: Option<MemThreshold>,
+    /// A memory stall share (PSI `some avg10`, %) that also starts the memory rule.
+    pub mem_psi: Option<f64>,
+    /// A session idle past the floor whose tree holds more than this is reaped (`bloat`).
+    pub session_mem_max: Option<u64>,
+    /// Emit `warned` this long before an idle reap.
+    pub warn_ms: Option<u64>,
+    pub max_idle: Option<usize>,
+    pub min_idle_ms: u64,
+    pub stuck_wall_ms: Option<u64>,
+    pub stuck_idle_ms: Option<u64>,
+    pub reap_stuck: bool,
+    pub orphan_viewers: OrphanViewers,
+    pub viewer_max_ms: Option<u64>,
+    pub reap_exited: bool,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            idle_kill_ms: None,
+            reap_without_cid: false,
+            mem_high: None,
+            mem_psi: None,
+            session_mem_max: None,
+            warn_ms: None,
+            max_idle: None,
+            min_idle_ms: 60_000,
+            stuck_wall_ms: None,
+            stuck_idle_ms: None,
+            reap_stuck: false,
+            orphan_viewers: OrphanViewers::Count,
+            viewer_max_ms: None,
+            reap_exited: true,
+        }
+    }
+}
+
+impl Policy {
+    /// Whether anything may ever be reaped. Off means the reaper changes nothing.
+    pub fn enabled(&self) -> bool {
+        self.idle_kill_ms.is_some()
+            || self.mem_high.is_some()
+            || self.mem_psi.is_some()
+            || self.session_mem_max.is_some()
+            || self.max_idle.is_some()
+            || (self.reap_stuck && (self.stuck_wall_ms.is_some() || self.stuck_idle_ms.is_some()))
+    }
+
+    /// Whether the pure decision may discount a client that tmux counts as attached. When it can,
+    /// the atomic test-and-set before a reap must leave `session_attached` out of its condition.
+    pub fn overrides_viewers(&self) -> bool {
+        self.orphan_viewers == OrphanViewers::Ignore || self.viewer_max_ms.is_some()
+    }
+}
+
+/// One tmux client attached to a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Client {
+    pub pid: u32,
+    pub control_mode: bool,
+    /// Unix ms when the client attached.
+    pub created_ms: i64,
+    /// Unix ms of the client's last input.
+    pub activity_ms: i64,
+    /// Whether its parent process is gone (pid 1 or a subreaper); `None` when not looked at.
+    pub orphaned: Option<bool>,
+}
+
+/// One pane of a session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pane {
+    pub pid: u32,
+    pub dead: bool,
+    pub dead_status: Option<i32>,
+    pub dead_signal: Option<i32>,
+    /// tmux has collected the exit of the pane's process, yet reports neither a status nor a
+    /// signal: a death by signal on a tmux older than 3.3, which has no `#{pane_dead_signal}`.
+    /// The ending is known to be a failure; the signal is not.
+    pub exit_unreported: bool,
+    /// tmux's `pane_start_command`: the command line the pane was started with.
+    pub start_command: String,
+}
+
+impl Pane {
+    /// Whether tmux has told how the pane's process ended (or that it never will).
+    pub fn exit_known(&self) -> bool {
+        self.dead_status.is_some() || self.dead_signal.is_some() || self.exit_unreported
+    }
+}
+
+/// One session as tmux listed it, with its `@` options as raw strings, as tmux holds them; the
+/// rules read them parsed once, as [`Options`] ([`Session::options`]).
+#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+pub struct Session {
+    /// The number of tmux's `$N` session id.
+    pub tmux_id: u32,
+    pub name: String,
+    /// `name` without the prefix.
+    pub id: String,
+    pub attached: u32,
+    pub idle: String,
+    pub turn: String,
+    pub cid: String,
+    pub reaping: String,
+    /// `CCS_REAP_TOKEN` in the session's environment: the token of the reap that holds the mark.
+    pub reaper: String,
+    /// `@ccs_pin`: set (and not `0`), the session is never reaped but when its panes exited.
+    pub pin: String,
+    /// `@ccs_idle_kill_ms`: this session's own idle limit (garbage counts as unset).
+    pub idle_kill_ms: String,
+    /// `@ccs_warned`: the idle stamp a `warned` event was last sent for.
+    pub warned: String,
+    /// Unix ms of the last output in the session's windows (`window_activity`).
+    pub output_ms: Option<i64>,
+    pub clients: Vec<Client>,
+    pub panes: Vec<Pane>,
+    /// The conversation id found on a `claude` command line, when looked for.
+    pub cmdline_cid: Option<String>,
+    /// Memory held by the session's process tree (PSS where known, else RSS), when measured.
+    pub mem_bytes: Option<u64>,
+    pub mem_rss: Option<u64>,
+    pub mem_pss: Option<u64>,
+    /// Why this session's rows could not be trusted, if they could not.
+    pub problem: Option<String>,
+}
+
+impl Session {
+    pub fn tmux_target(&self) -> String {
+        format!("${}", self.tmux_id)
+    }
+
+    /// Whether the reap with `token` holds this session: a reap mark, and that reap's token. The
+    /// token alone proves nothing: it may come from tmux's global environment, or stay behind
+    /// when a mark is cleared by hand.
+    pub fn holds_mark_of(&self, token: &str) -> bool {
+        !token.is_empty() && !self.reaping.trim().is_empty() && self.reaper.trim() == token
+    }
+}
+
+/// A session's `@` options, parsed once ([`Session::options`]) for the rules to read. The raw
+/// strings stay on [`Session`]: they are what tmux holds, and the guarded tmux calls compare them
+/// as written (the reap mark's value and token among them).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// `@ccs_idle`: when the idle clock started.
+    pub idle: Stamp,
+    /// `@ccs_turn`: `Some` while a turn runs (any value counts), with its start if it parses.
+    pub turn: Option<Turn>,
+    /// `@ccs_cid`, when it is a valid conversation id.
+    pub cid: Option<String>,
+    /// `@ccs_pin`: set, and not `0`.
+    pub pinned: bool,
+    /// `@ccs_idle_kill_ms`: this session's own idle limit.
+    pub own_limit: OwnLimit,
+    /// `@ccs_warned`: the idle stamp a `warned` event was last sent for.
+    pub warned: Option<i64>,
+    /// `@ccs_reaping` and the owner its token (`CCS_REAP_TOKEN`) names.
+    pub mark: MarkState,
+}
+
+/// A reap mark as tmux holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkState {
+    /// No mark: no reap holds the session.
+    Free,
+    /// Set at `at` (Unix ms) by the reap whose token names `owner` (`None`: a token of an earlier
+    /// version, or none).
+    At {
+        at: i64,
+        owner: Option<crate::core::policy::MarkOwner>,
+    },
+    /// Set, but not a time: stale at once.
+    Garbage,
+}
+
+/// An idle stamp as tmux holds it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stamp {
+    /// Never stamped: first sight.
+    Unset,
+    /// Unix ms.
+    At(i64),
+    /// Set, but not a time: the clock restarts.
+    Garbage,
+}
+
+/// A running turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Turn {
+    /// Unix ms when it began, when the value parses.
+    pub since: Option<i64>,
+}
+
+/// A session's own idle limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OwnLimit {
+    /// Not set: the policy's applies.
+    Unset,
+    /// A duration in ms, at most [`crate::core::policy::MAX_MS`] (`0` = never by idle).
+    Ms(u64),
+    /// Set, but not a duration (the trimmed value): the policy's applies, with a warning.
+    Garbage(String),
+}
+
+/// The watched memory (a cgroup, else /proc/meminfo): used (the working set, without the page
+/// cache the kernel can drop: see `crate::adapters::memory`), and the limit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HostMemory {
+    pub used_bytes: u64,
+    /// `None` = no limit.
+    pub limit_bytes: Option<u64>,
+}
+
+/// Everything one sweep knows.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Snapshot {
+    /// Sessions named `<prefix><id>` with a valid id. Nothing else is ever in here.
+    pub sessions: Vec<Session>,
+    /// A problem that makes every session's liveness unknown (tmux failed, a row that cannot be
+    /// tied to one session, an activity file missing or malformed).
+    pub global_problem: Option<String>,
+    /// Ids listed busy in the activity files.
+    pub busy_ids: HashSet<String>,
+    pub host: Option<HostMemory>,
+    /// The memory stall share (PSI `some avg10`, %), when it was read.
+    pub stall_pct: Option<f64>,
+}
+
+/// What to do with a session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Keep,
+    Reap,
+}
+
+/// The state a session is in, for `status` and metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Unknown,
+    Busy,
+    Stuck,
+    Viewed,
+    Pinned,
+    New,
+    Idle,
+    NoCid,
+    Exited,
+    Expired,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Unknown => "unknown",
+            State::Busy => "busy",
+            State::Stuck => "stuck",
+            State::Viewed => "viewed",
+            State::Pinned => "pinned",
+            State::New => "new",
+            State::Idle => "idle",
+            State::NoCid => "no-cid",
+            State::Exited => "exited",
+            State::Expired => "expired",
+        }
+    }
+    pub const ALL: [State; 10] = [
+        State::Unknown,
+        State::Busy,
+        State::Stuck,
+        State::Viewed,
+        State::Pinned,
+        State::New,
+        State::Idle,
+        State::NoCid,
+        State::Exited,
+        State::Expired,
+    ];
+}
+
+/// A tmux session id: the number of `$N`, printed (and serialised) as `$N`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TmuxId(pub u32);
+
+impl std::fmt::Display for TmuxId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "${}", self.0)
+    }
+}
+
+impl Serialize for TmuxId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for TmuxId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.strip_prefix('$')
+            .and_then(|n| n.parse().ok())
+            .map(TmuxId)
+            .ok_or_else(|| serde::de::Error::custom(format!("not a tmux session id: {s:?}")))
+    }
+}
+
+/// Why a session is reaped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReapReason {
+    Idle,
+    Memory,
+    MaxIdle,
+    Stuck,
+    Exited,
+    Manual,
+    Bloat,
+    /// Not a reap: the tmux server died (or was replaced) with the chat alive on it; its
+    /// tombstone comes from the reaper's record of last known conversations.
+    ServerDied,
+}
+
+impl std::fmt::Display for ReapReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl ReapReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReapReason::Idle => "idle",
+            ReapReason::Memory => "memory",
+            ReapReason::MaxIdle => "max-idle",
+            ReapReason::Stuck => "stuck",
+            ReapReason::Exited => "exited",
+            ReapReason::Manual => "manual",
+            ReapReason::Bloat => "bloat",
+            ReapReason::ServerDied => "server-died",
+        }
+    }
+    /// The reason a string names (as [`ReapReason::as_str`] writes it).
+    #[allow(clippy::should_implement_trait)]
+    pub fn parse(s: &str) -> Option<ReapReason> {
+        ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+
+    pub const ALL: [ReapReason; 8] = [
+        ReapReason::Idle,
+        ReapReason::Memory,
+        ReapReason::MaxIdle,
+        ReapReason::Stuck,
+        ReapReason::Exited,
+        ReapReason::Manual,
+        ReapReason::Bloat,
+        ReapReason::ServerDied,
+    ];
+}
+
+/// The decision for one session.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Decision {
+    pub tmux_id: u32,
+    pub name: String,
+    pub id: String,
+    pub action: Action,
+    pub state: State,
+    /// Set when `action` is `Reap`.
+    pub reap_reason: Option<ReapReason>,
+    /// One line for an operator.
+    pub why: String,
+    /// Write `@ccs_idle` = this value (first sight, or a viewer's refresh).
+    pub stamp_idle: Option<i64>,
+    /// How long the idle clock has run, when it runs.
+    pub idle_ms: Option<u64>,
+    /// Unix ms at which the idle rule will reap it, if nothing changes.
+    pub deadline_ms: Option<i64>,
+    pub cid: Option<String>,
+    /// Viewers that count (after the orphan and max-age policies).
+    pub viewers: usize,
+    /// The effective turn start, when a turn runs.
+    pub turn_since_ms: Option<i64>,
+    /// Whether the reap overrides a tmux fact (a stuck turn, a discounted viewer): the atomic
+    /// test-and-set must then leave that term out.
+    pub override_turn: bool,
+    pub override_viewers: bool,
+    /// Send the `warned` event: the session goes within `CCS_ENGINE_WARN_MS` and was not warned
+    /// for this idle period yet (`@ccs_warned` is then set to `warn_for`).
+    pub warn_for: Option<i64>,
+    /// Something of this session's own that was ignored (a garbage `@ccs_idle_kill_ms`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warning: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mark_is_held_only_with_both_the_mark_and_the_token() {
+        // (@ccs_reaping, the token listed, the token asked about, held)
+        let table: &[(&str, &str, &str, bool)] = &[
+            ("1700000000000", "r1x0x1", "r1x0x1", true),
+            ("1700000000000", " r1x0x1 ", "r1x0x1", true),
+            // The token alone (the global environment, a mark cleared by hand).
+            ("", "r1x0x1", "r1x0x1", false),
+            ("  ", "r1x0x1", "r1x0x1", false),
+            // Another reap's mark.
+            ("1700000000000", "r2x0x1", "r1x0x1", false),
+            ("1700000000000", "", "r1x0x1", false),
+            // Nothing to ask about.
+            ("1700000000000", "", "", false),
+        ];
+        for &(reaping, reaper, token, held) in table {
+            let s = Session {
+                reaping: reaping.into(),
+                reaper: reaper.into(),
+                ..Session::default()
+            };
+            assert_eq!(
+                s.holds_mark_of(token),
+                held,
+                "{reaping:?} {reaper:?} {token:?}"
+            );
+        }
+    }
+}

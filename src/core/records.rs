@@ -1,0 +1,273 @@
+//! What the state dir holds: audit lines, tombstones and journals, with the checks that make one
+//! read back from disk trustworthy, whoever wrote the file.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::policy::{ReapReason, TmuxId};
+
+/// How a reap attempt ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The whole tree is gone and the session with it.
+    Reaped,
+    /// Nothing was touched: the session changed, went, or another reap holds it.
+    Aborted,
+    /// Something could not be done (or survived): see `error` and `survivors`.
+    Failed,
+    /// Not a reap: the session will be reaped at `reap_at` unless it is used
+    /// (`CCS_ENGINE_WARN_MS`).
+    Warned,
+    /// Not a reap: the chat went with its tmux server (reason `server-died`); nothing was
+    /// signalled. It was tombstoned from the last known record, for `spawn` to resume it.
+    Lost,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Reaped => "reaped",
+            Outcome::Aborted => "aborted",
+            Outcome::Failed => "failed",
+            Outcome::Warned => "warned",
+            Outcome::Lost => "lost",
+        }
+    }
+}
+
+impl std::fmt::Display for Outcome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How the session ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Ended {
+    /// We stopped it.
+    Stopped,
+    /// It exited on its own with status 0.
+    Completed,
+    /// It exited on its own with another status, or a signal.
+    Failed,
+}
+
+/// One line of `reaped.jsonl` (schema: docs/files.md, shared with `status --json`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AuditLine {
+    pub at: String,
+    pub session: String,
+    pub id: String,
+    pub tmux_id: TmuxId,
+    pub cid: Option<String>,
+    pub reason: ReapReason,
+    pub idle_ms: Option<u64>,
+    pub outcome: Outcome,
+    /// How the session ended: `stopped` (we reaped it), `completed` or `failed` (it exited on its
+    /// own: exit status 0, or non-zero / a signal).
+    pub ended: Option<Ended>,
+    pub exit_status: Option<i32>,
+    pub exit_signal: Option<i32>,
+    pub term: usize,
+    pub kill: usize,
+    pub pids: Vec<i32>,
+    pub rss_bytes: u64,
+    pub pss_bytes: Option<u64>,
+    pub survivors: Vec<i32>,
+    pub took_ms: u64,
+    pub error: Option<String>,
+    /// When a `warned` session will be reaped (RFC 3339).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reap_at: Option<String>,
+    /// [`crate::core::schema::SCHEMA_VERSION`]; 0 when read from a line written before it. Last, so
+    /// that a line is 0.1.0's with one field more.
+    #[serde(default)]
+    pub schema_version: u32,
+}
+
+impl AuditLine {
+    /// [`AuditLine::begin`] for a decision of a sweep taken `at` (Unix ms) with `reason`.
+    pub fn of_decision(d: &crate::core::policy::Decision, reason: ReapReason, at: i64) -> Self {
+        AuditLine::begin(
+            crate::core::time::rfc3339(at),
+            &d.name,
+            &d.id,
+            d.tmux_id,
+            d.cid.clone(),
+            reason,
+            d.idle_ms,
+        )
+    }
+
+    /// [`AuditLine::begin`] for the teardown a journal records, taken up `at` (Unix ms).
+    pub fn of_journal(j: &Journal, at: i64) -> Self {
+        AuditLine::begin(
+            crate::core::time::rfc3339(at),
+            &j.session,
+            &j.id,
+            j.tmux_id,
+            j.cid.clone(),
+            j.reason,
+            j.idle_ms,
+        )
+    }
+
+    /// A line for an attempt that has not got anywhere yet (outcome `aborted`).
+    pub fn begin(
+        at: String,
+        session: &str,
+        id: &str,
+        tmux_id: u32,
+        cid: Option<String>,
+        reason: ReapReason,
+        idle_ms: Option<u64>,
+    ) -> Self {
+        AuditLine {
+            at,
+            session: session.to_string(),
+            id: id.to_string(),
+            tmux_id: TmuxId(tmux_id),
+            cid,
+            reason,
+            idle_ms,
+            outcome: Outcome::Aborted,
+            ended: None,
+            exit_status: None,
+            exit_signal: None,
+            term: 0,
+            kill: 0,
+            pids: Vec::new(),
+            rss_bytes: 0,
+            pss_bytes: None,
+            survivors: Vec::new(),
+            took_ms: 0,
+            error: None,
+            reap_at: None,
+            schema_version: crate::core::schema::SCHEMA_VERSION,
+        }
+    }
+}
+
+/// `sessions/<id>.json`: what the next spawn needs to resume the chat.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Tombstone {
+    pub id: String,
+    pub cid: Option<String>,
+    pub reaped_at: String,
+    pub reason: ReapReason,
+    pub cwd: Option<String>,
+    /// The session's name and the tmux socket it lived on (absent in 0.1.0's tombstones).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket: Option<String>,
+    /// The token of the reap that wrote it (absent before 0.3): a journal whose reaper died is
+    /// finished only when this reap got as far as its tombstone, past its fence (see [`Journal::armed_by_tombstone`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+/// `reaping/<id>.json`: a teardown in progress, written before the first signal and removed after
+/// the audit line. A reaper that dies mid-teardown leaves it, and the next sweep finishes the job
+/// from it (the session itself may be gone by then: its pane process was the first to die).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Journal {
+    pub id: String,
+    pub session: String,
+    pub tmux_id: u32,
+    pub cid: Option<String>,
+    pub reason: ReapReason,
+    pub idle_ms: Option<u64>,
+    pub cwd: Option<String>,
+    pub started_at: String,
+    /// The reaper doing it: (pid, start time).
+    pub owner: Ident,
+    pub victims: Vec<Ident>,
+    /// The tmux server's pid: `$N` is only unique within one server's life.
+    pub server_pid: Option<u32>,
+    /// The reap's token (`CCS_REAP_TOKEN` in the session's environment): only a session that
+    /// still carries it is killed.
+    pub token: String,
+    /// Written before the `before` hook ran (0.3 on): the reap went on past its hook and its fence
+    /// only if the tombstone of `id` carries `token`; otherwise nothing was signalled, and a dead
+    /// reaper's journal is released, not finished. Absent (earlier versions): written right
+    /// before the first signal.
+    #[serde(default)]
+    pub armed_by_tombstone: bool,
+    /// The file it was read from (not stored).
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
+}
+
+/// What makes a tombstone or journal trustworthy, whoever wrote the file.
+fn check_cwd(cwd: &Option<String>) -> Result<(), String> {
+    match cwd {
+        Some(c) if !c.starts_with('/') => Err(format!("cwd {c:?} is not an absolute path")),
+        _ => Ok(()),
+    }
+}
+
+fn check_cid(cid: &Option<String>) -> Result<(), String> {
+    match cid {
+        Some(c) if !crate::core::policy::valid_cid(c) => Err(format!(
+            "cid {c:?} is not a valid conversation id (letters, digits, '_', '-', no leading '-')"
+        )),
+        _ => Ok(()),
+    }
+}
+
+impl Tombstone {
+    /// Whether this tombstone may be used for chat `id`.
+    pub fn validate(&self, id: &str) -> Result<(), String> {
+        if self.id != id {
+            return Err(format!("its id {:?} is not {id:?}", self.id));
+        }
+        check_cid(&self.cid)?;
+        check_cwd(&self.cwd)
+    }
+}
+
+impl Journal {
+    /// Whether this journal may be acted on by the studio of `prefix`. (Its victims are checked
+    /// against the live server before any signal, elsewhere.)
+    pub fn validate(&self, stem: &str, prefix: &str) -> Result<(), String> {
+        if !crate::core::policy::valid_id(&self.id) || self.id != stem {
+            return Err(format!(
+                "its id {:?} is not a valid id matching its file name",
+                self.id
+            ));
+        }
+        if self.session != format!("{prefix}{}", self.id) {
+            return Err(format!(
+                "its session {:?} is not {prefix}{}",
+                self.session, self.id
+            ));
+        }
+        if self.token.is_empty()
+            || !self
+                .token
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            return Err(format!(
+                "its token {:?} is not made of letters, digits and '_'",
+                self.token
+            ));
+        }
+        if let Some(v) = self.victims.iter().find(|v| v.pid <= 1) {
+            return Err(format!("it lists pid {}", v.pid));
+        }
+        check_cid(&self.cid)?;
+        check_cwd(&self.cwd)
+    }
+}
+
+/// (pid, start time): a process's identity. A pid alone may be reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Ident {
+    pub pid: i32,
+    pub start: u64,
+}

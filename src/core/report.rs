@@ -1,0 +1,231 @@
+//! The report's data: what a sweep saw and did (`status`, the `--once` summary), and its JSON.
+//! How people read it is `crate::cli::render`.
+
+use crate::core::policy::{Action, ReapReason, State};
+
+use serde::Serialize;
+
+use crate::core::policy::{Decision, HostMemory};
+use crate::core::records::AuditLine;
+
+pub use crate::core::schema::SCHEMA_VERSION;
+
+/// What one sweep saw and did. Serialized through [`SweepJson`].
+#[derive(Debug, Clone)]
+pub struct SweepReport {
+    pub at: String,
+    pub dry_run: bool,
+    pub enabled: bool,
+    /// A problem that kept every session (tmux failed, an activity file unreadable).
+    pub error: Option<String>,
+    /// The tmux socket swept (`-S` as given, `-L` where tmux puts it).
+    pub socket_path: String,
+    /// Whether a tmux server answered there: `false` none listens (a wrong socket, a
+    /// `PrivateTmp=`, another `TMUX_TMPDIR`), `null` unknown (tmux failed: see `error`).
+    pub tmux_server_up: Option<bool>,
+    pub sessions: Vec<SessionReport>,
+    pub host: Option<HostMemory>,
+    /// Which memory `host` is, and why that one.
+    pub watching: Option<String>,
+    pub total_rss_bytes: u64,
+    pub total_pss_bytes: Option<u64>,
+    /// The reaps this sweep carried out (with `--once`; the daemon logs them as they finish).
+    pub reaps: Vec<AuditLine>,
+    /// What became of each session seen.
+    pub summary: Summary,
+    /// Chats their tmux server took with it (tombstoned, reason `server-died`) that are not
+    /// back yet: `spawn` resumes each with its cid.
+    pub lost: Vec<crate::core::known::KnownChat>,
+    pub took_ms: u64,
+}
+
+/// What became of each session a sweep saw: every session is counted once, so `seen` is the sum
+/// of the others. Teardowns of a dead reaper that the sweep finished are counted apart
+/// (`recovered`): their sessions are gone, or are counted among the others.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub seen: usize,
+    /// Not to be reaped (or reaping is off).
+    pub kept: usize,
+    pub reaped: usize,
+    /// To be reaped, but a reap of another reaper (or one of ours still in flight) holds it.
+    pub held: usize,
+    /// The reap was started and aborted (the session changed, or a hook vetoed it).
+    pub aborted: usize,
+    pub failed: usize,
+    /// To be reaped: a dry run, or `status`.
+    pub would_reap: usize,
+    /// Started in the background (the daemon): the outcome is logged when it ends.
+    pub started: usize,
+    /// Teardowns a dead reaper left, finished by this sweep (apart from the sum).
+    pub recovered: usize,
+}
+
+impl SweepReport {
+    /// Why this sweep did not read a tmux server, if it did not: what `/healthz` and systemd's
+    /// `STATUS=` say, and the warning of `--once` and `status`.
+    pub fn server_problem(&self) -> Option<String> {
+        match self.tmux_server_up {
+            Some(true) => None,
+            Some(false) => Some(format!("no tmux server at {}", self.socket_path)),
+            None => Some(format!(
+                "tmux at {} was not read: {}",
+                self.socket_path,
+                self.error.as_deref().unwrap_or("unknown error")
+            )),
+        }
+    }
+}
+
+/// One session in a report (`status`, `--once --json`). Serialized through [`SessionJson`].
+#[derive(Debug, Clone)]
+pub struct SessionReport {
+    pub decision: Decision,
+    pub tmux_target: String,
+    pub turn: Option<String>,
+    pub rss_bytes: Option<u64>,
+    pub pss_bytes: Option<u64>,
+    pub viewer_list: Vec<ViewerReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ViewerReport {
+    pub pid: u32,
+    pub control_mode: bool,
+    pub attached_ms: u64,
+    pub idle_ms: u64,
+    pub orphaned: Option<bool>,
+}
+
+/// Unix milliseconds as RFC 3339 (UTC, milliseconds), the schema's points in time.
+pub fn rfc3339_ms(ms: i64) -> Option<String> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+/// The JSON of a [`SweepReport`] (schema [`SCHEMA_VERSION`]).
+#[derive(Serialize)]
+struct SweepJson<'a> {
+    schema_version: u32,
+    at: &'a str,
+    dry_run: bool,
+    enabled: bool,
+    error: &'a Option<String>,
+    socket_path: &'a str,
+    tmux_server_up: Option<bool>,
+    sessions: &'a [SessionReport],
+    host: &'a Option<HostMemory>,
+    watching: &'a Option<String>,
+    total_rss_bytes: u64,
+    total_pss_bytes: Option<u64>,
+    reaps: &'a [AuditLine],
+    summary: &'a Summary,
+    lost: Vec<LostJson<'a>>,
+    took_ms: u64,
+}
+
+/// A chat lost with its tmux server, in the JSON.
+#[derive(Serialize)]
+struct LostJson<'a> {
+    id: &'a str,
+    session: &'a str,
+    tmux_id: crate::core::policy::TmuxId,
+    cid: &'a str,
+    cwd: &'a Option<String>,
+    server: &'a crate::core::known::ServerId,
+    /// When it was last seen alive.
+    seen_at: Option<String>,
+}
+
+impl Serialize for SweepReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        SweepJson {
+            schema_version: SCHEMA_VERSION,
+            at: &self.at,
+            dry_run: self.dry_run,
+            enabled: self.enabled,
+            error: &self.error,
+            socket_path: &self.socket_path,
+            tmux_server_up: self.tmux_server_up,
+            sessions: &self.sessions,
+            host: &self.host,
+            watching: &self.watching,
+            total_rss_bytes: self.total_rss_bytes,
+            total_pss_bytes: self.total_pss_bytes,
+            reaps: &self.reaps,
+            summary: &self.summary,
+            lost: self
+                .lost
+                .iter()
+                .map(|c| LostJson {
+                    id: &c.id,
+                    session: &c.session,
+                    tmux_id: crate::core::policy::TmuxId(c.tmux_id),
+                    cid: &c.cid,
+                    cwd: &c.cwd,
+                    server: &c.server,
+                    seen_at: rfc3339_ms(c.seen),
+                })
+                .collect(),
+            took_ms: self.took_ms,
+        }
+        .serialize(s)
+    }
+}
+
+/// The JSON of a [`SessionReport`]: the decision's public fields, with its Unix-ms points in time
+/// as RFC 3339 `*_at` and the tmux id as `$N` (as in the audit log).
+#[derive(Serialize)]
+struct SessionJson<'a> {
+    tmux_id: crate::core::policy::TmuxId,
+    name: &'a str,
+    id: &'a str,
+    action: Action,
+    state: State,
+    reap_reason: Option<ReapReason>,
+    why: &'a str,
+    /// How long the idle clock has run, when it runs.
+    idle_ms: Option<u64>,
+    /// When the idle rule will reap it, if nothing changes.
+    reap_at: Option<String>,
+    cid: &'a Option<String>,
+    viewers: usize,
+    /// When the running turn started (its effective start).
+    turn_started_at: Option<String>,
+    override_turn: bool,
+    override_viewers: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: &'a Option<String>,
+    tmux_target: &'a str,
+    rss_bytes: Option<u64>,
+    pss_bytes: Option<u64>,
+    viewer_list: &'a [ViewerReport],
+}
+
+impl Serialize for SessionReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let d = &self.decision;
+        SessionJson {
+            tmux_id: crate::core::policy::TmuxId(d.tmux_id),
+            name: &d.name,
+            id: &d.id,
+            action: d.action,
+            state: d.state,
+            reap_reason: d.reap_reason,
+            why: &d.why,
+            idle_ms: d.idle_ms,
+            reap_at: d.deadline_ms.and_then(rfc3339_ms),
+            cid: &d.cid,
+            viewers: d.viewers,
+            turn_started_at: d.turn_since_ms.and_then(rfc3339_ms),
+            override_turn: d.override_turn,
+            override_viewers: d.override_viewers,
+            warning: &d.warning,
+            tmux_target: &self.tmux_target,
+            rss_bytes: self.rss_bytes,
+            pss_bytes: self.pss_bytes,
+            viewer_list: &self.viewer_list,
+        }
+        .serialize(s)
+    }
+}

@@ -1,0 +1,652 @@
+//! Claude Code's own hooks: `ccs-reap claude-hook` reads one hook event (JSON on stdin) from the
+//! claude running in a `<prefix><id>` pane and marks that chat's conversation id and turns, so a
+//! plain `claude` in tmux is reapable without a studio. `ccs-reap claude-settings` prints (or
+//! merges into a settings file) the `hooks` that run it.
+//!
+//! The event → action mapping is [`action`], pure. Where the hook runs is read from `TMUX` (the
+//! server's socket, first) and `TMUX_PANE` ([`where_from`]): another server, another session or no
+//! tmux at all is nothing to do. The hook never breaks claude: the caller turns every failure into
+//! one line on stderr and exit 0; only [`Outcome::Blocked`] (a prompt typed into a chat that a reap
+//! holds) is exit 2, which Claude Code documents as "block the prompt, show stderr to the user".
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::adapters::clock::now_ms;
+use crate::adapters::tmux::TurnBegin;
+use crate::config::{Config, Socket};
+use crate::core::policy::{self, Session};
+use crate::engine::commands;
+use crate::engine::commands::CommandError;
+use crate::engine::context::Reaper;
+
+/// The fields of a hook event that matter here (Claude Code 2.1.332 sends more: `transcript_path`,
+/// `cwd`, `prompt`, `last_assistant_message`, ...; they are ignored).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct HookInput {
+    #[serde(default)]
+    pub hook_event_name: Option<String>,
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// `SessionStart`: `startup`, `resume`, `clear` or `compact`.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// `PreCompact` / `PostCompact`: `manual` (`/compact`) or `auto` (inside a turn).
+    #[serde(default)]
+    pub trigger: Option<String>,
+    /// `Stop`: the background tasks still running (a list).
+    #[serde(default)]
+    pub background_tasks: Option<serde_json::Value>,
+}
+
+impl HookInput {
+    /// Parse one event.
+    pub fn parse(text: &str) -> Result<HookInput, String> {
+        serde_json::from_str(text).map_err(|e| format!("the hook event is not valid JSON: {e}"))
+    }
+}
+
+/// What one event does to the chat.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `@ccs_cid` = this (a valid cid).
+    SetCid(String),
+    /// A turn begins (as `turn begin`, but never waiting: a held chat blocks the prompt).
+    TurnBegin,
+    /// The turn ends and the idle clock starts (as `turn end`).
+    TurnEnd,
+    /// The chat is busy: a turn is marked if none is (its start is kept), unless a reap holds it.
+    Busy,
+    /// The turn is cleared (claude is exiting): `@ccs_turn` unset, the idle clock left alone.
+    ClearTurn,
+    /// Nothing to do, and why.
+    Nothing(String),
+}
+
+/// Whether a `Stop`'s `background_tasks` names work still running: a non-empty list. Absent,
+/// `null` or `[]` is none; anything else (not a list) is taken as running work, the safe side.
+fn background_running(v: Option<&serde_json::Value>) -> bool {
+    match v {
+        None | Some(serde_json::Value::Null) => false,
+        Some(serde_json::Value::Array(a)) => !a.is_empty(),
+        Some(_) => true,
+    }
+}
+
+/// The action of one event (pure).
+pub fn action(ev: &HookInput) -> Action {
+    let name = ev.hook_event_name.as_deref().unwrap_or("");
+    match name {
+        "SessionStart" => match ev.session_id.as_deref() {
+            Some(c) if policy::valid_cid(c) => Action::SetCid(c.to_string()),
+            Some(c) => Action::Nothing(format!(
+                "SessionStart with an invalid session_id {c:?}: @ccs_cid left alone"
+            )),
+            None => Action::Nothing("SessionStart without a session_id".into()),
+        },
+        "UserPromptSubmit" => Action::TurnBegin,
+        "Stop" if background_running(ev.background_tasks.as_ref()) => Action::Busy,
+        "Stop" => Action::TurnEnd,
+        "PreCompact" => Action::Busy,
+        // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
+        // with 2.1.332), so its end is the turn's end. An automatic one runs inside a turn, whose
+        // `Stop` ends it.
+        "PostCompact" if ev.trigger.as_deref() == Some("manual") => Action::TurnEnd,
+        "PostCompact" => Action::Nothing("an automatic compaction ends with its turn".into()),
+        "SessionEnd" => Action::ClearTurn,
+        "" => Action::Nothing("no hook_event_name in the event".into()),
+        other => Action::Nothing(format!("event {other:?} is not one ccs-reap acts on")),
+    }
+}
+
+/// What the hook did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Acted on the chat (what).
+    Done(String),
+    /// Nothing to do here (why): not in tmux, another server, not a chat session, ...
+    Skipped(String),
+    /// `UserPromptSubmit` on a chat that a reap holds: block the prompt, with this reason.
+    Blocked(String),
+}
+
+/// The socket path in `TMUX` (`<socket>,<server pid>,<session>`): everything before the last two
+/// commas, so a socket path with a comma in it is read whole.
+pub fn socket_of_tmux_env(tmux: &str) -> Option<&str> {
+    let mut it = tmux.rsplitn(3, ',');
+    let _session = it.next()?;
+    let _pid = it.next()?;
+    it.next().filter(|p| !p.is_empty())
+}
+
+/// Whether `pane` is a tmux pane id, `%<digits>` (nothing else is ever passed to tmux).
+pub fn valid_pane(pane: &str) -> bool {
+    pane.strip_prefix('%')
+        .is_some_and(|d| !d.is_empty() && d.len() <= 10 && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The pane this hook runs in, when it runs on `socket`'s server: `Ok(pane)`, or why not.
+pub fn where_from(
+    socket: &Socket,
+    tmux: Option<&str>,
+    pane: Option<&str>,
+) -> Result<String, String> {
+    let tmux = tmux
+        .filter(|t| !t.is_empty())
+        .ok_or("not inside tmux (TMUX unset)")?;
+    let path = socket_of_tmux_env(tmux).ok_or_else(|| format!("TMUX={tmux:?} does not parse"))?;
+    let pane = pane.filter(|p| !p.is_empty()).ok_or("TMUX_PANE unset")?;
+    if !valid_pane(pane) {
+        return Err(format!("TMUX_PANE={pane:?} is not a pane id (%<digits>)"));
+    }
+    let here = Socket::Path(PathBuf::from(path)).canonical_path();
+    let ours = socket.canonical_path();
+    if here != ours {
+        return Err(format!(
+            "this claude runs on another tmux server ({}), not {}",
+            here.display(),
+            ours.display()
+        ));
+    }
+    Ok(pane.to_string())
+}
+
+/// The one line said to the user whose prompt was blocked.
+fn blocked_reason(id: &str) -> String {
+    format!(
+        "ccs-reap: this chat ({id}) is being reaped to free memory, so the prompt was not sent; \
+         it resumes with its history once respawned (ccs-reap spawn {id} -- claude ...)"
+    )
+}
+
+/// Act on one event from the pane `pane` (see [`where_from`]) of `r`'s server.
+pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<Outcome, CommandError> {
+    let what = action(ev);
+    if let Action::Nothing(why) = what {
+        return Ok(Outcome::Skipped(why));
+    }
+    let Some(s) = r.tmux.session_of_pane(pane, &r.cfg.prefix).await? else {
+        return Ok(Outcome::Skipped(format!(
+            "pane {pane} is not in a {}<id> session",
+            r.cfg.prefix
+        )));
+    };
+    act_on(r, &what, &s).await
+}
+
+async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, CommandError> {
+    let name = &s.name;
+    match what {
+        Action::Nothing(why) => Ok(Outcome::Skipped(why.clone())),
+        Action::SetCid(c) => Ok(if r.tmux.set_named(name, "@ccs_cid", Some(c)).await? {
+            Outcome::Done(format!("@ccs_cid of {name} = {c}"))
+        } else {
+            Outcome::Skipped(format!("{name} is gone"))
+        }),
+        Action::TurnBegin => match r.tmux.turn_begin(name, now_ms()).await? {
+            TurnBegin::Started => Ok(Outcome::Done(format!("turn begun on {name}"))),
+            TurnBegin::Gone => Ok(Outcome::Skipped(format!("{name} is gone"))),
+            // Any reap mark on the chat, found by the test-and-set itself: blocked. (Judging the
+            // mark from the session read before that call could judge another mark than the one
+            // found; a stale mark blocks only until the next sweep clears it.)
+            TurnBegin::Reaping => Ok(Outcome::Blocked(blocked_reason(&s.id))),
+        },
+        Action::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
+            Outcome::Done(format!("turn ended on {name}"))
+        } else {
+            Outcome::Skipped(format!("{name} is gone"))
+        }),
+        Action::Busy => Ok(if r.tmux.mark_busy(name, now_ms()).await? {
+            Outcome::Done(format!("{name} kept busy"))
+        } else {
+            Outcome::Skipped(format!("{name} is gone"))
+        }),
+        Action::ClearTurn => Ok(if r.tmux.set_named(name, "@ccs_turn", None).await? {
+            Outcome::Done(format!("turn cleared on {name}"))
+        } else {
+            Outcome::Skipped(format!("{name} is gone"))
+        }),
+    }
+}
+
+// ---------------------------------------------------------------- settings
+
+/// The hook events `claude-settings` wires, in the order they are written.
+pub const EVENTS: &[&str] = &[
+    "SessionStart",
+    "UserPromptSubmit",
+    "Stop",
+    "PreCompact",
+    "PostCompact",
+    "SessionEnd",
+];
+
+/// The subcommand word a hook command ends with: how `--write` knows its own entries.
+const SUBCOMMAND: &str = "claude-hook";
+
+/// `s` quoted for a POSIX shell (Claude Code runs a hook's command through one): single quotes,
+/// a `'` inside as `'\''`.
+pub fn sh_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// The settings the hook must see, as `VAR=value` pairs, resolved where `claude-settings` runs:
+/// the socket (always as a path: a socket name is resolved through `TMUX_TMPDIR` and the uid,
+/// which claude's environment may not share), the prefix, the state dir, the tmux timeout, and
+/// the settings that set how long a reap mark holds (for the block), when they are set.
+pub fn hook_env(cfg: &Config, env: &[(String, String)]) -> Vec<(String, String)> {
+    let mut out = vec![
+        (
+            "CCS_TMUX_SOCKET_PATH".to_string(),
+            cfg.socket.canonical_path().to_string_lossy().into_owned(),
+        ),
+        ("CCS_SESSION_PREFIX".to_string(), cfg.prefix.clone()),
+        (
+            "CCS_REAP_STATE_DIR".to_string(),
+            cfg.state_dir.to_string_lossy().into_owned(),
+        ),
+        (
+            "CCS_TMUX_TIMEOUT_MS".to_string(),
+            cfg.tmux_timeout.as_millis().to_string(),
+        ),
+    ];
+    for var in [
+        "CCS_REAP_GRACE_MS",
+        "CCS_REAP_HOOK",
+        "CCS_REAP_HOOK_TIMEOUT_MS",
+    ] {
+        if let Some((_, v)) = env.iter().find(|(k, v)| k == var && !v.trim().is_empty()) {
+            out.push((var.to_string(), v.clone()));
+        }
+    }
+    out
+}
+
+/// The hook's command: `VAR='value' ... '<binary>' claude-hook`. Settings go as environment
+/// assignments, not flags: a flag that an older or newer binary does not know would make clap
+/// exit 2, and exit 2 on `UserPromptSubmit` blocks every prompt.
+pub fn hook_command(bin: &Path, env: &[(String, String)]) -> String {
+    let mut words: Vec<String> = env
+        .iter()
+        .map(|(k, v)| format!("{k}={}", sh_quote(v)))
+        .collect();
+    words.push(sh_quote(&bin.to_string_lossy()));
+    words.push(SUBCOMMAND.to_string());
+    words.join(" ")
+}
+
+fn our_group(command: &str) -> serde_json::Value {
+    serde_json::json!({ "hooks": [ { "type": "command", "command": command } ] })
+}
+
+/// The settings fragment: `{"hooks": {<event>: [{"hooks": [{"type": "command", ...}]}]}}`.
+pub fn fragment(command: &str) -> serde_json::Value {
+    let mut hooks = serde_json::Map::new();
+    for ev in EVENTS {
+        hooks.insert((*ev).to_string(), serde_json::json!([our_group(command)]));
+    }
+    serde_json::json!({ "hooks": hooks })
+}
+
+/// Whether a hook entry's command is one of ours (any settings, any binary path).
+fn is_ours(hook: &serde_json::Value) -> bool {
+    hook.get("command")
+        .and_then(|c| c.as_str())
+        .is_some_and(|c| c.trim_end().ends_with(&format!(" {SUBCOMMAND}")))
+}
+
+/// Merge our hooks into `settings` (a settings file's JSON): every other key, event and hook is
+/// kept; our earlier entries (whatever binary or settings they named) are replaced by one group
+/// per event, appended. Merging twice gives the same document.
+pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_json::Value, String> {
+    let obj = settings
+        .as_object_mut()
+        .ok_or("the settings are not a JSON object")?;
+    let hooks = obj
+        .entry("hooks")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .ok_or("\"hooks\" is not a JSON object")?;
+    for ev in EVENTS {
+        let groups = hooks
+            .entry((*ev).to_string())
+            .or_insert_with(|| serde_json::json!([]))
+            .as_array_mut()
+            .ok_or_else(|| format!("\"hooks\".{ev:?} is not a list"))?;
+        for g in groups.iter_mut() {
+            if let Some(list) = g.get_mut("hooks").and_then(|h| h.as_array_mut()) {
+                list.retain(|h| !is_ours(h));
+            }
+        }
+        // A group left empty by that was ours alone.
+        groups.retain(|g| {
+            g.get("hooks")
+                .and_then(|h| h.as_array())
+                .is_none_or(|l| !l.is_empty())
+        });
+        groups.push(our_group(command));
+    }
+    Ok(settings)
+}
+
+/// `claude-settings --write <file>`: merge into the file (created when missing), atomically, its
+/// mode kept; a symlink is followed (the file it names is written). `Ok(true)` when it changed.
+pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
+    let target = match std::fs::canonicalize(file) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => file.to_path_buf(),
+        Err(e) => return Err(format!("failed to resolve {}: {e}", file.display())),
+    };
+    let (old, mode) = match std::fs::read_to_string(&target) {
+        Ok(t) => {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(&target)
+                .map(|m| m.permissions().mode() & 0o7777)
+                .ok();
+            (Some(t), mode)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+        Err(e) => return Err(format!("failed to read {}: {e}", target.display())),
+    };
+    let current = match old.as_deref().map(str::trim) {
+        None | Some("") => serde_json::json!({}),
+        Some(t) => serde_json::from_str(t)
+            .map_err(|e| format!("{} is not valid JSON ({e}): left alone", target.display()))?,
+    };
+    let merged = merge(current.clone(), command)
+        .map_err(|e| format!("{}: {e}: left alone", target.display()))?;
+    if old.is_some() && merged == current {
+        return Ok(false);
+    }
+    let text = serde_json::to_string_pretty(&merged)
+        .map_err(|e| format!("failed to encode the settings: {e}"))?;
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let base = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "settings.json".into());
+    let tmp = dir.join(format!(".{base}.ccs-reap.{}", std::process::id()));
+    let write = || -> std::io::Result<()> {
+        use std::io::Write;
+        // A project's `.claude/` may not exist yet.
+        std::fs::create_dir_all(dir)?;
+        let mut f = std::fs::File::create(&tmp)?;
+        if let Some(m) = mode {
+            use std::os::unix::fs::PermissionsExt;
+            f.set_permissions(std::fs::Permissions::from_mode(m))?;
+        }
+        f.write_all(text.as_bytes())?;
+        f.write_all(b"\n")?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, &target)
+    };
+    write().map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("failed to write {}: {e}", target.display())
+    })?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(json: &str) -> HookInput {
+        HookInput::parse(json).unwrap()
+    }
+
+    #[test]
+    fn event_to_action_table() {
+        let cid = "537d40fb-07a9-49a2-a899-e9b200b7a0a5";
+        let table: &[(&str, Action)] = &[
+            (
+                &format!(
+                    r#"{{"hook_event_name":"SessionStart","session_id":"{cid}","source":"startup"}}"#
+                ),
+                Action::SetCid(cid.into()),
+            ),
+            (
+                &format!(
+                    r#"{{"hook_event_name":"SessionStart","session_id":"{cid}","source":"resume"}}"#
+                ),
+                Action::SetCid(cid.into()),
+            ),
+            (
+                &format!(
+                    r#"{{"hook_event_name":"SessionStart","session_id":"{cid}","source":"compact"}}"#
+                ),
+                Action::SetCid(cid.into()),
+            ),
+            (
+                r#"{"hook_event_name":"UserPromptSubmit","prompt":"hi","session_id":"x"}"#,
+                Action::TurnBegin,
+            ),
+            (
+                r#"{"hook_event_name":"Stop","background_tasks":[],"last_assistant_message":"ok"}"#,
+                Action::TurnEnd,
+            ),
+            (r#"{"hook_event_name":"Stop"}"#, Action::TurnEnd),
+            (
+                r#"{"hook_event_name":"Stop","background_tasks":null}"#,
+                Action::TurnEnd,
+            ),
+            (
+                r#"{"hook_event_name":"Stop","background_tasks":[{"id":"b1"}]}"#,
+                Action::Busy,
+            ),
+            (
+                r#"{"hook_event_name":"Stop","background_tasks":{"b1":1}}"#,
+                Action::Busy,
+            ),
+            (
+                r#"{"hook_event_name":"PreCompact","trigger":"manual"}"#,
+                Action::Busy,
+            ),
+            (
+                r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#,
+                Action::Busy,
+            ),
+            (
+                r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#,
+                Action::TurnEnd,
+            ),
+            (
+                r#"{"hook_event_name":"SessionEnd","reason":"other"}"#,
+                Action::ClearTurn,
+            ),
+        ];
+        for (json, want) in table {
+            assert_eq!(action(&ev(json)), *want, "{json}");
+        }
+        // Nothing: an invalid or missing cid, an automatic compaction's end, unknown events.
+        for json in [
+            r#"{"hook_event_name":"SessionStart","session_id":"-rf"}"#,
+            r#"{"hook_event_name":"SessionStart","session_id":"a b"}"#,
+            r#"{"hook_event_name":"SessionStart","session_id":"x;touch /tmp/p"}"#,
+            r#"{"hook_event_name":"SessionStart","session_id":""}"#,
+            r#"{"hook_event_name":"SessionStart"}"#,
+            r#"{"hook_event_name":"PostCompact","trigger":"auto"}"#,
+            r#"{"hook_event_name":"Notification"}"#,
+            r#"{"session_id":"abc"}"#,
+            r#"{}"#,
+        ] {
+            assert!(
+                matches!(action(&ev(json)), Action::Nothing(_)),
+                "{json}: {:?}",
+                action(&ev(json))
+            );
+        }
+        assert!(HookInput::parse("not json").is_err());
+        assert!(HookInput::parse(r#"{"hook_event_name":5}"#).is_err());
+    }
+
+    #[test]
+    fn tmux_env_and_pane() {
+        let table: &[(&str, Option<&str>)] = &[
+            ("/tmp/tmux-0/default,123,0", Some("/tmp/tmux-0/default")),
+            ("/tmp/a,b/sock,99,4", Some("/tmp/a,b/sock")),
+            ("/tmp/sock,1", None),
+            (",1,2", None),
+            ("", None),
+        ];
+        for (env, want) in table {
+            assert_eq!(socket_of_tmux_env(env), *want, "{env:?}");
+        }
+        for (p, ok) in [
+            ("%0", true),
+            ("%123", true),
+            ("%", false),
+            ("1", false),
+            ("%1;", false),
+            ("%-1", false),
+            ("%1 ", false),
+            ("%99999999999", false),
+        ] {
+            assert_eq!(valid_pane(p), ok, "{p:?}");
+        }
+    }
+
+    #[test]
+    fn where_from_compares_the_canonical_socket() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().join("real");
+        std::fs::create_dir(&real).unwrap();
+        std::os::unix::fs::symlink(&real, dir.path().join("link")).unwrap();
+        let sock = Socket::Path(real.join("s"));
+        let via_link = format!("{}/link/s,10,0", dir.path().display());
+        assert_eq!(
+            where_from(&sock, Some(&via_link), Some("%3")),
+            Ok("%3".into())
+        );
+        let other = format!("{}/real/t,10,0", dir.path().display());
+        assert!(where_from(&sock, Some(&other), Some("%3")).is_err());
+        assert!(where_from(&sock, None, Some("%3")).is_err());
+        assert!(where_from(&sock, Some(""), Some("%3")).is_err());
+        assert!(where_from(&sock, Some(&via_link), None).is_err());
+        assert!(where_from(&sock, Some(&via_link), Some("=ccs-1:")).is_err());
+    }
+
+    #[test]
+    fn command_quotes_every_value() {
+        let env = vec![
+            (
+                "CCS_TMUX_SOCKET_PATH".to_string(),
+                "/tmp/it's here/s".to_string(),
+            ),
+            ("CCS_SESSION_PREFIX".to_string(), "ccs-".to_string()),
+            (
+                "CCS_REAP_STATE_DIR".to_string(),
+                "/x/$(touch p)`y`".to_string(),
+            ),
+        ];
+        let c = hook_command(Path::new("/opt/my bin/ccs-reap"), &env);
+        assert_eq!(
+            c,
+            r#"CCS_TMUX_SOCKET_PATH='/tmp/it'\''s here/s' CCS_SESSION_PREFIX='ccs-' CCS_REAP_STATE_DIR='/x/$(touch p)`y`' '/opt/my bin/ccs-reap' claude-hook"#
+        );
+        // What a shell makes of it: the values, literally.
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(c.replace("'/opt/my bin/ccs-reap' claude-hook", "env"))
+            .output()
+            .unwrap();
+        let out = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.contains("CCS_TMUX_SOCKET_PATH=/tmp/it's here/s\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("CCS_REAP_STATE_DIR=/x/$(touch p)`y`\n"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn merge_keeps_everything_else_and_is_idempotent() {
+        let cmd = "CCS_SESSION_PREFIX='ccs-' '/bin/ccs-reap' claude-hook";
+        let theirs = serde_json::json!({
+            "model": "opus",
+            "hooks": {
+                "Stop": [ { "hooks": [ { "type": "command", "command": "notify-send done" } ] } ],
+                "PreToolUse": [ { "matcher": "Bash", "hooks": [ { "type": "command", "command": "audit" } ] } ],
+                "SessionStart": [ { "hooks": [
+                    { "type": "command", "command": "echo hi" },
+                    { "type": "command", "command": "'/old/ccs-reap' claude-hook" }
+                ] } ],
+                "SessionEnd": [ { "hooks": [ { "type": "command", "command": "'/old/ccs-reap' claude-hook" } ] } ]
+            }
+        });
+        let once = merge(theirs.clone(), cmd).unwrap();
+        let twice = merge(once.clone(), cmd).unwrap();
+        assert_eq!(once, twice);
+        assert_eq!(once["model"], "opus");
+        assert_eq!(once["hooks"]["PreToolUse"], theirs["hooks"]["PreToolUse"]);
+        let stop = once["hooks"]["Stop"].as_array().unwrap();
+        assert_eq!(stop.len(), 2);
+        assert_eq!(stop[0], theirs["hooks"]["Stop"][0]);
+        assert_eq!(stop[1], our_group(cmd));
+        // The old binary's entry is gone, the user's own kept; a group of ours alone removed.
+        let start = once["hooks"]["SessionStart"].as_array().unwrap();
+        assert_eq!(start.len(), 2, "{start:?}");
+        assert_eq!(start[0]["hooks"].as_array().unwrap().len(), 1);
+        assert_eq!(start[0]["hooks"][0]["command"], "echo hi");
+        assert_eq!(once["hooks"]["SessionEnd"].as_array().unwrap().len(), 1);
+        for e in EVENTS {
+            let n = once["hooks"][*e]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|g| g["hooks"].as_array().unwrap())
+                .filter(|h| is_ours(h))
+                .count();
+            assert_eq!(n, 1, "{e}");
+        }
+        // From nothing: the fragment itself.
+        assert_eq!(merge(serde_json::json!({}), cmd).unwrap(), fragment(cmd));
+        // Not ours to fix.
+        assert!(merge(serde_json::json!([]), cmd).is_err());
+        assert!(merge(serde_json::json!({"hooks": []}), cmd).is_err());
+        assert!(merge(serde_json::json!({"hooks": {"Stop": {}}}), cmd).is_err());
+    }
+
+    #[test]
+    fn write_settings_merges_in_place() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("settings.json");
+        let cmd = "'/bin/ccs-reap' claude-hook";
+        // Created when missing, its directory too.
+        let nested = dir.path().join("proj/.claude/settings.json");
+        assert_eq!(write_settings(&nested, cmd), Ok(true));
+        assert_eq!(write_settings(&nested, cmd), Ok(false));
+        assert_eq!(write_settings(&f, cmd), Ok(true));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        assert_eq!(v, fragment(cmd));
+        assert_eq!(write_settings(&f, cmd), Ok(false));
+        // Through a symlink, mode kept; garbage left alone.
+        std::fs::write(&f, r#"{"env": {"A": "1"}}"#).unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&f, &link).unwrap();
+        assert_eq!(write_settings(&link, cmd), Ok(true));
+        assert!(std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink());
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        assert_eq!(v["env"]["A"], "1");
+        assert_eq!(
+            std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        std::fs::write(&f, "{ nope").unwrap();
+        assert!(write_settings(&f, cmd).is_err());
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), "{ nope");
+    }
+}

@@ -1,0 +1,601 @@
+//! The studio's commands: `turn begin`/`turn end` around each message, `spawn` to bring a chat
+//! (back), and `reap <id>` to reap one now. Each is a free function over the shared context.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::adapters::clock::now_ms;
+use crate::adapters::procs;
+use crate::adapters::state::{AuditLine, Tombstone};
+use crate::adapters::tmux::{TmuxError, TurnBegin};
+use crate::core::policy::{
+    self, Changed, Decision, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
+};
+use crate::core::time::rfc3339;
+use crate::engine::context::Reaper;
+use crate::engine::observe::{find_cids, observe, Mode, Observation};
+use crate::engine::teardown::{self, Abort, Failure, Finished, ReapEnd};
+
+/// The failure of a one-session command (`reap <id>`), for exit codes.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    #[error("{0}")]
+    Tmux(#[from] TmuxError),
+    #[error("{0}")]
+    State(#[from] crate::adapters::state::StateError),
+    #[error("{0}")]
+    Refused(String),
+    /// `reap <id>` without `--force`: the session is not reapable now.
+    #[error("refusing to reap {name} ({why}); --force overrides")]
+    NotReapable { name: String, why: Changed },
+    /// The reap stopped before its first signal.
+    #[error("reap of {name} aborted: {why}")]
+    Aborted { name: String, why: Abort },
+    /// The reap failed.
+    #[error("reap of {name} failed: {why}")]
+    Failed { name: String, why: Failure },
+    #[error("{0}")]
+    Gone(String),
+}
+
+/// What `reap <id>` did.
+#[derive(Debug)]
+pub enum ReapNow {
+    Reaped(Box<AuditLine>),
+    /// `--dry-run`: it would have been reaped (why).
+    WouldReap(String),
+}
+
+/// The command `spawn` runs, and the conversation it resumes. The command's own id wins (it is
+/// what claude will run; the command is left alone), then `--cid`, then the tombstone's; with one
+/// of the last two, `--resume <cid>` is appended: to the string of a one-word command (a shell
+/// command, run by `sh -c`; a valid cid needs no quoting), as two words otherwise.
+pub fn resume_argv(
+    cmd: &[String],
+    flag_cid: Option<&str>,
+    tomb_cid: Option<&str>,
+) -> (Vec<String>, Option<String>) {
+    let mut argv = cmd.to_vec();
+    if let Some(own) = policy::cid_from_argv(cmd) {
+        return (argv, Some(own));
+    }
+    let Some(c) = flag_cid.or(tomb_cid).filter(|c| policy::valid_cid(c)) else {
+        return (argv, None);
+    };
+    match argv.as_mut_slice() {
+        [one] => *one = format!("{one} --resume {c}"),
+        _ => argv.extend(["--resume".to_string(), c.to_string()]),
+    }
+    (argv, Some(c.to_string()))
+}
+
+/// Reap one session now (a batch of one). Returns how it ended and the audit line it wrote (or
+/// tried to).
+pub async fn reap(
+    r: &Reaper,
+    d: &Decision,
+    s: &Session,
+    reason: ReapReason,
+    force: bool,
+    server_pid: Option<u32>,
+) -> Finished {
+    let req = teardown::Request {
+        decision: d.clone(),
+        session: s.clone(),
+        reason,
+        force,
+        server_pid,
+    };
+    let mut ends = teardown::reap(r, vec![req]).await;
+    ends.pop().unwrap_or_else(|| {
+        let end = ReapEnd::Aborted(Abort::NotReached);
+        let line = AuditLine::of_decision(d, reason, now_ms());
+        Finished {
+            line: teardown::audit_line(line, &end),
+            end,
+        }
+    })
+}
+
+/// `reap <id> [--force]`: one session now, whatever its idle age.
+pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow, CommandError> {
+    let name = name_of(r, id)?;
+    let Observation {
+        mut snap,
+        mut decisions,
+        now,
+        listing,
+    } = observe(r, Mode::Act).await;
+    // The sweep only looks for a cid where its decision hinges on one; here it always does.
+    let want: HashSet<u32> = snap
+        .sessions
+        .iter()
+        .filter(|s| s.name == name && !policy::valid_cid(s.cid.trim()) && s.cmdline_cid.is_none())
+        .map(|s| s.tmux_id)
+        .collect();
+    if !want.is_empty() {
+        find_cids(&mut snap, &want);
+        decisions = policy::decide(&snap, now, &r.cfg.policy);
+    }
+    if let Some(e) = &snap.global_problem {
+        if !force {
+            return Err(CommandError::Refused(format!(
+                "refusing to reap {name}: liveness unknown: {e}"
+            )));
+        }
+    }
+    let Some((d, s)) = decisions
+        .into_iter()
+        .zip(snap.sessions)
+        .find(|(_, s)| s.name == name)
+    else {
+        return Err(CommandError::Gone(format!("no session {name}")));
+    };
+    let reason = ReapReason::Manual;
+    if let Err(why) = policy::still_reapable(&d, d.idle_ms, reason, force, &r.cfg.policy) {
+        return Err(CommandError::NotReapable { name, why });
+    }
+    if r.dry_run {
+        return Ok(ReapNow::WouldReap(format!(
+            "dry run: would reap {name} ({})",
+            d.why
+        )));
+    }
+    if !r.inflight().insert(d.tmux_id) {
+        return Err(CommandError::Refused(format!(
+            "{name} is already being reaped"
+        )));
+    }
+    let Finished { end, line } = reap(r, &d, &s, reason, force, listing.server_pid).await;
+    r.inflight().remove(&d.tmux_id);
+    match end {
+        ReapEnd::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
+        ReapEnd::Aborted(why) => Err(CommandError::Aborted { name, why }),
+        ReapEnd::Failed(why) => Err(CommandError::Failed { name, why }),
+    }
+}
+
+fn name_of(r: &Reaper, id: &str) -> Result<String, CommandError> {
+    if let Some(why) = policy::invalid_id_why(id) {
+        return Err(CommandError::Refused(why));
+    }
+    Ok(format!("{}{id}", r.cfg.prefix))
+}
+
+/// How long `turn begin` and `spawn` wait for a reap in flight: past the point where a mark
+/// counts as stale, and one more sweep for the daemon to clear it.
+fn reap_wait(r: &Reaper) -> Duration {
+    Duration::from_millis(r.stale_after() as u64) + r.cfg.interval + Duration::from_secs(5)
+}
+
+/// `turn begin <id>`: `Ok(true)` the turn is marked; `Ok(false)` the session is gone or was
+/// reaped while we waited: respawn it.
+pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
+    let name = name_of(r, id)?;
+    let deadline = Instant::now() + reap_wait(r);
+    let mut logged = false;
+    loop {
+        let seen = match r.tmux.turn_begin(&name, now_ms()).await? {
+            TurnBegin::Started => TurnSeen::Started,
+            TurnBegin::Reaping => TurnSeen::Marked,
+            // Gone may mean "its pane died in a teardown that is still running".
+            TurnBegin::Gone => TurnSeen::Gone,
+        };
+        let running = seen == TurnSeen::Gone && teardown_running(r, id);
+        // The answer is the core's (`policy::handoff`), the rule the model of the protocol checks.
+        match policy::handoff(seen, running, Instant::now() >= deadline) {
+            Handoff::Go => return Ok(true),
+            Handoff::Respawn => return Ok(false),
+            Handoff::TimedOut if seen == TurnSeen::Marked => {
+                return Err(CommandError::Refused(format!(
+                    "{name} is still marked as being reaped after {:?}; the next sweep clears a stale mark",
+                    reap_wait(r)
+                )))
+            }
+            Handoff::TimedOut => {
+                return Err(CommandError::Refused(format!(
+                    "the teardown of {name} is still running after {:?}",
+                    reap_wait(r)
+                )))
+            }
+            Handoff::Wait => {
+                if !logged {
+                    tracing::info!(session = %name, "a reap is in flight: waiting for it to finish");
+                    logged = true;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Whether a live reaper's teardown of chat `id` is under way: its journal is there, and its
+/// owner alive.
+fn teardown_running(r: &Reaper, id: &str) -> bool {
+    r.state
+        .journals()
+        .into_iter()
+        .flatten()
+        .any(|j| j.id == id && r.journal_live(&j, now_ms()))
+}
+
+/// Wait while a live reaper's teardown of chat `id` is under way (its journal is there and
+/// its owner alive). When this returns, the old tree is gone and the tombstone written.
+async fn wait_for_teardown(r: &Reaper, id: &str, deadline: Instant) -> Result<(), CommandError> {
+    loop {
+        if !teardown_running(r, id) {
+            return Ok(());
+        }
+        if Instant::now() >= deadline {
+            return Err(CommandError::Refused(format!(
+                "the teardown of {}{id} is still running after {:?}",
+                r.cfg.prefix,
+                reap_wait(r)
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `turn end <id>`: `Ok(false)` when the session is gone.
+pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
+    let name = name_of(r, id)?;
+    let Some(marked) = r.tmux.turn_end(&name, now_ms()).await? else {
+        return Ok(false);
+    };
+    // A turn went through on the (respawned) chat: its tombstone has served. (The audit log
+    // keeps the history; a failure to remove it only leaves a cid that is still right.) Not while
+    // a reap mark is on the chat: a reap that overrides the turn (a stuck one) may have written
+    // the tombstone it will be resumed from.
+    if !marked {
+        if let Err(e) = r.state.remove_tombstone(id) {
+            tracing::warn!(session = %name, error = %e, "failed to remove the used tombstone");
+        }
+    }
+    Ok(true)
+}
+
+/// `spawn <id> [--cid C] [--cwd D] -- <cmd...>`. Returns whether a session was created.
+pub async fn spawn(
+    r: &Reaper,
+    id: &str,
+    cid: Option<&str>,
+    cwd: Option<PathBuf>,
+    cmd: &[String],
+) -> Result<bool, CommandError> {
+    let name = name_of(r, id)?;
+    if let Some(c) = cid {
+        if !policy::valid_cid(c) {
+            return Err(CommandError::Refused(format!(
+                "invalid conversation id {c:?}: expected letters, digits, '_' and '-', not starting with '-'"
+            )));
+        }
+    }
+    if cmd.is_empty() {
+        return Err(CommandError::Refused(
+            "spawn needs a command after --".into(),
+        ));
+    }
+    let deadline = Instant::now() + reap_wait(r);
+    let Some(server) = make_way(r, &name, deadline).await? else {
+        return Ok(false);
+    };
+    wait_for_teardown(r, id, deadline).await?;
+    let mut tomb = r.state.read_tombstone(id)?;
+    if tomb.is_none() && cid.is_none() && policy::cid_from_argv(cmd).is_none() {
+        tomb = lost_before_a_sweep(r, id, &server);
+    }
+    let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
+        let ok = policy::valid_cid(c);
+        if !ok {
+            tracing::warn!(session = %name, cid = %c, "the tombstone's conversation id is not a valid id: ignored");
+        }
+        ok
+    });
+    let (argv, cid) = resume_argv(cmd, cid, tomb_cid.as_deref());
+    let cwd = spawn_cwd(cwd, tomb.as_ref())?;
+    let created = create(r, &name, &cwd, &argv, cid.as_deref()).await?;
+    if created {
+        // The tombstone stays until the chat has answered a turn (`turn end`): a claude that
+        // fails after start (a bad resume, an auth error) must not take the cid with it.
+        tracing::info!(session = %name, cid = cid.as_deref(), cwd = %cwd.display(), resumed = tomb.is_some(), "spawned");
+    }
+    Ok(created)
+}
+
+/// Make way for `spawn`: an existing session is left alone (`None`), unless it is being reaped
+/// (then wait for the reap, until `deadline`) or all its panes are dead (then clean it up first,
+/// as a sweep would, and respawn). Returns the server as seen once the name is free.
+async fn make_way(
+    r: &Reaper,
+    name: &str,
+    deadline: Instant,
+) -> Result<Option<crate::adapters::state::ServerView>, CommandError> {
+    loop {
+        let listing = r.tmux.list(&r.cfg.prefix, procs::exit_collected).await?;
+        let server_pid = listing.server_pid;
+        let view = crate::adapters::state::ServerView {
+            up: listing.server_up,
+            current: server_pid.map(crate::engine::sweep::server_id),
+        };
+        match listing.sessions.into_iter().find(|s| s.name == name) {
+            None => return Ok(Some(view)),
+            Some(s) if !s.reaping.trim().is_empty() => {
+                if Instant::now() >= deadline {
+                    return Err(CommandError::Refused(format!(
+                        "{name} is still being reaped"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
+                let end = reap_dead(r, &s, server_pid).await.end;
+                if end != ReapEnd::Reaped
+                    && r.tmux
+                        .find(name, &r.cfg.prefix, procs::exit_collected)
+                        .await?
+                        .is_some()
+                {
+                    return Err(CommandError::Refused(format!(
+                        "{name} has exited but could not be cleaned up: {}",
+                        end.error().unwrap_or_default()
+                    )));
+                }
+            }
+            Some(_) => return Ok(None),
+        }
+    }
+}
+
+/// The new session's directory: `--cwd`, else the tombstone's while it is a directory, else the
+/// current one; it must be a directory.
+fn spawn_cwd(cwd: Option<PathBuf>, tomb: Option<&Tombstone>) -> Result<PathBuf, CommandError> {
+    let cwd = match cwd {
+        Some(d) => d,
+        None => tomb
+            .and_then(|t| t.cwd.as_ref())
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .map_or_else(
+                || {
+                    std::env::current_dir().map_err(|e| {
+                        CommandError::Refused(format!("failed to read the current directory: {e}"))
+                    })
+                },
+                Ok,
+            )?,
+    };
+    if !cwd.is_dir() {
+        return Err(CommandError::Refused(format!(
+            "--cwd {} is not a directory",
+            cwd.display()
+        )));
+    }
+    Ok(cwd)
+}
+
+/// Create the session. A server whose last session just went is exiting; a new-session that
+/// reaches it in that moment is lost with it. Check the session is there, and try again if it is
+/// not (three times). Returns whether this call created it.
+async fn create(
+    r: &Reaper,
+    name: &str,
+    cwd: &std::path::Path,
+    argv: &[String],
+    cid: Option<&str>,
+) -> Result<bool, CommandError> {
+    for attempt in 1..=3 {
+        let created = r.tmux.new_session(name, cwd, argv, cid).await?;
+        if still_there(r, name).await? {
+            return Ok(created);
+        }
+        tracing::warn!(session = %name, attempt, "the new session vanished (a tmux server exiting?): trying again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Err(CommandError::Refused(format!(
+        "{name} exited as soon as it was created (three times); the tombstone is kept"
+    )))
+}
+
+/// A chat with no tombstone whose tmux server died before any sweep saw it go: its entry in
+/// the record of last known conversations, as the tombstone the next sweep would write (only
+/// read here: the sweep writes the audit line, and finds the chat back on its conversation).
+fn lost_before_a_sweep(
+    r: &Reaper,
+    id: &str,
+    server: &crate::adapters::state::ServerView,
+) -> Option<Tombstone> {
+    let known = r
+        .state
+        .read_known()
+        .map_err(
+            |e| tracing::warn!(error = %e, "the record of last known conversations is unreadable"),
+        )
+        .ok()?;
+    let e = known.chats.get(id)?;
+    if e.lost
+        || !crate::adapters::state::server_gone(e, server, crate::engine::sweep::server_living)
+    {
+        return None;
+    }
+    tracing::warn!(session = %e.session, cid = %e.cid, server_pid = e.server.pid, "its tmux server died before a sweep saw it: resuming its last known conversation");
+    Some(Tombstone {
+        id: e.id.clone(),
+        cid: Some(e.cid.clone()),
+        reaped_at: rfc3339(now_ms()),
+        reason: ReapReason::ServerDied,
+        cwd: e.cwd.clone(),
+        session: Some(e.session.clone()),
+        socket: Some(r.socket_path()),
+        token: None,
+    })
+}
+
+/// How long a new session must live to count as started: a command that dies at once (a typo,
+/// a crash on start) takes tmux a moment to notice, and must not pass for a spawned chat.
+const SETTLE: Duration = Duration::from_millis(200);
+
+/// Whether the session named `name` is there with a living pane, and stays so for [`SETTLE`].
+async fn still_there(r: &Reaper, name: &str) -> Result<bool, CommandError> {
+    let until = Instant::now() + SETTLE;
+    loop {
+        let Some(s) = r
+            .tmux
+            .find(name, &r.cfg.prefix, procs::exit_collected)
+            .await?
+        else {
+            return Ok(false);
+        };
+        // A zombie is dead: tmux has not collected it yet.
+        let living = s.panes.iter().any(|p| !p.dead && procs::running(p.pid));
+        if !living {
+            return Ok(false);
+        }
+        if Instant::now() >= until {
+            return Ok(true);
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `pin <id>` / `unpin <id>`: set `@ccs_pin` (to 1) or clear it. `Ok(false)` when the session
+/// is gone.
+pub async fn pin(r: &Reaper, id: &str, on: bool) -> Result<bool, CommandError> {
+    let name = name_of(r, id)?;
+    let done = r
+        .tmux
+        .set_named(&name, "@ccs_pin", on.then_some("1"))
+        .await?;
+    if done {
+        tracing::info!(session = %name, pinned = on, "{}", if on { "pinned" } else { "unpinned" });
+    }
+    Ok(done)
+}
+
+/// Clean up a session whose panes have all exited (for `spawn`): the exited reap, even
+/// before tmux has its exit status.
+async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished {
+    let mut snap = Snapshot {
+        sessions: vec![s.clone()],
+        ..Snapshot::default()
+    };
+    find_cids(&mut snap, &[s.tmux_id].into_iter().collect());
+    let policy = Policy {
+        reap_exited: true,
+        ..r.cfg.policy.clone()
+    };
+    let mut d = policy::decide(&snap, now_ms(), &policy).remove(0);
+    d.override_turn = true;
+    reap(
+        r,
+        &d,
+        &snap.sessions[0],
+        ReapReason::Exited,
+        true,
+        server_pid,
+    )
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reap_that_did_not_go_through_is_a_typed_error_with_the_text_it_always_had() {
+        let name = "ccs-1".to_string();
+        let e = CommandError::Aborted {
+            name: name.clone(),
+            why: Abort::GoneOrRenamed,
+        };
+        assert!(matches!(
+            &e,
+            CommandError::Aborted {
+                why: Abort::GoneOrRenamed,
+                ..
+            }
+        ));
+        assert_eq!(
+            e.to_string(),
+            "reap of ccs-1 aborted: the session is gone or was renamed"
+        );
+        let e = CommandError::Failed {
+            name: name.clone(),
+            why: Failure::Survivors(vec![42]),
+        };
+        assert_eq!(
+            e.to_string(),
+            "reap of ccs-1 failed: processes survived: [42]"
+        );
+        let e = CommandError::NotReapable {
+            name,
+            why: Changed {
+                state: policy::State::Busy,
+                why: "a turn is running".into(),
+            },
+        };
+        assert_eq!(
+            e.to_string(),
+            "refusing to reap ccs-1 (the session changed: now busy (a turn is running)); --force overrides"
+        );
+    }
+
+    #[test]
+    fn resume_argv_table() {
+        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        // (command, --cid, tombstone cid, argv, cid)
+        type Row<'a> = (
+            &'a [&'a str],
+            Option<&'a str>,
+            Option<&'a str>,
+            &'a [&'a str],
+            Option<&'a str>,
+        );
+        let table: &[Row] = &[
+            (&["claude"], None, None, &["claude"], None),
+            (
+                &["claude", "-x"],
+                None,
+                Some("t1"),
+                &["claude", "-x", "--resume", "t1"],
+                Some("t1"),
+            ),
+            (
+                &["claude", "-x"],
+                Some("f1"),
+                Some("t1"),
+                &["claude", "-x", "--resume", "f1"],
+                Some("f1"),
+            ),
+            (
+                &["claude --mcp-config m.json"],
+                None,
+                Some("t1"),
+                &["claude --mcp-config m.json --resume t1"],
+                Some("t1"),
+            ),
+            (
+                &["claude", "--session-id", "own"],
+                Some("f1"),
+                Some("t1"),
+                &["claude", "--session-id", "own"],
+                Some("own"),
+            ),
+            (
+                &["claude", "--resume=own"],
+                None,
+                Some("t1"),
+                &["claude", "--resume=own"],
+                Some("own"),
+            ),
+            (&["claude"], None, Some("-bad"), &["claude"], None),
+        ];
+        for (cmd, flag, tomb, argv, cid) in table {
+            let (a, c) = resume_argv(&v(cmd), *flag, *tomb);
+            assert_eq!(a, v(argv), "{cmd:?}");
+            assert_eq!(c.as_deref(), *cid, "{cmd:?}");
+        }
+    }
+}

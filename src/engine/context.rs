@@ -1,0 +1,302 @@
+//! The shared context of the reaper: the configuration, the tmux server, the state dir, the
+//! metrics, and the set of sessions whose teardown is in flight. The jobs are elsewhere, each a
+//! module of free functions over this context: [`crate::engine::observe`] looks, [`crate::engine::sweep`]
+//! decides and hands out reaps, [`crate::engine::teardown`] carries them out, [`crate::engine::commands`] serves the
+//! studio, [`crate::engine::daemon`] runs the loop.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use crate::adapters::activity;
+use crate::adapters::memory::{self, Watched};
+use crate::adapters::metrics::Metrics;
+use crate::adapters::procs;
+use crate::adapters::state::Journal;
+use crate::adapters::state::StateDir;
+use crate::adapters::tmux::Tmux;
+use crate::config::Config;
+use crate::core::policy::{self, MarkOwner, OwnerSeen, Session};
+
+pub struct Reaper {
+    pub cfg: Config,
+    pub tmux: Tmux,
+    pub state: StateDir,
+    pub dry_run: bool,
+    inflight: Mutex<HashSet<u32>>,
+    pub metrics: Arc<Metrics>,
+    /// The memory the pressure rules watch, as last resolved (for the watcher and `status`).
+    watched: Mutex<Option<Watched>>,
+    /// The record of last known conversations as last read or written (`None`: not read yet,
+    /// the first sweep reads the file).
+    pub(crate) known: Mutex<Option<crate::adapters::state::Known>>,
+    /// The tokens of this process's reaps still under way: a mark this process owns whose token
+    /// is not here was left behind (a kill-session that failed, a bug) and is judged as a gone
+    /// owner's, so it goes stale after its limit instead of holding the chat for our whole life.
+    live_tokens: Mutex<HashSet<String>>,
+    /// This process, as its marks name it: (pid, start time), and its pid namespace.
+    me: (procs::Ident, u64),
+}
+
+/// A token of ours held live while this lives ([`Reaper::hold_token`]).
+pub(crate) struct LiveToken<'a> {
+    r: &'a Reaper,
+    token: String,
+}
+
+impl Drop for LiveToken<'_> {
+    fn drop(&mut self) {
+        self.r.live_tokens().remove(&self.token);
+    }
+}
+
+impl Reaper {
+    pub fn new(cfg: Config, dry_run: bool) -> Arc<Reaper> {
+        let tmux = Tmux::new(cfg.socket.clone(), cfg.tmux_timeout);
+        let state = StateDir::new(
+            cfg.state_dir.clone(),
+            &cfg.socket.studio_key(&cfg.prefix),
+            &cfg.socket.label(),
+            &cfg.prefix,
+        )
+        .with_audit_limits(cfg.audit_max_bytes, cfg.audit_keep);
+        Arc::new(Reaper {
+            cfg,
+            tmux,
+            state,
+            dry_run,
+            inflight: Mutex::new(HashSet::new()),
+            metrics: Arc::new(Metrics::default()),
+            watched: Mutex::new(None),
+            known: Mutex::new(None),
+            live_tokens: Mutex::new(HashSet::new()),
+            me: (procs::myself(), procs::pidns()),
+        })
+    }
+
+    /// Read the activity files on a detached thread, within the tmux timeout: a file on a stalled
+    /// mount must stall neither the sweep nor the shutdown (the thread is abandoned, not joined).
+    /// A FIFO, a device, a directory or an oversized file is refused without blocking. Not read in
+    /// time, or refused = liveness unknown.
+    pub(crate) async fn read_activity(&self) -> Result<HashSet<String>, String> {
+        if self.cfg.activity_files.is_empty() {
+            return Ok(HashSet::new());
+        }
+        activity::read_all_detached(self.cfg.activity_files.clone(), self.cfg.tmux_timeout).await
+    }
+
+    pub(crate) fn inflight_count(&self) -> usize {
+        self.inflight().len()
+    }
+
+    pub(crate) fn inflight(&self) -> std::sync::MutexGuard<'_, HashSet<u32>> {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A `@ccs_reaping` mark older than this was left by a reaper that died mid-teardown: the
+    /// next sweep clears it and decides the session afresh. A live teardown takes at most the
+    /// grace, two seconds for the kills to land, and a few tmux calls.
+    pub(crate) fn stale_after(&self) -> i64 {
+        let hook = if self.cfg.hook.is_some() {
+            self.cfg.hook_timeout.as_millis() as i64
+        } else {
+            0
+        };
+        (self.cfg.grace.as_millis() as i64) * 3
+            + (self.cfg.tmux_timeout.as_millis() as i64) * 3
+            + hook
+            + 2000
+    }
+
+    /// The owner this reaper writes into its marks: itself, and the limit after which a reader
+    /// that cannot see it may take its mark for stale.
+    pub(crate) fn mark_owner(&self) -> MarkOwner {
+        let (me, pidns) = self.me;
+        MarkOwner {
+            pid: me.pid,
+            start: me.start,
+            pidns,
+            limit_ms: self.stale_after(),
+        }
+    }
+
+    fn live_tokens(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.live_tokens.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hold `token` live (a reap of ours under way) until the guard drops, on every path.
+    pub(crate) fn hold_token(&self, token: &str) -> LiveToken<'_> {
+        self.live_tokens().insert(token.to_string());
+        LiveToken {
+            r: self,
+            token: token.to_string(),
+        }
+    }
+
+    /// Whether the reap mark on `s` may be cleared as stale now ([`policy::mark_is_stale`], with
+    /// its owner looked up from here). Earlier versions' marks are judged by our own limit.
+    pub(crate) fn mark_is_stale(&self, s: &Session, now: i64) -> bool {
+        let (owner, seen) = self.owner_of(s);
+        policy::mark_is_stale(&s.reaping, owner.as_ref(), seen, now, self.stale_after())
+    }
+
+    /// Whether another reap's live mark holds `s` ([`policy::mark_holds`]).
+    pub(crate) fn mark_holds(&self, s: &Session, now: i64) -> bool {
+        let (owner, seen) = self.owner_of(s);
+        policy::mark_holds(&s.reaping, owner.as_ref(), seen, now, self.stale_after())
+    }
+
+    fn owner_of(&self, s: &Session) -> (Option<MarkOwner>, OwnerSeen) {
+        // Most sessions carry no mark: nothing to parse.
+        if s.reaping.trim().is_empty() {
+            return (None, OwnerSeen::Unknowable);
+        }
+        match s.options().mark {
+            policy::MarkState::At { owner: Some(o), .. } => {
+                (Some(o), self.seen(&o, s.reaper.trim()))
+            }
+            _ => (None, OwnerSeen::Unknowable),
+        }
+    }
+
+    /// What can be told of the owner `o` of a reap with `token`. Our own reap is alive only while
+    /// it is under way here (its token held live); another's, as /proc tells.
+    fn seen(&self, o: &MarkOwner, token: &str) -> OwnerSeen {
+        if (o.pid, o.start, o.pidns) == (self.me.0.pid, self.me.0.start, self.me.1) {
+            if self.live_tokens().contains(token) {
+                OwnerSeen::Alive
+            } else {
+                OwnerSeen::Gone
+            }
+        } else {
+            if self.me.1 == 0 {
+                static SAID: std::sync::Once = std::sync::Once::new();
+                SAID.call_once(|| {
+                    tracing::warn!("/proc here does not show this process's own pid namespace: no reap mark's owner can be checked, so marks go stale only after the limit their owner wrote");
+                });
+            }
+            procs::owner_seen(o, self.me.1)
+        }
+    }
+
+    /// Whether the teardown a journal records is still under way ([`policy::journal_owner_live`]):
+    /// its owner judged through the owner its token names (pid namespace included), so a reaper
+    /// in another pid namespace is never taken for dead by its pid here. A journal of an earlier
+    /// version (no owner in its token) goes by its `owner` pid, as before.
+    pub(crate) fn journal_live(&self, j: &Journal, now: i64) -> bool {
+        match MarkOwner::from_token(&j.token) {
+            Some(o) => {
+                let begun = chrono::DateTime::parse_from_rfc3339(&j.started_at)
+                    .map(|t| t.timestamp_millis())
+                    .unwrap_or(now);
+                policy::journal_owner_live(
+                    self.seen(&o, j.token.trim()),
+                    now.saturating_sub(begun),
+                    o.limit_ms,
+                )
+            }
+            None => procs::alive(j.owner),
+        }
+    }
+
+    /// The socket's path as the tombstones record it.
+    pub(crate) fn socket_path(&self) -> String {
+        self.cfg
+            .socket
+            .canonical_path()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    pub(crate) fn is_inflight(&self, n: u32) -> bool {
+        self.inflight().contains(&n)
+    }
+
+    /// Resolve the memory to watch (see [`memory::resolve`]) for a server of `server_pid`, and
+    /// remember it; a change (a cgroup that vanished, a server that moved) is logged once.
+    pub(crate) fn watch_memory(&self, server_pid: Option<u32>) -> Watched {
+        let w = memory::resolve(self.cfg.mem_cgroup.as_deref(), server_pid);
+        let mut last = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        if last.as_ref() != Some(&w) {
+            if last.is_some() {
+                tracing::warn!(watching = %w, "the memory watched changed");
+            } else {
+                tracing::info!(watching = %w, "watching memory");
+            }
+            // At start-up (the first sweep resolves it), and whenever it changes.
+            let host = memory::read(&w.source);
+            if let Some(m) = memory::percent_without_limit(self.cfg.policy.mem_high, &w, host) {
+                tracing::warn!("{m}");
+            }
+            *last = Some(w.clone());
+        }
+        w
+    }
+
+    /// The memory watched, as last resolved.
+    pub fn watched(&self) -> Option<Watched> {
+        self.watched
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reaper() -> Arc<Reaper> {
+        let vars = [
+            ("CCS_TMUX_SOCKET_PATH", "/nonexistent/ccs-reap-test/s"),
+            ("CCS_REAP_STATE_DIR", "/nonexistent/ccs-reap-test/state"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string()));
+        Reaper::new(Config::from_vars(vars, None).unwrap(), true)
+    }
+
+    #[test]
+    fn our_own_mark_holds_only_while_its_reap_is_under_way() {
+        let r = reaper();
+        let limit = r.stale_after();
+        let tok = r.mark_owner().token("1x2");
+        let now = 10_000_000_000;
+        let s = |age: i64| Session {
+            reaping: (now - age).to_string(),
+            reaper: tok.clone(),
+            ..Session::default()
+        };
+        {
+            let _live = r.hold_token(&tok);
+            // Under way: held, however old.
+            assert!(r.mark_holds(&s(limit * 10), now));
+            assert!(!r.mark_is_stale(&s(limit * 10), now));
+        }
+        // Left behind (a failed kill-session, a bug): a gone owner's mark, stale after its limit.
+        assert!(r.mark_holds(&s(limit - 1), now));
+        assert!(!r.mark_is_stale(&s(limit), now));
+        assert!(r.mark_is_stale(&s(limit + 1), now));
+        // Another live process's mark (our parent, surely alive): never stale.
+        let parent = procs::Ident {
+            pid: rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get()),
+            start: 0,
+        };
+        let start = procfs::process::Process::new(parent.pid)
+            .and_then(|p| p.stat())
+            .map(|st| st.starttime)
+            .unwrap();
+        let other = MarkOwner {
+            pid: parent.pid,
+            start,
+            pidns: procs::pidns(),
+            limit_ms: 1,
+        }
+        .token("9");
+        let theirs = Session {
+            reaping: "1".into(),
+            reaper: other,
+            ..Session::default()
+        };
+        assert!(r.mark_holds(&theirs, now));
+        assert!(!r.mark_is_stale(&theirs, now));
+    }
+}

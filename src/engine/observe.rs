@@ -1,0 +1,193 @@
+//! Observing the world: tmux (one call), the activity files and, where a decision needs them,
+//! the process table (memory, viewers' parents, conversation ids on command lines), read into an
+//! [`Observation`] and decided by the pure core.
+
+use std::collections::{BTreeSet, HashSet};
+
+use crate::adapters::clock::now_ms;
+use crate::adapters::memory;
+use crate::adapters::procs;
+use crate::adapters::tmux::Listing;
+use crate::core::policy::{self, Decision, Snapshot};
+use crate::engine::context::Reaper;
+
+/// How much a sweep should look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Decide, write stamps, reap (unless dry run).
+    Act,
+    /// `status`: decide and measure everything, write nothing.
+    Status,
+}
+
+/// What one look at the world saw, and what the pure core decided of it.
+pub struct Observation {
+    pub snap: Snapshot,
+    pub listing: Listing,
+    /// One per session of `snap`, in the same order.
+    pub decisions: Vec<Decision>,
+    /// When it was decided (Unix ms).
+    pub now: i64,
+}
+
+/// One warning per session (`$N` and name) whose id is longer than [`policy::MAX_ID_LEN`], for
+/// the life of the process: it is kept every sweep, and a daemon must not say so every sweep.
+fn warn_too_long(listing: &Listing) {
+    static WARNED: std::sync::Mutex<BTreeSet<(u32, String)>> =
+        std::sync::Mutex::new(BTreeSet::new());
+    let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+    for s in listing
+        .sessions
+        .iter()
+        .filter(|s| s.id.len() > policy::MAX_ID_LEN)
+    {
+        if warned.insert((s.tmux_id, s.name.clone())) {
+            tracing::warn!(
+                session = %format!("{}...", &s.name[..s.name.len().min(40)]),
+                tmux_id = %format!("${}", s.tmux_id),
+                "{}",
+                policy::too_long(&s.id)
+            );
+        }
+    }
+}
+
+/// Read tmux, the activity files and (where needed) /proc into a snapshot.
+async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
+    let mut snap = Snapshot::default();
+    let listing = match r.tmux.list(&r.cfg.prefix, procs::exit_collected).await {
+        Ok(l) => l,
+        Err(e) => {
+            r.metrics.tmux_errors.inc();
+            tracing::warn!(error = %e, "tmux did not give a snapshot: keeping every session this sweep");
+            snap.global_problem = Some(e.to_string());
+            return (snap, Listing::default());
+        }
+    };
+    warn_too_long(&listing);
+    if !listing.problems.is_empty() {
+        let why = listing.problems.join("; ");
+        tracing::warn!(problems = %why, "tmux rows did not parse: keeping every session this sweep");
+        snap.global_problem = Some(why);
+    }
+    match r.read_activity().await {
+        Ok(busy) => snap.busy_ids = busy,
+        Err(e) => {
+            tracing::warn!(error = %e, "activity file unreadable: keeping every session this sweep");
+            snap.global_problem.get_or_insert(e);
+        }
+    }
+    snap.sessions = listing.sessions.clone();
+    let p = &r.cfg.policy;
+    if p.orphan_viewers == policy::OrphanViewers::Ignore || all {
+        for s in &mut snap.sessions {
+            for c in &mut s.clients {
+                c.orphaned = procs::orphaned(c.pid);
+            }
+        }
+    }
+    if all
+        || p.mem_high.is_some()
+        || p.mem_psi.is_some()
+        || p.session_mem_max.is_some()
+        || r.cfg.metrics_addr.is_some()
+    {
+        measure(&mut snap, &listing);
+        let w = r.watch_memory(listing.server_pid);
+        snap.host = memory::read(&w.source);
+        if p.mem_psi.is_some() {
+            snap.stall_pct = memory::pressure(&w.source);
+        }
+    }
+    (snap, listing)
+}
+
+/// Memory of every session's process tree (the same set a teardown would stop).
+fn measure(snap: &mut Snapshot, listing: &Listing) {
+    let Ok(table) = procs::table() else { return };
+    let members = procs::members_of(&table, snap.sessions.iter(), listing);
+    for s in &mut snap.sessions {
+        let ids = members.get(&s.tmux_id).map(Vec::as_slice).unwrap_or(&[]);
+        let (rss, pss) = procs::memory(ids);
+        s.mem_bytes = Some(pss.unwrap_or(rss));
+        s.mem_rss = Some(rss);
+        s.mem_pss = pss;
+    }
+}
+
+/// Look for conversation ids on the `claude` command lines of sessions that need one.
+pub fn find_cids(snap: &mut Snapshot, want: &HashSet<u32>) {
+    if want.is_empty() {
+        return;
+    }
+    let Ok(table) = procs::table() else { return };
+    let mut children: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
+    for p in &table {
+        children.entry(p.ppid).or_default().push(p.pid);
+    }
+    for s in snap
+        .sessions
+        .iter_mut()
+        .filter(|s| want.contains(&s.tmux_id))
+    {
+        // tmux's own record of the command each pane was started with comes first (it is
+        // all there is for a dead pane); then the live processes below the panes.
+        if let Some(c) = s
+            .panes
+            .iter()
+            .find_map(|p| policy::cid_from_argv(&[&p.start_command]))
+        {
+            s.cmdline_cid = Some(c);
+            continue;
+        }
+        // Breadth first, and never below a claude: a claude that the chat's claude started
+        // (a sub-agent, a tool) names another conversation, which must not be taken for
+        // the chat's. A first claude without an id leaves the chat's cid unknown.
+        let mut queue: std::collections::VecDeque<i32> = s
+            .panes
+            .iter()
+            .filter(|p| !p.dead)
+            .map(|p| p.pid as i32)
+            .collect();
+        let mut seen = HashSet::new();
+        while let Some(pid) = queue.pop_front() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            if let Some(argv) = procs::cmdline(pid) {
+                let cid = policy::cid_from_argv(&argv);
+                if cid.is_some() {
+                    s.cmdline_cid = cid;
+                    break;
+                }
+                if policy::is_claude_process(&argv) {
+                    continue;
+                }
+            }
+            queue.extend(children.get(&pid).into_iter().flatten());
+        }
+    }
+}
+
+/// Snapshot and decide, looking up conversation ids where the decision hinges on one.
+pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
+    let now = now_ms();
+    let (mut snap, listing) = snapshot(r, mode == Mode::Status).await;
+    let mut decisions = policy::decide(&snap, now, &r.cfg.policy);
+    let want: HashSet<u32> = decisions
+        .iter()
+        .zip(&snap.sessions)
+        .filter(|(d, s)| policy::needs_cmdline_cid(d, s, mode == Mode::Status))
+        .map(|(d, _)| d.tmux_id)
+        .collect();
+    if !want.is_empty() {
+        find_cids(&mut snap, &want);
+        decisions = policy::decide(&snap, now, &r.cfg.policy);
+    }
+    Observation {
+        snap,
+        listing,
+        decisions,
+        now,
+    }
+}

@@ -1,0 +1,258 @@
+//! Chats lost with their tmux server: which are lost, the record of known chats kept, their
+//! tombstones and audit lines, and the server identity (pid, start, boot) they are judged by.
+
+use super::*;
+
+/// The chats of `known` lost with their server whose session is not there (yet).
+pub(super) fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownChat> {
+    let here: HashSet<&str> = snap.sessions.iter().map(|s| s.id.as_str()).collect();
+    known
+        .into_iter()
+        .flat_map(Known::lost)
+        .filter(|c| !here.contains(c.id.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// The identity of the tmux server of `pid`: its start time from `/proc/<pid>/stat` (0 when it
+/// cannot be read) and this boot's id.
+pub(crate) fn server_id(pid: u32) -> st::ServerId {
+    let start = procfs::process::Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .map(|s| s.starttime)
+        .unwrap_or(0);
+    st::ServerId {
+        pid,
+        start,
+        boot: boot_id().to_string(),
+    }
+}
+
+/// `/proc/sys/kernel/random/boot_id`, read once (empty when unreadable).
+pub(super) fn boot_id() -> &'static str {
+    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BOOT.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default()
+    })
+}
+
+/// Whether the recorded server `s` still runs: `Some(false)` when it is gone (another boot, no
+/// such process, a zombie, another start time), `None` when /proc cannot tell.
+pub(crate) fn server_living(s: &st::ServerId) -> Option<bool> {
+    if !s.boot.is_empty() && !boot_id().is_empty() && s.boot != boot_id() {
+        return Some(false);
+    }
+    // A start time never read: the server's pid was not visible here (another pid namespace).
+    if s.start == 0 {
+        return None;
+    }
+    match procfs::process::Process::new(s.pid as i32).and_then(|p| p.stat()) {
+        Ok(p) if p.state == 'Z' || p.state == 'X' => Some(false),
+        Ok(p) => Some(p.starttime == s.start),
+        Err(procfs::ProcError::NotFound(_)) => Some(false),
+        Err(_) => None,
+    }
+}
+
+/// The next record of last known conversations ([`st::plan`]) given the last one and this
+/// sweep's look at the server. The cwd is read only for the entries made afresh.
+pub(super) fn plan_known(
+    old: Known,
+    snap: &Snapshot,
+    listing: &Listing,
+    decisions: &[Decision],
+    now: i64,
+) -> st::Plan {
+    let view = st::ServerView {
+        up: listing.server_up,
+        current: listing.server_pid.map(server_id),
+    };
+    let seen: Vec<st::Seen> = decisions
+        .iter()
+        .zip(&snap.sessions)
+        .filter(|(_, s)| crate::core::policy::valid_id(&s.id))
+        .map(|(d, s)| {
+            let mut e = st::Seen {
+                id: &s.id,
+                session: &s.name,
+                tmux_id: s.tmux_id,
+                // `@ccs_cid`, or the one found on a command line; else the command tmux started
+                // the pane with (a string, no /proc: cheap every sweep).
+                cid: d.cid.as_deref().map(Cow::Borrowed).or_else(|| {
+                    s.panes
+                        .iter()
+                        .find_map(|p| crate::core::policy::cid_from_argv(&[&p.start_command]))
+                        .map(Cow::Owned)
+                }),
+                cwd: None,
+            };
+            if e.cid.is_some() && st::needs_cwd(&old, &e, view.current.as_ref()) {
+                e.cwd = s.panes.iter().filter(|p| !p.dead).find_map(|p| {
+                    std::fs::read_link(format!("/proc/{}/cwd", p.pid))
+                        .ok()
+                        .and_then(|p| p.to_str().map(str::to_string))
+                });
+            }
+            e
+        })
+        .collect();
+    st::plan(old, &seen, &view, server_living, now)
+}
+
+/// Keep the record of every chat's last known conversation (`known.json`: read once, then kept
+/// in memory; written only when it changed), and tombstone the chats a dead or replaced tmux
+/// server took with it: reason `server-died`, one `lost` audit line each. Nothing is
+/// signalled: their processes went with the server. Returns the audit lines.
+pub(super) fn keep_known(
+    r: &Reaper,
+    snap: &Snapshot,
+    listing: &Listing,
+    decisions: &[Decision],
+    now: i64,
+) -> Vec<AuditLine> {
+    if listing.server_up.is_none() {
+        return Vec::new();
+    }
+    let t0 = Instant::now();
+    let mut last = r.known.lock().unwrap_or_else(|p| p.into_inner());
+    let old = match last.take() {
+        Some(k) => k,
+        None => r.state.read_known().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, path = %r.state.known_path().display(), "the record of last known conversations is unreadable: starting a new one");
+            Known::default()
+        }),
+    };
+    let read_us = t0.elapsed().as_micros() as u64;
+    let mut plan = plan_known(old, snap, listing, decisions, now);
+    let mut lines = if plan.lost.is_empty() {
+        Vec::new()
+    } else {
+        tombstone_lost(&r.state, &r.socket_path(), &mut plan, now)
+    };
+    lines.extend(respawned_lines(&plan, now));
+    for l in &lines {
+        if let Err(e) = r.state.append_audit(l) {
+            tracing::error!(error = %e, session = %l.session, "failed to append the lost line");
+        }
+        r.metrics.record_reap(l);
+    }
+    let written = plan.changed;
+    if written {
+        if let Err(e) = r.state.write_known(&plan.known) {
+            tracing::warn!(error = %e, "failed to write the record of last known conversations");
+        }
+    }
+    // What keeping the record costs a sweep (scripts/bench reads this line).
+    tracing::debug!(
+        entries = plan.known.chats.len(),
+        written,
+        lost = lines.len(),
+        read_us,
+        took_us = t0.elapsed().as_micros() as u64,
+        "known conversations kept"
+    );
+    *last = Some(plan.known);
+    lines
+}
+
+/// Tombstone each chat `plan` says a dead or replaced server took with it (reason
+/// `server-died`, for `spawn` to resume), unless a tombstone of its conversation is there
+/// already; returns one `lost` audit line each. A chat whose tombstone cannot be written is not
+/// marked lost: the next sweep tries again.
+pub(super) fn tombstone_lost(
+    state: &StateDir,
+    socket: &str,
+    plan: &mut st::Plan,
+    now: i64,
+) -> Vec<AuditLine> {
+    let mut lines = Vec::new();
+    for c in &plan.lost {
+        let gone = format!(
+            "the tmux server (pid {}) it lived on died or was replaced",
+            c.server.pid
+        );
+        match state.read_tombstone(&c.id) {
+            // Tombstoned as lost by another reaper (a `--once` beside the daemon): listed, no
+            // second line.
+            Ok(Some(t))
+                if t.cid.as_deref() == Some(c.cid.as_str())
+                    && t.reason == ReapReason::ServerDied =>
+            {
+                continue;
+            }
+            // Reaped already: the reap's tombstone serves; nothing is lost.
+            Ok(Some(t)) if t.cid.as_deref() == Some(c.cid.as_str()) => {
+                tracing::info!(session = %c.session, cid = %c.cid, "{gone}; its tombstone is already there");
+                plan.known.chats.remove(&c.id);
+                plan.changed = true;
+                continue;
+            }
+            _ => {}
+        }
+        let t = Tombstone {
+            id: c.id.clone(),
+            cid: Some(c.cid.clone()),
+            reaped_at: rfc3339(now),
+            reason: ReapReason::ServerDied,
+            cwd: c.cwd.clone(),
+            session: Some(c.session.clone()),
+            socket: Some(socket.to_string()),
+            token: None,
+        };
+        if let Err(e) = state.write_tombstone(&t) {
+            // Not marked lost: the next sweep tries again.
+            tracing::error!(session = %c.session, cid = %c.cid, error = %e, "{gone}: failed to write its tombstone");
+            if let Some(k) = plan.known.chats.get_mut(&c.id) {
+                k.lost = false;
+            }
+            continue;
+        }
+        let mut l = lost_line(c, now);
+        l.error = Some(format!("{gone}; tombstoned for spawn to resume"));
+        tracing::warn!(session = %c.session, cid = %c.cid, server_pid = c.server.pid, "lost with its tmux server: tombstoned (server-died), spawn resumes it");
+        lines.push(l);
+    }
+    lines
+}
+
+/// A `lost` line for chat `c` (reason `server-died`): nothing signalled, its error to be said.
+pub(super) fn lost_line(c: &KnownChat, now: i64) -> AuditLine {
+    let mut l = AuditLine::begin(
+        rfc3339(now),
+        &c.session,
+        &c.id,
+        c.tmux_id,
+        Some(c.cid.clone()),
+        ReapReason::ServerDied,
+        None,
+    );
+    l.outcome = Outcome::Lost;
+    l
+}
+
+/// The `lost` audit lines of the chats whose server went but which were already back as a new
+/// session before a sweep saw them go: on their conversation, or respawned afresh.
+pub(super) fn respawned_lines(plan: &st::Plan, now: i64) -> Vec<AuditLine> {
+    let mut lines = Vec::new();
+    for st::Respawned { chat: c, resumed } in &plan.respawned {
+        let mut l = lost_line(c, now);
+        let gone = format!(
+            "the tmux server (pid {}) it lived on died or was replaced",
+            c.server.pid
+        );
+        l.error = Some(if *resumed {
+            tracing::warn!(session = %c.session, cid = %c.cid, "lost with its tmux server, and already back on its conversation");
+            format!("{gone}; it was back on its conversation before a sweep saw it")
+        } else {
+            tracing::warn!(session = %c.session, cid = %c.cid, "lost with its tmux server and already respawned afresh: its old conversation is in the audit line");
+            format!(
+                "{gone}, and the chat was respawned on another conversation before a sweep saw it: resume the old one by hand (claude --resume {})",
+                c.cid
+            )
+        });
+        lines.push(l);
+    }
+    lines
+}

@@ -1,0 +1,610 @@
+//! One sweep, as named steps ([`sweep`]): observe, collect the exits tmux missed, recover a dead
+//! reaper's journals, clear stale marks, stamp the idle clocks, warn, choose, start the batch,
+//! report. `status` is a sweep that writes nothing.
+
+use std::borrow::Cow;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::task::JoinSet;
+
+use crate::adapters::clock::now_ms;
+use crate::adapters::metrics::Metrics;
+use crate::adapters::state::{
+    self as st, AuditLine, Known, KnownChat, Outcome, StateDir, Tombstone,
+};
+use crate::adapters::tmux::{Listing, Tmux};
+use crate::core::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
+use crate::core::report::{SessionReport, Summary, SweepReport, ViewerReport};
+use crate::core::time::rfc3339;
+use crate::engine::context::Reaper;
+use crate::engine::observe::{observe, Mode, Observation};
+use crate::engine::teardown;
+
+/// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
+struct Inflight {
+    r: Arc<Reaper>,
+    ns: Vec<u32>,
+}
+
+impl Drop for Inflight {
+    fn drop(&mut self) {
+        let mut set = self.r.inflight();
+        for n in &self.ns {
+            set.remove(n);
+        }
+    }
+}
+
+/// Where a sweep's batch of reaps goes.
+pub enum Batches<'a> {
+    /// Awaited, and returned in the report (`--once`); each audit line (a dead reaper's
+    /// teardowns finished, then the batch's) also handed to the sink, if any, as soon as its reap
+    /// is over.
+    Wait(Option<teardown::Sink<'a>>),
+    /// Spawned into the daemon's set, which joins them on shutdown; each is logged as it ends.
+    Spawn(&'a mut JoinSet<()>),
+}
+
+/// One sweep, step by step as the rules read: collect the exits tmux missed, recover a dead
+/// reaper's journals, clear stale marks, keep the known conversations, stamp the idle clocks,
+/// warn, choose, start the batch, report. Its reaps go as one batch, awaited or spawned as
+/// `batches` says.
+pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
+    let t0 = Instant::now();
+    let o = collect_exits(r, observe(r, Mode::Act).await).await;
+    let enabled = r.cfg.policy.enabled();
+    let Observation {
+        snap,
+        listing,
+        decisions,
+        now,
+    } = o;
+
+    // Chats whose teardown a live reaper (another process, perhaps stalled) is running: its
+    // mark is not stale, however old, and the session is not ours to start on. Journals whose
+    // owner is gone are a dead reaper's: finished here.
+    let (live, dead) = journals_by_owner(r);
+    let mut reaps = Vec::new();
+    if !r.dry_run {
+        reaps = recover_dead_reapers(r, &snap, &listing, dead, &batches).await;
+        clear_stale_marks(r, &snap, now, &live).await;
+        // The last known conversation of every chat, and the chats a dead server took with it.
+        reaps.extend(keep_known(r, &snap, &listing, &decisions, now));
+    }
+
+    let warn = enabled && !r.dry_run;
+    if !r.dry_run {
+        stamp_idle_clocks(&r.tmux, &r.metrics, &decisions, warn).await;
+    }
+    log_decisions(&decisions);
+    if warn {
+        warn_before_reaps(&r.state, &r.metrics, &decisions, now);
+    }
+
+    let (mut fates, reqs) = if enabled {
+        choose(r, &decisions, &snap, &live, now, listing.server_pid)
+    } else {
+        (HashMap::new(), Vec::new())
+    };
+    let recovered = reaps.iter().filter(|l| l.outcome != Outcome::Lost).count();
+    start_batch(r, reqs, batches, &mut fates, &mut reaps).await;
+
+    let summary = summarize(&decisions, &fates, recovered);
+    let lost = lost_chats(
+        r.known.lock().unwrap_or_else(|p| p.into_inner()).as_ref(),
+        &snap,
+    );
+    let report = report(
+        r,
+        &snap,
+        listing.server_up,
+        decisions,
+        now,
+        Done {
+            reaps,
+            summary,
+            lost,
+        },
+        t0,
+    );
+    r.metrics.record_sweep(&report);
+    report
+}
+
+/// Panes that are dead but whose exit status tmux has not collected (a missed SIGCHLD leaves
+/// them so until another child of the server exits): make it collect, and look again.
+async fn collect_exits(r: &Reaper, o: Observation) -> Observation {
+    if r.dry_run || !o.snap.sessions.iter().any(waiting_for_exit_status) {
+        return o;
+    }
+    match r.tmux.collect_exits().await {
+        Ok(()) => {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            observe(r, Mode::Act).await
+        }
+        Err(e) => {
+            r.metrics.tmux_errors.inc();
+            tracing::warn!(error = %e, "failed to make tmux collect the exit status of dead panes");
+            o
+        }
+    }
+}
+
+/// The reap journals in the state dir, split by their owner: the ids of the chats a live reaper
+/// is tearing down, and the journals of dead reapers. An unreadable journal is left alone.
+fn journals_by_owner(r: &Reaper) -> (HashSet<String>, Vec<st::Journal>) {
+    let (live, dead): (Vec<_>, Vec<_>) = r
+        .state
+        .journals()
+        .into_iter()
+        .filter_map(|j| {
+            j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
+                .ok()
+        })
+        .partition(|j| r.journal_live(j, now_ms()));
+    (live.into_iter().map(|j| j.id).collect(), dead)
+}
+
+/// Finish the teardowns a dead reaper left behind; their lines go to the sink as they end. Only
+/// on a listing that was read: an empty one standing for a tmux that failed would hide the live
+/// sessions (and the server) from the checks.
+async fn recover_dead_reapers(
+    r: &Reaper,
+    snap: &Snapshot,
+    listing: &Listing,
+    dead: Vec<st::Journal>,
+    batches: &Batches<'_>,
+) -> Vec<AuditLine> {
+    if snap.global_problem.is_some() {
+        return Vec::new();
+    }
+    let reaps = teardown::recover(r, listing, dead).await;
+    if let Batches::Wait(Some(sink)) = batches {
+        reaps.iter().for_each(sink);
+    }
+    reaps
+}
+
+/// Clear the reap marks whose owner cannot act any more (gone, or out of our sight past the
+/// limit it wrote: see `policy::mark_is_stale`), but never one of ours in flight nor one a live
+/// reaper's journal names.
+async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, now: i64, live: &HashSet<String>) {
+    let mut stale: Vec<(u32, String, String, String)> = snap
+        .sessions
+        .iter()
+        .filter(|s| r.mark_is_stale(s, now) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
+        .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone(), s.id.clone()))
+        .collect();
+    if stale.is_empty() {
+        return;
+    }
+    // A journal still there after the recovery above (one it could not finish: the process
+    // table unreadable, a tmux error) keeps its chat's mark: the dead reaper may have signalled
+    // it, and the next sweep finishes that teardown first.
+    let left: HashSet<String> = r
+        .state
+        .journals()
+        .into_iter()
+        .flatten()
+        .map(|j| j.id)
+        .collect();
+    stale.retain(|(.., id)| !left.contains(id));
+    for (n, v, tok, _) in stale {
+        tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, token = %tok, "clearing a stale reap mark (its reaper is gone)");
+        if let Err(e) = r.tmux.clear_stale_reaping(n, &v, tok.trim()).await {
+            tracing::warn!(tmux_id = %format!("${n}"), error = %e, "failed to clear a stale reap mark");
+        }
+    }
+}
+
+/// Idle stamps, and (when `warn`) the `warned` marks of this sweep's warnings, in one batch.
+async fn stamp_idle_clocks(tmux: &Tmux, metrics: &Metrics, decisions: &[Decision], warn: bool) {
+    let stamps: Vec<(u32, &str, Option<String>)> = decisions
+        .iter()
+        .filter_map(|d| {
+            d.stamp_idle
+                .map(|t| (d.tmux_id, "@ccs_idle", Some(t.to_string())))
+        })
+        .chain(decisions.iter().filter(|_| warn).filter_map(|d| {
+            d.warn_for
+                .map(|t| (d.tmux_id, "@ccs_warned", Some(t.to_string())))
+        }))
+        .collect();
+    if stamps.is_empty() {
+        return;
+    }
+    if let Err(e) = tmux.set_options(&stamps).await {
+        metrics.tmux_errors.inc();
+        tracing::warn!(error = %e, count = stamps.len(), "failed to write idle stamps");
+    }
+}
+
+/// Each decision at debug level, and what a session's own settings had ignored as a warning.
+fn log_decisions(decisions: &[Decision]) {
+    for d in decisions {
+        tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = d.idle_ms, "decided");
+        if let Some(w) = &d.warning {
+            tracing::warn!(session = %d.name, "{w}");
+        }
+    }
+}
+
+/// `warned`: one audit line (and event) per idle period, `CCS_ENGINE_WARN_MS` before the reap.
+fn warn_before_reaps(state: &StateDir, metrics: &Metrics, decisions: &[Decision], now: i64) {
+    for d in decisions.iter().filter(|d| d.warn_for.is_some()) {
+        let mut l = AuditLine::of_decision(d, ReapReason::Idle, now);
+        l.outcome = Outcome::Warned;
+        l.reap_at = d.deadline_ms.map(rfc3339);
+        tracing::info!(session = %d.name, reap_at = l.reap_at.as_deref(), "warned: this chat will be reaped soon");
+        if let Err(e) = state.append_audit(&l) {
+            tracing::error!(error = %e, session = %d.name, "failed to append the warned line");
+        }
+        metrics.record_reap(&l);
+    }
+}
+
+/// The sessions decided `Reap` that this sweep starts, and what became of each one decided so:
+/// a dry run only says it would; one another reap holds (a live reaper's journal, a mark that
+/// holds, a batch of ours in flight) is not ours to start. A stale mark was cleared before, and
+/// the test-and-set decides. Those started are put in the in-flight set here.
+fn choose(
+    r: &Reaper,
+    decisions: &[Decision],
+    snap: &Snapshot,
+    live: &HashSet<String>,
+    now: i64,
+    server_pid: Option<u32>,
+) -> (HashMap<u32, Fate>, Vec<teardown::Request>) {
+    let mut fates: HashMap<u32, Fate> = HashMap::new();
+    let mut reqs = Vec::new();
+    for (d, s) in decisions.iter().zip(&snap.sessions) {
+        if d.action != Action::Reap {
+            continue;
+        }
+        let Some(reason) = d.reap_reason else {
+            continue;
+        };
+        if r.dry_run {
+            tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = d.idle_ms, "would reap (dry run)");
+            fates.insert(d.tmux_id, Fate::WouldReap);
+            continue;
+        }
+        let held = live.contains(&s.id) || r.mark_holds(s, now);
+        if held {
+            tracing::debug!(session = %d.name, "another reap holds this session");
+            fates.insert(d.tmux_id, Fate::Held);
+            continue;
+        }
+        if !r.inflight().insert(d.tmux_id) {
+            fates.insert(d.tmux_id, Fate::Held);
+            continue;
+        }
+        fates.insert(d.tmux_id, Fate::Started);
+        reqs.push(teardown::Request {
+            decision: d.clone(),
+            session: s.clone(),
+            reason,
+            force: false,
+            server_pid,
+        });
+    }
+    (fates, reqs)
+}
+
+/// The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in its
+/// set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
+/// in-flight set on every path. A batch that panics is caught and unwound by the teardown itself
+/// (marks cleared, journals removed, each audit line written once). Awaited (`--once`), each
+/// line's outcome becomes its session's fate and the line joins `reaps`.
+async fn start_batch(
+    r: &Arc<Reaper>,
+    reqs: Vec<teardown::Request>,
+    batches: Batches<'_>,
+    fates: &mut HashMap<u32, Fate>,
+    reaps: &mut Vec<AuditLine>,
+) {
+    if reqs.is_empty() {
+        return;
+    }
+    let guard = Inflight {
+        r: Arc::clone(r),
+        ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
+    };
+    match batches {
+        Batches::Wait(sink) => {
+            // One line per request, in order.
+            let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
+            let ends = teardown::reap_to(r, reqs, sink).await;
+            drop(guard);
+            for (n, f) in ns.into_iter().zip(&ends) {
+                fates.insert(n, Fate::Ended(f.end.outcome()));
+            }
+            reaps.extend(ends.into_iter().map(|f| f.line));
+        }
+        Batches::Spawn(set) => {
+            let me = Arc::clone(r);
+            set.spawn(async move {
+                let _guard = guard;
+                teardown::reap(&me, reqs).await;
+            });
+        }
+    }
+}
+
+/// `status`: decide and measure everything, write nothing.
+pub async fn status(r: &Arc<Reaper>) -> SweepReport {
+    let t0 = Instant::now();
+    let o = observe(r, Mode::Status).await;
+    let fates = o
+        .decisions
+        .iter()
+        .filter(|d| d.action == Action::Reap)
+        .map(|d| (d.tmux_id, Fate::WouldReap))
+        .collect();
+    let summary = summarize(&o.decisions, &fates, 0);
+    // What the next sweep would record (nothing is written): the chats lost with a server.
+    let old = match r.state.read_known() {
+        Ok(k) => k,
+        Err(e) => {
+            tracing::warn!(error = %e, "the record of last known conversations is unreadable");
+            Known::default()
+        }
+    };
+    let plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
+    let lost = lost_chats(Some(&plan.known), &o.snap);
+    report(
+        r,
+        &o.snap,
+        o.listing.server_up,
+        o.decisions,
+        o.now,
+        Done {
+            reaps: Vec::new(),
+            summary,
+            lost,
+        },
+        t0,
+    )
+}
+
+/// What a sweep did: its reaps' audit lines and what became of each session.
+struct Done {
+    reaps: Vec<AuditLine>,
+    summary: Summary,
+    /// Chats lost with their tmux server and not back yet.
+    lost: Vec<KnownChat>,
+}
+
+/// What became of a session the sweep decided to reap.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    /// Another reap holds it (another reaper, or a batch of ours still in flight).
+    Held,
+    /// A dry run, or `status`: it would be reaped.
+    WouldReap,
+    /// Handed to a batch (the daemon's: the outcome comes later).
+    Started,
+    /// Its batch ended with this outcome.
+    Ended(Outcome),
+}
+
+/// Every session counted once: kept (not to be reaped, or not acted on), or its fate.
+fn summarize(decisions: &[Decision], fates: &HashMap<u32, Fate>, recovered: usize) -> Summary {
+    let mut s = Summary {
+        seen: decisions.len(),
+        recovered,
+        ..Summary::default()
+    };
+    for d in decisions {
+        let fate = (d.action == Action::Reap)
+            .then(|| fates.get(&d.tmux_id))
+            .flatten();
+        let count = match fate {
+            None => &mut s.kept,
+            Some(Fate::Held) => &mut s.held,
+            Some(Fate::WouldReap) => &mut s.would_reap,
+            Some(Fate::Started) => &mut s.started,
+            Some(Fate::Ended(Outcome::Reaped)) => &mut s.reaped,
+            Some(Fate::Ended(Outcome::Aborted)) => &mut s.aborted,
+            // `failed`, and any outcome a batch should not end with.
+            Some(Fate::Ended(_)) => &mut s.failed,
+        };
+        *count += 1;
+    }
+    s
+}
+
+fn report(
+    r: &Reaper,
+    snap: &Snapshot,
+    tmux_server_up: Option<bool>,
+    decisions: Vec<Decision>,
+    now: i64,
+    done: Done,
+    t0: Instant,
+) -> SweepReport {
+    let Done {
+        reaps,
+        summary,
+        lost,
+    } = done;
+    let mut sessions: Vec<SessionReport> = decisions
+        .into_iter()
+        .zip(&snap.sessions)
+        .map(|(d, s)| SessionReport {
+            tmux_target: s.tmux_target(),
+            turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
+            rss_bytes: s.mem_rss,
+            pss_bytes: s.mem_pss,
+            viewer_list: s
+                .clients
+                .iter()
+                .map(|c| ViewerReport {
+                    pid: c.pid,
+                    control_mode: c.control_mode,
+                    attached_ms: now.saturating_sub(c.created_ms).max(0) as u64,
+                    idle_ms: now.saturating_sub(c.activity_ms).max(0) as u64,
+                    orphaned: c.orphaned,
+                })
+                .collect(),
+            decision: d,
+        })
+        .collect();
+    // The biggest idle sessions first, then the rest by size.
+    sessions.sort_by_key(|r| {
+        let idle = matches!(
+            r.decision.state,
+            State::Idle | State::Expired | State::NoCid | State::Exited
+        );
+        (
+            !idle,
+            std::cmp::Reverse(r.pss_bytes.or(r.rss_bytes).unwrap_or(0)),
+            r.decision.tmux_id,
+        )
+    });
+    let total_rss_bytes = sessions.iter().filter_map(|s| s.rss_bytes).sum();
+    let total_pss_bytes = if sessions.iter().all(|s| s.pss_bytes.is_some()) {
+        Some(sessions.iter().filter_map(|s| s.pss_bytes).sum())
+    } else {
+        None
+    };
+    SweepReport {
+        at: rfc3339(now),
+        dry_run: r.dry_run,
+        enabled: r.cfg.policy.enabled(),
+        error: snap.global_problem.clone(),
+        socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
+        tmux_server_up,
+        sessions,
+        host: snap.host,
+        watching: snap.host.and(r.watched()).map(|w| w.to_string()),
+        total_rss_bytes,
+        total_pss_bytes,
+        reaps,
+        summary,
+        lost,
+        took_ms: t0.elapsed().as_millis() as u64,
+    }
+}
+
+mod lost;
+pub(crate) use lost::*;
+
+/// Every pane is dead, and at least one exit status is not known yet.
+fn waiting_for_exit_status(s: &Session) -> bool {
+    !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) && !s.panes.iter().all(Pane::exit_known)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(n: u32, action: Action) -> Decision {
+        Decision {
+            tmux_id: n,
+            name: format!("ccs-{n}"),
+            id: n.to_string(),
+            action,
+            state: State::Idle,
+            reap_reason: (action == Action::Reap).then_some(ReapReason::Idle),
+            why: String::new(),
+            stamp_idle: None,
+            idle_ms: None,
+            deadline_ms: None,
+            cid: None,
+            viewers: 0,
+            turn_since_ms: None,
+            override_turn: false,
+            override_viewers: false,
+            warn_for: None,
+            warning: None,
+        }
+    }
+
+    #[test]
+    fn every_session_is_counted_once_and_the_counts_add_up() {
+        use Action::{Keep, Reap};
+        // (decision, fate) per session; the summary wanted.
+        type Row = (&'static [(Action, Option<Fate>)], usize, Summary);
+        let table: &[Row] = &[
+            (&[], 0, Summary::default()),
+            (
+                &[(Keep, None), (Keep, None)],
+                0,
+                Summary {
+                    seen: 2,
+                    kept: 2,
+                    ..Summary::default()
+                },
+            ),
+            (
+                &[
+                    (Keep, None),
+                    (Reap, Some(Fate::Ended(Outcome::Reaped))),
+                    (Reap, Some(Fate::Held)),
+                    (Reap, Some(Fate::Ended(Outcome::Aborted))),
+                    (Reap, Some(Fate::Ended(Outcome::Failed))),
+                ],
+                1,
+                Summary {
+                    seen: 5,
+                    kept: 1,
+                    reaped: 1,
+                    held: 1,
+                    aborted: 1,
+                    failed: 1,
+                    recovered: 1,
+                    ..Summary::default()
+                },
+            ),
+            // Decided, not acted on (reaping off, no reason): kept. A fate on a kept session
+            // (cannot happen) does not count it twice.
+            (
+                &[(Reap, None), (Keep, Some(Fate::Held))],
+                0,
+                Summary {
+                    seen: 2,
+                    kept: 2,
+                    ..Summary::default()
+                },
+            ),
+            (
+                &[(Reap, Some(Fate::WouldReap)), (Reap, Some(Fate::Started))],
+                0,
+                Summary {
+                    seen: 2,
+                    would_reap: 1,
+                    started: 1,
+                    ..Summary::default()
+                },
+            ),
+        ];
+        for (rows, recovered, want) in table {
+            let decisions: Vec<Decision> = rows
+                .iter()
+                .enumerate()
+                .map(|(i, (a, _))| decision(i as u32, *a))
+                .collect();
+            let fates: HashMap<u32, Fate> = rows
+                .iter()
+                .enumerate()
+                .filter_map(|(i, (_, f))| f.map(|f| (i as u32, f)))
+                .collect();
+            let got = summarize(&decisions, &fates, *recovered);
+            assert_eq!(&got, want, "{rows:?}");
+            assert_eq!(
+                got.kept
+                    + got.reaped
+                    + got.held
+                    + got.aborted
+                    + got.failed
+                    + got.would_reap
+                    + got.started,
+                got.seen,
+                "{rows:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The end of every reap: how it ended from what survived, and the line written (log, file,
+//! metrics). The audit line is built from that end in one place, `core::reap_end::audit_line`.
+
+use std::time::Instant;
+
+use crate::adapters::procs;
+use crate::adapters::state::{AuditLine, Outcome};
+use crate::core::reap_end::{Failure, ReapEnd};
+use crate::engine::context::Reaper;
+
+/// How a reap past its signals ended, from what survived (recorded in `line`): `reaped` only
+/// when no victim lives and nothing failed (`failure`, an earlier step's).
+pub(crate) fn verify(
+    line: &mut AuditLine,
+    ids: &[procs::Ident],
+    failure: Option<Failure>,
+) -> ReapEnd {
+    line.survivors = ids
+        .iter()
+        .filter(|i| procs::alive(**i))
+        .map(|i| i.pid)
+        .collect();
+    match failure {
+        None if line.survivors.is_empty() => ReapEnd::Reaped,
+        None => ReapEnd::Failed(Failure::Survivors(line.survivors.clone())),
+        Some(f) => ReapEnd::Failed(f),
+    }
+}
+
+/// Log the line, append it to the audit log, count it.
+pub(crate) fn finish(r: &Reaper, mut line: AuditLine, t0: Instant) -> AuditLine {
+    line.took_ms = t0.elapsed().as_millis() as u64;
+    match line.outcome {
+        Outcome::Reaped => tracing::info!(
+            session = %line.session, tmux_id = %line.tmux_id, reason = %line.reason, idle_ms = line.idle_ms,
+            pids = line.pids.len(), term = line.term, kill = line.kill, rss_bytes = line.rss_bytes, took_ms = line.took_ms,
+            "reaped"
+        ),
+        Outcome::Aborted => {
+            tracing::info!(session = %line.session, tmux_id = %line.tmux_id, why = line.error.as_deref(), "reap aborted")
+        }
+        _ => {
+            tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = line.error.as_deref(), survivors = ?line.survivors, "reap failed")
+        }
+    }
+    if let Err(e) = r.state.append_audit(&line) {
+        tracing::error!(error = %e, session = %line.session, "failed to append the audit line");
+    }
+    r.metrics.record_reap(&line);
+    line
+}

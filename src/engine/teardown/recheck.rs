@@ -1,0 +1,140 @@
+//! The re-check right before acting: which sessions of the batch carry our mark, re-checked on
+//! fresh data, and their victims collected.
+
+use super::*;
+
+/// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.
+/// A session we do not hold is aborted; one we hold that no longer passes is aborted and queued
+/// in `unmark`. Returns the fresh listing.
+///
+/// Long (about 90 lines) on purpose: the re-check's refusals in the order the fencing relies on
+/// (server, presence, our mark, the name, then the fresh decision).
+pub(super) async fn recheck(
+    r: &Reaper,
+    jobs: &mut [Job],
+    token: &str,
+    unmark: &mut Vec<u32>,
+) -> Option<Listing> {
+    if jobs.iter().all(|j| j.over) {
+        return None;
+    }
+    let fresh = match r.tmux.list(&r.cfg.prefix, procs::exit_collected).await {
+        Ok(l) if l.problems.is_empty() => Ok(l),
+        Ok(l) => Err(l.problems.join("; ")),
+        Err(e) => Err(e.to_string()),
+    };
+    let fresh = match fresh {
+        Ok(l) => r.read_activity().await.map(|busy| (l, busy)),
+        Err(e) => Err(e),
+    };
+    let (listing, busy) = match fresh {
+        Ok(x) => x,
+        Err(e) => {
+            for j in jobs.iter_mut().filter(|j| !j.over) {
+                unmark.push(j.n());
+                j.abort(Abort::LivenessUnknown(e.clone()));
+            }
+            return None;
+        }
+    };
+    let by_id: HashMap<u32, &Session> = listing.sessions.iter().map(|s| (s.tmux_id, s)).collect();
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        if j.req.server_pid.is_some() && j.req.server_pid != listing.server_pid {
+            unmark.push(j.n());
+            j.abort(Abort::ServerRestarted);
+        }
+    }
+    let ignore_orphans = r.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        let old = &j.req.session;
+        // Listed only under a name of ours: one renamed away may still carry our mark (the
+        // clear is checked in the server, and is a no-op on a session that is gone).
+        let Some(s) = by_id.get(&j.n()) else {
+            unmark.push(j.n());
+            j.abort(Abort::GoneOrRenamed);
+            continue;
+        };
+        // The test-and-set left our mark only where all its conditions held. (A session we do
+        // not hold is queued too: the clear is checked in the server, a no-op unless ours.)
+        if !s.holds_mark_of(token) {
+            unmark.push(j.n());
+            j.abort(Abort::NotHeld);
+            continue;
+        }
+        // Same `$N` and same name: a session renamed since it was listed (even to another name
+        // of ours) is not the one this reap was decided for.
+        if s.name != old.name {
+            unmark.push(j.n());
+            j.abort(Abort::Renamed);
+            continue;
+        }
+        let mut s = (*s).clone();
+        s.cmdline_cid = old.cmdline_cid.clone();
+        s.mem_bytes = old.mem_bytes;
+        if ignore_orphans {
+            for c in &mut s.clients {
+                c.orphaned = procs::orphaned(c.pid);
+            }
+        }
+        let snap = Snapshot {
+            busy_ids: busy.get(&s.id).cloned().into_iter().collect(),
+            sessions: vec![s],
+            ..Snapshot::default()
+        };
+        let Some(fresh) = policy::decide(&snap, now_ms(), &r.cfg.policy).pop() else {
+            unmark.push(j.n());
+            j.abort(Abort::NoFreshDecision);
+            continue;
+        };
+        let d = &j.req.decision;
+        if let Err(why) =
+            policy::still_reapable(&fresh, d.idle_ms, j.req.reason, j.req.force, &r.cfg.policy)
+        {
+            unmark.push(j.n());
+            j.abort(Abort::Changed(why));
+            continue;
+        }
+        // The chat's cid as it is now (a studio may have set `@ccs_cid` since the sweep).
+        if fresh.cid.is_some() {
+            j.line.cid = fresh.cid.clone();
+        }
+        j.fresh = snap.sessions.into_iter().next();
+    }
+    Some(listing)
+}
+
+/// The victims of every session still to be reaped, from one scan of the process table, pinned.
+pub(super) fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
+    if jobs.iter().all(|j| j.over) {
+        return;
+    }
+    let table = match procs::table() {
+        Ok(t) => t,
+        Err(e) => {
+            for j in jobs.iter_mut().filter(|j| !j.over) {
+                unmark.push(j.n());
+                j.fail(Failure::ProcessTable(e.to_string()));
+            }
+            return;
+        }
+    };
+    let live = jobs
+        .iter()
+        .filter(|j| !j.over)
+        .filter_map(|j| j.fresh.as_ref());
+    let members = procs::members_of(&table, live, listing);
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        let ids = members.get(&j.n()).map(Vec::as_slice).unwrap_or(&[]);
+        j.victims = procs::pin(ids);
+        // Every member, pinned or not: one that could not be pinned (/proc could not tell) and
+        // still lives is a survivor, never a silent success.
+        j.ids = ids.to_vec();
+        let (rss, pss) = procs::memory(&j.ids);
+        j.line.rss_bytes = rss;
+        j.line.pss_bytes = pss;
+        j.line.pids = j.ids.iter().map(|i| i.pid).collect();
+        if let Some(s) = &j.fresh {
+            j.line.ended = Some(ended(s, j.req.reason, &mut j.line));
+        }
+    }
+}

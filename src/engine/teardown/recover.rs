@@ -1,0 +1,212 @@
+//! Finishing what a reaper that died mid-teardown left: its journals, whose pids are re-checked
+//! against the live system before any signal.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use super::{audit_line, finish, verify, Abort, Failure, ReapEnd};
+use crate::adapters::clock::now_ms;
+use crate::adapters::procs;
+use crate::adapters::state::{AuditLine, Ended, Journal, Tombstone};
+use crate::adapters::tmux::Listing;
+use crate::core::time::rfc3339;
+use crate::engine::context::Reaper;
+
+/// Finish the teardowns that a reaper left behind when it died (their journals remain and their
+/// owner is gone). The session, if still there under the same name, is killed too. Called only
+/// with a listing that was read (never an empty one standing for a tmux that failed).
+///
+/// Long (about 155 lines) on purpose: the takeover of a dead reaper's mark and what follows it
+/// are one protocol whose order must not change (see policy::fence and docs/teardown.md).
+pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> Vec<AuditLine> {
+    let mut lines = Vec::new();
+    if journals.is_empty() {
+        return lines;
+    }
+    // Without the process table nothing can be told of the victims: leave the journals for the
+    // next sweep rather than take every victim for gone.
+    let table = match procs::table() {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::warn!(error = %e, "reap journals left for the next sweep");
+            return lines;
+        }
+    };
+    for j in journals {
+        if r.is_inflight(j.tmux_id) {
+            continue;
+        }
+        // The session the journal names (its `$N`, under any name: one renamed since is the same
+        // session), still there on the same server: it is the dead reaper's only while it still
+        // carries its mark. A mark cleared since (the chat was used again) means the chat is no
+        // longer its to take: drop the journal, signal nothing.
+        let still = listing.server_pid.is_some()
+            && j.server_pid == listing.server_pid
+            && (listing.sessions.iter().any(|s| s.tmux_id == j.tmux_id)
+                || listing.all_panes.iter().any(|&(n, _)| n == j.tmux_id));
+        let held = listing
+            .sessions
+            .iter()
+            .any(|s| s.tmux_id == j.tmux_id && s.holds_mark_of(&j.token));
+        if still && !held {
+            tracing::warn!(session = %j.session, "a reap journal whose session no longer carries its mark: dropped, nothing signalled");
+            if let Err(e) = r.state.remove_journal(&j) {
+                tracing::warn!(error = %e, "failed to remove the reap journal");
+            }
+            continue;
+        }
+        let t0 = Instant::now();
+        // A journal written before the `before` hook whose tombstone does not carry its token:
+        // the reaper died before its hook and its fence let it go on, so nothing was
+        // signalled. Release the chat: its mark goes, the journal goes, nothing is signalled.
+        if j.armed_by_tombstone && !tombstone_of(r, &j) {
+            tracing::warn!(session = %j.session, "a reaper stopped before its first signal: its mark is released, nothing signalled");
+            if still {
+                if let Err(e) = r.tmux.clear_reaping_many(&[j.tmux_id], &j.token).await {
+                    tracing::warn!(error = %e, session = %j.session, "failed to clear the mark of a released reap: the journal stays");
+                    continue;
+                }
+            }
+            let line = AuditLine::of_journal(&j, now_ms());
+            let line = audit_line(line, &ReapEnd::Aborted(Abort::Released));
+            lines.push(finish(r, line, t0));
+            if let Err(e) = r.state.remove_journal(&j) {
+                tracing::warn!(error = %e, "failed to remove the reap journal");
+            }
+            continue;
+        }
+        // The session still carries the dead reaper's mark: take it over (only while it is
+        // still exactly that mark), so that no other reader clears it while we finish; what we
+        // do not then hold is not ours to signal.
+        let mut token = j.token.clone();
+        let mine = r.mark_owner().token(&super::nonce());
+        let _live = r.hold_token(&mine);
+        if still && held {
+            let mark = listing
+                .sessions
+                .iter()
+                .find(|s| s.tmux_id == j.tmux_id)
+                .map(|s| s.reaping.clone())
+                .unwrap_or_default();
+            match r
+                .tmux
+                .take_over(j.tmux_id, mark.trim(), &j.token, now_ms(), &mine)
+                .await
+            {
+                Ok(true) => token = mine.clone(),
+                Ok(false) => {
+                    tracing::warn!(session = %j.session, "the mark of a dead reaper's teardown changed before it could be taken over: dropped, nothing signalled");
+                    if let Err(e) = r.state.remove_journal(&j) {
+                        tracing::warn!(error = %e, "failed to remove the reap journal");
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, session = %j.session, "failed to take over a dead reaper's mark: the journal stays");
+                    continue;
+                }
+            }
+        }
+        tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
+        let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
+        let pinned = journal_victims(r, &table, &j, listing, same_server);
+        let victims = procs::pin(&pinned);
+        let mut line = AuditLine::of_journal(&j, now_ms());
+        line.ended = Some(Ended::Stopped);
+        line.pids = pinned.iter().map(|v| v.pid).collect();
+        // The tombstone was written before the first signal; write it again only if it is
+        // missing and no chat of that name has come back since.
+        let back = listing
+            .sessions
+            .iter()
+            .any(|s| s.name == j.session && (!same_server || s.tmux_id != j.tmux_id));
+        if !back && r.state.read_tombstone(&j.id).ok().flatten().is_none() {
+            let tomb = Tombstone {
+                id: j.id.clone(),
+                cid: j.cid.clone(),
+                reaped_at: rfc3339(now_ms()),
+                reason: j.reason,
+                cwd: j.cwd.clone(),
+                session: Some(j.session.clone()),
+                socket: Some(r.socket_path()),
+                token: Some(j.token.clone()),
+            };
+            if let Err(e) = r.state.write_tombstone(&tomb) {
+                tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
+                continue;
+            }
+        }
+        let rep = procs::stop(&victims, r.cfg.grace).await;
+        line.term = rep.term;
+        line.kill = rep.kill;
+        // The session is killed only if it is the same one: same server, and it still carries
+        // the dead reaper's token (checked in the server).
+        let mut failure = None;
+        if same_server {
+            if let Err(e) = r.tmux.kill_sessions(&[j.tmux_id], &token).await {
+                failure = Some(Failure::KillSession(e.to_string()));
+            }
+        }
+        let end = verify(&mut line, &pinned, failure);
+        let mut line = audit_line(line, &end);
+        // A reap that went through says whose it was.
+        line.error
+            .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
+        lines.push(finish(r, line, t0));
+        if let Err(e) = r.state.remove_journal(&j) {
+            tracing::warn!(error = %e, "failed to remove the reap journal");
+        }
+    }
+    lines
+}
+
+/// Whether the tombstone of the journal's chat carries the journal's token: the reap got past
+/// its `before` hook and its fence, and may have signalled.
+fn tombstone_of(r: &Reaper, j: &Journal) -> bool {
+    matches!(r.state.read_tombstone(&j.id), Ok(Some(t)) if t.token.as_deref() == Some(j.token.as_str()))
+}
+
+/// A dead reaper's journal lists pids; none is signalled on its word alone (the file may have
+/// been planted). Each is re-checked against the live system: see [`procs::journal_victims`].
+/// The TMUX marker is looked for under the socket path the server reports now, and the ones we
+/// would compute.
+fn journal_victims(
+    r: &Reaper,
+    table: &[procs::Proc],
+    j: &Journal,
+    listing: &Listing,
+    same_server: bool,
+) -> Vec<procs::Ident> {
+    let Some(server) = j.server_pid else {
+        tracing::warn!(session = %j.session, "the journal names no tmux server: no process is signalled");
+        return Vec::new();
+    };
+    let prot = procs::protected(table, listing.server_pid);
+    let mut paths: Vec<String> = listing.socket_path.iter().cloned().collect();
+    paths.push(r.cfg.socket.path().to_string_lossy().into_owned());
+    paths.push(r.socket_path());
+    let needles: Vec<Vec<u8>> = paths
+        .iter()
+        .map(|p| format!("TMUX={}", procs::tmux_env_value(p, server, j.tmux_id)).into_bytes())
+        .collect();
+    // Processes of live panes of every other session (of the journal's own, if it is still there
+    // on the same server, its panes are fair game).
+    let mut by: HashMap<u32, Vec<u32>> = HashMap::new();
+    for &(n, pid) in &listing.all_panes {
+        if !(same_server && n == j.tmux_id) {
+            by.entry(n).or_default().push(pid);
+        }
+    }
+    let others: Vec<(u32, Vec<u32>)> = by.into_iter().collect();
+    let uid = rustix::process::getuid().as_raw();
+    let exclude: HashSet<i32> = procs::members(table, &others, &[], None, uid, &prot)
+        .into_values()
+        .flatten()
+        .map(|i| i.pid)
+        .collect();
+    let (kept, refused) = procs::journal_victims(table, &j.victims, &needles, &exclude, uid, &prot);
+    for (id, why) in refused.iter().filter(|(_, w)| *w != "gone") {
+        tracing::warn!(session = %j.session, pid = id.pid, why, "a pid of the journal is not signalled");
+    }
+    kept
+}
