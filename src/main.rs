@@ -39,7 +39,7 @@ const VERSION: &str = concat!(
     about = "Opt-in reaper of idle Claude Code chat sessions on a tmux server"
 )]
 #[command(
-    after_help = "Configured from the environment only: `ccs-reap --help` lists every CCS_* variable with its default; `man ccs-reap` (install it with `ccs-reap man --dir`) has them too."
+    after_help = "Configured from the environment over the settings file (--config, CCS_CONFIG, ~/.config/ccs-reap/env, /etc/ccs-reap/env): `ccs-reap --help` lists every CCS_* variable with its default, `ccs-reap config` what is in effect; `man ccs-reap` (install it with `ccs-reap man --dir`) has them too."
 )]
 struct Cli {
     /// One sweep, then exit (for scripts and cron).
@@ -51,6 +51,10 @@ struct Cli {
     /// Machine-readable output on stdout (one JSON document, whatever the outcome); logs stay on stderr.
     #[arg(long, global = true)]
     json: bool,
+    /// The settings file (KEY=value lines, as systemd's EnvironmentFile=), instead of CCS_CONFIG,
+    /// ~/.config/ccs-reap/env or /etc/ccs-reap/env; the environment wins over it.
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     cmd: Option<Cmd>,
 }
@@ -115,6 +119,8 @@ enum Cmd {
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
     },
+    /// Print every setting in effect, with where it came from (default, FILE:LINE, environment).
+    Config,
     /// Print each audit event (one JSON line per reap attempt or warning) as it is appended,
     /// following the audit log across rotations, until SIGTERM/SIGINT or stdout closes.
     Events {
@@ -202,7 +208,7 @@ const FILES: &[(&str, &str)] = &[
     ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (schema: docs/files.md), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
     ("<state dir>/reaper-<socket label>.lock", "The daemon's single-instance lock, one per tmux socket."),
     ("<state dir>/studios/<socket label>-<hash>@<prefix>/", "Per studio: known.json, tombstones (sessions/<id>.json) and teardown journals (reaping/<id>.json)."),
-    ("~/.config/ccs-reap/env", "The environment file the contrib/systemd units read (EnvironmentFile=)."),
+    ("--config FILE, else $CCS_CONFIG, else $XDG_CONFIG_HOME/ccs-reap/env (~/.config/ccs-reap/env), else /etc/ccs-reap/env", "The settings file, the first that exists (one named by --config or CCS_CONFIG must exist); the same files the contrib/systemd units read (EnvironmentFile=). Refused (exit 2) when it is not a regular file, is writable by every user, belongs to another user than root or this one, or passes 1 MiB."),
 ];
 
 /// The main man page: clap_mangen's sections, then ENVIRONMENT (from the one list of settings,
@@ -217,7 +223,7 @@ fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     man.render_options_section(&mut buf)?;
     man.render_subcommands_section(&mut buf)?;
     let mut t = String::from(".SH ENVIRONMENT\n");
-    t.push_str(&roff("ccs-reap is configured through the environment only. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_IDLE is set. A value that does not fit makes every command exit 2 naming the variable."));
+    t.push_str(&roff("ccs-reap reads its settings from the environment, over the settings file (see FILES): KEY=value lines as systemd's EnvironmentFile= reads them; the environment wins; ccs-reap config prints what is in effect and where each value came from. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_IDLE is set. A value that does not fit makes every command exit 2 naming the variable."));
     t.push('\n');
     let mut group = "";
     for v in ccs_reap::config::VARS {
@@ -413,10 +419,10 @@ fn main() -> ExitCode {
         return code;
     }
     if matches!(cli.cmd, Some(Cmd::ClaudeHook)) {
-        return claude_hook_main(cli.dry_run);
+        return claude_hook_main(cli.dry_run, cli.config.as_deref());
     }
     raise_fd_limit();
-    let cfg = match Config::from_env() {
+    let cfg = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             say!("ccs-reap: {e}");
@@ -573,7 +579,12 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     }
     // Every command that talks to tmux refuses one older than it supports (one `tmux -V`).
     let talks_to_tmux = cli.cmd.is_some() || cfg.policy.enabled();
-    if talks_to_tmux && !matches!(cli.cmd, Some(Cmd::Formats | Cmd::ClaudeSettings { .. })) {
+    if talks_to_tmux
+        && !matches!(
+            cli.cmd,
+            Some(Cmd::Formats | Cmd::ClaudeSettings { .. } | Cmd::Config)
+        )
+    {
         if let Err(e) = ccs_reap::tmux::version::check(&cfg).await {
             let _ = command_error(cli.json, CommandError::Refused(e)); // stderr, and the JSON
             return ExitCode::from(exit::CONFIG);
@@ -585,6 +596,14 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         // Handled in main(), before anything that could exit with another code.
         Some(Cmd::ClaudeHook) => ExitCode::SUCCESS,
         Some(Cmd::ClaudeSettings { write }) => claude_settings(cli.json, &cfg, write.as_deref()),
+        Some(Cmd::Config) => {
+            if cli.json {
+                print_json(&cfg.to_json());
+            } else {
+                out(&cfg.render());
+            }
+            ExitCode::SUCCESS
+        }
         Some(Cmd::Formats) => {
             print_json(&serde_json::json!({
                 "SESSION_FMT": ccs_reap::tmux::SESSION_FMT,
@@ -767,13 +786,13 @@ fn read_stdin_within(limit: Duration) -> Result<String, String> {
 /// prompt sent to a chat that a reap holds is exit 2 (Claude Code blocks it and shows the line).
 /// Nothing is written to stdout: claude adds a `SessionStart` or `UserPromptSubmit` hook's stdout
 /// to the conversation. The whole run (stdin and tmux) stays within `CCS_TMUX_TIMEOUT_MS`.
-fn claude_hook_main(dry_run: bool) -> ExitCode {
+fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) -> ExitCode {
     let started = Instant::now();
     let fail = |m: &str| {
         say!("ccs-reap claude-hook: {m}");
         ExitCode::SUCCESS
     };
-    let cfg = match Config::from_env() {
+    let cfg = match Config::load(config) {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string()),
     };
