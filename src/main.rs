@@ -450,6 +450,7 @@ fn main() -> ExitCode {
                     | Cmd::Pin { .. }
                     | Cmd::Unpin { .. }
                     | Cmd::ClaudeSettings { .. }
+                    | Cmd::Config
             )
         )
     {
