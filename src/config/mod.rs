@@ -305,6 +305,120 @@ impl SettingsFile {
     }
 }
 
+/// One value given for a variable, and where it was given.
+struct Given {
+    name: String,
+    value: String,
+    source: Source,
+}
+
+impl Source {
+    /// `FILE:LINE` for a value from the settings file, for messages.
+    fn place(&self) -> Option<String> {
+        match self {
+            Source::File { .. } => Some(self.to_string()),
+            _ => None,
+        }
+    }
+}
+
+/// The values of ccs-reap's variables (`CCS_*`, `RUST_LOG`): the file's first, the environment's
+/// over them; a blank value is unset (and unsets what the file gave).
+fn gather(
+    vars: impl IntoIterator<Item = (String, String)>,
+    file: Option<&SettingsFile>,
+) -> Vec<Given> {
+    let ours = |k: &str| k.starts_with("CCS_") || k == "RUST_LOG";
+    let from_file = file.into_iter().flat_map(|f| {
+        f.entries.iter().map(|e| {
+            let source = Source::File {
+                path: f.path.clone(),
+                line: e.line,
+            };
+            (e.key.clone(), e.value.clone(), source)
+        })
+    });
+    let from_env = vars.into_iter().map(|(k, v)| (k, v, Source::Environment));
+    let mut given: Vec<Given> = Vec::new();
+    for (name, value, source) in from_file.chain(from_env) {
+        if !ours(&name) {
+            continue;
+        }
+        given.retain(|g| g.name != name);
+        if !value.trim().is_empty() {
+            given.push(Given {
+                name,
+                value,
+                source,
+            });
+        }
+    }
+    given
+}
+
+fn given<'a>(given: &'a [Given], name: &str) -> Option<&'a Given> {
+    given.iter().find(|g| g.name == name)
+}
+
+/// Each row of [`VARS`] whose variable is given, through its parser, in the table's order; and
+/// every setting's value and source.
+fn apply(g: &[Given]) -> Result<(Draft, Vec<Effective>), ConfigError> {
+    let mut d = Draft::default();
+    let mut sources = Vec::with_capacity(VARS.len());
+    for s in VARS {
+        let Some(v) = given(g, s.name) else {
+            sources.push(Effective {
+                name: s.name,
+                value: None,
+                source: Source::Default,
+            });
+            continue;
+        };
+        (s.parse)(&mut d, &v.value).map_err(|expected| ConfigError {
+            var: s.name.into(),
+            value: v.value.clone(),
+            expected,
+            at: v.source.place(),
+        })?;
+        sources.push(Effective {
+            name: s.name,
+            value: Some(v.value.clone()),
+            source: v.source.clone(),
+        });
+    }
+    Ok((d, sources))
+}
+
+/// The warnings for the `CCS_*` names given that are no setting, each with its FILE:LINE when
+/// the settings file has it.
+fn unknown_notes(g: &[Given], allow: &[String]) -> Vec<String> {
+    let known = known_vars();
+    g.iter()
+        .filter(|v| v.name.starts_with("CCS_"))
+        .filter_map(|v| {
+            let n = unknown_note(&v.name, &known, allow)?;
+            Some(match v.source.place() {
+                Some(at) => format!("{at}: {n}"),
+                None => n,
+            })
+        })
+        .collect()
+}
+
+/// Without `CCS_LOG`: `RUST_LOG` (the convention of Rust programs), else `info`, with its level
+/// names made tracing's ([`log::normalize`]).
+fn rust_log(g: &[Given]) -> Result<String, ConfigError> {
+    let Some(v) = given(g, "RUST_LOG") else {
+        return Ok("info".into());
+    };
+    log::normalize(&v.value).map_err(|expected| ConfigError {
+        var: v.name.clone(),
+        value: v.value.clone(),
+        expected,
+        at: v.source.place(),
+    })
+}
+
 /// The leeway a reap needs between its mark and its fence: the marks, the re-check's listing, the
 /// scan of the process table and the journals of a batch. A lease leaving less can never pass.
 pub const MIN_FENCE_SPARE_MS: i64 = 500;
@@ -337,70 +451,10 @@ impl Config {
         file: Option<&SettingsFile>,
         state_base: Option<PathBuf>,
     ) -> Result<Config, ConfigError> {
-        let ours = |k: &str| k.starts_with("CCS_") || k == "RUST_LOG";
-        // name -> (value, source): the file first, the environment over it. Blank is unset.
-        let mut given: Vec<(String, String, Source)> = Vec::new();
-        let mut put = |k: &str, v: &str, src: Source| {
-            given.retain(|(n, _, _)| n != k);
-            if !v.trim().is_empty() {
-                given.push((k.to_string(), v.to_string(), src));
-            }
-        };
-        for e in file.map(|f| f.entries.as_slice()).unwrap_or(&[]) {
-            if ours(&e.key) {
-                let path = file.map(|f| f.path.clone()).unwrap_or_default();
-                put(&e.key, &e.value, Source::File { path, line: e.line });
-            }
-        }
-        for (k, v) in vars {
-            if ours(&k) {
-                put(&k, &v, Source::Environment);
-            }
-        }
-        let value_of = |name: &str| given.iter().find(|(n, _, _)| n == name);
-        let at = |src: &Source| match src {
-            Source::File { .. } => Some(src.to_string()),
-            _ => None,
-        };
-
-        let mut d = Draft::default();
-        let mut sources = Vec::with_capacity(VARS.len());
-        for s in VARS {
-            let Some((_, v, src)) = value_of(s.name) else {
-                sources.push(Effective {
-                    name: s.name,
-                    value: None,
-                    source: Source::Default,
-                });
-                continue;
-            };
-            (s.parse)(&mut d, v).map_err(|expected| ConfigError {
-                var: s.name.into(),
-                value: v.clone(),
-                expected,
-                at: at(src),
-            })?;
-            sources.push(Effective {
-                name: s.name,
-                value: Some(v.clone()),
-                source: src.clone(),
-            });
-        }
-
-        let known = known_vars();
-        let mut notes: Vec<String> = given
-            .iter()
-            .filter(|(k, _, _)| k.starts_with("CCS_"))
-            .filter_map(|(k, _, src)| {
-                let n = unknown_note(k, &known, &d.allow)?;
-                Some(match at(src) {
-                    Some(at) => format!("{at}: {n}"),
-                    None => n,
-                })
-            })
-            .collect();
+        let given = gather(vars, file);
+        let (mut d, sources) = apply(&given)?;
+        let mut notes = unknown_notes(&given, &d.allow);
         notes.append(&mut d.notes);
-
         let socket = match (d.socket_path.take(), d.socket_name.take()) {
             (Some(p), _) => Socket::Path(p),
             (None, Some(n)) => Socket::Name(n),
@@ -418,21 +472,10 @@ impl Config {
                 })
             }
         };
-        // CCS_LOG, else RUST_LOG (the convention of Rust programs), else info.
-        let log_from = match d.log.take() {
-            Some(l) => Some(("CCS_LOG", l)),
-            None => value_of("RUST_LOG").map(|(_, v, _)| ("RUST_LOG", v.clone())),
+        let log_filter = match d.log.take() {
+            Some(l) => l,
+            None => rust_log(&given)?,
         };
-        let log_filter = match log_from {
-            None => "info".to_string(),
-            Some((var, l)) => log::normalize(&l).map_err(|expected| ConfigError {
-                var: var.into(),
-                value: l.clone(),
-                expected,
-                at: value_of(var).and_then(|(_, _, src)| at(src)),
-            })?,
-        };
-
         let cfg = Config {
             policy: d.policy,
             interval: Duration::from_millis(d.interval_ms),

@@ -49,6 +49,7 @@ pub struct Draft {
     pub prefix: String,
     pub activity_files: Vec<PathBuf>,
     pub state_dir: Option<PathBuf>,
+    /// `CCS_LOG`, its level names made tracing's.
     pub log: Option<String>,
     pub log_format: LogFormat,
     pub metrics_addr: Option<SocketAddr>,
@@ -472,7 +473,7 @@ pub const VARS: &[Setting] = &[
         default: "RUST_LOG if set, else info",
         help: "What is logged, on stderr: a level (journalctl's names too: warning, err, notice, crit) or a RUST_LOG filter.",
         parse: |d, s| {
-            d.log = Some(s.into());
+            d.log = Some(super::log::normalize(s)?);
             Ok(())
         },
     },
