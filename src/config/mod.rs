@@ -663,4 +663,130 @@ mod tests {
         let e = Config::from_vars(Vec::new(), None).unwrap_err();
         assert_eq!(e.var, "CCS_REAP_STATE_DIR");
     }
+
+    /// The settings file under the environment: each value's source, the environment winning
+    /// (a blank one unsetting the file's), a bad value named with its FILE:LINE.
+    #[test]
+    fn the_file_under_the_environment() {
+        let file = |text: &str| SettingsFile {
+            path: "/etc/ccs-reap/env".into(),
+            entries: file::parse(text).unwrap(),
+        };
+        let f = file("CCS_REAP_GRACE_MS=1s\nCCS_AUDIT_KEEP=7\nCCS_LOG=warning\nPATH=/x\n");
+        type Check = fn(&Config) -> bool;
+        let table: &[(&[(&str, &str)], Check)] = &[
+            (&[], |c| {
+                c.grace == Duration::from_secs(1) && c.audit_keep == 7 && c.log_filter == "warn"
+            }),
+            (&[("CCS_REAP_GRACE_MS", "2s")], |c| {
+                c.grace == Duration::from_secs(2)
+            }),
+            (&[("CCS_AUDIT_KEEP", " ")], |c| c.audit_keep == 5),
+            (&[("RUST_LOG", "debug")], |c| c.log_filter == "warn"),
+        ];
+        for (env, check) in table {
+            let c = Config::from_sources(
+                env.iter().map(|(k, v)| (k.to_string(), v.to_string())),
+                Some(&f),
+                Some("/st".into()),
+            )
+            .unwrap();
+            assert!(check(&c), "{env:?}: {c:?}");
+        }
+        let c = Config::from_sources(
+            [("CCS_REAP_GRACE_MS".to_string(), "2s".to_string())],
+            Some(&f),
+            Some("/st".into()),
+        )
+        .unwrap();
+        let src = |n: &str| {
+            c.sources
+                .iter()
+                .find(|e| e.name == n)
+                .unwrap()
+                .source
+                .clone()
+        };
+        assert_eq!(src("CCS_REAP_GRACE_MS"), Source::Environment);
+        assert_eq!(src("CCS_AUDIT_KEEP").to_string(), "/etc/ccs-reap/env:2");
+        assert_eq!(src("CCS_REAP_INTERVAL_MS"), Source::Default);
+        assert_eq!(c.file.as_deref(), Some(Path::new("/etc/ccs-reap/env")));
+
+        let bad = file("\nCCS_AUDIT_KEEP=0\nCCS_ENGINE_IDLE_KIL_MS=1\n");
+        let e = Config::from_sources(Vec::new(), Some(&bad), Some("/st".into())).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "/etc/ccs-reap/env:2: invalid CCS_AUDIT_KEEP=\"0\": a whole number of rotated files, from 1 to 1000"
+        );
+        let unknown = file("CCS_ENGINE_IDLE_KIL_MS=1\nCCS_CFG=x\n");
+        let c = Config::from_sources(Vec::new(), Some(&unknown), Some("/st".into())).unwrap();
+        assert_eq!(
+            c.warnings(),
+            vec!["/etc/ccs-reap/env:1: CCS_ENGINE_IDLE_KIL_MS is not a ccs-reap setting and is ignored: did you mean CCS_ENGINE_IDLE_KILL_MS?".to_string()]
+        );
+    }
+
+    /// A lease with less than the floor between mark and fence is refused, with the numbers.
+    #[test]
+    fn a_lease_that_can_never_pass_is_refused() {
+        let table: &[(&str, &str, Option<&str>, Option<&str>)] = &[
+            ("0", "300", None, Some("leaves 300 ms")),
+            ("0", "100", None, Some("3×0 + 3×100 + 2000 = 2300 ms")),
+            ("100", "300", None, None),
+            ("0", "500", None, None),
+            ("0", "10000", None, None),
+            ("200", "500", None, None),
+            ("0", "300", Some("200"), None),
+            (
+                "0",
+                "100",
+                Some("100"),
+                Some("+ 100 (CCS_REAP_HOOK_TIMEOUT_MS)"),
+            ),
+        ];
+        for (grace, tmux, hook, want) in table {
+            let mut vars = vec![
+                ("CCS_REAP_GRACE_MS", *grace),
+                ("CCS_TMUX_TIMEOUT_MS", *tmux),
+            ];
+            if let Some(h) = hook {
+                vars.push(("CCS_REAP_HOOK", "/bin/true"));
+                vars.push(("CCS_REAP_HOOK_TIMEOUT_MS", h));
+            }
+            let got = cfg(&vars);
+            match want {
+                None => assert!(got.is_ok(), "{vars:?}: {got:?}"),
+                Some(w) => {
+                    let e = got.unwrap_err();
+                    assert_eq!(e.var, "CCS_REAP_GRACE_MS");
+                    assert!(e.to_string().contains(w), "{vars:?}: {e}");
+                    assert!(e.to_string().contains("mark too old"), "{e}");
+                }
+            }
+        }
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.lease_limit_ms() - c.lease_rest_ms(), 20_000);
+    }
+
+    /// The rules the start line names: each active one with its threshold as written.
+    #[test]
+    fn the_rules_in_effect() {
+        let table: &[(&[(&str, &str)], &str)] = &[
+            (&[], "none (reaping is disabled)"),
+            (&[("CCS_ENGINE_IDLE_KILL_MS", "0")], "none (reaping is disabled)"),
+            (&[("CCS_ENGINE_IDLE_KILL_MS", "30m")], "idle CCS_ENGINE_IDLE_KILL_MS=30m"),
+            (
+                &[("CCS_ENGINE_MEM_HIGH", " 2G "), ("CCS_ENGINE_MAX_IDLE", "4")],
+                "memory CCS_ENGINE_MEM_HIGH=2G, max-idle CCS_ENGINE_MAX_IDLE=4, floor CCS_ENGINE_MIN_IDLE_MS=60000",
+            ),
+            (
+                &[("CCS_ENGINE_REAP_STUCK", "1"), ("CCS_ENGINE_STUCK_WALL_MS", "2h")],
+                "stuck CCS_ENGINE_STUCK_WALL_MS=2h",
+            ),
+            (&[("CCS_ENGINE_STUCK_WALL_MS", "2h")], "none (reaping is disabled)"),
+        ];
+        for (vars, want) in table {
+            assert_eq!(cfg(vars).unwrap().rules(), *want, "{vars:?}");
+        }
+    }
 }
