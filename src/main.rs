@@ -849,8 +849,19 @@ fn claude_settings(json: bool, cfg: &Config, write: Option<&std::path::Path>) ->
             )
         }
     };
-    let env: Vec<(String, String)> = std::env::vars().collect();
-    let command = claude_hook::hook_command(&bin, &claude_hook::hook_env(cfg, &env));
+    // The settings in effect, from the settings file or the environment; and the file itself,
+    // which the hook then reads as every command does.
+    let env: Vec<(String, String)> = cfg
+        .sources
+        .iter()
+        .filter_map(|e| Some((e.name.to_string(), e.value.clone()?)))
+        .collect();
+    let mut assigns = claude_hook::hook_env(cfg, &env);
+    if let Some(f) = &cfg.file {
+        let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        assigns.push(("CCS_CONFIG".into(), f.to_string_lossy().into_owned()));
+    }
+    let command = claude_hook::hook_command(&bin, &assigns);
     let Some(file) = write else {
         print_json(&claude_hook::fragment(&command));
         return ExitCode::SUCCESS;

@@ -309,3 +309,17 @@ fn the_daemons_start_line_names_the_version_and_every_rule() {
         assert!(line.contains(&want), "{want} not in {line}");
     }
 }
+
+#[test]
+fn claude_settings_hands_the_settings_file_and_its_values_to_the_hook() {
+    let s = Server::new();
+    let f = settings(&s, "studio.env", "CCS_REAP_GRACE_MS=1s\n");
+    let o = s.run(&["--config", &f, "claude-settings"], &[]);
+    let canonical = path_str(&std::fs::canonicalize(&f).unwrap());
+    assert!(
+        o.stdout.contains(&format!("CCS_CONFIG='{canonical}'"))
+            && o.stdout.contains("CCS_REAP_GRACE_MS='1s'"),
+        "{}",
+        o.stdout
+    );
+}
