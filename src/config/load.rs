@@ -237,12 +237,21 @@ impl Config {
         file: Option<&SettingsFile>,
         state_base: Option<PathBuf>,
     ) -> Result<Config, ConfigError> {
-        let given = gather(vars, file);
-        let (mut d, sources) = apply(&given)?;
-        let mut notes = unknown_notes(&given, &d.allow);
+        let given_vars = gather(vars, file);
+        let (mut d, sources) = apply(&given_vars)?;
+        let mut notes = unknown_notes(&given_vars, &d.allow);
         notes.append(&mut d.notes);
         let socket = match (d.socket_path.take(), d.socket_name.take()) {
             (Some(p), _) => Socket::Path(p),
+            (None, Some(n)) if n.contains('/') => {
+                return Err(ConfigError {
+                    var: "CCS_TMUX_SOCKET".into(),
+                    at: given(&given_vars, "CCS_TMUX_SOCKET").and_then(|g| g.source.place()),
+                    value: n,
+                    expected: "a socket name without '/' (use CCS_TMUX_SOCKET_PATH for a path)"
+                        .into(),
+                })
+            }
             (None, Some(n)) => Socket::Name(n),
             (None, None) => Socket::Name("ccstudio".into()),
         };
@@ -260,7 +269,7 @@ impl Config {
         };
         let log_filter = match d.log.take() {
             Some(l) => l,
-            None => rust_log(&given)?,
+            None => rust_log(&given_vars)?,
         };
         let cfg = Config {
             policy: d.policy,

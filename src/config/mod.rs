@@ -533,6 +533,9 @@ mod tests {
     fn socket_path_wins() {
         let c = cfg(&[("CCS_TMUX_SOCKET", "a"), ("CCS_TMUX_SOCKET_PATH", "/s")]).unwrap();
         assert_eq!(c.socket, Socket::Path("/s".into()));
+        // The path wins, so a name with '/' beside it is unused, not refused (as before).
+        let c = cfg(&[("CCS_TMUX_SOCKET", "a/b"), ("CCS_TMUX_SOCKET_PATH", "/s")]).unwrap();
+        assert_eq!(c.socket, Socket::Path("/s".into()));
         assert_eq!(c.socket.label(), "_s");
         let by_name = Socket::Name("ccstudio".into());
         assert!(by_name.path().ends_with(format!(

@@ -121,10 +121,8 @@ pub const VARS: &[Setting] = &[
         group: STUDIO,
         default: "ccstudio",
         help: "The tmux server, as tmux -L <name> (its path is $TMUX_TMPDIR or /tmp, then tmux-<uid>/<name>).",
+        // Checked once the path is known: CCS_TMUX_SOCKET_PATH wins, and then this is unused.
         parse: |d, s| {
-            if s.contains('/') {
-                return Err("a socket name without '/' (use CCS_TMUX_SOCKET_PATH for a path)".into());
-            }
             d.socket_name = Some(s.into());
             Ok(())
         },
