@@ -25,7 +25,7 @@
 //! - [`metrics`]: Prometheus metrics and `/healthz`.
 //! - [`systemd`]: systemd's service notifications (`READY=1`, `WATCHDOG=1`, `STOPPING=1`).
 //! - [`exit`]: the exit codes, shared by the binary and the tests.
-//! - [`config`]: the settings, from the environment, checked once.
+//! - [`config`]: the settings, from one table, read from the settings file and the environment, checked once.
 //! - [`units`]: durations and memory sizes, parsed.
 //! - [`clock`]: time stamps.
 
