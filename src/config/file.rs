@@ -39,7 +39,10 @@ pub fn locate(
 /// The default places, in order.
 pub fn candidates(xdg_config_home: Option<&str>, home: Option<&str>) -> Vec<PathBuf> {
     let nonempty = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
-    let user = nonempty(xdg_config_home).or_else(|| nonempty(home).map(|h| h.join(".config")));
+    // A relative $XDG_CONFIG_HOME is ignored, as the XDG base directory spec says.
+    let user = nonempty(xdg_config_home)
+        .filter(|p| p.is_absolute())
+        .or_else(|| nonempty(home).map(|h| h.join(".config")));
     user.map(|d| d.join("ccs-reap/env"))
         .into_iter()
         .chain(std::iter::once(PathBuf::from("/etc/ccs-reap/env")))
@@ -318,6 +321,8 @@ mod tests {
             vec![PathBuf::from("/x/ccs-reap/env"), "/etc/ccs-reap/env".into()]
         );
         let c = candidates(None, Some("/h"));
+        assert_eq!(c[0], PathBuf::from("/h/.config/ccs-reap/env"));
+        let c = candidates(Some("rel"), Some("/h"));
         assert_eq!(c[0], PathBuf::from("/h/.config/ccs-reap/env"));
         let c = candidates(Some(""), None);
         assert_eq!(c, vec![PathBuf::from("/etc/ccs-reap/env")]);
