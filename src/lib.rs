@@ -37,7 +37,8 @@
 //!     re-check on fresh data; `write`: journal and tombstone), and a dead reaper's recovery.
 //!   - [`engine::context`]: the context the stages share (config, tmux handle, state dir, metrics,
 //!     reaps in flight).
-//! - [`config`]: the settings, from the environment, checked once.
+//! - [`config`]: the settings, from one table (`config::table`), read from the settings file and
+//!   the environment (`config::load`, `config::file`), checked once; `config::show` prints them.
 //! - [`adapters`]: one each for what is outside.
 //!   - [`adapters::tmux`]: the only module that runs tmux (the socket, the listing, literal
 //!     arguments, the version check).

@@ -18,7 +18,7 @@ pub(super) const VERSION: &str = concat!(
     about = "Opt-in reaper of idle Claude Code chat sessions on a tmux server"
 )]
 #[command(
-    after_help = "Configured from the environment only: `ccs-reap --help` lists every CCS_* variable with its default; `man ccs-reap` (install it with `ccs-reap man --dir`) has them too."
+    after_help = "Configured from the environment over the settings file (--config, CCS_CONFIG, ~/.config/ccs-reap/env, /etc/ccs-reap/env): `ccs-reap --help` lists every CCS_* variable with its default, `ccs-reap config` what is in effect; `man ccs-reap` (install it with `ccs-reap man --dir`) has them too."
 )]
 pub(super) struct Cli {
     /// One sweep, then exit (for scripts and cron).
@@ -30,6 +30,10 @@ pub(super) struct Cli {
     /// Machine-readable output on stdout (one JSON document, whatever the outcome); logs stay on stderr.
     #[arg(long, global = true)]
     pub(super) json: bool,
+    /// The settings file (KEY=value lines, as systemd's EnvironmentFile=), instead of CCS_CONFIG,
+    /// ~/.config/ccs-reap/env or /etc/ccs-reap/env; the environment wins over it.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub(super) config: Option<PathBuf>,
     #[command(subcommand)]
     pub(super) cmd: Option<Cmd>,
 }
@@ -94,6 +98,8 @@ pub(super) enum Cmd {
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
     },
+    /// Print every setting in effect, with where it came from (default, FILE:LINE, environment).
+    Config,
     /// Print each audit event (one JSON line per reap attempt or warning) as it is appended,
     /// following the audit log across rotations, until SIGTERM/SIGINT or stdout closes.
     Events {

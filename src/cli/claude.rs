@@ -36,13 +36,13 @@ pub(super) fn read_stdin_within(limit: Duration) -> Result<String, String> {
 /// prompt sent to a chat that a reap holds is exit 2 (Claude Code blocks it and shows the line).
 /// Nothing is written to stdout: claude adds a `SessionStart` or `UserPromptSubmit` hook's stdout
 /// to the conversation. The whole run (stdin and tmux) stays within `CCS_TMUX_TIMEOUT_MS`.
-pub(super) fn claude_hook_main(dry_run: bool) -> ExitCode {
+pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) -> ExitCode {
     let started = Instant::now();
     let fail = |m: &str| {
         say!("ccs-reap claude-hook: {m}");
         ExitCode::SUCCESS
     };
-    let cfg = match Config::from_env() {
+    let cfg = match Config::load(config) {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string()),
     };
@@ -102,8 +102,19 @@ pub(super) fn claude_settings(
             )
         }
     };
-    let env: Vec<(String, String)> = std::env::vars().collect();
-    let command = claude_hook::hook_command(&bin, &claude_hook::hook_env(cfg, &env));
+    // The settings in effect, from the settings file or the environment; and the file itself,
+    // which the hook then reads as every command does.
+    let env: Vec<(String, String)> = cfg
+        .sources
+        .iter()
+        .filter_map(|e| Some((e.name.to_string(), e.value.clone()?)))
+        .collect();
+    let mut assigns = claude_hook::hook_env(cfg, &env);
+    if let Some(f) = &cfg.file {
+        let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
+        assigns.push(("CCS_CONFIG".into(), f.to_string_lossy().into_owned()));
+    }
+    let command = claude_hook::hook_command(&bin, &assigns);
     let Some(file) = write else {
         print_json(&claude_hook::fragment(&command));
         return ExitCode::SUCCESS;

@@ -72,7 +72,7 @@ pub(super) const FILES: &[(&str, &str)] = &[
     ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (schema: docs/files.md), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
     ("<state dir>/reaper-<socket label>.lock", "The daemon's single-instance lock, one per tmux socket."),
     ("<state dir>/studios/<socket label>-<hash>@<prefix>/", "Per studio: known.json, tombstones (sessions/<id>.json) and teardown journals (reaping/<id>.json)."),
-    ("~/.config/ccs-reap/env", "The environment file the contrib/systemd units read (EnvironmentFile=)."),
+    ("--config FILE, else $CCS_CONFIG, else $XDG_CONFIG_HOME/ccs-reap/env (~/.config/ccs-reap/env), else /etc/ccs-reap/env", "The settings file, the first that exists (one named by --config or CCS_CONFIG must exist); the same files the contrib/systemd units read (EnvironmentFile=). Refused (exit 2) when it is not a regular file, is writable by every user, belongs to another user than root or this one, or passes 1 MiB."),
 ];
 
 /// The main man page: clap_mangen's sections, then ENVIRONMENT (from the one list of settings,
@@ -87,7 +87,7 @@ pub(super) fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     man.render_options_section(&mut buf)?;
     man.render_subcommands_section(&mut buf)?;
     let mut t = String::from(".SH ENVIRONMENT\n");
-    t.push_str(&roff("ccs-reap is configured through the environment only. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_IDLE is set. A value that does not fit makes every command exit 2 naming the variable."));
+    t.push_str(&roff("ccs-reap reads its settings from the environment, over the settings file (see FILES): KEY=value lines as systemd's EnvironmentFile= reads them; the environment wins; ccs-reap config prints what is in effect and where each value came from. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_IDLE is set. A value that does not fit makes every command exit 2 naming the variable."));
     t.push('\n');
     let mut group = "";
     for v in crate::config::VARS {

@@ -78,10 +78,10 @@ pub fn main() -> ExitCode {
         return code;
     }
     if matches!(cli.cmd, Some(Cmd::ClaudeHook)) {
-        return claude_hook_main(cli.dry_run);
+        return claude_hook_main(cli.dry_run, cli.config.as_deref());
     }
     raise_fd_limit();
-    let cfg = match Config::from_env() {
+    let cfg = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
             say!("ccs-reap: {e}");
@@ -109,6 +109,7 @@ pub fn main() -> ExitCode {
                     | Cmd::Pin { .. }
                     | Cmd::Unpin { .. }
                     | Cmd::ClaudeSettings { .. }
+                    | Cmd::Config
             )
         )
     {
@@ -138,7 +139,12 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     }
     // Every command that talks to tmux refuses one older than it supports (one `tmux -V`).
     let talks_to_tmux = cli.cmd.is_some() || cfg.policy.enabled();
-    if talks_to_tmux && !matches!(cli.cmd, Some(Cmd::Formats | Cmd::ClaudeSettings { .. })) {
+    if talks_to_tmux
+        && !matches!(
+            cli.cmd,
+            Some(Cmd::Formats | Cmd::ClaudeSettings { .. } | Cmd::Config)
+        )
+    {
         if let Err(e) = crate::adapters::tmux::version::check(&cfg.socket, cfg.tmux_timeout).await {
             let _ = command_error(cli.json, CommandError::Refused(e)); // stderr, and the JSON
             return ExitCode::from(exit::CONFIG);
@@ -150,6 +156,14 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         // Handled in main(), before anything that could exit with another code.
         Some(Cmd::ClaudeHook) => ExitCode::SUCCESS,
         Some(Cmd::ClaudeSettings { write }) => claude_settings(cli.json, &cfg, write.as_deref()),
+        Some(Cmd::Config) => {
+            if cli.json {
+                print_json(&cfg.to_json());
+            } else {
+                out(&cfg.render());
+            }
+            ExitCode::SUCCESS
+        }
         Some(Cmd::Formats) => {
             print_json(&serde_json::json!({
                 "SESSION_FMT": crate::adapters::tmux::SESSION_FMT,

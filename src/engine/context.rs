@@ -96,15 +96,7 @@ impl Reaper {
     /// next sweep clears it and decides the session afresh. A live teardown takes at most the
     /// grace, two seconds for the kills to land, and a few tmux calls.
     pub(crate) fn stale_after(&self) -> i64 {
-        let hook = if self.cfg.hook.is_some() {
-            self.cfg.hook_timeout.as_millis() as i64
-        } else {
-            0
-        };
-        (self.cfg.grace.as_millis() as i64) * 3
-            + (self.cfg.tmux_timeout.as_millis() as i64) * 3
-            + hook
-            + 2000
+        self.cfg.lease_limit_ms()
     }
 
     /// The owner this reaper writes into its marks: itself, and the limit after which a reader

@@ -52,7 +52,9 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     tracing::info!(
         socket = %r.cfg.socket.path().display(), prefix = %r.cfg.prefix, idle_kill_ms = r.cfg.policy.idle_kill_ms,
         interval_ms = r.cfg.interval.as_millis() as u64, grace_ms = r.cfg.grace.as_millis() as u64,
-        dry_run = r.dry_run, "ccs-reap started"
+        dry_run = r.dry_run, version = %env!("CARGO_PKG_VERSION"), rules = %r.cfg.rules(),
+        settings_file = %r.cfg.file.as_deref().map_or("none".into(), |f| f.display().to_string()),
+        "ccs-reap started"
     );
     let mut notify =
         crate::adapters::systemd::Notifier::from_env(r.cfg.interval, r.cfg.tmux_timeout);

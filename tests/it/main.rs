@@ -10,6 +10,7 @@ mod audit;
 mod claude_e2e;
 mod claude_hook;
 mod cli;
+mod config;
 mod crash;
 mod faults;
 mod features;

@@ -116,7 +116,7 @@ fn nonce() -> String {
 /// tmux calls that follow. A mark with less than this left under its owner's limit is not signalled
 /// under.
 fn rest_ms(r: &Reaper) -> i64 {
-    (r.cfg.grace.as_millis() as i64) + 2 * (r.cfg.tmux_timeout.as_millis() as i64) + 2000
+    r.cfg.lease_rest_ms()
 }
 
 /// The fence ([`policy::fence`]): one guarded tmux call tells which marks of the batch are still

@@ -305,8 +305,9 @@ impl Server {
         }
     }
 
-    /// The ccs-reap binary, pointed at this server and a state dir inside the temp dir. Any `CCS_`
-    /// variable of the outer environment is removed.
+    /// The ccs-reap binary, pointed at this server, a state dir and a settings-file place
+    /// (`$XDG_CONFIG_HOME`) inside the temp dir. Any `CCS_` variable of the outer environment is
+    /// removed.
     pub fn reap(&self, env: &[(&str, &str)]) -> Command {
         let mut c = Command::new(BIN);
         for (k, _) in std::env::vars() {
@@ -318,6 +319,8 @@ impl Server {
             .env_remove("TMUX_PANE")
             .env("CCS_TMUX_SOCKET_PATH", &self.sock)
             .env("CCS_REAP_STATE_DIR", self.state_dir())
+            // The settings file's default place, inside the temp dir: never the user's own.
+            .env("XDG_CONFIG_HOME", self.path("xdg-config"))
             .env("CCS_LOG", "debug")
             .stdin(Stdio::null());
         for (k, v) in env {

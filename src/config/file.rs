@@ -1,0 +1,338 @@
+//! The settings file: where it is, reading it safely, and its lines (systemd's EnvironmentFile=
+//! format, so one file serves the units and every other caller).
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+/// The largest settings file read; a larger one is refused, never read to its end.
+pub const MAX_FILE_BYTES: u64 = 1 << 20;
+
+/// One `KEY=value` of the file, with its line (1-based; the first line of a continued value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: String,
+    pub value: String,
+    pub line: usize,
+}
+
+/// Where the settings come from, in order: `--config FILE`, else `CCS_CONFIG` (either must
+/// exist), else the first of `$XDG_CONFIG_HOME/ccs-reap/env` (`$HOME/.config` when unset) and
+/// `/etc/ccs-reap/env` that exists, else none. `bool`: whether the file was named explicitly.
+pub fn locate(
+    flag: Option<&Path>,
+    ccs_config: Option<&str>,
+    xdg_config_home: Option<&str>,
+    home: Option<&str>,
+) -> Option<(PathBuf, bool)> {
+    if let Some(f) = flag {
+        return Some((f.to_path_buf(), true));
+    }
+    if let Some(f) = ccs_config.map(str::trim).filter(|f| !f.is_empty()) {
+        return Some((PathBuf::from(f), true));
+    }
+    candidates(xdg_config_home, home)
+        .into_iter()
+        .find(|p| std::fs::symlink_metadata(p).is_ok())
+        .map(|p| (p, false))
+}
+
+/// The default places, in order.
+pub fn candidates(xdg_config_home: Option<&str>, home: Option<&str>) -> Vec<PathBuf> {
+    let nonempty = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
+    // A relative $XDG_CONFIG_HOME is ignored, as the XDG base directory spec says.
+    let user = nonempty(xdg_config_home)
+        .filter(|p| p.is_absolute())
+        .or_else(|| nonempty(home).map(|h| h.join(".config")));
+    user.map(|d| d.join("ccs-reap/env"))
+        .into_iter()
+        .chain(std::iter::once(PathBuf::from("/etc/ccs-reap/env")))
+        .collect()
+}
+
+/// Whether a file of this kind, mode, owner and size may be read as settings; `Err` says why not.
+pub fn judge(kind: &str, mode: u32, uid: u32, me: u32, size: u64) -> Result<(), String> {
+    if kind != "a regular file" {
+        return Err(format!("it is {kind}, not a regular file"));
+    }
+    if mode & 0o002 != 0 {
+        return Err(format!(
+            "it is writable by every user (mode {:04o}): anyone could set what ccs-reap kills; chmod o-w it",
+            mode & 0o7777
+        ));
+    }
+    if uid != me && uid != 0 {
+        return Err(format!(
+            "it belongs to uid {uid}, neither this user ({me}) nor root"
+        ));
+    }
+    if size > MAX_FILE_BYTES {
+        return Err(format!(
+            "it is {size} bytes, more than the {MAX_FILE_BYTES} a settings file may be"
+        ));
+    }
+    Ok(())
+}
+
+fn kind(ft: rustix::fs::FileType) -> &'static str {
+    use rustix::fs::FileType as T;
+    match ft {
+        T::RegularFile => "a regular file",
+        T::Directory => "a directory",
+        T::Fifo => "a FIFO",
+        T::Socket => "a socket",
+        T::CharacterDevice => "a character device",
+        T::BlockDevice => "a block device",
+        T::Symlink => "a symbolic link",
+        _ => "of an unknown kind",
+    }
+}
+
+/// Read the file, refusing a hostile one: opened without blocking (a FIFO never holds the
+/// open), judged by `fstat` on what was opened ([`judge`]), read at most [`MAX_FILE_BYTES`] + 1.
+/// A symbolic link is followed (dotfile managers link the file), and what it leads to is judged.
+pub fn read(path: &Path) -> Result<String, String> {
+    use rustix::fs::{fstat, open, FileType, Mode, OFlags};
+    let fd = open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("cannot be opened: {e}"))?;
+    let st = fstat(&fd).map_err(|e| format!("cannot be examined: {e}"))?;
+    let me = rustix::process::geteuid().as_raw();
+    judge(
+        kind(FileType::from_raw_mode(st.st_mode)),
+        st.st_mode,
+        st.st_uid,
+        me,
+        st.st_size.max(0) as u64,
+    )?;
+    let mut buf = Vec::new();
+    std::fs::File::from(fd)
+        .take(MAX_FILE_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if buf.len() as u64 > MAX_FILE_BYTES {
+        return Err(format!(
+            "it grew past the {MAX_FILE_BYTES} bytes a settings file may be while it was read"
+        ));
+    }
+    String::from_utf8(buf).map_err(|e| format!("it is not UTF-8 text: {e}"))
+}
+
+fn valid_key(k: &str) -> bool {
+    let mut b = k.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// A value as systemd reads it: leading blanks dropped; `'...'` literal; `"..."` with `\"`, `\\`,
+/// `\$` and `` \` `` unescaped; unquoted, trailing blanks dropped and `\x` taken as `x`.
+fn value(raw: &str) -> Result<String, String> {
+    let v = raw.trim_start();
+    if let Some(rest) = v.strip_prefix('\'') {
+        let (inner, after) = rest
+            .split_once('\'')
+            .ok_or("a single quote is not closed")?;
+        if !after.trim().is_empty() {
+            return Err("text after the closing quote".into());
+        }
+        return Ok(inner.to_string());
+    }
+    if let Some(rest) = v.strip_prefix('"') {
+        let mut out = String::new();
+        let mut chars = rest.chars();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some(n @ ('"' | '\\' | '$' | '`')) => out.push(n),
+                    Some('\n') => {}
+                    Some(n) => {
+                        out.push('\\');
+                        out.push(n);
+                    }
+                    None => return Err("a double quote is not closed".into()),
+                },
+                '"' => {
+                    if !chars.as_str().trim().is_empty() {
+                        return Err("text after the closing quote".into());
+                    }
+                    return Ok(out);
+                }
+                c => out.push(c),
+            }
+        }
+        return Err("a double quote is not closed".into());
+    }
+    let mut out = String::new();
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('\n') | None => {}
+                Some(n) => out.push(n),
+            },
+            c => out.push(c),
+        }
+    }
+    Ok(out.trim_end().to_string())
+}
+
+/// The file's assignments, in order: blank lines and lines starting with `#` or `;` skipped, a
+/// line ending in `\` continued on the next. `Err((line, why))` for a line that is not one.
+pub fn parse(text: &str) -> Result<Vec<Entry>, (usize, String)> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().enumerate();
+    while let Some((i, first)) = lines.next() {
+        let line = i + 1;
+        let t = first.trim_start();
+        if t.is_empty() || t.starts_with('#') || t.starts_with(';') {
+            continue;
+        }
+        let mut logical = first.to_string();
+        while logical.ends_with('\\') && !logical.ends_with("\\\\") {
+            match lines.next() {
+                Some((_, next)) => {
+                    logical.push('\n');
+                    logical.push_str(next);
+                }
+                None => break,
+            }
+        }
+        let Some((k, v)) = logical.split_once('=') else {
+            return Err((line, "not a KEY=value line".into()));
+        };
+        let key = k.trim();
+        if !valid_key(key) {
+            return Err((
+                line,
+                format!("{key:?} is not a variable name (letters, digits and _)"),
+            ));
+        }
+        let value = value(v).map_err(|e| (line, e))?;
+        out.push(Entry {
+            key: key.to_string(),
+            value,
+            line,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_as_systemd_reads_them() {
+        type Want = Result<Vec<(&'static str, &'static str, usize)>, usize>;
+        let table: &[(&str, Want)] = &[
+            ("", Ok(vec![])),
+            ("# c\n; c\n\n   \n", Ok(vec![])),
+            ("A=1", Ok(vec![("A", "1", 1)])),
+            ("  A = 1  ", Ok(vec![("A", "1", 1)])),
+            ("A=\"a b\"", Ok(vec![("A", "a b", 1)])),
+            ("A='a \"b\" $c'", Ok(vec![("A", "a \"b\" $c", 1)])),
+            ("A=\"x\\\"y\\\\z\"", Ok(vec![("A", "x\"y\\z", 1)])),
+            ("A=a\\\nb\nB=2", Ok(vec![("A", "ab", 1), ("B", "2", 3)])),
+            ("A=", Ok(vec![("A", "", 1)])),
+            (
+                "# x\nA=1 # not a comment",
+                Ok(vec![("A", "1 # not a comment", 2)]),
+            ),
+            ("A", Err(1)),
+            ("\n1A=2", Err(2)),
+            ("export A=1", Err(1)),
+            ("A='x", Err(1)),
+            ("A=\"x", Err(1)),
+            ("A=\"x\" y", Err(1)),
+        ];
+        for (text, want) in table {
+            let got = parse(text);
+            match want {
+                Ok(w) => {
+                    let got = got.unwrap_or_else(|e| panic!("{text:?}: {e:?}"));
+                    let got: Vec<(&str, &str, usize)> = got
+                        .iter()
+                        .map(|e| (e.key.as_str(), e.value.as_str(), e.line))
+                        .collect();
+                    assert_eq!(&got, w, "{text:?}");
+                }
+                Err(line) => assert_eq!(got.map_err(|e| e.0), Err(*line), "{text:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn hostile_files_are_judged() {
+        let me = 1000;
+        let table: &[(&str, u32, u32, u64, Option<&str>)] = &[
+            ("a regular file", 0o100600, me, 10, None),
+            ("a regular file", 0o100644, 0, 10, None),
+            (
+                "a regular file",
+                0o100666,
+                me,
+                10,
+                Some("writable by every user"),
+            ),
+            (
+                "a regular file",
+                0o100600,
+                1001,
+                10,
+                Some("belongs to uid 1001"),
+            ),
+            ("a regular file", 0o100600, me, 100 << 20, Some("more than")),
+            (
+                "a FIFO",
+                0o010600,
+                me,
+                0,
+                Some("a FIFO, not a regular file"),
+            ),
+            (
+                "a character device",
+                0o020666,
+                0,
+                0,
+                Some("character device"),
+            ),
+            ("a directory", 0o040700, me, 0, Some("a directory")),
+        ];
+        for (kind, mode, uid, size, want) in table {
+            let got = judge(kind, *mode, *uid, me, *size);
+            match want {
+                None => assert_eq!(got, Ok(()), "{kind} {mode:o}"),
+                Some(w) => assert!(
+                    got.as_ref().is_err_and(|e| e.contains(w)),
+                    "{kind} {mode:o}: {got:?}"
+                ),
+            }
+        }
+    }
+
+    #[test]
+    fn where_the_file_is() {
+        let c = candidates(Some("/x"), Some("/h"));
+        assert_eq!(
+            c,
+            vec![PathBuf::from("/x/ccs-reap/env"), "/etc/ccs-reap/env".into()]
+        );
+        let c = candidates(None, Some("/h"));
+        assert_eq!(c[0], PathBuf::from("/h/.config/ccs-reap/env"));
+        let c = candidates(Some("rel"), Some("/h"));
+        assert_eq!(c[0], PathBuf::from("/h/.config/ccs-reap/env"));
+        let c = candidates(Some(""), None);
+        assert_eq!(c, vec![PathBuf::from("/etc/ccs-reap/env")]);
+        assert_eq!(
+            locate(Some(Path::new("/f")), Some("/g"), None, None),
+            Some(("/f".into(), true))
+        );
+        assert_eq!(
+            locate(None, Some("/g"), None, None),
+            Some(("/g".into(), true))
+        );
+    }
+}
