@@ -30,6 +30,7 @@
 //! - [`clock`]: time stamps.
 
 pub mod activity;
+pub mod agents;
 pub mod claude_hook;
 pub mod clock;
 pub mod commands;
