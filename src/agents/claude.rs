@@ -297,8 +297,8 @@ pub fn is_uuid(s: &str) -> bool {
 /// transcript exists, else `--session-id <cid>` (a new chat with the same id: the transcript
 /// exists once it has a turn, so `--session-id` of it would be refused as "already in use").
 /// A cid that is not a UUID cannot be given to `--session-id`: then the chat starts with no id
-/// flag and Claude Code picks a new one ([`StartMode::Fresh`] all the same; the caller learns
-/// the new id from `SessionStart`). A one-word command is a shell string: rewritten only when it
+/// flag and Claude Code picks a new one ([`StartMode::FreshNewId`]; the caller learns it from
+/// `SessionStart`). A one-word command is a shell string: rewritten only when it
 /// is plain words ([`words_of_shell_string`]).
 pub fn resume_argv(
     argv: &[String],
@@ -319,7 +319,7 @@ pub fn resume_argv(
     } else if is_uuid(cid) {
         (vec!["--session-id", cid], StartMode::Fresh)
     } else {
-        (vec![], StartMode::Fresh)
+        (vec![], StartMode::FreshNewId)
     };
     let mut out: Vec<String> = words[..=at].to_vec();
     out.extend(rest[..insert].iter().cloned());

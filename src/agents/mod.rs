@@ -142,6 +142,9 @@ pub enum StartMode {
     /// No transcript (it never had a turn, or it was cleaned up): a new chat with the same id,
     /// nothing lost.
     Fresh,
+    /// No transcript, and the id cannot be chosen up front (Claude Code's `--session-id` takes
+    /// only a UUID): a new chat under a new id, which the caller learns as for any new chat.
+    FreshNewId,
 }
 
 /// The command that brings a chat back.

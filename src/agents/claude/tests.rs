@@ -283,6 +283,25 @@ fn resume_argv_table() {
             &["claude", "--resume", u],
             Resume,
         ),
+        // An old value with odd characters goes with its flag, whatever it holds.
+        (
+            &["claude", "--resume", "a;rm -rf ~", "-x"],
+            true,
+            &["claude", "-x", "--resume", u],
+            Resume,
+        ),
+        (
+            &["claude", "--resume=$(id)"],
+            true,
+            &["claude", "--resume", u],
+            Resume,
+        ),
+        (
+            &["claude", "--session-id", "ü\n"],
+            false,
+            &["claude", "--session-id", u],
+            Fresh,
+        ),
         // Several, and both kinds at once.
         (
             &[
@@ -497,7 +516,7 @@ fn resume_argv_of_a_cid_that_is_no_uuid() {
     // `--session-id` takes only a UUID: a fresh start of such a cid gets no id flag.
     let plan = resume_argv(&words(&["claude", "--resume", "my-chat"]), "my-chat", false).unwrap();
     assert_eq!(plan.argv, words(&["claude"]));
-    assert_eq!(plan.mode, StartMode::Fresh);
+    assert_eq!(plan.mode, StartMode::FreshNewId);
     let plan = resume_argv(&words(&["claude"]), "my-chat", true).unwrap();
     assert_eq!(plan.argv, words(&["claude", "--resume", "my-chat"]));
     for (s, ok) in [
