@@ -35,9 +35,11 @@ pub static CLAUDE: Agent = Agent {
     parse_status: Some(parse_status),
     resume_env: RESUME_ENV,
     hook_settings,
-    process_tree: "the pane's process is claude itself (a native binary, no node); its MCP \
-                   servers are its children, in its session and process group; while it starts \
-                   it briefly runs a copy of itself with the same argv, `sh` and a `tmux` client",
+    process_tree: "claude is one native process (no node): the pane's process when started as \
+                   words, the child of `sh -c` when started as one shell string (its status file \
+                   is named after claude's pid, not the shell's); its MCP servers are its \
+                   children, in its session and process group; while it starts it briefly runs \
+                   a copy of itself with the same argv, `sh` and a `tmux` client",
 };
 
 /// Claude Code's hook events (2.1.332).
