@@ -1,15 +1,16 @@
 //! ccs-reap: an opt-in reaper of idle Claude Code chat sessions on a tmux server.
 //!
-//! Five rooms, and imports run one way only, down this list (`tests/it/house.rs` reads `src/`
+//! Six rooms, and imports run one way only, down this list (`tests/it/house.rs` reads `src/`
 //! and fails on an import against the direction, a circle between the modules of the core, the
 //! adapters or the engine, I/O or a clock read named in the core, or a file over 500 lines of
 //! code):
 //!
 //! - [`cli`] imports anything below; `main.rs` calls [`cli::main`] and nothing else.
-//! - [`engine`] imports [`config`], [`adapters`] and [`core`].
+//! - [`engine`] imports [`config`], [`adapters`], [`agents`] and [`core`].
 //! - [`config`] imports [`adapters`] and [`core`].
 //! - [`adapters`]: each imports the [`core`] and itself only, never another adapter; what one
 //!   needs of another is passed in by the engine (a value or a function).
+//! - [`agents`] imports the [`core`] only, and is pure as the core is.
 //! - [`core`] imports nothing outside itself: no I/O, no clock read, runs nothing.
 //!
 //! A sweep: [`engine::observe`] reads the world through [`adapters::tmux`] and
@@ -52,6 +53,9 @@
 //!     `STOPPING=1`).
 //!   - [`adapters::metrics`]: Prometheus metrics, and (`metrics::http`) `/metrics` and `/healthz`.
 //!   - [`adapters::clock`]: this process's clock.
+//! - [`agents`]: one descriptor per agent CLI (pure, over the core), Claude Code's first
+//!   ([`agents::claude`]): how its id is learned, its hook events, how it resumes, where its
+//!   transcripts and status files live (docs/agents.md).
 //! - [`core`]: data and decisions.
 //!   - [`core::policy`]: `decide`, the re-check, the fence of reap marks, ids and cids, the world
 //!     as data (`Session`, `Snapshot`, `Decision`).
@@ -68,6 +72,7 @@
 //!   - [`core::time`]: time stamps, formatted.
 
 pub mod adapters;
+pub mod agents;
 pub mod cli;
 pub mod config;
 pub mod core;

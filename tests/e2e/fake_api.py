@@ -14,6 +14,10 @@ the request has "stream": true, else as one JSON message.  Other endpoints get
 harmless answers (count_tokens, models) or a JSON 404, and are logged too.
 With --hold-file, a /v1/messages request is logged at once but answered only
 once PATH does not exist (a turn held in flight for as long as a test wants).
+A typed text "RUN: <command>" is answered with a Bash tool call running that
+command (a permission dialog unless claude allows it), "BGRUN: <command>" with
+the same call and "run_in_background": true (a background shell); the request
+that carries the tool's result is answered "TOOL DONE".
 Only the Python 3.11 standard library is used.
 """
 
@@ -94,6 +98,31 @@ def reply_text(body):
                for k, v in props.items() if (v or {}).get("type") == "string"}
         return json.dumps(obj)
     return text
+
+
+def last_user_has_tool_result(body):
+    msgs = body.get("messages") or []
+    for msg in reversed(msgs):
+        if msg.get("role") != "user":
+            continue
+        content = msg.get("content")
+        return isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
+    return False
+
+
+def tool_call(body):
+    """The Bash call a "RUN: ..." / "BGRUN: ..." text asks for, or None."""
+    if last_user_has_tool_result(body):
+        return None
+    text = last_user_text(body)
+    for tag, bg in (("BGRUN:", True), ("RUN:", False)):
+        if text.startswith(tag):
+            inp = {"command": text[len(tag):].strip(), "description": "fake api tool call"}
+            if bg:
+                inp["run_in_background"] = True
+            return inp
+    return None
 
 
 def usage_in(body):
@@ -185,7 +214,8 @@ class Handler(BaseHTTPRequestHandler):
     def messages(self, body):
         while ARGS.hold_file and os.path.exists(ARGS.hold_file):
             time.sleep(0.05)
-        text = reply_text(body)
+        tool = tool_call(body)
+        text = "TOOL DONE" if last_user_has_tool_result(body) else reply_text(body)
         model = body.get("model") or "claude-sonnet-4-5"
         mid = "msg_fake_" + uuid.uuid4().hex[:20]
         in_tok = usage_in(body)
@@ -216,6 +246,20 @@ class Handler(BaseHTTPRequestHandler):
             "content": [], "stop_reason": None, "stop_sequence": None,
             "usage": {"input_tokens": in_tok, "output_tokens": 1,
                       "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}}})
+        if tool is not None:
+            ev("content_block_start", {"type": "content_block_start", "index": 0,
+                                       "content_block": {"type": "tool_use", "id": "toolu_fake_"
+                                                         + uuid.uuid4().hex[:20], "name": "Bash",
+                                                         "input": {}}})
+            ev("content_block_delta", {"type": "content_block_delta", "index": 0,
+                                       "delta": {"type": "input_json_delta",
+                                                 "partial_json": json.dumps(tool)}})
+            ev("content_block_stop", {"type": "content_block_stop", "index": 0})
+            ev("message_delta", {"type": "message_delta",
+                                 "delta": {"stop_reason": "tool_use", "stop_sequence": None},
+                                 "usage": {"output_tokens": 20}})
+            ev("message_stop", {"type": "message_stop"})
+            return
         ev("content_block_start", {"type": "content_block_start", "index": 0,
                                    "content_block": {"type": "text", "text": ""}})
         ev("ping", {"type": "ping"})

@@ -11,6 +11,10 @@
 //! `--session-id`, no `@ccs_cid`, no `turn begin`/`turn end`; busy while the fake API holds the
 //! answer (`fake_api.py --hold-file`), reaped by a sweep once idle, resumed by `spawn`.
 //!
+//! The third checks the agent seam's Claude Code rules (`ccs_reap::agents::CLAUDE`) against the
+//! real claude: its status file, its transcript path, and the way back with `--session-id` or
+//! `--resume`.
+//!
 //! Needs `npm ci --prefix tests/e2e --no-audit --no-fund` (node, python3 and tmux on PATH).
 //! Without the packages it fails with that hint, unless `CCS_E2E_SKIP=1`.
 //! `CCS_E2E_TIMEOUT` (seconds per wait, default 60). What the harness needs, and why, is in
@@ -1033,4 +1037,191 @@ fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
 /// `status --json` with the world's environment.
 fn s_status(s: &Server, env: &[(&str, String)], extra: &[(&str, &str)]) -> serde_json::Value {
     ok_with(s, env, &["status", "--json"], extra).json()
+}
+
+/// The agent seam's Claude Code rules (`src/agents/claude.rs`) against the real claude: the
+/// status file names the pane's process and its conversation and turns `busy` and back to
+/// `idle` on Escape; an untouched chat has no transcript, so its way back is `--session-id` of
+/// the same id, which claude takes; the transcript then lies where `transcript_path` says, for a
+/// cwd with dots, underscores, spaces and non-ASCII in it; and the next way back is `--resume`,
+/// with the history on screen.
+#[test]
+fn the_agent_seam_matches_the_real_claude() {
+    use ccs_reap::agents::{AgentState, StartMode, CLAUDE};
+    let Some(tools) = tools_or_skip() else {
+        return;
+    };
+    let World {
+        s,
+        api,
+        home,
+        proj,
+        claude,
+        env,
+        hold,
+        ..
+    } = World::new(&tools);
+    let _cleanup = Cleanup(&s);
+    let ok = |args: &[&str]| ok_with(&s, &env, args, &[]);
+    let agent_env: Vec<(String, String)> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect();
+    // A cwd with every kind of character the slug folds, trusted like the world's own.
+    let odd = proj.parent().unwrap().join("odd.dir_x y é🙂");
+    std::fs::create_dir(&odd).unwrap();
+    let cj = home.join(".claude.json");
+    let mut j: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&cj).unwrap()).unwrap();
+    j["projects"][path_str(&odd)] = serde_json::json!({ "hasTrustDialogAccepted": true });
+    std::fs::write(&cj, j.to_string()).unwrap();
+    let odd_s = path_str(&odd);
+    let claude_s = path_str(&claude);
+    let status_of = |pid: i32| {
+        let p = (CLAUDE.status_path.unwrap())(&agent_env, pid as u32).unwrap();
+        let text = std::fs::read_to_string(p).ok()?;
+        (CLAUDE.parse_status.unwrap())(&text).ok()
+    };
+    // The claude in the pane: the pane's process, or under it (a one-word command runs through
+    // `sh -c`, and the status file names claude, not the shell).
+    let claude_pid = || -> i32 {
+        let pane_pid: i32 = pane(&s, "#{pane_pid}").parse().unwrap();
+        std::iter::once(pane_pid)
+            .chain(descendants(pane_pid))
+            .find(|p| {
+                cmdline(*p)
+                    .split_whitespace()
+                    .next()
+                    .is_some_and(CLAUDE.is_program_word)
+            })
+            .unwrap_or(pane_pid)
+    };
+    let kill = |pid: i32| {
+        s.ok(&["kill-session", "-t", &format!("={SESSION}")]);
+        wait_for(&s, &api, "claude gone after kill-session", || !alive(pid));
+    };
+
+    // 1. A plain claude: its status file is the pane process's, idle, with its conversation.
+    ok(&["spawn", ID, "--cwd", &odd_s, "--", &claude_s]);
+    wait_for(&s, &api, "claude ready (empty prompt)", || prompt_empty(&s));
+    let pid = claude_pid();
+    if !wait_until(timeout(), || status_of(pid).is_some()) {
+        let dir = home.join(".claude/sessions");
+        let files: Vec<(String, String)> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| {
+                let t = std::fs::read_to_string(e.path()).unwrap_or_default();
+                let why = (CLAUDE.parse_status.unwrap())(&t).map(|_| ()).err();
+                (
+                    e.file_name().to_string_lossy().into_owned(),
+                    format!("{why:?}: {t}"),
+                )
+            })
+            .collect();
+        panic!(
+            "no status file of pane pid {pid} ({}) parses: {files:?}",
+            cmdline(pid)
+        );
+    }
+    let st = status_of(pid).unwrap();
+    let start = stat(pid).unwrap().start;
+    assert!(
+        st.is_of(pid as u32, start),
+        "{st:?} vs pid {pid} start {start}"
+    );
+    assert_eq!(st.state, AgentState::Idle, "{st:?}");
+    assert_eq!(st.cwd, odd_s);
+    let cid = st.session_id.clone();
+
+    // 2. Never a turn: no transcript, so the way back is a fresh start under the same id.
+    kill(pid);
+    let transcript = (CLAUDE.transcript_path)(&agent_env, &odd, &cid).unwrap();
+    assert!(!transcript.exists(), "{}", transcript.display());
+    let plan =
+        (CLAUDE.resume_argv)(std::slice::from_ref(&claude_s), &cid, transcript.exists()).unwrap();
+    assert_eq!(plan.mode, StartMode::Fresh);
+    assert_eq!(
+        plan.argv,
+        [claude_s.clone(), "--session-id".into(), cid.clone()]
+    );
+    let mut args = vec!["spawn", ID, "--cwd", &odd_s, "--"];
+    args.extend(plan.argv.iter().map(String::as_str));
+    ok(&args);
+    wait_for(&s, &api, "the fresh claude ready", || prompt_empty(&s));
+    let pid = claude_pid();
+    wait_for(&s, &api, "its status file with the same id", || {
+        status_of(pid).is_some_and(|st| st.session_id == cid)
+    });
+
+    // 3. A held reply is `busy`; Escape makes it `idle` again, with no hook at all.
+    std::fs::write(&hold, "").unwrap();
+    let msg = format!("held {}", &uuid()[..8]);
+    s.ok(&["send-keys", "-t", TARGET, "-l", "--", &msg]);
+    wait_for(&s, &api, "the text typed", || prompt_has(&s, &msg));
+    s.ok(&["send-keys", "-t", TARGET, "Enter"]);
+    wait_for(&s, &api, "status busy", || {
+        status_of(pid).is_some_and(|st| st.state == AgentState::Busy)
+    });
+    let t_esc = Instant::now();
+    s.ok(&["send-keys", "-t", TARGET, "Escape"]);
+    wait_for(&s, &api, "status idle after Escape", || {
+        status_of(pid).is_some_and(|st| st.state == AgentState::Idle)
+    });
+    eprintln!("idle {:.2}s after Escape", t_esc.elapsed().as_secs_f64());
+    std::fs::remove_file(&hold).unwrap();
+    // Claude puts the interrupted prompt back into the input box: clear it.
+    wait_for(&s, &api, "the interrupted prompt back in the box", || {
+        prompt_has(&s, &msg)
+    });
+    let n = (msg.chars().count() + 2).to_string();
+    s.ok(&["send-keys", "-t", TARGET, "-N", &n, "BSpace"]);
+    wait_for(&s, &api, "the input box empty", || prompt_empty(&s));
+
+    // 4. A turn: its transcript is where the seam says, under the odd cwd's slug.
+    let msg = format!("remember {}", &uuid()[..8]);
+    let echo = format!("ECHO: {msg}");
+    s.ok(&["send-keys", "-t", TARGET, "-l", "--", &msg]);
+    wait_for(&s, &api, "the text typed", || prompt_has(&s, &msg));
+    s.ok(&["send-keys", "-t", TARGET, "Enter"]);
+    wait_for(&s, &api, "the reply on screen", || {
+        screen(&s).contains(&echo)
+    });
+    wait_for(
+        &s,
+        &api,
+        "the reply in the transcript the seam names",
+        || std::fs::read_to_string(&transcript).is_ok_and(|t| t.contains(&echo)),
+    );
+    let projects: Vec<String> = std::fs::read_dir(home.join(".claude/projects"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    // ` `, `é` one `-` each, `🙂` two (UTF-16 units).
+    assert!(
+        projects.iter().any(|p| p.ends_with("-odd-dir-x-y----")),
+        "{projects:?}"
+    );
+
+    // 5. Now the way back is --resume, the command's own --session-id replaced.
+    kill(pid);
+    let plan = (CLAUDE.resume_argv)(&plan.argv, &cid, transcript.exists()).unwrap();
+    assert_eq!(plan.mode, StartMode::Resume);
+    assert_eq!(
+        plan.argv,
+        [claude_s.clone(), "--resume".into(), cid.clone()]
+    );
+    let mut args = vec!["spawn", ID, "--cwd", &odd_s, "--"];
+    args.extend(plan.argv.iter().map(String::as_str));
+    ok(&args);
+    wait_for(&s, &api, "the resumed claude ready", || prompt_empty(&s));
+    wait_for(&s, &api, "the old exchange on the resumed screen", || {
+        screen(&s).contains(&echo)
+    });
+    let pid = claude_pid();
+    wait_for(&s, &api, "the resumed claude's status file", || {
+        status_of(pid).is_some_and(|st| st.session_id == cid)
+    });
 }

@@ -1,0 +1,373 @@
+//! The agent seam: what ccs-reap must know about one agent CLI (Claude Code first), as one
+//! descriptor per agent, one file per agent.
+//!
+//! An [`Agent`] is data and plain functions: its name; how its conversation id is learned; which
+//! of its hook events begin and end a turn, compact, start and end a session ([`HookNames`]) and
+//! what each payload means to ccs-reap ([`HookAction`]); how a chat is resumed or started afresh
+//! with the same id ([`Agent::resume_argv`]); where its transcripts and its per-process status
+//! files live and what a status file says ([`AgentStatus`]); the hook settings it is given.
+//!
+//! Everything here is pure: no I/O, no clock, nothing run. Functions take what the caller read
+//! (an argv, a cwd already made canonical, the agent's environment, a file's text) and return a
+//! decision or a path; the caller does the reading, the checking against the live process and the
+//! acting. See `docs/agents.md`.
+
+use std::path::{Path, PathBuf};
+
+pub mod claude;
+
+pub use claude::CLAUDE;
+
+/// Every agent ccs-reap knows, in the order a name is looked up.
+pub const ALL: &[&Agent] = &[&CLAUDE];
+
+/// The agent called `name` (its [`Agent::name`], as recorded in a tombstone or `@ccs_` option).
+pub fn by_name(name: &str) -> Option<&'static Agent> {
+    ALL.iter().copied().find(|a| a.name == name)
+}
+
+/// An agent's environment, as `NAME=value` pairs (from `/proc/<pid>/environ` or what `spawn`
+/// gives it); repeated names: the last wins.
+pub type Env = [(String, String)];
+/// See [`Agent::resume_argv`].
+pub type ResumeArgvFn = fn(&[String], &str, bool) -> Result<ResumePlan, ArgvError>;
+/// See [`Agent::transcript_path`].
+pub type TranscriptPathFn = fn(&Env, &Path, &str) -> Result<PathBuf, PathError>;
+/// See [`Agent::status_path`].
+pub type StatusPathFn = fn(&Env, u32) -> Result<PathBuf, PathError>;
+/// See [`Agent::parse_status`].
+pub type ParseStatusFn = fn(&str) -> Result<AgentStatus, StatusError>;
+
+/// One agent CLI.
+#[derive(Debug)]
+pub struct Agent {
+    /// The name recorded with a chat and given on the command line (`claude`).
+    pub name: &'static str,
+    /// The name people read (`Claude Code`).
+    pub display: &'static str,
+    /// Where its conversation id comes from, in the order they are trusted.
+    pub id_sources: &'static [IdSource],
+    /// Its hook events, by what they mean to ccs-reap.
+    pub hooks: HookNames,
+    /// What one hook payload (the JSON object on the hook's stdin) does to the chat.
+    pub hook_action: fn(&serde_json::Value) -> HookAction,
+    /// Whether one word of a command line starts this agent (`claude`, `/opt/x/claude`, ...).
+    pub is_program_word: fn(&str) -> bool,
+    /// The conversation id a command line passes to the agent, if it passes one.
+    pub cid_in_argv: fn(&[String]) -> Option<String>,
+    /// The command that brings back conversation `cid` (see [`ResumePlan`]), from a saved or
+    /// given command line; `transcript_exists` is what the caller found at
+    /// [`Agent::transcript_path`].
+    pub resume_argv: ResumeArgvFn,
+    /// Where the transcript of `cid` lives, for an agent running in `cwd` (canonical: the agent
+    /// resolves links) with `env` (its environment; `HOME` among it).
+    pub transcript_path: TranscriptPathFn,
+    /// Where the agent's per-process status file for `pid` lives, if it writes one.
+    pub status_path: Option<StatusPathFn>,
+    /// Parse a status file's text (garbage, a torn read and an unknown version are errors).
+    pub parse_status: Option<ParseStatusFn>,
+    /// Environment for a claude that ccs-reap resumes, and why (set for that process only).
+    pub resume_env: &'static [(&'static str, &'static str)],
+    /// The hook settings fragment, given the one command every wired event runs.
+    pub hook_settings: fn(&str) -> serde_json::Value,
+    /// How its process tree looks, for the people reading the docs and the teardown.
+    pub process_tree: &'static str,
+}
+
+/// Where an agent's conversation id is learned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdSource {
+    /// A field of a hook event's payload (`SessionStart`'s `session_id`).
+    Hook {
+        event: &'static str,
+        field: &'static str,
+    },
+    /// A flag of its own command line (`--session-id <id>`, `--resume <id>`).
+    Argv { flags: &'static [&'static str] },
+    /// A field of its per-process status file (`sessionId`).
+    StatusFile { field: &'static str },
+}
+
+/// An agent's hook events, by what they mean to ccs-reap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HookNames {
+    /// Fires as the agent starts (or resumes, or clears, or compacts): carries the id.
+    pub session_start: &'static str,
+    /// A prompt was submitted: a turn begins.
+    pub turn_begin: &'static [&'static str],
+    /// The agent answered: the turn ends.
+    pub turn_end: &'static [&'static str],
+    /// A compaction begins / ends.
+    pub compact_begin: Option<&'static str>,
+    pub compact_end: Option<&'static str>,
+    /// The agent is exiting.
+    pub session_end: Option<&'static str>,
+}
+
+impl HookNames {
+    /// Every event the hook settings wire, in the order they are written.
+    pub fn wired(&self) -> Vec<&'static str> {
+        let mut out = vec![self.session_start];
+        out.extend(self.turn_begin);
+        out.extend(self.turn_end);
+        out.extend(self.compact_begin);
+        out.extend(self.compact_end);
+        out.extend(self.session_end);
+        out
+    }
+}
+
+/// What one hook event does to the chat (the typed events the engine acts on).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookAction {
+    /// The chat's conversation id is this (a valid cid).
+    SetCid(String),
+    /// A turn begins (never waiting: a chat that a reap holds blocks the prompt).
+    TurnBegin,
+    /// The turn ends and the idle clock starts.
+    TurnEnd,
+    /// The chat is busy: a turn is marked if none is (its start kept), unless a reap holds it.
+    Busy,
+    /// The turn is cleared (the agent is exiting); the idle clock is left alone.
+    ClearTurn,
+    /// Nothing to do, and why.
+    Nothing(String),
+}
+
+/// How a chat is brought back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartMode {
+    /// Its transcript exists: resume it, history and all.
+    Resume,
+    /// No transcript (it never had a turn, or it was cleaned up): a new chat with the same id,
+    /// nothing lost.
+    Fresh,
+    /// No transcript, and the id cannot be chosen up front (Claude Code's `--session-id` takes
+    /// only a UUID): a new chat under a new id, which the caller learns as for any new chat.
+    FreshNewId,
+}
+
+/// The command that brings a chat back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResumePlan {
+    /// The words to run (never through a shell).
+    pub argv: Vec<String>,
+    pub mode: StartMode,
+}
+
+/// Why a command line cannot be turned into a resume.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ArgvError {
+    #[error("the command is empty")]
+    Empty,
+    #[error("the conversation id {0:?} is not valid ([A-Za-z0-9_-], not starting with '-')")]
+    BadCid(String),
+    #[error("no {agent} program found in the command {argv:?}")]
+    NoProgram {
+        agent: &'static str,
+        argv: Vec<String>,
+    },
+    #[error(
+        "the command {0:?} is one shell string with quoting or shell syntax in it: \
+         it cannot be rewritten safely; give it as separate words"
+    )]
+    ShellString(String),
+    #[error("the command {argv:?} runs its program through {launcher:?}, which ccs-reap does not rewrite")]
+    Launcher { launcher: String, argv: Vec<String> },
+    #[error("{word:?} in {argv:?} combines short flags with one ccs-reap must replace; spell them apart")]
+    Combined { word: String, argv: Vec<String> },
+}
+
+/// Why a path cannot be told.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("neither {var} nor HOME is set in the agent's environment")]
+    NoHome { var: &'static str },
+    #[error("{var} is set but empty in the agent's environment: unset it or name a directory")]
+    EmptyVar { var: &'static str },
+    #[error("{what} {path:?} is not absolute")]
+    NotAbsolute { what: &'static str, path: PathBuf },
+    #[error("{what} {path:?} is not UTF-8")]
+    NotUtf8 { what: &'static str, path: PathBuf },
+    #[error("the conversation id {0:?} is not valid")]
+    BadCid(String),
+}
+
+/// What an agent's per-process status file says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentStatus {
+    /// The process that wrote it (the pane's own process, for Claude Code).
+    pub pid: u32,
+    /// That process's start time as the kernel gives it: field 22 of `/proc/<pid>/stat`, in
+    /// clock ticks since boot. The caller compares it with the live process's before trusting
+    /// the file: a pid is reused, and a SIGKILLed agent leaves its file behind.
+    pub proc_start: u64,
+    /// The conversation id (a valid cid).
+    pub session_id: String,
+    pub state: AgentState,
+    /// The agent's version that wrote it.
+    pub version: String,
+    /// The agent's cwd, as written.
+    pub cwd: String,
+}
+
+impl AgentStatus {
+    /// Whether this file is the live process's: same pid, same start time. The caller reads
+    /// `proc_start_now` from `/proc/<pid>/stat` of the pid it names (in the same pid namespace).
+    pub fn is_of(&self, pid: u32, proc_start_now: u64) -> bool {
+        self.pid == pid && self.proc_start == proc_start_now
+    }
+}
+
+/// The state a status file gives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentState {
+    /// At its prompt, nothing running.
+    Idle,
+    /// A turn runs (a request, a tool).
+    Busy,
+    /// A permission dialog waits for the user.
+    Waiting,
+    /// A background shell runs.
+    Shell,
+}
+
+impl AgentState {
+    /// Whether this keeps the chat busy (everything but `Idle`).
+    pub fn keeps_busy(self) -> bool {
+        !matches!(self, AgentState::Idle)
+    }
+}
+
+/// Why a status file is not used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StatusError {
+    #[error("the status file is not the expected JSON (garbage or a torn read): {0}")]
+    Garbage(String),
+    #[error("the status file was written by version {0:?}, which ccs-reap does not know")]
+    UnknownVersion(String),
+    #[error("the status file's status {0:?} is not one ccs-reap knows")]
+    UnknownState(String),
+    #[error("the status file's {field} {value:?} is not valid")]
+    BadField { field: &'static str, value: String },
+}
+
+/// A value of `env` (the agent's environment, as `NAME=value` pairs), the last one winning as in
+/// `env(1)`.
+pub fn env_get<'a>(env: &'a Env, name: &str) -> Option<&'a str> {
+    env.iter()
+        .rev()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
+}
+
+/// Where the agent's own words begin in `argv`: the index of its program word, found behind
+/// `env [-i] [-u NAME] [NAME=value] ...` and `npx [-y] ...` (either may come first), as words
+/// (no shell). `Err` when there is none, or a launcher form ccs-reap does not rewrite
+/// (`env -S`, `npx -c`: a shell string).
+pub fn program_index(agent: &Agent, argv: &[String]) -> Result<usize, ArgvError> {
+    let no_program = || ArgvError::NoProgram {
+        agent: agent.display,
+        argv: argv.to_vec(),
+    };
+    let launcher = |w: &str| ArgvError::Launcher {
+        launcher: w.to_string(),
+        argv: argv.to_vec(),
+    };
+    let mut i = 0;
+    while let Some(w) = argv.get(i) {
+        if (agent.is_program_word)(w) {
+            return Ok(i);
+        }
+        match base(w) {
+            "env" => i = skip_env(argv, i + 1).ok_or_else(|| launcher(w))?,
+            "npx" | "bunx" | "pnpx" => i = skip_npx(argv, i + 1).ok_or_else(|| launcher(w))?,
+            "node" | "nodejs" | "bun" => {
+                // `node [options] <script>`: the script must be the agent's.
+                i = skip_node(argv, i + 1).ok_or_else(|| launcher(w))?;
+                return match argv.get(i) {
+                    Some(s) if (agent.is_program_word)(s) => Ok(i),
+                    _ => Err(no_program()),
+                };
+            }
+            _ => return Err(no_program()),
+        }
+    }
+    Err(no_program())
+}
+
+/// The last component of a path word.
+pub(crate) fn base(w: &str) -> &str {
+    w.rsplit('/').next().unwrap_or(w)
+}
+
+/// Past `env`'s options and assignments: the index of its program word, `None` for a form that
+/// runs a shell string (`-S`, `--split-string`).
+fn skip_env(argv: &[String], mut i: usize) -> Option<usize> {
+    while let Some(w) = argv.get(i) {
+        match w.as_str() {
+            "-S" | "--split-string" => return None,
+            s if s.starts_with("-S") || s.starts_with("--split-string=") => return None,
+            "--" => return Some(i + 1),
+            "-u" | "--unset" | "-C" | "--chdir" => i += 2,
+            "-i" | "-0" | "-v" | "--ignore-environment" | "--null" | "--debug" | "-" => i += 1,
+            s if s.starts_with("--unset=") || s.starts_with("--chdir=") => i += 1,
+            s if s.starts_with("-u") || s.starts_with("-C") => i += 1,
+            s if s.starts_with('-') => return None,
+            s if s.contains('=') => i += 1,
+            _ => return Some(i),
+        }
+    }
+    Some(i)
+}
+
+/// Past `npx`'s options: the index of its program word, `None` for `-c` / `--call` (a shell
+/// string) or an option it does not know.
+fn skip_npx(argv: &[String], mut i: usize) -> Option<usize> {
+    while let Some(w) = argv.get(i) {
+        match w.as_str() {
+            "--" => return Some(i + 1),
+            "-p" | "--package" => i += 2,
+            "-y" | "--yes" | "--no" | "--no-install" | "-q" | "--quiet" | "--prefer-offline"
+            | "--offline" => i += 1,
+            s if s.starts_with("--package=") => i += 1,
+            s if s.starts_with('-') => return None,
+            _ => return Some(i),
+        }
+    }
+    Some(i)
+}
+
+/// Past `node`'s options: the index of its script, `None` for `-e` / `-p` (inline code).
+fn skip_node(argv: &[String], mut i: usize) -> Option<usize> {
+    while let Some(w) = argv.get(i) {
+        match w.as_str() {
+            "--" => return Some(i + 1),
+            "-e" | "--eval" | "-p" | "--print" => return None,
+            "-r" | "--require" | "--import" | "--loader" | "--experimental-loader" => i += 2,
+            s if s.starts_with('-') => i += 1,
+            _ => return Some(i),
+        }
+    }
+    Some(i)
+}
+
+/// A one-word command that is a shell string (`"claude --model x"`), split into words when that
+/// is safe: only plain words (letters, digits and `-_./=:,+@%`) between single spaces. `Ok(None)`
+/// for a command that is not one such string.
+pub fn words_of_shell_string(argv: &[String]) -> Result<Option<Vec<String>>, ArgvError> {
+    let [one] = argv else { return Ok(None) };
+    if !one.contains(char::is_whitespace) {
+        return Ok(None);
+    }
+    let plain = |c: char| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c);
+    if !one.chars().all(|c| c == ' ' || plain(c)) {
+        return Err(ArgvError::ShellString(one.clone()));
+    }
+    Ok(Some(
+        one.split(' ')
+            .filter(|w| !w.is_empty())
+            .map(String::from)
+            .collect(),
+    ))
+}
