@@ -2,6 +2,7 @@
 //! and depends on the core only.
 
 pub mod activity;
+pub mod agent_proc;
 pub mod clock;
 pub mod memory;
 pub mod metrics;

@@ -1225,3 +1225,5 @@ fn the_agent_seam_matches_the_real_claude() {
         status_of(pid).is_some_and(|st| st.session_id == cid)
     });
 }
+
+mod interrupt;

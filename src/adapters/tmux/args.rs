@@ -142,6 +142,19 @@ pub(super) fn clear_stale_command(n: u32, value: &str, token: &str) -> TmuxComma
     )
 }
 
+/// End a turn that the agent's own status file says is over: clear `@ccs_turn` and start the
+/// idle clock at `now_ms`, only while `@ccs_turn` is still exactly `seen` (digits, checked by the
+/// caller) and no reap mark is on the session: a prompt submitted since then (a new value) keeps
+/// its turn.
+pub(super) fn end_turn_if_command(n: u32, seen: &str, now_ms: i64) -> TmuxCommand<'static> {
+    let (t, _) = targets(n);
+    on_session(
+        n,
+        &format!("#{{&&:#{{==:#{{@ccs_turn}},{seen}}},#{{==:#{{@ccs_reaping}},}}}}"),
+        format!("set-option -t {t} @ccs_idle {now_ms} ; set-option -u -t {t} @ccs_turn ; display-message -p ended"),
+    )
+}
+
 /// Take over the mark of a reaper that died mid-teardown, only while it is still exactly its
 /// (`value` and `token`): our time and our token replace them, so no other reader takes the mark
 /// for stale while we finish the teardown.

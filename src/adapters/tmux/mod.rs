@@ -457,6 +457,20 @@ impl Tmux {
         }
     }
 
+    /// End session `$n`'s turn when `@ccs_turn` is still `seen` (the value listed: digits only,
+    /// else nothing is done) and no reap mark is on it: `@ccs_turn` cleared, `@ccs_idle` = `now_ms`,
+    /// in one call. `true` when it ended; `false` when the value changed, the session is gone or
+    /// `seen` is not plain digits.
+    pub async fn end_turn_if(&self, n: u32, seen: &str, now_ms: i64) -> Result<bool, TmuxError> {
+        if seen.is_empty() || !seen.bytes().all(|b| b.is_ascii_digit()) {
+            return Ok(false);
+        }
+        let r = self
+            .run(&[args::end_turn_if_command(n, seen, now_ms)])
+            .await;
+        self.gone_is_ok(r).map(|out| out.trim() == "ended")
+    }
+
     /// The `<prefix><id>` session that pane `pane` (`%N`, validated by the caller) is in, read in
     /// one call with the sweep's own session format (so the same names pass). `None` when the
     /// pane, its session or the server is gone, or the session is not a chat's.
