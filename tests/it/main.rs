@@ -27,6 +27,7 @@ mod pressure;
 mod prometheus;
 mod scale;
 mod snapshots;
+mod status_plain;
 mod sweep;
 mod systemd;
 mod teardown;

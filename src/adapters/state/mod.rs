@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+mod asleep;
 mod audit;
 pub mod follow;
 use crate::core::known;

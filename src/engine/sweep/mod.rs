@@ -354,7 +354,8 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     };
     let plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
     let lost = lost_chats(Some(&plan.known), &o.snap);
-    report(
+    let asleep = asleep(r, &o.snap, &lost);
+    let mut rep = report(
         r,
         &o.snap,
         o.listing.server_up,
@@ -366,7 +367,37 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
             lost,
         },
         t0,
-    )
+    );
+    rep.asleep = asleep;
+    rep
+}
+
+/// The chats that are asleep: a tombstone, and no live session (nor one lost with its server,
+/// which `status` lists apart), newest first. One listing of the tombstones' dir.
+fn asleep(r: &Reaper, snap: &Snapshot, lost: &[KnownChat]) -> Vec<crate::core::report::Asleep> {
+    let live: HashSet<&str> = snap
+        .sessions
+        .iter()
+        .map(|s| s.id.as_str())
+        .chain(lost.iter().map(|c| c.id.as_str()))
+        .collect();
+    let mut out: Vec<_> = r
+        .state
+        .tombstones()
+        .into_iter()
+        .filter_map(|t| {
+            t.map_err(|e| tracing::warn!(error = %e, "an unreadable tombstone is not listed"))
+                .ok()
+        })
+        .filter(|t| !live.contains(t.id.as_str()))
+        .map(|t| crate::core::report::Asleep::of(&t, &r.cfg.prefix))
+        .collect();
+    let at = |a: &crate::core::report::Asleep| {
+        chrono::DateTime::parse_from_rfc3339(&a.reaped_at)
+            .map_or(i64::MIN, |t| t.timestamp_millis())
+    };
+    out.sort_by_key(|a| (std::cmp::Reverse(at(a)), a.id.clone()));
+    out
 }
 
 /// What a sweep did: its reaps' audit lines and what became of each session.
@@ -485,6 +516,12 @@ fn report(
         reaps,
         summary,
         lost,
+        asleep: Vec::new(),
+        gauge: crate::core::report::Gauge {
+            mem_threshold_bytes: crate::core::policy::mem_limit(&r.cfg.policy, snap.host),
+            stall_pct: snap.stall_pct,
+            stall_threshold_pct: r.cfg.policy.mem_psi,
+        },
         took_ms: t0.elapsed().as_millis() as u64,
     }
 }
