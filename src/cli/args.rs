@@ -97,6 +97,15 @@ pub(super) enum Cmd {
         /// key and hook; running it again changes nothing.
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
+        /// The tmux server the hooks report to: an absolute socket path (`tmux -S`), or a name
+        /// (`tmux -L`). Default: the configured socket, else (run inside tmux) the one in
+        /// `$TMUX`, else the default socket.
+        #[arg(long, value_name = "PATH|NAME")]
+        socket: Option<String>,
+        /// The session prefix the hooks act on (`<prefix><id>` sessions). Default: the
+        /// configured one (`CCS_SESSION_PREFIX`).
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
     },
     /// Print every setting in effect, with where it came from (default, FILE:LINE, environment).
     Config,

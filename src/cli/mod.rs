@@ -155,7 +155,17 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         Some(Cmd::Completions { .. } | Cmd::Man { .. }) => ExitCode::SUCCESS,
         // Handled in main(), before anything that could exit with another code.
         Some(Cmd::ClaudeHook) => ExitCode::SUCCESS,
-        Some(Cmd::ClaudeSettings { write }) => claude_settings(cli.json, &cfg, write.as_deref()),
+        Some(Cmd::ClaudeSettings {
+            write,
+            socket,
+            prefix,
+        }) => claude_settings(
+            cli.json,
+            &cfg,
+            write.as_deref(),
+            socket.as_deref(),
+            prefix.as_deref(),
+        ),
         Some(Cmd::Config) => {
             if cli.json {
                 print_json(&cfg.to_json());

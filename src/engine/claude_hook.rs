@@ -175,6 +175,54 @@ pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<Outcome, Comm
     act_on(r, &what, &s).await
 }
 
+/// What [`act`] would do with `ev` from pane `pane` (`Err`: why the hook does nothing before it
+/// asks tmux, from [`where_from`]), said exactly and done not: the one line `claude-hook
+/// --dry-run` prints. It reads the pane's session (one tmux call) and writes nothing.
+pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -> String {
+    let what = action(ev);
+    let pane = match (pane, &what) {
+        (Err(why), _) => return format!("nothing: {why}"),
+        (Ok(_), Action::Nothing(why)) => return format!("nothing: {why}"),
+        (Ok(p), _) => p,
+    };
+    let s = match r.tmux.session_of_pane(&pane, &r.cfg.prefix).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return format!(
+                "nothing: this pane ({pane}) is not in a `{}<id>` session (or it, or the server at {}, is gone)",
+                r.cfg.prefix,
+                r.cfg.socket.canonical_path().display()
+            )
+        }
+        Err(e) => return format!("nothing: tmux failed: {e}"),
+    };
+    let name = &s.name;
+    let held = !s.reaping.trim().is_empty();
+    let turn = !s.turn.trim().is_empty();
+    match what {
+        Action::SetCid(c) => format!("would set @ccs_cid of {name} to {c}"),
+        Action::TurnBegin if held => format!(
+            "would block the prompt (exit 2): a reap holds {name} (@ccs_reaping is set)"
+        ),
+        Action::TurnBegin => format!("would begin a turn on {name} (@ccs_turn = now)"),
+        Action::TurnEnd => format!(
+            "would end the turn on {name}: @ccs_turn cleared, its idle clock started (@ccs_idle = now){}",
+            if held {
+                ""
+            } else {
+                ", and its tombstone, if any, removed as used"
+            }
+        ),
+        Action::Busy if held || turn => format!(
+            "nothing: {name} is {} (a Stop with background work or a PreCompact only marks an idle chat busy)",
+            if held { "held by a reap" } else { "already busy (@ccs_turn set)" }
+        ),
+        Action::Busy => format!("would mark {name} busy (@ccs_turn = now)"),
+        Action::ClearTurn => format!("would clear the turn on {name} (@ccs_turn unset; its idle clock left alone)"),
+        Action::Nothing(why) => format!("nothing: {why}"),
+    }
+}
+
 async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, CommandError> {
     let name = &s.name;
     match what {

@@ -9,6 +9,7 @@ mod common;
 mod audit;
 mod claude_e2e;
 mod claude_hook;
+mod claude_plain;
 mod cli;
 mod config;
 mod crash;
