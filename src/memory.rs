@@ -239,18 +239,22 @@ pub fn cgroup_of(pid: u32) -> Result<Source, String> {
     let ours = std::fs::read_to_string("/proc/self/mountinfo")
         .map(|t| cgroup_mounts(&t, Path::new("/")))
         .unwrap_or_else(|_| default_mounts());
-    let mut mounts = if ours.is_empty() {
+    let ours = if ours.is_empty() {
         default_mounts()
     } else {
         ours
     };
+    if let Some(s) = cgroup_from_proc(&text, &ours, cgroup_dir) {
+        return Ok(s);
+    }
+    // Only then the other process's mounts (a sidecar's case): one more small file.
     if pid != std::process::id() {
         if let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")) {
-            mounts.extend(cgroup_mounts(&t, Path::new(&format!("/proc/{pid}/root"))));
+            let theirs = cgroup_mounts(&t, Path::new(&format!("/proc/{pid}/root")));
+            if let Some(s) = cgroup_from_proc(&text, &theirs, cgroup_dir) {
+                return Ok(s);
+            }
         }
-    }
-    if let Some(s) = cgroup_from_proc(&text, &mounts, cgroup_dir) {
-        return Ok(s);
     }
     let outside = outside_namespace(&text);
     Err(if outside.is_empty() {
