@@ -30,6 +30,7 @@ pub static CLAUDE: Agent = Agent {
     is_program_word,
     cid_in_argv,
     resume_argv,
+    bare_argv,
     transcript_path,
     status_path: Some(status_path),
     parse_status: Some(parse_status),
@@ -328,6 +329,20 @@ pub fn resume_argv(
     out.extend(flags.into_iter().map(String::from));
     out.extend(rest[insert..].iter().cloned());
     Ok(ResumePlan { argv: out, mode })
+}
+
+/// The command line without its own `--resume`/`--session-id`/`--continue`/`--fork-session`
+/// (see [`strip`]), as words: what a tombstone keeps, for [`resume_argv`] to replay.
+pub fn bare_argv(argv: &[String]) -> Result<Vec<String>, ArgvError> {
+    if argv.is_empty() {
+        return Err(ArgvError::Empty);
+    }
+    let words = words_of_shell_string(argv)?.unwrap_or_else(|| argv.to_vec());
+    let at = program_index(&CLAUDE, &words)?;
+    let (rest, _) = strip(&words[at + 1..], argv)?;
+    let mut out: Vec<String> = words[..=at].to_vec();
+    out.extend(rest);
+    Ok(out)
 }
 
 /// The conversation id a command line passes to claude: `--resume X`, `--resume=X`, `-r X`,

@@ -7,3 +7,4 @@ pub mod daemon;
 pub mod observe;
 pub mod sweep;
 pub mod teardown;
+pub mod wayback;
