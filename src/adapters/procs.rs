@@ -598,7 +598,11 @@ pub fn start_time(pid: u32) -> Option<u64> {
 /// The direct children of `pid` (`/proc/<pid>/task/<pid>/children`: no scan of the table).
 pub fn children(pid: u32) -> Vec<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .map(|t| t.split_whitespace().filter_map(|w| w.parse().ok()).collect())
+        .map(|t| {
+            t.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        })
         .unwrap_or_default()
 }
 

@@ -106,11 +106,12 @@ pub fn hook_action(ev: &serde_json::Value) -> HookAction {
         "UserPromptSubmit" => HookAction::TurnBegin,
         "Stop" if background_running(ev.get("background_tasks")) => HookAction::Busy,
         "Stop" => HookAction::TurnEnd,
+        "PreCompact" if field("trigger") == Some("manual") => HookAction::CompactBegin,
         "PreCompact" => HookAction::Busy,
         // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
         // with 2.1.332), so its end is the turn's end. An automatic one runs inside a turn, whose
         // `Stop` ends it.
-        "PostCompact" if field("trigger") == Some("manual") => HookAction::TurnEnd,
+        "PostCompact" if field("trigger") == Some("manual") => HookAction::CompactEnd,
         "PostCompact" => HookAction::Nothing("an automatic compaction ends with its turn".into()),
         "SessionEnd" => HookAction::ClearTurn,
         "" => HookAction::Nothing("no hook_event_name in the event".into()),

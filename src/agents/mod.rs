@@ -133,6 +133,12 @@ pub enum HookAction {
     Busy,
     /// The turn is cleared (the agent is exiting); the idle clock is left alone.
     ClearTurn,
+    /// A compaction the user asked for begins: busy; with no turn running, the turn marked is
+    /// the compaction's own.
+    CompactBegin,
+    /// That compaction ended: the turn ends only when it was the compaction's own (one that a
+    /// running turn set off, as the "resume from summary" dialog does, never closes that turn).
+    CompactEnd,
     /// Nothing to do, and why.
     Nothing(String),
 }

@@ -203,8 +203,7 @@ pub fn check_argv(argv: &[String]) -> Result<(), String> {
     if argv.is_empty() || argv[0].is_empty() {
         return Err("its command line is empty".into());
     }
-    if argv.len() > MAX_ARGV_WORDS || argv.iter().map(String::len).sum::<usize>() > MAX_ARGV_BYTES
-    {
+    if argv.len() > MAX_ARGV_WORDS || argv.iter().map(String::len).sum::<usize>() > MAX_ARGV_BYTES {
         return Err(format!(
             "its command line is longer than {MAX_ARGV_WORDS} words or {MAX_ARGV_BYTES} bytes"
         ));

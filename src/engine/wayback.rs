@@ -59,7 +59,10 @@ async fn agent_env(r: &Reaper, cmd: &[String]) -> Vec<(String, String)> {
         .filter_map(|n| std::env::var(n).ok().map(|v| (n.to_string(), v)))
         .collect();
     let mut apply = |changes: Vec<(String, Option<String>)>| {
-        for (k, v) in changes.into_iter().filter(|(k, _)| names.contains(&k.as_str())) {
+        for (k, v) in changes
+            .into_iter()
+            .filter(|(k, _)| names.contains(&k.as_str()))
+        {
             env.retain(|(n, _)| *n != k);
             if let Some(v) = v {
                 env.push((k, v));
@@ -169,7 +172,11 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, CommandError> {
                 return Ok(true);
             }
             Verdict::Vanished => {
-                tracing::warn!(session = s.name, attempt, "the new session vanished (a tmux server exiting?): trying again");
+                tracing::warn!(
+                    session = s.name,
+                    attempt,
+                    "the new session vanished (a tmux server exiting?): trying again"
+                );
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Verdict::Died(status) => {
@@ -210,7 +217,9 @@ async fn verify(
         }
         if let Some(cid) = cid {
             if p.cid == cid {
-                return Ok(Verdict::Up("its SessionStart hook set the conversation id".into()));
+                return Ok(Verdict::Up(
+                    "its SessionStart hook set the conversation id".into(),
+                ));
             }
             if status_names(agent, env, c.pane_pid, cid) {
                 return Ok(Verdict::Up("its status file names the conversation".into()));

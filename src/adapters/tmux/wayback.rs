@@ -154,7 +154,9 @@ impl Tmux {
         if value.is_none() {
             c.push_param("-u");
         }
-        c.push_param("-t").push_param(format!("${n}:")).push_param(opt.to_string());
+        c.push_param("-t")
+            .push_param(format!("${n}:"))
+            .push_param(opt.to_string());
         if let Some(v) = value {
             c.push_param(literal(v));
         }
@@ -225,6 +227,54 @@ impl Tmux {
                 }
             })
             .collect()
+    }
+
+    /// A `/compact` begins on `name`: unless a reap holds it, mark a turn that starts now and
+    /// is the compaction's own (`@ccs_compact`), when no turn is marked; a turn already marked
+    /// is kept as it is. One guarded call; `false` when the session is gone.
+    pub async fn mark_compact(&self, name: &str, now_ms: i64) -> Result<bool, TmuxError> {
+        let target = format!("={name}:");
+        let t = super::quote(&target);
+        let mut has = TmuxCommand::with_name("has-session");
+        has.push_param("-t").push_param(format!("={name}"));
+        let mut c = TmuxCommand::with_name("if-shell");
+        c.push_param("-F")
+            .push_param("-t")
+            .push_param(target.clone())
+            .push_param("#{&&:#{==:#{@ccs_reaping},},#{==:#{@ccs_turn},}}")
+            .push_param(format!(
+                "set-option -t {t} @ccs_turn {now_ms} ; set-option -t {t} @ccs_compact 1"
+            ));
+        match self.run(&[has, c]).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A `/compact` ended on `name`: `Some(true)` when the turn marked was its own (then
+    /// `@ccs_compact` is cleared, in the same call), `Some(false)` when not, `None` when gone.
+    pub async fn end_compact(&self, name: &str) -> Result<Option<bool>, TmuxError> {
+        let target = format!("={name}:");
+        let t = super::quote(&target);
+        let mut has = TmuxCommand::with_name("has-session");
+        has.push_param("-t").push_param(format!("={name}"));
+        let mut c = TmuxCommand::with_name("if-shell");
+        c.push_param("-F")
+            .push_param("-t")
+            .push_param(target.clone())
+            .push_param("#{!=:#{@ccs_compact},}")
+            .push_param(format!(
+                "set-option -u -t {t} @ccs_compact ; display-message -p own"
+            ))
+            .push_param(format!("display-message -p -t {t} other"));
+        match self.run(&[has, c]).await {
+            Ok(out) => Ok(Some(out.trim() == "own")),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(None),
+            Err(TmuxError::NoServer(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     /// The command line that attaches a terminal to session `name` on this server.

@@ -71,7 +71,7 @@ fn hook_events_map_as_claude_hook_does() {
         ),
         (
             r#"{"hook_event_name":"PreCompact","trigger":"manual"}"#.into(),
-            HookAction::Busy,
+            HookAction::CompactBegin,
         ),
         (
             r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#.into(),
@@ -79,7 +79,7 @@ fn hook_events_map_as_claude_hook_does() {
         ),
         (
             r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#.into(),
-            HookAction::TurnEnd,
+            HookAction::CompactEnd,
         ),
         (
             r#"{"hook_event_name":"SessionEnd","reason":"other"}"#.into(),
@@ -115,6 +115,8 @@ fn hook_events_map_as_claude_hook_does() {
         | (Action::TurnEnd, HookAction::TurnEnd)
         | (Action::Busy, HookAction::Busy)
         | (Action::ClearTurn, HookAction::ClearTurn)
+        | (Action::CompactBegin, HookAction::CompactBegin)
+        | (Action::CompactEnd, HookAction::CompactEnd)
         | (Action::Nothing(_), HookAction::Nothing(_)) => true,
         _ => false,
     };
@@ -882,10 +884,22 @@ fn the_kept_command_line_drops_the_chats_own_id_and_replays() {
     // (command, kept)
     let table: &[(&[&str], &[&str])] = &[
         (
-            &["env", "-u", "CLAUDECODE", "claude", "--model", "opus", "--resume", u],
+            &[
+                "env",
+                "-u",
+                "CLAUDECODE",
+                "claude",
+                "--model",
+                "opus",
+                "--resume",
+                u,
+            ],
             &["env", "-u", "CLAUDECODE", "claude", "--model", "opus"],
         ),
-        (&["claude", "--session-id", u, "--", "x"], &["claude", "--", "x"]),
+        (
+            &["claude", "--session-id", u, "--", "x"],
+            &["claude", "--", "x"],
+        ),
         (&["claude --model x -r abc"], &["claude", "--model", "x"]),
     ];
     for (cmd, kept) in table {
@@ -893,11 +907,17 @@ fn the_kept_command_line_drops_the_chats_own_id_and_replays() {
     }
     assert!(bare_argv(&w(&["bash"])).is_err());
     assert!(bare_argv(&w(&["claude 'x'"])).is_err());
-    assert_eq!(pane_words(&w(&["sh", "-c", "claude --x"])), w(&["claude --x"]));
+    assert_eq!(
+        pane_words(&w(&["sh", "-c", "claude --x"])),
+        w(&["claude --x"])
+    );
     assert_eq!(pane_words(&w(&["claude", "--x"])), w(&["claude", "--x"]));
     assert_eq!(
         argv_env(&w(&["env", "-u", "A", "B=1", "claude", "C=2"])),
-        vec![("A".to_string(), None), ("B".to_string(), Some("1".to_string()))]
+        vec![
+            ("A".to_string(), None),
+            ("B".to_string(), Some("1".to_string()))
+        ]
     );
     assert!(argv_env(&w(&["claude", "B=1"])).is_empty());
     // (transcript, failed before, mode)
