@@ -8,6 +8,7 @@ mod common;
 
 mod audit;
 mod claude_e2e;
+mod claude_wayback;
 mod claude_hook;
 mod cli;
 mod config;
