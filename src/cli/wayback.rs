@@ -16,7 +16,16 @@ pub(super) async fn resume(cfg: Config, json: bool, id: &str) -> ExitCode {
     let attach = r.tmux.attach_argv(&name);
     let shown = attach
         .iter()
-        .map(|w| claude_hook::sh_quote(w))
+        .map(|w| {
+            let plain = !w.is_empty()
+                && w.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c));
+            if plain {
+                w.clone()
+            } else {
+                claude_hook::sh_quote(w)
+            }
+        })
         .collect::<Vec<_>>()
         .join(" ");
     let result = match did {

@@ -21,9 +21,10 @@ use crate::engine::context::Reaper;
 /// How long a resumed (or afresh started) agent must stay alive, with no other sign that it is
 /// up, to count as up. The pinned Claude Code 2.1.332 gives up on a `--resume` whose
 /// conversation it cannot find after 1.1-1.5 s (2.5-2.9 s on a loaded 2-core machine), and on a
-/// `--session-id` already in use after 0.6-1.3 s (tests/e2e/NOTES.md, "The agent seam"): twice
-/// the worst seen. Its `SessionStart` hook or its status file usually says so much sooner.
-pub const RESUME_SETTLE: Duration = Duration::from_secs(6);
+/// `--session-id` already in use after 0.6-1.3 s (tests/e2e/NOTES.md, "The agent seam"); in
+/// `claude_wayback` with two real claudes on 2 cores it took 4.0-4.5 s, and once more than 6 s:
+/// twice that. Its `SessionStart` hook or its status file says it is up much sooner (0.5-2.5 s).
+pub const RESUME_SETTLE: Duration = Duration::from_secs(12);
 
 /// How long any other command must live to count as started: one that dies at once (a typo, a
 /// crash on start) takes tmux a moment to notice.
@@ -281,7 +282,8 @@ async fn failed(
     argv: &[String],
     t0: Instant,
 ) -> CommandError {
-    let lines = r.tmux.last_lines(c.n, 3).await.unwrap_or_default();
+    let lines = r.tmux.last_lines(c.n, 12).await.unwrap_or_default();
+    tracing::debug!(session = s.name, screen = ?lines, "the dead pane's last lines");
     if let Err(e) = r.tmux.kill_n(c.n).await {
         tracing::warn!(session = s.name, error = %e, "failed to kill the dead session");
     }

@@ -517,7 +517,12 @@ impl World {
 
 /// ccs-reap on `s` with the world's clean environment (tmux gives a new session the PATH of the
 /// client that runs new-session, and that client is ccs-reap's), and `extra` on top.
-pub(crate) fn ccs_with(s: &Server, env: &[(&str, String)], args: &[&str], extra: &[(&str, &str)]) -> Out {
+pub(crate) fn ccs_with(
+    s: &Server,
+    env: &[(&str, String)],
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Out {
     Out::from(
         Command::new(BIN)
             .args(args)
@@ -536,7 +541,12 @@ pub(crate) fn ccs_with(s: &Server, env: &[(&str, String)], args: &[&str], extra:
 }
 
 /// [`ccs_with`], which must exit 0.
-pub(crate) fn ok_with(s: &Server, env: &[(&str, String)], args: &[&str], extra: &[(&str, &str)]) -> Out {
+pub(crate) fn ok_with(
+    s: &Server,
+    env: &[(&str, String)],
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Out {
     let o = ccs_with(s, env, args, extra);
     assert_eq!(o.code, 0, "ccs-reap {args:?}: {}{}", o.stdout, o.stderr);
     o

@@ -12,7 +12,7 @@
 use crate::claude_e2e::*;
 use crate::common::*;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// One world's chat `ID`, run with Claude Code's own hooks (the settings `claude-settings`
 /// prints), so its cid and turns come from claude itself.
@@ -123,7 +123,11 @@ impl Chat {
 
 fn words(v: &serde_json::Value) -> Vec<String> {
     v.as_array()
-        .map(|a| a.iter().map(|w| w.as_str().unwrap_or("").to_string()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|w| w.as_str().unwrap_or("").to_string())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -136,13 +140,26 @@ fn an_untouched_chat_comes_back_afresh_then_resumes_by_resume_with_its_history()
     let Some(c) = Chat::new() else { return };
     let _cleanup = Cleanup(&c.w.s);
     let (claude, settings) = (c.claude(), c.settings.clone());
-    c.ok(&["spawn", ID, "--cwd", &proj(&c), "--", &claude, "--settings", &settings]);
+    c.ok(&[
+        "spawn",
+        ID,
+        "--cwd",
+        &proj(&c),
+        "--",
+        &claude,
+        "--settings",
+        &settings,
+    ]);
     let cid = c.cid();
     wait_for(&c.w.s, &c.w.api, "claude ready", || prompt_empty(&c.w.s));
     // Reaped before any turn: no transcript, and the tombstone keeps the command line.
     let t = c.reap();
     assert_eq!(t["cid"], cid.as_str(), "{t}");
-    assert_eq!(words(&t["argv"]), [claude.as_str(), "--settings", &settings], "{t}");
+    assert_eq!(
+        words(&t["argv"]),
+        [claude.as_str(), "--settings", &settings],
+        "{t}"
+    );
     assert!(!c.transcript(&cid).exists());
     // `spawn <id>` with no command replays it, afresh under the same id: up, not a loop.
     let o = c.ok(&["spawn", ID]);
@@ -155,13 +172,17 @@ fn an_untouched_chat_comes_back_afresh_then_resumes_by_resume_with_its_history()
     c.talk(&msg1);
     assert_eq!(c.session_header(&msg1), cid);
     assert!(c.transcript(&cid).exists());
-    assert!(c.w.s.tombstone(ID).is_none(), "the tombstone outlived a turn");
+    assert!(
+        c.w.s.tombstone(ID).is_none(),
+        "the tombstone outlived a turn"
+    );
     // Reaped again; a plain user's `resume` (no terminal) brings it back and prints the attach.
     c.reap();
     let o = c.ok(&["resume", ID]);
     let sock = path_str(&c.w.s.sock);
     assert!(
-        o.stdout.contains(&format!("attach with: tmux -S {sock} attach -t =ccs-e2e"))
+        o.stdout
+            .contains(&format!("attach with: tmux -S {sock} attach -t =ccs-e2e"))
             || o.stdout.contains("attach -t =ccs-e2e"),
         "{}",
         o.stdout
@@ -185,7 +206,15 @@ fn a_session_id_chat_respawned_with_its_own_command_is_resumed() {
     let (claude, settings) = (c.claude(), c.settings.clone());
     let u = uuid();
     let cmd = [
-        "spawn", ID, "--cwd", &proj(&c), "--", &claude, "--session-id", &u, "--settings",
+        "spawn",
+        ID,
+        "--cwd",
+        &proj(&c),
+        "--",
+        &claude,
+        "--session-id",
+        &u,
+        "--settings",
         &settings,
     ];
     c.ok(&cmd);
@@ -208,7 +237,16 @@ fn a_stale_tombstone_starts_afresh_and_a_failed_resume_is_told_and_never_loops()
     let Some(c) = Chat::new() else { return };
     let _cleanup = Cleanup(&c.w.s);
     let (claude, settings) = (c.claude(), c.settings.clone());
-    c.ok(&["spawn", ID, "--cwd", &proj(&c), "--", &claude, "--settings", &settings]);
+    c.ok(&[
+        "spawn",
+        ID,
+        "--cwd",
+        &proj(&c),
+        "--",
+        &claude,
+        "--settings",
+        &settings,
+    ]);
     let cid = c.cid();
     let tag = &uuid()[..8];
     let msg1 = format!("remember FIG-{tag}");
@@ -223,13 +261,36 @@ fn a_stale_tombstone_starts_afresh_and_a_failed_resume_is_told_and_never_loops()
     let msg2 = format!("remember PEAR-{tag}");
     c.talk(&msg2);
     assert_eq!(c.session_header(&msg2), cid);
-    // A transcript that is there but holds no conversation: claude's resume fails. spawn waits
-    // for it, exits 1 with claude's own line, writes `resume-failed`, marks the tombstone.
+    // A claude that runs under another HOME than the one ccs-reap looks in (a wrapper that
+    // sets it): the transcript ccs-reap finds is not the one claude looks for, and claude's
+    // resume fails ("No conversation found"). spawn waits for it, exits 1 with claude's own
+    // line, writes `resume-failed`, marks the tombstone, kills the dead session.
     c.reap();
-    truncate(&tr);
+    let home2 = c.w.s.path("home2");
+    std::fs::create_dir_all(&home2).unwrap();
+    std::fs::copy(c.w.home.join(".claude.json"), home2.join(".claude.json")).unwrap();
+    let wrapper = c.w.s.path("bin/home2-claude");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nHOME={} exec {} \"$@\"\n",
+            path_str(&home2),
+            claude
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let wrapper = path_str(&wrapper);
     let t0 = std::time::Instant::now();
-    let o = c.ccs(&["spawn", ID]);
-    eprintln!("failed resume told after {:.2} s", t0.elapsed().as_secs_f64());
+    let o = c.ccs(&["spawn", ID, "--", &wrapper, "--settings", &settings]);
+    eprintln!(
+        "failed resume told after {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
     assert_eq!(o.code, 1, "{}{}", o.stdout, o.stderr);
     assert!(o.stderr.contains("No conversation found"), "{}", o.stderr);
     assert!(o.stderr.contains("marked"), "{}", o.stderr);
@@ -237,21 +298,23 @@ fn a_stale_tombstone_starts_afresh_and_a_failed_resume_is_told_and_never_loops()
     let line = c.w.s.audit().pop().expect("an audit line");
     assert_eq!(line["outcome"], "resume-failed", "{line}");
     assert!(
-        line["error"].as_str().unwrap_or("").contains("No conversation found"),
+        line["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("No conversation found"),
         "{line}"
     );
     let t = c.w.s.tombstone(ID).expect("the tombstone stays");
     assert!(t["start_failed"].is_string(), "{t}");
-    // The next spawn does not try the same way again.
-    let o = c.ccs(&["spawn", ID]);
+    assert_eq!(
+        words(&t["argv"]),
+        [wrapper.as_str(), "--settings", &settings],
+        "{t}"
+    );
+    // The next spawn does not try the same way again: afresh under the same id, and up.
+    let o = c.ok(&["spawn", ID]);
     assert!(o.stderr.contains("afresh"), "{}", o.stderr);
-    assert!(o.stderr.contains("--session-id"), "{}", o.stderr);
-    eprintln!("the next spawn: exit {}: {}", o.code, o.stderr);
-    // Once the empty transcript is gone too, it comes up, and the history builds again.
-    if o.code != 0 {
-        std::fs::remove_file(&tr).unwrap();
-        c.ok(&["spawn", ID]);
-    }
+    assert!(c.start_command().contains(&format!("--session-id {cid}")));
     let msg3 = format!("remember LIME-{tag}");
     c.talk(&msg3);
     c.reap();
@@ -260,12 +323,4 @@ fn a_stale_tombstone_starts_afresh_and_a_failed_resume_is_told_and_never_loops()
     let msg4 = format!("which fruit {tag}");
     c.talk(&msg4);
     c.history_has(&msg4, &msg3);
-}
-
-fn truncate(p: &Path) {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(p)
-        .unwrap();
 }

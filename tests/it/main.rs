@@ -8,8 +8,8 @@ mod common;
 
 mod audit;
 mod claude_e2e;
-mod claude_wayback;
 mod claude_hook;
+mod claude_wayback;
 mod cli;
 mod config;
 mod crash;

@@ -125,12 +125,25 @@ impl Tmux {
     /// The last lines of session `$n`'s first pane (what the agent said before it exited),
     /// empty lines left out.
     pub async fn last_lines(&self, n: u32, keep: usize) -> Result<Vec<String>, TmuxError> {
+        // The history too (an agent may have scrolled), and, where the pane died inside the
+        // alternate screen, that screen.
         let mut c = TmuxCommand::with_name("capture-pane");
         c.push_param("-p")
             .push_param("-J")
+            .push_param("-S")
+            .push_param("-200")
             .push_param("-t")
             .push_param(format!("${n}:"));
-        let out = self.run(&[c]).await?;
+        let mut out = self.run(&[c]).await?;
+        let mut alt = TmuxCommand::with_name("capture-pane");
+        alt.push_param("-p")
+            .push_param("-a")
+            .push_param("-q")
+            .push_param("-t")
+            .push_param(format!("${n}:"));
+        if let Ok(a) = self.run(&[alt]).await {
+            out.push_str(&a);
+        }
         let lines: Vec<String> = out
             .lines()
             .map(|l| l.replace('\u{a0}', " ").trim().to_string())
