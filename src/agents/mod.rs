@@ -320,7 +320,7 @@ pub fn pane_words(cmdline: &[String]) -> Vec<String> {
 /// `env -u NAME` removes (`None`), in order. Only `env`'s own words are read.
 pub fn argv_env(argv: &[String]) -> Vec<(String, Option<String>)> {
     let mut out = Vec::new();
-    if !argv.first().is_some_and(|w| base(w) == "env") {
+    if argv.first().is_none_or(|w| base(w) != "env") {
         return out;
     }
     let mut i = 1;
