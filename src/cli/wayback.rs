@@ -8,7 +8,7 @@ use crate::engine::wayback::{self, Resumed};
 pub(super) async fn resume(cfg: Config, json: bool, id: &str) -> ExitCode {
     use std::io::IsTerminal;
     let r = Reaper::new(cfg, false);
-    let did = match wayback::resume(&r, id).await {
+    let did = match commands::resume(&r, id).await {
         Ok(d) => d,
         Err(e) => return command_error(json, e),
     };
@@ -63,7 +63,7 @@ pub(super) async fn resume(cfg: Config, json: bool, id: &str) -> ExitCode {
 /// `forget <id>`: remove its tombstone (an audit line says so).
 pub(super) fn forget(cfg: Config, json: bool, id: &str) -> ExitCode {
     let r = Reaper::new(cfg, false);
-    match wayback::forget(&r, id) {
+    match wayback::forget(&r, id).map_err(CommandError::from) {
         Ok(t) => {
             let cid = t.and_then(|t| t.cid);
             if json {

@@ -17,7 +17,7 @@ use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 use crate::engine::observe::{find_cids, observe, Mode, Observation};
 use crate::engine::teardown::{self, Abort, Failure, Finished, ReapEnd};
-use crate::engine::wayback;
+use crate::engine::wayback::{self, Resumed};
 
 /// The failure of a one-session command (`reap <id>`), for exit codes.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +39,18 @@ pub enum CommandError {
     Failed { name: String, why: Failure },
     #[error("{0}")]
     Gone(String),
+}
+
+impl From<wayback::WaybackError> for CommandError {
+    fn from(e: wayback::WaybackError) -> Self {
+        use wayback::WaybackError as W;
+        match e {
+            W::Tmux(e) => CommandError::Tmux(e),
+            W::State(e) => CommandError::State(e),
+            W::Refused(m) => CommandError::Refused(m),
+            W::Gone(m) => CommandError::Gone(m),
+        }
+    }
 }
 
 /// What `reap <id>` did.
@@ -308,6 +320,34 @@ pub async fn spawn(
         },
     )
     .await
+    .map_err(CommandError::from)
+}
+
+/// `resume <id>`: a live chat is left as it is; an asleep one is spawned from its tombstone.
+pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
+    let name = format!("{}{id}", r.cfg.prefix);
+    if let Some(why) = crate::core::policy::invalid_id_why(id) {
+        return Err(CommandError::Refused(why));
+    }
+    let live = r
+        .tmux
+        .find(&name, &r.cfg.prefix, procs::exit_collected)
+        .await?
+        .is_some_and(|s| s.panes.iter().any(|p| !p.dead));
+    if live {
+        return Ok(Resumed::Live);
+    }
+    if r.state.read_tombstone(id)?.is_none() {
+        return Err(CommandError::Gone(format!(
+            "no chat {id}: {name} is not running and there is no tombstone {}",
+            r.state.tombstone_path(id).display()
+        )));
+    }
+    Ok(if spawn(r, id, None, None, &[]).await? {
+        Resumed::Spawned
+    } else {
+        Resumed::Live
+    })
 }
 
 /// Make way for `spawn`: an existing session is left alone (`None`), unless it is being reaped

@@ -9,14 +9,26 @@ use std::time::{Duration, Instant};
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Outcome, Tombstone};
+use crate::adapters::state::{AuditLine, Ended, Outcome, StateError, Tombstone};
 use crate::adapters::tmux::{Created, TmuxError};
 use crate::agents::claude::{is_uuid, CONFIG_DIR_VAR, PROJECT_DIR_NAME_VAR};
 use crate::agents::{self, Agent, ArgvError, StartMode};
 use crate::core::policy::ReapReason;
 use crate::core::time::rfc3339;
-use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
+
+/// Why the way back did not go through (the commands turn it into their error).
+#[derive(Debug, thiserror::Error)]
+pub enum WaybackError {
+    #[error("{0}")]
+    Tmux(#[from] TmuxError),
+    #[error("{0}")]
+    State(#[from] StateError),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Gone(String),
+}
 
 /// How long a resumed (or afresh started) agent must stay alive, with no other sign that it is
 /// up, to count as up. The pinned Claude Code 2.1.332 gives up on a `--resume` whose
@@ -97,7 +109,7 @@ fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) ->
 
 /// Start the chat and check it is up. `Ok(false)`: a session of that name exists (a concurrent
 /// spawn won).
-pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, CommandError> {
+pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
     let agent: &Agent = &agents::CLAUDE;
     let own = (agent.cid_in_argv)(s.cmd);
     let cid = own
@@ -134,7 +146,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, CommandError> {
                 Err(ArgvError::NoProgram { .. }) if !s.replayed => {
                     tracing::warn!(session = s.name, "the command does not start {}: started as given, without the conversation id", agent.display);
                 }
-                Err(e) => return Err(CommandError::Refused(format!("{}: {e}", where_from()))),
+                Err(e) => return Err(WaybackError::Refused(format!("{}: {e}", where_from()))),
             }
         }
         if mode == Some(StartMode::Fresh) {
@@ -185,7 +197,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, CommandError> {
             }
         }
     }
-    Err(CommandError::Refused(format!(
+    Err(WaybackError::Refused(format!(
         "{} exited as soon as it was created (three times); the tombstone is kept",
         s.name
     )))
@@ -281,7 +293,7 @@ async fn failed(
     status: Option<i32>,
     argv: &[String],
     t0: Instant,
-) -> CommandError {
+) -> WaybackError {
     let lines = r.tmux.last_lines(c.n, 12).await.unwrap_or_default();
     tracing::debug!(session = s.name, screen = ?lines, "the dead pane's last lines");
     if let Err(e) = r.tmux.kill_n(c.n).await {
@@ -342,7 +354,7 @@ async fn failed(
         };
     }
     let status = status.map_or(String::new(), |st| format!(" with status {st}"));
-    CommandError::Refused(format!(
+    WaybackError::Refused(format!(
         "{}: the agent exited{status} {:.1} s after it was started ({argv:?}): \"{last}\"{next}",
         s.name,
         t0.elapsed().as_secs_f64()
@@ -372,35 +384,6 @@ pub enum Resumed {
     Spawned,
 }
 
-/// `resume <id>`: a live chat is left as it is; an asleep one is spawned from its tombstone.
-pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
-    let name = format!("{}{id}", r.cfg.prefix);
-    if let Some(why) = crate::core::policy::invalid_id_why(id) {
-        return Err(CommandError::Refused(why));
-    }
-    let live = r
-        .tmux
-        .find(&name, &r.cfg.prefix, procs::exit_collected)
-        .await?
-        .is_some_and(|s| s.panes.iter().any(|p| !p.dead));
-    if live {
-        return Ok(Resumed::Live);
-    }
-    if r.state.read_tombstone(id)?.is_none() {
-        return Err(CommandError::Gone(format!(
-            "no chat {id}: {name} is not running and there is no tombstone {}",
-            r.state.tombstone_path(id).display()
-        )));
-    }
-    Ok(
-        if crate::engine::commands::spawn(r, id, None, None, &[]).await? {
-            Resumed::Spawned
-        } else {
-            Resumed::Live
-        },
-    )
-}
-
 /// An audit line that is no reap: `outcome` for chat `id`, from its tombstone.
 fn tomb_line(r: &Reaper, id: &str, t: Option<&Tombstone>, outcome: Outcome) -> AuditLine {
     let mut l = AuditLine::begin(
@@ -417,14 +400,14 @@ fn tomb_line(r: &Reaper, id: &str, t: Option<&Tombstone>, outcome: Outcome) -> A
 }
 
 /// `forget <id>`: remove a sleeping chat's tombstone (a malformed one too), with an audit line.
-pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, CommandError> {
+pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
     if let Some(why) = crate::core::policy::invalid_id_why(id) {
-        return Err(CommandError::Refused(why));
+        return Err(WaybackError::Refused(why));
     }
     let path = r.state.tombstone_path(id);
     let t = match r.state.read_tombstone(id) {
         Ok(None) => {
-            return Err(CommandError::Gone(format!(
+            return Err(WaybackError::Gone(format!(
                 "no tombstone for chat {id} ({})",
                 path.display()
             )))
