@@ -586,6 +586,26 @@ pub fn exit_collected(server: u32, pid: u32) -> Option<bool> {
     }
 }
 
+/// A process's start time (field 22 of `/proc/<pid>/stat`, clock ticks since boot), if it runs.
+pub fn start_time(pid: u32) -> Option<u64> {
+    Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .ok()
+        .filter(|st| st.state != 'Z' && st.state != 'X')
+        .map(|st| st.starttime)
+}
+
+/// The direct children of `pid` (`/proc/<pid>/task/<pid>/children`: no scan of the table).
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|t| {
+            t.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The argv of a process, if readable.
 pub fn cmdline(pid: i32) -> Option<Vec<String>> {
     Process::new(pid).and_then(|p| p.cmdline()).ok()

@@ -52,16 +52,22 @@ pub(super) enum Cmd {
         #[command(subcommand)]
         what: TurnCmd,
     },
-    /// Create the session if it is gone, resuming the conversation a tombstone or --cid names.
+    /// Create the session if it is gone, resuming the conversation a tombstone or --cid names;
+    /// with no command after --, the command line the tombstone keeps is run again (as words).
     Spawn {
         id: String,
         #[arg(long)]
         cid: Option<String>,
         #[arg(long)]
         cwd: Option<PathBuf>,
-        #[arg(last = true, required = true)]
+        #[arg(last = true)]
         cmd: Vec<String>,
     },
+    /// Bring a chat back and attach to it: a live chat is attached; an asleep (reaped) one is
+    /// spawned from its tombstone first. Without a terminal, print the attach command.
+    Resume { id: String },
+    /// Remove a sleeping chat's tombstone (its way back), with an audit line.
+    Forget { id: String },
     /// The -F formats of the sweep's one tmux call, as JSON (for the benchmark: it measures the
     /// very call the binary makes).
     #[command(hide = true)]

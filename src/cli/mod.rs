@@ -29,6 +29,7 @@ mod logging;
 mod man;
 mod output;
 pub mod render;
+mod wayback;
 
 use args::*;
 use claude::*;
@@ -106,6 +107,8 @@ pub fn main() -> ExitCode {
             Some(
                 Cmd::Turn { .. }
                     | Cmd::Spawn { .. }
+                    | Cmd::Resume { .. }
+                    | Cmd::Forget { .. }
                     | Cmd::Pin { .. }
                     | Cmd::Unpin { .. }
                     | Cmd::ClaudeSettings { .. }
@@ -203,6 +206,8 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 Err(e) => command_error(cli.json, e),
             }
         }
+        Some(Cmd::Resume { id }) => wayback::resume(cfg, cli.json, &id).await,
+        Some(Cmd::Forget { id }) => wayback::forget(cfg, cli.json, &id),
         Some(Cmd::Reap { id, force }) => reap(cfg, cli.json, cli.dry_run, &id, force).await,
         Some(Cmd::Events { from_start }) => {
             match crate::adapters::state::follow::run(&Reaper::new(cfg, true).state, from_start)

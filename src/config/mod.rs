@@ -89,6 +89,8 @@ pub struct Config {
     pub audit_max_bytes: u64,
     /// `CCS_AUDIT_KEEP`: how many rotated audit files are kept (`reaped.jsonl.1` ...).
     pub audit_keep: usize,
+    /// `CCS_REAP_TOMBSTONE_MAX_AGE`: a tombstone older than this is removed (aged-out).
+    pub tombstone_max_age: Duration,
     /// What reading the environment found worth a warning: unknown `CCS_*` variables, a bare
     /// number of milliseconds that is probably meant as seconds. See [`Config::warnings`].
     pub notes: Vec<String>,
@@ -604,7 +606,7 @@ mod tests {
     #[test]
     fn known_variables_are_the_settings_and_each_is_documented() {
         let known = known_vars();
-        assert_eq!(known.len(), 32, "{known:?}");
+        assert_eq!(known.len(), 33, "{known:?}");
         assert!(known.iter().any(|k| k == "CCS_ENGINE_IDLE_KILL_MS"));
         assert!(known.iter().any(|k| k == "CCS_AUDIT_KEEP"));
         let docs = include_str!("../../docs/configuration.md");

@@ -286,6 +286,16 @@ pub const VARS: &[Setting] = &[
         parse: audit_keep,
     },
     Setting {
+        name: "CCS_REAP_TOMBSTONE_MAX_AGE",
+        group: STATE,
+        default: "30d",
+        help: "A tombstone not used for this long (reckoned from its file's time) is removed, with an audit line (aged-out); checked at start and once an hour.",
+        parse: |d, s| {
+            d.tombstone_max_age_ms = ms(s, 60_000)?;
+            Ok(())
+        },
+    },
+    Setting {
         name: "CCS_LOG",
         group: STATE,
         default: "RUST_LOG if set, else info",

@@ -60,6 +60,13 @@ pub enum Action {
     Busy,
     /// The turn is cleared (claude is exiting): `@ccs_turn` unset, the idle clock left alone.
     ClearTurn,
+    /// A `/compact` begins (`PreCompact`, `manual`): busy, and when no turn runs, the turn
+    /// marked is the compaction's own (`@ccs_compact`).
+    CompactBegin,
+    /// A `/compact` ended (`PostCompact`, `manual`): the turn ends only when it was the
+    /// compaction's own. A compaction that a turn already running set off (the "resume from
+    /// summary" dialog answered by the studio's message) never closes that turn.
+    CompactEnd,
     /// Nothing to do, and why.
     Nothing(String),
 }
@@ -88,11 +95,12 @@ pub fn action(ev: &HookInput) -> Action {
         "UserPromptSubmit" => Action::TurnBegin,
         "Stop" if background_running(ev.background_tasks.as_ref()) => Action::Busy,
         "Stop" => Action::TurnEnd,
+        "PreCompact" if ev.trigger.as_deref() == Some("manual") => Action::CompactBegin,
         "PreCompact" => Action::Busy,
         // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
-        // with 2.1.332), so its end is the turn's end. An automatic one runs inside a turn, whose
-        // `Stop` ends it.
-        "PostCompact" if ev.trigger.as_deref() == Some("manual") => Action::TurnEnd,
+        // with 2.1.332), so its end is the turn's end, when the turn was its own. An automatic
+        // one runs inside a turn, whose `Stop` ends it.
+        "PostCompact" if ev.trigger.as_deref() == Some("manual") => Action::CompactEnd,
         "PostCompact" => Action::Nothing("an automatic compaction ends with its turn".into()),
         "SessionEnd" => Action::ClearTurn,
         "" => Action::Nothing("no hook_event_name in the event".into()),
@@ -250,6 +258,22 @@ async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, Comma
         } else {
             Outcome::Skipped(format!("{name} is gone"))
         }),
+        Action::CompactBegin => Ok(if r.tmux.mark_compact(name, now_ms()).await? {
+            Outcome::Done(format!("{name} kept busy (a compaction)"))
+        } else {
+            Outcome::Skipped(format!("{name} is gone"))
+        }),
+        Action::CompactEnd => match r.tmux.end_compact(name).await? {
+            Some(true) => Ok(if commands::turn_end(r, &s.id).await? {
+                Outcome::Done(format!("turn ended on {name} (its compaction ended)"))
+            } else {
+                Outcome::Skipped(format!("{name} is gone"))
+            }),
+            Some(false) => Ok(Outcome::Skipped(format!(
+                "the compaction ran inside a turn already running on {name}: that turn's own end closes it"
+            ))),
+            None => Ok(Outcome::Skipped(format!("{name} is gone"))),
+        },
         Action::ClearTurn => Ok(if r.tmux.set_named(name, "@ccs_turn", None).await? {
             Outcome::Done(format!("turn cleared on {name}"))
         } else {
@@ -492,7 +516,7 @@ mod tests {
             ),
             (
                 r#"{"hook_event_name":"PreCompact","trigger":"manual"}"#,
-                Action::Busy,
+                Action::CompactBegin,
             ),
             (
                 r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#,
@@ -500,7 +524,7 @@ mod tests {
             ),
             (
                 r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#,
-                Action::TurnEnd,
+                Action::CompactEnd,
             ),
             (
                 r#"{"hook_event_name":"SessionEnd","reason":"other"}"#,

@@ -8,3 +8,4 @@ pub mod daemon;
 pub mod observe;
 pub mod sweep;
 pub mod teardown;
+pub mod wayback;

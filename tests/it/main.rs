@@ -10,6 +10,7 @@ mod audit;
 mod claude_e2e;
 mod claude_hook;
 mod claude_plain;
+mod claude_wayback;
 mod cli;
 mod config;
 mod crash;

@@ -12,6 +12,7 @@ mod audit;
 pub mod follow;
 use crate::core::known;
 mod private;
+mod tombs;
 use crate::core::records;
 
 pub use audit::{
@@ -467,6 +468,8 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            argv: None,
+            start_failed: None,
         };
         s.write_tombstone(&t).unwrap();
         assert_eq!(s.read_tombstone("1").unwrap(), Some(t));
@@ -541,6 +544,8 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            argv: None,
+            start_failed: None,
         }
     }
 

@@ -312,9 +312,11 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // 4. The journals, before the hook: from here on a reaper that dies or stalls leaves a
     // journal, and its live mark keeps everyone else off the session.
     let dirs = r.state.reap_dirs();
+    let going: Vec<u32> = jobs.iter().filter(|j| !j.over).map(Job::n).collect();
+    let kept = r.tmux.kept_argvs(&going).await;
     for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
         let written = match &dirs {
-            Ok(d) => write_journal(r, d, j, &tok, listing.server_pid),
+            Ok(d) => write_journal(r, d, j, &tok, listing.server_pid, kept.get(&j.n())),
             Err(e) => Err(e.to_string()),
         };
         match written {
