@@ -226,6 +226,16 @@ pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -
             if held { "held by a reap" } else { "already busy (@ccs_turn set)" }
         ),
         Action::Busy => format!("would mark {name} busy (@ccs_turn = now)"),
+        Action::CompactBegin if held || turn => format!(
+            "nothing: {name} is {} (a manual compaction marks only an idle chat busy)",
+            if held { "held by a reap" } else { "already busy: the compaction runs inside that turn" }
+        ),
+        Action::CompactBegin => format!(
+            "would mark {name} busy for a manual compaction (@ccs_turn and @ccs_compact = now)"
+        ),
+        Action::CompactEnd => format!(
+            "would end the turn on {name} if the compaction began it (@ccs_compact set), else nothing: the running turn's own end closes it"
+        ),
         Action::ClearTurn => format!("would clear the turn on {name} (@ccs_turn unset; its idle clock left alone)"),
         Action::Nothing(why) => format!("nothing: {why}"),
     }
