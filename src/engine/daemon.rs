@@ -235,7 +235,7 @@ impl Cause {
 /// is above the threshold (or the stall above its limit), and stays quiet while a teardown is in
 /// flight (it is freeing memory) and after a pressure sweep.
 ///
-/// Long (about 95 lines) on purpose: one loop whose steps (wait, re-register, look, wake) share
+/// Long (about 105 lines) on purpose: one loop whose steps (wait, re-register, look, wake) share
 /// the kernel's handles and the last look.
 async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
     let p = &r.cfg.policy;
@@ -250,6 +250,8 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
     )> = None;
     // The PSI trigger and memory.events, for the source they were set up for.
     let mut wakers: Option<wake::Wakers> = None;
+    // The path last said (and whether the threshold's eventfd was part of it).
+    let mut said: Option<(&'static str, bool)> = None;
     // Above the threshold at the last look: poll until it is not (a crossing is notified once).
     let mut last_over = false;
     loop {
@@ -278,11 +280,8 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
         // Resolved by the sweeps (the tmux server's cgroup needs its pid).
         let Some(w) = r.watched() else { continue };
         if wakers.as_ref().is_none_or(|k| k.watched != w) {
-            let k = wake::Wakers::new(&w, p);
-            let path = k.path(p, &w);
-            tracing::info!(path, watching = %w, how = %k.said, "memory pressure wake: {path}");
-            r.metrics.record_pressure_watch(path);
-            wakers = Some(k);
+            wakers = Some(wake::Wakers::new(&w, p));
+            said = None;
         }
         let limit = match &threshold {
             Some((tw, l, at)) if *tw == w && at.elapsed() < LIMIT_REREAD => *l,
@@ -304,10 +303,17 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
                     // open and the same until the AsyncFd drops.
                     .and_then(|t| unsafe { tokio::io::unix::AsyncFd::register(t.fd) }.ok())
                     .map(|fd| (w.clone(), l, fd));
-                if let Some(k) = &wakers {
-                    let path = k.path(p, &w);
-                    r.metrics.record_pressure_watch(path);
-                }
+            }
+        }
+        // The path in use, said when it changes.
+        if let Some(k) = &wakers {
+            let eventfd = notify.as_ref().is_some_and(|(nw, _, _)| *nw == w);
+            let path = k.path(p, eventfd);
+            if said != Some((path, eventfd)) {
+                let how = k.how(p, &w, eventfd);
+                tracing::info!(path, watching = %w, how, "memory pressure wake: {path}");
+                r.metrics.record_pressure_watch(path);
+                said = Some((path, eventfd));
             }
         }
         // A fired trigger is the kernel's word that the stall passed its share of the window.

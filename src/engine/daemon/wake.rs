@@ -94,18 +94,43 @@ impl Wakers {
     }
 
     /// The path in use, as the metric's label says it: `event` when the kernel notifies all the
-    /// rules need (the threshold only on cgroup v1), `poll+event` when it is polled and woken
-    /// early too, `poll` when nothing notifies.
-    pub fn path(&self, p: &Policy, w: &Watched) -> &'static str {
-        let threshold = matches!(w.source, Source::V1(_));
-        let high_ok = p.mem_high.is_none() || threshold;
+    /// rules need (`eventfd`: cgroup v1's threshold notification is registered), `poll+event`
+    /// when it is polled and woken early too, `poll` when nothing notifies.
+    pub fn path(&self, p: &Policy, eventfd: bool) -> &'static str {
+        let high_ok = p.mem_high.is_none() || eventfd;
         let psi_ok = p.mem_psi.is_none() || self.psi.is_some();
-        let any = threshold && p.mem_high.is_some() || self.psi.is_some() || self.events.is_some();
+        let any = eventfd || self.psi.is_some() || self.events.is_some();
         match (high_ok && psi_ok, any) {
             (true, _) => "event",
             (false, true) => "poll+event",
             (false, false) => "poll",
         }
+    }
+
+    /// What wakes the watcher, and what was refused, for the log line.
+    pub fn how(&self, p: &Policy, w: &Watched, eventfd: bool) -> String {
+        let threshold = match (&w.source, p.mem_high.is_some(), eventfd) {
+            (_, false, _) => None,
+            (Source::V1(d), true, true) => Some(format!(
+                "cgroup v1 threshold eventfd on {}",
+                d.join("memory.usage_in_bytes").display()
+            )),
+            (Source::V1(d), true, false) => Some(format!(
+                "no cgroup v1 threshold notification ({} could not be written, or no limit): CCS_ENGINE_MEM_HIGH polled every {} ms",
+                d.join("cgroup.event_control").display(),
+                super::WATCH_EVERY.as_millis()
+            )),
+            (_, true, _) => Some(format!(
+                "no threshold notification on {}: CCS_ENGINE_MEM_HIGH polled every {} ms",
+                if matches!(w.source, Source::V2(_)) { "cgroup v2" } else { "/proc/meminfo" },
+                super::WATCH_EVERY.as_millis()
+            )),
+        };
+        threshold
+            .into_iter()
+            .chain(std::iter::once(self.said.clone()))
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
