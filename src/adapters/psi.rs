@@ -117,6 +117,11 @@ pub fn twin(v1_dir: &Path) -> Option<PathBuf> {
     )
 }
 
+/// The text of a PSI file (`None` when it cannot be read).
+pub fn read(file: &Path) -> Option<String> {
+    std::fs::read_to_string(file).ok()
+}
+
 /// The counters of a `memory.events` file.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Events {

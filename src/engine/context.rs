@@ -253,6 +253,28 @@ impl Reaper {
     }
 }
 
+/// The PSI file of the memory watched: the cgroup's own `memory.pressure` (on a cgroup v1 host,
+/// its v2 twin's: the cgroup that holds the limit has none), else the host's.
+pub(crate) fn pressure_file(w: &Watched) -> std::path::PathBuf {
+    use crate::adapters::psi;
+    match &w.source {
+        memory::Source::V2(d) => d.join("memory.pressure"),
+        memory::Source::V1(d) => {
+            psi::twin(d).map_or(psi::HOST_PRESSURE.into(), |t| t.join("memory.pressure"))
+        }
+        memory::Source::Meminfo => psi::HOST_PRESSURE.into(),
+    }
+}
+
+/// The memory stall now (`some avg10`, %) where the memory is watched ([`pressure_file`]), else
+/// of the host.
+pub(crate) fn stall_now(w: &Watched) -> Option<f64> {
+    use crate::adapters::psi;
+    psi::read(&pressure_file(w))
+        .or_else(|| psi::read(std::path::Path::new(psi::HOST_PRESSURE)))
+        .and_then(|t| memory::psi_some_avg10(&t))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -331,7 +331,7 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
         // Its share is CCS_ENGINE_MEM_PSI's; without a trigger this look, `some avg10` judges.
         let stalled = p.mem_psi.is_some_and(|max| {
             (fired && wakers.as_ref().is_some_and(|k| k.psi.is_some()))
-                || memory::pressure(&w.source).is_some_and(|now| now >= max)
+                || crate::engine::context::stall_now(&w).is_some_and(|now| now >= max)
         });
         if over || stalled {
             let cause = cause.as_str();

@@ -97,7 +97,7 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         snap.host = memory::read(&w.source);
         if p.mem_psi.is_some() {
             snap.stall_pct = r.stall_pct(
-                memory::pressure(&w.source),
+                crate::engine::context::stall_now(&w),
                 crate::adapters::clock::now_ms(),
             );
         }

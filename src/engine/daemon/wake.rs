@@ -31,13 +31,10 @@ pub(super) struct Wakers {
 
 impl Wakers {
     pub fn new(w: &Watched, p: &Policy) -> Wakers {
-        let (pressure, events_dir) = match &w.source {
-            Source::V2(d) => (d.join("memory.pressure"), Some(d.clone())),
-            Source::V1(d) => (
-                psi::twin(d).map_or(psi::HOST_PRESSURE.into(), |t| t.join("memory.pressure")),
-                None,
-            ),
-            Source::Meminfo => (psi::HOST_PRESSURE.into(), None),
+        let pressure = crate::engine::context::pressure_file(w);
+        let events_dir = match &w.source {
+            Source::V2(d) => Some(d.clone()),
+            _ => None,
         };
         let mut said = Vec::new();
         let pct = p.mem_psi.unwrap_or(psi::HINT_STALL_PCT);
