@@ -33,6 +33,10 @@ pub struct Reaper {
     /// is not here was left behind (a kill-session that failed, a bug) and is judged as a gone
     /// owner's, so it goes stale after its limit instead of holding the chat for our whole life.
     live_tokens: Mutex<HashSet<String>>,
+    /// The stall a PSI trigger reported (percent, and until when it holds, Unix ms): the kernel
+    /// said the tasks stalled at least that share of its window, which `some avg10` shows only
+    /// seconds later.
+    psi_stall: Mutex<Option<(f64, i64)>>,
     /// This process, as its marks name it: (pid, start time), and its pid namespace.
     me: (procs::Ident, u64),
 }
@@ -69,6 +73,7 @@ impl Reaper {
             watched: Mutex::new(None),
             known: Mutex::new(None),
             live_tokens: Mutex::new(HashSet::new()),
+            psi_stall: Mutex::new(None),
             me: (procs::myself(), procs::pidns()),
         })
     }
@@ -224,6 +229,21 @@ impl Reaper {
         w
     }
 
+    /// A PSI trigger fired: the stall was at least `pct` over its window, until `until_ms`.
+    pub(crate) fn psi_fired(&self, pct: f64, until_ms: i64) {
+        *self.psi_stall.lock().unwrap_or_else(|p| p.into_inner()) = Some((pct, until_ms));
+    }
+
+    /// The stall a sweep judges by: `some avg10`, or what a trigger reported within its window
+    /// (`now_ms`) when that is more.
+    pub(crate) fn stall_pct(&self, avg10: Option<f64>, now_ms: i64) -> Option<f64> {
+        let fired = *self.psi_stall.lock().unwrap_or_else(|p| p.into_inner());
+        match fired {
+            Some((pct, until)) if now_ms <= until => Some(avg10.map_or(pct, |a| a.max(pct))),
+            _ => avg10,
+        }
+    }
+
     /// The memory watched, as last resolved.
     pub fn watched(&self) -> Option<Watched> {
         self.watched
@@ -231,6 +251,28 @@ impl Reaper {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+}
+
+/// The PSI file of the memory watched: the cgroup's own `memory.pressure` (on a cgroup v1 host,
+/// its v2 twin's: the cgroup that holds the limit has none), else the host's.
+pub(crate) fn pressure_file(w: &Watched) -> std::path::PathBuf {
+    use crate::adapters::psi;
+    match &w.source {
+        memory::Source::V2(d) => d.join("memory.pressure"),
+        memory::Source::V1(d) => {
+            psi::twin(d).map_or(psi::HOST_PRESSURE.into(), |t| t.join("memory.pressure"))
+        }
+        memory::Source::Meminfo => psi::HOST_PRESSURE.into(),
+    }
+}
+
+/// The memory stall now (`some avg10`, %) where the memory is watched ([`pressure_file`]), else
+/// of the host.
+pub(crate) fn stall_now(w: &Watched) -> Option<f64> {
+    use crate::adapters::psi;
+    psi::read(&pressure_file(w))
+        .or_else(|| psi::read(std::path::Path::new(psi::HOST_PRESSURE)))
+        .and_then(|t| memory::psi_some_avg10(&t))
 }
 
 #[cfg(test)]

@@ -97,7 +97,10 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         let w = r.watch_memory(listing.server_pid);
         snap.host = memory::read(&w.source);
         if p.mem_psi.is_some() {
-            snap.stall_pct = memory::pressure(&w.source);
+            snap.stall_pct = r.stall_pct(
+                crate::engine::context::stall_now(&w),
+                crate::adapters::clock::now_ms(),
+            );
         }
     }
     (snap, listing)

@@ -61,6 +61,11 @@ pub struct Metrics {
     host_used: MaybeGauge,
     host_limit: MaybeGauge,
     tmux_server_up: Gauge,
+    /// How the memory watcher is woken: 1 for the path in use (`event`, `poll`, `poll+event`,
+    /// `off`).
+    pressure_watch: Family<Labels, Gauge>,
+    /// The watcher's wakes that started a sweep, by cause.
+    pressure_wakes: Family<Labels, Counter>,
     /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
     health: Mutex<Result<(), String>>,
 }
@@ -84,6 +89,8 @@ impl Default for Metrics {
             host_used: MaybeGauge::default(),
             host_limit: MaybeGauge::default(),
             tmux_server_up: Gauge::default(),
+            pressure_watch: Family::default(),
+            pressure_wakes: Family::default(),
             health: Mutex::new(Err("no sweep yet".into())),
         };
         registry.register(
@@ -142,6 +149,16 @@ impl Default for Metrics {
             "1 when the last sweep read a tmux server at the socket, else 0 (none listens there, or tmux failed)",
             m.tmux_server_up.clone(),
         );
+        registry.register(
+            "pressure_watch",
+            "1 for how the memory watcher is woken between sweeps: event (the kernel notifies: a cgroup v1 threshold, a PSI trigger), poll (every 250 ms), poll+event (polled, and woken early by PSI or memory.events), off (no memory rule)",
+            m.pressure_watch.clone(),
+        );
+        registry.register(
+            "pressure_wakes",
+            "Sweeps the memory watcher started, by what woke it (threshold, psi, memory.events, poll)",
+            m.pressure_wakes.clone(),
+        );
         let build = Family::<Labels, Gauge>::default();
         build
             .get_or_create(&labels(&[
@@ -157,6 +174,11 @@ impl Default for Metrics {
         Metrics { registry, ..m }
     }
 }
+
+/// The values of `pressure_watch`'s `path` label.
+pub const PRESSURE_PATHS: [&str; 4] = ["event", "poll", "poll+event", "off"];
+/// The values of `pressure_wakes`'s `cause` label.
+pub const PRESSURE_CAUSES: [&str; 4] = ["threshold", "psi", "memory.events", "poll"];
 
 /// Buckets of `sweep_duration_seconds`: a sweep is one tmux call and the decisions (milliseconds),
 /// up to the tmux timeout (10 s by default).
@@ -227,6 +249,26 @@ impl Metrics {
         };
         self.host_used.set(r.host.map(|h| h.used_bytes));
         self.host_limit.set(r.host.and_then(|h| h.limit_bytes));
+    }
+
+    /// The memory watcher's wake path now: 1 for it, 0 for the others it had.
+    pub fn record_pressure_watch(&self, path: &str) {
+        for p in PRESSURE_PATHS {
+            self.pressure_watch
+                .get_or_create(&labels(&[("path", p)]))
+                .set(i64::from(p == path));
+        }
+        // Every cause has a sample from the start (a 0, not a missing series).
+        for c in PRESSURE_CAUSES {
+            let _ = self.pressure_wakes.get_or_create(&labels(&[("cause", c)]));
+        }
+    }
+
+    /// A sweep the memory watcher started, woken by `cause`.
+    pub fn record_pressure_wake(&self, cause: &str) {
+        self.pressure_wakes
+            .get_or_create(&labels(&[("cause", cause)]))
+            .inc();
     }
 
     pub fn record_reap(&self, l: &AuditLine) {
