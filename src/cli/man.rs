@@ -87,7 +87,7 @@ pub(super) fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     man.render_options_section(&mut buf)?;
     man.render_subcommands_section(&mut buf)?;
     let mut t = String::from(".SH ENVIRONMENT\n");
-    t.push_str(&roff("ccs-reap reads its settings from the environment, over the settings file (see FILES): KEY=value lines as systemd's EnvironmentFile= reads them; the environment wins; ccs-reap config prints what is in effect and where each value came from. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_IDLE is set. A value that does not fit makes every command exit 2 naming the variable."));
+    t.push_str(&roff(&format!("ccs-reap reads its settings from the environment, over the settings file (see FILES): KEY=value lines as systemd's EnvironmentFile= reads them; the environment wins; ccs-reap config prints what is in effect and where each value came from. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until {}. A value that does not fit makes every command exit 2 naming the variable.", crate::config::ENABLED_BY)));
     t.push('\n');
     let mut group = "";
     for v in crate::config::VARS {
