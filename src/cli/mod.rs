@@ -268,6 +268,7 @@ async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
     let r = Reaper::new(cfg, true);
     let rep = crate::engine::sweep::status(&r).await;
     warn_no_server(&rep);
+    warn_activity(&r);
     if json {
         print_json(&rep);
     } else {
@@ -325,6 +326,7 @@ async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
     let sink: Option<crate::engine::teardown::Sink> = (!json).then_some(&print);
     let rep = crate::engine::sweep::sweep(&r, crate::engine::sweep::Batches::Wait(sink)).await;
     warn_no_server(&rep);
+    warn_activity(&r);
     if json {
         print_json(&rep);
     } else {

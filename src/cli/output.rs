@@ -51,6 +51,13 @@ pub(super) fn warn_no_server(rep: &crate::core::report::SweepReport) {
     }
 }
 
+/// `status` and `--once` could not read an activity file: every session is kept, said once.
+pub(super) fn warn_activity(r: &Reaper) {
+    if let Some(e) = r.activity_problem() {
+        say!("ccs-reap: warning: an activity file (CCS_ACTIVITY_FILES) is unreadable, every session is kept: {e}");
+    }
+}
+
 pub(super) fn print_json<T: serde::Serialize>(v: &T) {
     match serde_json::to_string_pretty(v) {
         Ok(s) => out(&format!("{s}\n")),
