@@ -115,6 +115,10 @@ pub(super) enum Cmd {
     },
     /// Print every setting in effect, with where it came from (default, FILE:LINE, environment).
     Config,
+    /// Run every check once and say why chats would not be reaped (no server at the socket, no
+    /// session under the prefix, no cid, the claude-hook not wired, an activity file missing, no
+    /// memory limit): exit 1 on a problem, 0 when healthy.
+    Doctor,
     /// Print each audit event (one JSON line per reap attempt or warning) as it is appended,
     /// following the audit log across rotations, until SIGTERM/SIGINT or stdout closes.
     Events {

@@ -176,6 +176,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(Cmd::Status { wide, .. }) => status(cfg, cli.json, wide).await,
+        Some(Cmd::Doctor) => doctor(cfg, cli.json).await,
         Some(Cmd::Turn { what }) => turn(cfg, cli.json, what).await,
         Some(Cmd::Pin { id }) => pin_answer(
             cli.json,
@@ -275,6 +276,42 @@ async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
         out(&render::render_status(&rep, wide));
     }
     if rep.error.is_some() {
+        ExitCode::from(exit::FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `doctor`: every check once; exit 1 on a problem.
+async fn doctor(cfg: Config, json: bool) -> ExitCode {
+    use crate::core::doctor::{any_problem, Verdict};
+    let r = Reaper::new(cfg, true);
+    let checks = crate::engine::doctor::run(&r).await;
+    let bad = any_problem(&checks);
+    if json {
+        print_json(&serde_json::json!({ "ok": !bad, "checks": checks }));
+    } else {
+        let mut o = String::new();
+        for c in &checks {
+            let v = match c.verdict {
+                Verdict::Ok => "ok     ",
+                Verdict::Note => "note   ",
+                Verdict::Problem => "PROBLEM",
+            };
+            o.push_str(&format!("{v} {:<9} {}\n", c.check, c.message));
+        }
+        let n = checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Problem)
+            .count();
+        o.push_str(&if bad {
+            format!("{n} problem(s): chats may never be reaped\n")
+        } else {
+            "healthy\n".to_string()
+        });
+        out(&o);
+    }
+    if bad {
         ExitCode::from(exit::FAILED)
     } else {
         ExitCode::SUCCESS
