@@ -194,14 +194,16 @@ fn hook_checks(r: &Reaper, needed: bool) -> Vec<Check> {
     };
     let text = match read_bounded(&path) {
         Ok(t) => t,
-        Err(e) => return vec![Check::new(
-            "hook",
-            missing,
-            format!(
+        Err(e) => {
+            return vec![Check::new(
+                "hook",
+                missing,
+                format!(
                 "the claude-hook is not wired: {e} (ccs-reap claude-settings --write {} wires it)",
                 path.display()
             ),
-        )],
+            )]
+        }
     };
     let cmds = match serde_json::from_str::<serde_json::Value>(&text) {
         Ok(v) => hook_commands(&v),
