@@ -367,6 +367,14 @@ async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
     if json {
         print_json(&rep);
     } else {
+        // The chats found lost with their server were not reaps of a batch: said here, once.
+        for l in rep
+            .reaps
+            .iter()
+            .filter(|l| l.outcome == crate::adapters::state::Outcome::Lost)
+        {
+            out(&render::render_reap(l));
+        }
         out(&render::render_sweep_end(&rep));
     }
     if rep
