@@ -350,14 +350,22 @@ fn exit_3_names_the_lock_holder() {
             .unwrap(),
     );
     let pid = first.0.id();
-    let mut o = None;
-    assert!(wait_until(10.0, || {
-        let r = s.run_any(&[], &env);
-        let done = r.code == 3;
-        o = Some(r);
-        done
-    }));
-    let o = o.unwrap();
+    // Until the first holds its lock (it writes its pid into it), a second would take it.
+    let holds = || {
+        std::fs::read_dir(s.state_dir())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .any(|e| {
+                e.file_name().to_string_lossy().starts_with("reaper-")
+                    && std::fs::read_to_string(e.path()).is_ok_and(|t| t.trim() == pid.to_string())
+            })
+    };
+    assert!(
+        wait_until(10.0, holds),
+        "the first daemon never took its lock"
+    );
+    let o = s.run_expect(&[3], &[], &env);
     assert!(o.stderr.contains(&format!("pid {pid}")), "{}", o.stderr);
 }
 
@@ -423,8 +431,22 @@ fn the_man_page_explains_itself_with_examples_and_points_to_installed_docs() {
         !man.contains("docs/"),
         "the man page names docs/ files that are not installed"
     );
-    assert!(man.contains("/usr/share/doc/ccs-reap"));
+    assert!(man.replace("\\-", "-").contains("/usr/share/doc/ccs-reap"));
     for state in ["no\\-cid", "busy", "viewed", "pinned", "idle", "expired"] {
         assert!(man.contains(state), "state {state} not explained");
+    }
+}
+
+#[test]
+fn a_relative_socket_or_state_dir_is_refused_naming_it() {
+    let s = Server::new();
+    for var in ["CCS_TMUX_SOCKET_PATH", "CCS_REAP_STATE_DIR"] {
+        let o = s.run_expect(CONFIG, &["status"], &[(var, "rel/x")]);
+        assert!(
+            o.stderr.contains(var) && o.stderr.contains("absolute"),
+            "{var}: {}",
+            o.stderr
+        );
+        assert!(!s.path("rel").exists() && !std::path::Path::new("rel").exists());
     }
 }
