@@ -72,7 +72,19 @@ pub(super) fn set_json_stderr(on: bool) {
 pub(crate) fn say_line(text: &str) {
     use std::io::Write as _;
     let line = if JSON_STDERR.load(Ordering::Relaxed) {
-        json_line(text)
+        // With the journal's priority, as the log lines carry it.
+        static JOURNAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let j = json_line(text);
+        if *JOURNAL.get_or_init(stderr_is_journal) {
+            let p = if j.contains(r#""level":"WARN""#) {
+                4
+            } else {
+                3
+            };
+            format!("<{p}>{j}")
+        } else {
+            j
+        }
     } else {
         text.to_string()
     };
