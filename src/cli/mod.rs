@@ -108,7 +108,8 @@ pub fn main() -> ExitCode {
         }
     };
     // INFO lines for the daemon, or with -v; a command's results are on stdout.
-    let daemon = cli.cmd.is_none() && !cli.once;
+    // (`events`, which runs until stopped, logs as the daemon does: "following the audit log".)
+    let daemon = (cli.cmd.is_none() && !cli.once) || matches!(cli.cmd, Some(Cmd::Events { .. }));
     init_logging(&cfg, !(daemon || cli.verbose));
     // `ccs-reap --dry-run status|reap ID|claude-hook` (before each took its own) still works.
     let root_dry_run_ok = matches!(
