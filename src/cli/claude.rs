@@ -83,7 +83,9 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
         rt.block_on(async { tokio::time::timeout(left, claude_hook::act(&r, &ev, &pane)).await });
     match done {
         Ok(Ok(Outcome::Blocked(why))) => {
-            say!("{why}");
+            // For the user, as Claude Code shows it: always plain text.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{why}");
             ExitCode::from(exit::BLOCKED)
         }
         Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,

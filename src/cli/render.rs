@@ -232,7 +232,8 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
     if !r.enabled {
         let _ = writeln!(
             o,
-            "reaping is disabled (CCS_ENGINE_IDLE_KILL_MS unset or 0)"
+            "reaping is disabled: it is off until {}",
+            crate::config::ENABLED_BY
         );
     }
     if let Some(e) = &r.error {
@@ -249,15 +250,24 @@ pub fn render_sweep(r: &SweepReport) -> String {
     o
 }
 
+/// "1 process", "3 processes".
+pub fn processes(n: usize) -> String {
+    if n == 1 {
+        "1 process".into()
+    } else {
+        format!("{n} processes")
+    }
+}
+
 /// One reap's line, as `--once` prints it when the reap is over.
 pub fn render_reap(l: &AuditLine) -> String {
     format!(
-        "{} {} ({}): {}, {} processes (term {}, kill {}), {}, {} ms{}\n",
+        "{} {} ({}): {}, {} (term {}, kill {}), {}, {} ms{}\n",
         l.outcome,
         l.session,
         l.tmux_id,
         l.reason,
-        l.pids.len(),
+        processes(l.pids.len()),
         l.term,
         l.kill,
         freed(l),

@@ -133,7 +133,7 @@ pub const VARS: &[Setting] = &[
         default: "unset",
         help: "The tmux server, as tmux -S <path>.",
         parse: |d, s| {
-            d.socket_path = Some(PathBuf::from(s));
+            d.socket_path = Some(absolute(s)?);
             Ok(())
         },
     },
@@ -263,7 +263,7 @@ pub const VARS: &[Setting] = &[
         default: "$XDG_STATE_HOME/ccs-reap, else $HOME/.local/state/ccs-reap",
         help: "Audit log, lock, tombstones, journals (files.md).",
         parse: |d, s| {
-            d.state_dir = Some(PathBuf::from(s));
+            d.state_dir = Some(absolute(s)?);
             Ok(())
         },
     },
@@ -388,4 +388,15 @@ pub const VARS: &[Setting] = &[
 /// The row of a variable.
 pub fn setting(name: &str) -> Option<&'static Setting> {
     VARS.iter().find(|s| s.name == name)
+}
+
+/// A path setting: absolute only. A relative one would name another place for every caller
+/// whose working directory differs (the daemon, cron, the hooks in each chat's directory).
+fn absolute(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err("an absolute path (a relative one would mean another place for each caller's working directory: the daemon, cron, the hooks)".into())
+    }
 }

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use crate::adapters::clock::now_ms;
 use crate::adapters::tmux::TurnBegin;
 use crate::config::{Config, Socket};
-use crate::core::policy::{self, Session};
+use crate::core::policy::{self, ReapReason, Session};
 use crate::engine::commands;
 use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
@@ -160,12 +160,41 @@ pub fn where_from(
     Ok(pane.to_string())
 }
 
-/// The one line said to the user whose prompt was blocked.
-fn blocked_reason(id: &str) -> String {
+/// Why a chat is reaped, as said to its user: the reason its reap journal names, if found.
+pub fn reaped_because(reason: Option<ReapReason>) -> &'static str {
+    match reason {
+        Some(ReapReason::Idle) => "because it sat idle past CCS_ENGINE_IDLE_KILL_MS",
+        Some(ReapReason::MaxIdle) => {
+            "because more idle chats were kept than CCS_ENGINE_MAX_IDLE allows"
+        }
+        Some(ReapReason::Memory) => "to free memory (the memory is over its threshold)",
+        Some(ReapReason::Bloat) => "because it holds more memory than CCS_ENGINE_SESSION_MEM_MAX",
+        Some(ReapReason::Stuck) => "because its turn looked stuck",
+        Some(ReapReason::Exited) => "because its panes have exited",
+        Some(ReapReason::Manual) => "on request (ccs-reap reap)",
+        Some(ReapReason::ServerDied) => "because its tmux server is gone",
+        None => "now",
+    }
+}
+
+/// The one line said to the user whose prompt was blocked, with the reason of the reap.
+fn blocked_reason(id: &str, reason: Option<ReapReason>) -> String {
     format!(
-        "ccs-reap: this chat ({id}) is being reaped to free memory, so the prompt was not sent; \
-         it resumes with its history once respawned (ccs-reap spawn {id} -- claude ...)"
+        "ccs-reap: this chat ({id}) is being reaped {}, so the prompt was not sent; \
+         it resumes with its history once respawned (ccs-reap spawn {id} -- claude ...)",
+        reaped_because(reason)
     )
+}
+
+/// The reason of the reap under way on session `name`, from its journal (written before its
+/// first signal; `None` if none is found yet).
+fn reap_reason_of(r: &Reaper, name: &str) -> Option<ReapReason> {
+    r.state
+        .journals()
+        .into_iter()
+        .flatten()
+        .find(|j| j.session == name)
+        .map(|j| j.reason)
 }
 
 /// Act on one event from the pane `pane` (see [`where_from`]) of `r`'s server.
@@ -256,7 +285,10 @@ async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, Comma
             // Any reap mark on the chat, found by the test-and-set itself: blocked. (Judging the
             // mark from the session read before that call could judge another mark than the one
             // found; a stale mark blocks only until the next sweep clears it.)
-            TurnBegin::Reaping => Ok(Outcome::Blocked(blocked_reason(&s.id))),
+            TurnBegin::Reaping => Ok(Outcome::Blocked(blocked_reason(
+                &s.id,
+                reap_reason_of(r, &s.name),
+            ))),
         },
         Action::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
             Outcome::Done(format!("turn ended on {name}"))
@@ -479,6 +511,31 @@ mod tests {
 
     fn ev(json: &str) -> HookInput {
         HookInput::parse(json).unwrap()
+    }
+
+    #[test]
+    fn the_blocked_prompt_says_why_the_chat_is_reaped() {
+        // (reason in the journal, said, never said)
+        let table = [
+            (Some(ReapReason::Idle), "idle past", "memory"),
+            (Some(ReapReason::Memory), "to free memory", "idle"),
+            (
+                Some(ReapReason::Bloat),
+                "CCS_ENGINE_SESSION_MEM_MAX",
+                "idle",
+            ),
+            (
+                Some(ReapReason::MaxIdle),
+                "CCS_ENGINE_MAX_IDLE",
+                "free memory",
+            ),
+            (None, "being reaped now", "memory"),
+        ];
+        for (reason, said, not) in table {
+            let m = blocked_reason("7", reason);
+            assert!(m.contains(said) && !m.contains(not), "{reason:?}: {m}");
+            assert!(m.contains("ccs-reap spawn 7"), "{m}");
+        }
     }
 
     #[test]

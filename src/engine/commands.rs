@@ -28,8 +28,9 @@ pub enum CommandError {
     State(#[from] crate::adapters::state::StateError),
     #[error("{0}")]
     Refused(String),
-    /// `reap <id>` without `--force`: the session is not reapable now.
-    #[error("refusing to reap {name} ({why}); --force overrides")]
+    /// `reap <id>` without `--force`: the session is not reapable now: it is `why.state`, for
+    /// the reason `why.why` (e.g. busy: a turn is running).
+    #[error("refusing to reap {name}: it is {} ({}); --force overrides", why.state.as_str(), why.why)]
     NotReapable { name: String, why: Changed },
     /// The reap stopped before its first signal.
     #[error("reap of {name} aborted: {why}")]
@@ -535,7 +536,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "refusing to reap ccs-1 (the session changed: now busy (a turn is running)); --force overrides"
+            "refusing to reap ccs-1: it is busy (a turn is running); --force overrides"
         );
     }
 }

@@ -39,6 +39,9 @@ pub struct Reaper {
     psi_stall: Mutex<Option<(f64, i64)>>,
     /// This process, as its marks name it: (pid, start time), and its pid namespace.
     me: (procs::Ident, u64),
+    /// Why the last sweep could not read an activity file, if it could not (a degraded state:
+    /// the daemon says it once; `status` and `--once` warn).
+    activity_problem: Mutex<Option<String>>,
 }
 
 /// A token of ours held live while this lives ([`Reaper::hold_token`]).
@@ -75,7 +78,16 @@ impl Reaper {
             live_tokens: Mutex::new(HashSet::new()),
             psi_stall: Mutex::new(None),
             me: (procs::myself(), procs::pidns()),
+            activity_problem: Mutex::new(None),
         })
+    }
+
+    /// Why the last sweep could not read an activity file, if it could not.
+    pub fn activity_problem(&self) -> Option<String> {
+        self.activity_problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Read the activity files on a detached thread, within the tmux timeout: a file on a stalled
@@ -86,7 +98,13 @@ impl Reaper {
         if self.cfg.activity_files.is_empty() {
             return Ok(HashSet::new());
         }
-        activity::read_all_detached(self.cfg.activity_files.clone(), self.cfg.tmux_timeout).await
+        let r = activity::read_all_detached(self.cfg.activity_files.clone(), self.cfg.tmux_timeout)
+            .await;
+        *self
+            .activity_problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = r.as_ref().err().cloned();
+        r
     }
 
     pub(crate) fn inflight_count(&self) -> usize {

@@ -72,8 +72,10 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     if _watcher.is_none() {
         r.metrics.record_pressure_watch("off");
     }
-    // Whether the last sweep read a tmux server (`None`: not known yet, or tmux failed).
-    let mut server_up = None;
+    // The degraded states (no server, an activity file, no cid anywhere) across sweeps.
+    let mut degraded = crate::core::degraded::Tracker::default();
+    // The last sweep's error, said once while it stays the same.
+    let mut last_error: Option<String> = None;
     loop {
         let why = tokio::select! {
             _ = tick.tick() => "interval",
@@ -109,7 +111,11 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             };
             pressure.pause_until(now_ms() + pause.as_millis() as i64);
         }
-        if reaping > 0 || rep.error.is_some() {
+        // A sweep that reaps is said; one that kept everything for an error only when the error
+        // is new (an unreadable activity file is a degraded state, said once below).
+        let new_error = rep.error.is_some() && rep.error != last_error;
+        last_error.clone_from(&rep.error);
+        if reaping > 0 || new_error {
             tracing::info!(
                 why,
                 sessions = rep.sessions.len(),
@@ -126,19 +132,12 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
                 "sweep"
             );
         }
-        // A server that is not there is said once when it goes, and once when it comes back.
-        if rep.tmux_server_up != server_up {
-            match (rep.tmux_server_up, server_up) {
-                (Some(false), _) => {
-                    tracing::warn!(socket = %rep.socket_path, "no tmux server at {}: nothing is reaped until one listens there (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH, TMUX_TMPDIR, PrivateTmp=)", rep.socket_path)
-                }
-                (Some(true), Some(false)) => {
-                    tracing::info!(socket = %rep.socket_path, "a tmux server listens at {} again", rep.socket_path)
-                }
-                _ => {}
-            }
-            server_up = rep.tmux_server_up;
+        // A degraded state is said once when it starts, once when it ends; the metric and
+        // /healthz follow it.
+        for c in degraded.sweep(&degraded_seen(&r, &rep)) {
+            say_degraded(&c, &rep.socket_path);
         }
+        r.metrics.set_degraded(degraded.active());
         notify.swept(&match (&rep.error, rep.tmux_server_up) {
             (Some(e), _) => format!("kept every session: {e}"),
             (None, Some(false)) => format!("no tmux server at {}", rep.socket_path),
@@ -162,6 +161,46 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     }
     tracing::info!("ccs-reap stopped");
     Ok(())
+}
+
+/// What a sweep saw, for the degraded states.
+pub fn degraded_seen(
+    r: &Reaper,
+    rep: &crate::core::report::SweepReport,
+) -> crate::core::degraded::Seen {
+    use crate::core::policy::State;
+    crate::core::degraded::Seen {
+        activity_problem: r.activity_problem(),
+        server_up: rep.tmux_server_up,
+        socket: rep.socket_path.clone(),
+        chats: rep.sessions.len(),
+        no_cid: rep
+            .sessions
+            .iter()
+            .filter(|s| s.decision.state == State::NoCid)
+            .count(),
+        any_cid: rep.sessions.iter().any(|s| s.decision.cid.is_some()),
+    }
+}
+
+/// One log line when a degraded state starts (a warning) or ends.
+fn say_degraded(c: &crate::core::degraded::Change, socket: &str) {
+    use crate::core::degraded::{Change, Reason};
+    match c {
+        Change::Started(reason, why) => {
+            tracing::warn!(degraded = reason.as_str(), socket = %socket, "{why}")
+        }
+        Change::Ended(Reason::NoServer) => {
+            tracing::info!(degraded = "no-server", socket = %socket, "a tmux server listens at {socket} again")
+        }
+        Change::Ended(reason) => {
+            tracing::info!(
+                degraded = reason.as_str(),
+                "no longer degraded ({})",
+                reason.as_str()
+            )
+        }
+    }
 }
 
 /// A batch's task ended. Its reaps logged themselves; a task that failed all the same (a panic

@@ -5,6 +5,7 @@ pub mod claude_hook;
 pub mod commands;
 pub mod context;
 pub mod daemon;
+pub mod doctor;
 pub mod observe;
 pub mod sweep;
 pub mod teardown;

@@ -74,7 +74,9 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
     match r.read_activity().await {
         Ok(busy) => snap.busy_ids = busy,
         Err(e) => {
-            tracing::warn!(error = %e, "activity file unreadable: keeping every session this sweep");
+            // A degraded state: the daemon says it once when it starts and once when it ends
+            // (`core::degraded`), `status` and `--once` warn; not one line per sweep.
+            tracing::debug!(error = %e, "activity file unreadable: keeping every session this sweep");
             snap.global_problem.get_or_insert(e);
         }
     }

@@ -973,7 +973,7 @@ fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
     s.ok(&["send-keys", "-t", TARGET, "Enter"]);
     wait_for(&s, &api, "claude showing the hook's block", || {
         let scr = screen(&s);
-        scr.contains("blocked by hook") && scr.contains("is being reaped to free memory")
+        scr.contains("blocked by hook") && scr.contains("is being reaped")
     });
     assert!(
         requests_for(&api, &blocked).is_empty(),

@@ -24,6 +24,7 @@ mod hostile_paths;
 mod house;
 mod memory;
 mod model;
+mod ops;
 mod policies;
 mod pressure;
 mod prometheus;

@@ -66,6 +66,9 @@ pub struct Metrics {
     pressure_watch: Family<Labels, Gauge>,
     /// The watcher's wakes that started a sweep, by cause.
     pressure_wakes: Family<Labels, Counter>,
+    /// 1 per degraded state on (`core::degraded`), by reason; what `/healthz` adds.
+    degraded: Family<Labels, Gauge>,
+    degraded_why: Mutex<Vec<String>>,
     /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
     health: Mutex<Result<(), String>>,
 }
@@ -91,6 +94,8 @@ impl Default for Metrics {
             tmux_server_up: Gauge::default(),
             pressure_watch: Family::default(),
             pressure_wakes: Family::default(),
+            degraded: Family::default(),
+            degraded_why: Mutex::new(Vec::new()),
             health: Mutex::new(Err("no sweep yet".into())),
         };
         registry.register(
@@ -158,6 +163,16 @@ impl Default for Metrics {
             "pressure_wakes",
             "Sweeps the memory watcher started, by what woke it (threshold, psi, memory.events, poll)",
             m.pressure_wakes.clone(),
+        );
+        for reason in crate::core::degraded::Reason::ALL {
+            m.degraded
+                .get_or_create(&labels(&[("reason", reason.as_str())]))
+                .set(0);
+        }
+        registry.register(
+            "degraded",
+            "1 while ccs-reap runs but cannot reap, by reason: activity-file (a CCS_ACTIVITY_FILES file missing or unreadable), no-server (no tmux server at the socket), no-cid (every chat without a conversation id for 10 sweeps); /healthz answers 503 meanwhile",
+            m.degraded.clone(),
         );
         let build = Family::<Labels, Gauge>::default();
         build
@@ -287,12 +302,45 @@ impl Metrics {
         }
     }
 
-    /// `/healthz`: `Ok` while the last sweep read the tmux server, else why not.
+    /// The degraded states on now, with why (from the daemon's tracker, after each sweep).
+    pub fn set_degraded(
+        &self,
+        on: &std::collections::BTreeMap<crate::core::degraded::Reason, String>,
+    ) {
+        for reason in crate::core::degraded::Reason::ALL {
+            self.degraded
+                .get_or_create(&labels(&[("reason", reason.as_str())]))
+                .set(i64::from(on.contains_key(&reason)));
+        }
+        *self.degraded_why.lock().unwrap_or_else(|p| p.into_inner()) = on
+            .iter()
+            .map(|(r, why)| format!("degraded ({}): {why}", r.as_str()))
+            .collect();
+    }
+
+    /// `/healthz`: `Ok` while the last sweep read the tmux server and no degraded state is on,
+    /// else why not (one line each).
     pub fn health(&self) -> Result<(), String> {
-        self.health
+        let mut why: Vec<String> = Vec::new();
+        if let Err(e) = &*self.health.lock().unwrap_or_else(|p| p.into_inner()) {
+            why.push(e.clone());
+        }
+        for d in self
+            .degraded_why
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .iter()
+        {
+            // No server is already said above, as before.
+            if !d.starts_with("degraded (no-server)") || why.is_empty() {
+                why.push(d.clone());
+            }
+        }
+        if why.is_empty() {
+            Ok(())
+        } else {
+            Err(why.join("; "))
+        }
     }
 
     /// The metrics in OpenMetrics text.

@@ -447,6 +447,16 @@ impl StateDir {
             }),
         }
     }
+
+    /// The pid the holder of a lock file wrote into it (in the holder's pid namespace), if it
+    /// wrote one: what exit 3 names. Reads at most 32 bytes.
+    pub fn lock_holder(path: &Path) -> Option<u32> {
+        use std::io::Read;
+        let f = open_flags(OpenOptions::new().read(true)).open(path).ok()?;
+        let mut buf = String::new();
+        f.take(32).read_to_string(&mut buf).ok()?;
+        buf.trim().parse().ok().filter(|&p| p > 0)
+    }
 }
 
 #[cfg(test)]
@@ -488,7 +498,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = StateDir::new(d.path(), "k", "sock", "ccs-");
         let held = s.lock("sock").unwrap();
-        assert!(matches!(s.lock("sock"), Err(StateError::Locked(_))));
+        match s.lock("sock") {
+            Err(StateError::Locked(p)) => {
+                assert_eq!(StateDir::lock_holder(&p), Some(std::process::id()))
+            }
+            other => panic!("not locked: {other:?}"),
+        }
         assert!(s.lock("other").is_ok());
         drop(held);
         assert!(s.lock("sock").is_ok());
