@@ -7,6 +7,7 @@ pub mod memory;
 pub mod metrics;
 pub mod procs;
 pub mod reap_hook;
+pub mod sight;
 pub mod state;
 pub mod systemd;
 pub mod tmux;

@@ -5,5 +5,6 @@ pub mod commands;
 pub mod context;
 pub mod daemon;
 pub mod observe;
+pub(crate) mod observer;
 pub mod sweep;
 pub mod teardown;

@@ -61,6 +61,10 @@ pub struct Metrics {
     host_used: MaybeGauge,
     host_limit: MaybeGauge,
     tmux_server_up: Gauge,
+    /// 1 while this reaper cannot see the tmux server's processes (another pid namespace).
+    pid_namespace_mismatch: Gauge,
+    /// Why, while it cannot: `/healthz` says so.
+    blind: Mutex<Option<String>>,
     /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
     health: Mutex<Result<(), String>>,
 }
@@ -84,6 +88,8 @@ impl Default for Metrics {
             host_used: MaybeGauge::default(),
             host_limit: MaybeGauge::default(),
             tmux_server_up: Gauge::default(),
+            pid_namespace_mismatch: Gauge::default(),
+            blind: Mutex::new(None),
             health: Mutex::new(Err("no sweep yet".into())),
         };
         registry.register(
@@ -141,6 +147,11 @@ impl Default for Metrics {
             "tmux_server_up",
             "1 when the last sweep read a tmux server at the socket, else 0 (none listens there, or tmux failed)",
             m.tmux_server_up.clone(),
+        );
+        registry.register(
+            "pid_namespace_mismatch",
+            "1 while this reaper cannot see the tmux server's processes as they are (it runs in another pid namespace than the server): it signals nothing and measures no memory, else 0",
+            m.pid_namespace_mismatch.clone(),
         );
         let build = Family::<Labels, Gauge>::default();
         build
@@ -245,12 +256,22 @@ impl Metrics {
         }
     }
 
-    /// `/healthz`: `Ok` while the last sweep read the tmux server, else why not.
+    /// `/healthz`: `Ok` while the last sweep read the tmux server and this reaper sees its
+    /// processes, else why not.
     pub fn health(&self) -> Result<(), String> {
+        if let Some(why) = self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            return Err(format!("cannot see the tmux server's processes: {why}"));
+        }
         self.health
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+    }
+
+    /// Whether this reaper sees the tmux server's processes (`None`), or why not.
+    pub fn set_blind(&self, why: Option<String>) {
+        self.pid_namespace_mismatch.set(i64::from(why.is_some()));
+        *self.blind.lock().unwrap_or_else(|p| p.into_inner()) = why;
     }
 
     /// The metrics in OpenMetrics text.

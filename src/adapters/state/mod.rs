@@ -10,6 +10,7 @@ use serde::Serialize;
 mod audit;
 pub mod follow;
 use crate::core::known;
+mod observed;
 mod private;
 use crate::core::records;
 
@@ -19,6 +20,7 @@ pub use audit::{
 };
 
 pub use known::*;
+pub use observed::{Observed, OBSERVED_CLOCK};
 use private::{open_flags, private_dir, private_file, read_private, read_private_max, refuse};
 pub use records::*;
 
