@@ -212,7 +212,7 @@ pub fn journal_owner_live(seen: OwnerSeen, observed_ms: Option<i64>, limit_ms: i
     match seen {
         OwnerSeen::Alive => true,
         OwnerSeen::Gone => false,
-        OwnerSeen::Unknowable => !observed_ms.is_some_and(|o| o > limit_ms),
+        OwnerSeen::Unknowable => observed_ms.is_none_or(|o| o <= limit_ms),
     }
 }
 
