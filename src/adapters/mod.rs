@@ -9,6 +9,7 @@ pub mod metrics;
 pub mod procs;
 pub mod psi;
 pub mod reap_hook;
+pub mod sight;
 pub mod state;
 pub mod systemd;
 pub mod tmux;

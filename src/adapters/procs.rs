@@ -316,40 +316,6 @@ pub fn running(pid: u32) -> bool {
         .is_ok_and(|st| st.state != 'Z' && st.state != 'X')
 }
 
-/// The inode of this process's pid namespace (`/proc/self/ns/pid`), or 0 when it cannot be read
-/// (then no mark owner can be checked from here).
-pub fn pidns() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    // A /proc mounted for another pid namespace (`unshare -p` without a /proc of its own) shows
-    // other pids than ours: then nothing can be checked in it.
-    let own = Process::myself()
-        .and_then(|p| p.stat())
-        .is_ok_and(|st| st.pid == std::process::id() as i32);
-    if !own {
-        return 0;
-    }
-    std::fs::metadata("/proc/self/ns/pid")
-        .map(|m| m.ino())
-        .unwrap_or(0)
-}
-
-/// What can be told from here (pid namespace `ns`, as [`pidns`] read it) of a reap mark's owner:
-/// alive (stopped included) or gone, when it lives in our pid namespace; otherwise nothing.
-pub fn owner_seen(o: &crate::core::policy::MarkOwner, ns: u64) -> crate::core::policy::OwnerSeen {
-    use crate::core::policy::OwnerSeen;
-    if ns == 0 || o.pidns != ns {
-        return OwnerSeen::Unknowable;
-    }
-    match living(Ident {
-        pid: o.pid,
-        start: o.start,
-    }) {
-        Some(true) => OwnerSeen::Alive,
-        Some(false) => OwnerSeen::Gone,
-        None => OwnerSeen::Unknowable,
-    }
-}
-
 /// This process's own identity.
 pub fn myself() -> Ident {
     let pid = std::process::id() as i32;

@@ -7,6 +7,7 @@ pub mod context;
 pub mod daemon;
 pub mod doctor;
 pub mod observe;
+pub(crate) mod observer;
 pub mod sweep;
 pub mod teardown;
 pub mod wayback;

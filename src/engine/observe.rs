@@ -95,7 +95,15 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         || p.session_mem_max.is_some()
         || r.cfg.metrics_addr.is_some()
     {
-        measure(&mut snap, &listing);
+        // Sizes only of processes seen as they are: a reaper in another pid namespace than the
+        // server would count strangers (or nothing) and take 0 bytes for a chat; unknown sizes
+        // make the memory rules take at most one chat (and nothing is signalled anyway).
+        let sees = listing.server_pid.is_none()
+            || r.check_sight(listing.server_pid, listing.socket_path.as_deref())
+                .is_ok();
+        if sees {
+            measure(&mut snap, &listing);
+        }
         let w = r.watch_memory(listing.server_pid);
         snap.host = memory::read(&w.source);
         if p.mem_psi.is_some() {

@@ -22,6 +22,7 @@ mod hardening;
 mod hostile_inputs;
 mod hostile_paths;
 mod house;
+mod identity;
 mod memory;
 mod model;
 mod ops;

@@ -478,6 +478,7 @@ fn every_metric_family_has_help_and_type() {
         ("ccs_reap_host_memory_used_bytes", "gauge"),
         ("ccs_reap_host_memory_limit_bytes", "gauge"),
         ("ccs_reap_tmux_server_up", "gauge"),
+        ("ccs_reap_pid_namespace_mismatch", "gauge"),
     ]
     .into_iter()
     .collect();

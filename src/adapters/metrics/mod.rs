@@ -69,6 +69,10 @@ pub struct Metrics {
     /// 1 per degraded state on (`core::degraded`), by reason; what `/healthz` adds.
     degraded: Family<Labels, Gauge>,
     degraded_why: Mutex<Vec<String>>,
+    /// 1 while this reaper cannot see the tmux server's processes (another pid namespace).
+    pid_namespace_mismatch: Gauge,
+    /// Why, while it cannot: `/healthz` says so.
+    blind: Mutex<Option<String>>,
     /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
     health: Mutex<Result<(), String>>,
 }
@@ -96,6 +100,8 @@ impl Default for Metrics {
             pressure_wakes: Family::default(),
             degraded: Family::default(),
             degraded_why: Mutex::new(Vec::new()),
+            pid_namespace_mismatch: Gauge::default(),
+            blind: Mutex::new(None),
             health: Mutex::new(Err("no sweep yet".into())),
         };
         registry.register(
@@ -173,6 +179,11 @@ impl Default for Metrics {
             "degraded",
             "1 while ccs-reap runs but cannot reap, by reason: activity-file (a CCS_ACTIVITY_FILES file missing or unreadable), no-server (no tmux server at the socket), no-cid (every chat without a conversation id for 10 sweeps); /healthz answers 503 meanwhile",
             m.degraded.clone(),
+        );
+        registry.register(
+            "pid_namespace_mismatch",
+            "1 while this reaper cannot see the tmux server's processes as they are (it runs in another pid namespace than the server): it signals nothing and measures no memory, else 0",
+            m.pid_namespace_mismatch.clone(),
         );
         let build = Family::<Labels, Gauge>::default();
         build
@@ -322,6 +333,9 @@ impl Metrics {
     /// else why not (one line each).
     pub fn health(&self) -> Result<(), String> {
         let mut why: Vec<String> = Vec::new();
+        if let Some(b) = self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            why.push(format!("cannot see the tmux server's processes: {b}"));
+        }
         if let Err(e) = &*self.health.lock().unwrap_or_else(|p| p.into_inner()) {
             why.push(e.clone());
         }
@@ -341,6 +355,12 @@ impl Metrics {
         } else {
             Err(why.join("; "))
         }
+    }
+
+    /// Whether this reaper sees the tmux server's processes (`None`), or why not.
+    pub fn set_blind(&self, why: Option<String>) {
+        self.pid_namespace_mismatch.set(i64::from(why.is_some()));
+        *self.blind.lock().unwrap_or_else(|p| p.into_inner()) = why;
     }
 
     /// The metrics in OpenMetrics text.

@@ -11,6 +11,7 @@ mod asleep;
 mod audit;
 pub mod follow;
 use crate::core::known;
+mod observed;
 mod private;
 mod tombs;
 use crate::core::records;
@@ -21,6 +22,7 @@ pub use audit::{
 };
 
 pub use known::*;
+pub use observed::{Observed, OBSERVED_CLOCK};
 use private::{open_flags, private_dir, private_file, read_private, read_private_max, refuse};
 pub use records::*;
 

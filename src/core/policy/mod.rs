@@ -1725,6 +1725,7 @@ mod tests {
             pid: 42,
             start: 7,
             pidns: 9,
+            timens: Some(3),
             limit_ms: 1000,
         };
         let marked = o(&|s| {
@@ -1787,42 +1788,30 @@ mod tests {
 
     #[test]
     fn reap_marks() {
-        // (mark, stale, holds) at NOW with 1000 ms to go stale.
-        let table: &[(&str, bool, bool)] = &[
-            ("", false, false),
-            ("  ", false, false),
-            (
-                &*Box::leak((NOW - 10).to_string().into_boxed_str()),
-                false,
-                true,
-            ),
-            (
-                &*Box::leak((NOW - 1000).to_string().into_boxed_str()),
-                false,
-                true,
-            ),
-            (
-                &*Box::leak((NOW - 1001).to_string().into_boxed_str()),
-                true,
-                false,
-            ),
-            (
-                &*Box::leak((NOW + 5000).to_string().into_boxed_str()),
-                false,
-                true,
-            ),
-            ("not a time", true, false),
-            ("#{session_name}", true, false),
+        // (mark, observed for, stale, holds), 1000 ms to go stale: a mark's own time (the
+        // writer's clock) plays no part, only how long this reader has seen it.
+        let past = &*Box::leak((NOW - 100_000).to_string().into_boxed_str());
+        let future = &*Box::leak((NOW + 5000).to_string().into_boxed_str());
+        let table: &[(&str, Option<i64>, bool, bool)] = &[
+            ("", Some(5000), false, false),
+            ("  ", None, false, false),
+            (past, None, false, true),
+            (past, Some(1000), false, true),
+            (past, Some(1001), true, false),
+            (future, Some(1001), true, false),
+            (future, Some(10), false, true),
+            ("not a time", None, true, false),
+            ("#{session_name}", None, true, false),
         ];
-        for (mark, stale, holds) in table {
+        for (mark, obs, stale, holds) in table {
             // A mark of an earlier version (no owner in its token): the reader's limit.
             let seen = OwnerSeen::Unknowable;
             assert_eq!(
-                mark_is_stale(mark, None, seen, NOW, 1000),
+                mark_is_stale(mark, None, seen, *obs, 1000),
                 *stale,
                 "{mark:?}"
             );
-            assert_eq!(mark_holds(mark, None, seen, NOW, 1000), *holds, "{mark:?}");
+            assert_eq!(mark_holds(mark, None, seen, *obs, 1000), *holds, "{mark:?}");
         }
     }
 

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
-use crate::adapters::clock::now_ms;
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::{
     self as st, AuditLine, Known, KnownChat, Outcome, StateDir, Tombstone,
@@ -69,7 +68,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let mut reaps = Vec::new();
     if !r.dry_run {
         reaps = recover_dead_reapers(r, &snap, &listing, dead, &batches).await;
-        clear_stale_marks(r, &snap, now, &live).await;
+        clear_stale_marks(r, &snap, &live).await;
         // The last known conversation of every chat, and the chats a dead server took with it.
         reaps.extend(keep_known(r, &snap, &listing, &decisions, now));
         // Tombstones past CCS_REAP_TOMBSTONE_MAX_AGE: at the first sweep, then hourly.
@@ -86,11 +85,16 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     }
 
     let (mut fates, reqs) = if enabled {
-        choose(r, &decisions, &snap, &live, now, listing.server_pid)
+        choose(r, &decisions, &snap, &live, listing.server_pid)
     } else {
         (HashMap::new(), Vec::new())
     };
     let recovered = reaps.iter().filter(|l| l.outcome != Outcome::Lost).count();
+    // What this sweep saw of marks and journals it cannot check, kept for the next one (a sweep
+    // that could not read tmux saw nothing, and forgets nothing).
+    if snap.global_problem.is_none() {
+        r.end_observation();
+    }
     start_batch(r, reqs, batches, &mut fates, &mut reaps).await;
 
     let summary = summarize(&decisions, &fates, recovered);
@@ -145,7 +149,7 @@ fn journals_by_owner(r: &Reaper) -> (HashSet<String>, Vec<st::Journal>) {
             j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
                 .ok()
         })
-        .partition(|j| r.journal_live(j, now_ms()));
+        .partition(|j| r.journal_live(j, true));
     (live.into_iter().map(|j| j.id).collect(), dead)
 }
 
@@ -169,14 +173,14 @@ async fn recover_dead_reapers(
     reaps
 }
 
-/// Clear the reap marks whose owner cannot act any more (gone, or out of our sight past the
-/// limit it wrote: see `policy::mark_is_stale`), but never one of ours in flight nor one a live
-/// reaper's journal names.
-async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, now: i64, live: &HashSet<String>) {
+/// Clear the reap marks whose owner cannot act any more (provably gone, or out of our sight and
+/// seen by this reaper for longer than the limit it wrote: see `policy::mark_is_stale`), but
+/// never one of ours in flight nor one a live reaper's journal names.
+async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, live: &HashSet<String>) {
     let mut stale: Vec<(u32, String, String, String)> = snap
         .sessions
         .iter()
-        .filter(|s| r.mark_is_stale(s, now) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
+        .filter(|s| r.mark_is_stale(s) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
         .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone(), s.id.clone()))
         .collect();
     if stale.is_empty() {
@@ -256,7 +260,6 @@ fn choose(
     decisions: &[Decision],
     snap: &Snapshot,
     live: &HashSet<String>,
-    now: i64,
     server_pid: Option<u32>,
 ) -> (HashMap<u32, Fate>, Vec<teardown::Request>) {
     let mut fates: HashMap<u32, Fate> = HashMap::new();
@@ -273,7 +276,7 @@ fn choose(
             fates.insert(d.tmux_id, Fate::WouldReap);
             continue;
         }
-        let held = live.contains(&s.id) || r.mark_holds(s, now);
+        let held = live.contains(&s.id) || r.mark_holds(s);
         if held {
             tracing::debug!(session = %d.name, "another reap holds this session");
             fates.insert(d.tmux_id, Fate::Held);

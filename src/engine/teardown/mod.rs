@@ -119,11 +119,27 @@ fn rest_ms(r: &Reaper) -> i64 {
     r.cfg.lease_rest_ms()
 }
 
+/// The mark of a batch: its value (Unix ms, for people and the guarded tmux calls), its token,
+/// and when it was set by this process's own monotonic clock (read before the test-and-set), on
+/// which alone its lease is measured.
+#[derive(Clone, Copy)]
+struct Mark<'a> {
+    at: i64,
+    tok: &'a str,
+    boot_ms: i64,
+}
+
+impl Mark<'_> {
+    fn elapsed(&self) -> i64 {
+        crate::adapters::clock::boot_ms().saturating_sub(self.boot_ms)
+    }
+}
+
 /// The fence ([`policy::fence`]): one guarded tmux call tells which marks of the batch are still
 /// exactly ours (and which chats no viewer has attached to since the mark, where the mark asked
 /// for none); a reap whose mark changed, went, or ran out of time, or whose chat is now watched,
 /// is aborted, nothing signalled.
-async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &mut Vec<u32>) {
+async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u32>) {
     let ns: Vec<(u32, bool)> = jobs
         .iter()
         .filter(|j| !j.over)
@@ -132,7 +148,7 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
     if ns.is_empty() {
         return;
     }
-    let held = match r.tmux.fence(&ns, mark_at, tok).await {
+    let held = match r.tmux.fence(&ns, mark.at, mark.tok).await {
         Ok(h) => h,
         Err(e) => {
             r.metrics.tmux_errors.inc();
@@ -143,12 +159,12 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
             return;
         }
     };
-    let now = now_ms();
+    let elapsed = mark.elapsed();
     let limit = r.stale_after();
     let rest = rest_ms(r);
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let held = held.contains(&j.n());
-        if let Err(why) = policy::fence(held, mark_at, now, limit, rest) {
+        if let Err(why) = policy::fence(held, elapsed, limit, rest) {
             tracing::warn!(session = %j.req.decision.name, tmux_id = %format!("${}", j.n()), why = why.as_str(), "fenced off: nothing signalled");
             unmark.push(j.n());
             j.abort(Abort::FencedOff(why));
@@ -158,11 +174,11 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
 
 /// The reaps still on whose lease ([`policy::fence`], the mark as held) has too little left to
 /// finish under: aborted, nothing signalled. Returns their sessions.
-fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark_at: i64) -> Vec<u32> {
-    let (now, limit, rest) = (now_ms(), r.stale_after(), rest_ms(r));
+fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>) -> Vec<u32> {
+    let (elapsed, limit, rest) = (mark.elapsed(), r.stale_after(), rest_ms(r));
     let mut late = Vec::new();
     for j in jobs.iter_mut().filter(|j| !j.over) {
-        if let Err(why) = policy::fence(true, mark_at, now, limit, rest) {
+        if let Err(why) = policy::fence(true, elapsed, limit, rest) {
             tracing::warn!(session = %j.req.decision.name, why = why.as_str(), "fenced off right before the first signal: nothing signalled");
             late.push(j.n());
             j.abort(Abort::FencedOff(why));
@@ -260,6 +276,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // 1. The marks: the atomic test-and-set, in the server. The token names us and our limit.
     let tok = r.mark_owner().token(&nonce());
     let _live = r.hold_token(&tok);
+    // The lease runs from before the mark, on our own clock.
+    let mark_boot = crate::adapters::clock::boot_ms();
     let mark_at = now_ms();
     let items: Vec<(u32, bool, bool)> = jobs
         .iter()
@@ -302,7 +320,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     );
     // 3. The victims: one scan of the process table for the whole batch.
     let listing = listing.unwrap_or_default();
-    collect_victims(&mut jobs, &listing, &mut unmark);
+    collect_victims(r, &mut jobs, &listing, &mut unmark);
 
     tracing::debug!(
         phase = "victims",
@@ -341,7 +359,12 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // this journal after we died, the sign that this reap went past its fence): a reap stopped
     // at the fence writes none, so it never overwrites the tombstone of a reap that holds the
     // chat. Then at once the first signal.
-    fence(r, &mut jobs, mark_at, &tok, &mut unmark).await;
+    let mark = Mark {
+        at: mark_at,
+        tok: &tok,
+        boot_ms: mark_boot,
+    };
+    fence(r, &mut jobs, mark, &mut unmark).await;
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let written = match &dirs {
             Ok(d) => write_tombstone(r, d, j, &tok),
@@ -363,7 +386,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // The lease once more, right before the first signal: the tombstones' writes and the clears
     // above took time, and a reader that cannot see us (another pid namespace) clears our mark
     // once the lease runs out.
-    let late = lease_ran_out(r, &mut jobs, mark_at);
+    let late = lease_ran_out(r, &mut jobs, mark);
     if !late.is_empty() {
         release(r, &mut jobs, &late, p);
         if let Err(e) = r.tmux.clear_reaping_many(&late, &tok).await {
