@@ -20,6 +20,7 @@ mod hardening;
 mod hostile_inputs;
 mod hostile_paths;
 mod house;
+mod late_born;
 mod memory;
 mod model;
 mod policies;

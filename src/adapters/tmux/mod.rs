@@ -287,23 +287,26 @@ impl Tmux {
         .map(|_| ())
     }
 
-    /// The fence before a batch's first signal: which of `ns` (`(n, check_viewers)`) still carry
-    /// exactly our mark (`@ccs_reaping` = `mark_at` and our `token`), with no client attached
+    /// The fence before a batch's first signal: which of `ns` (`(n, name, check_viewers)`) still
+    /// carry exactly our mark (`@ccs_reaping` = `mark_at` and our `token`) under the name the reap
+    /// was decided for (a name a format cannot hold as it is never passes), with no client attached
     /// where the mark asked for none, in as few guarded tmux calls as the argv budget allows (one
     /// for any usual batch). A session gone, taken or now watched is simply not in the set.
     pub async fn fence(
         &self,
-        ns: &[(u32, bool)],
+        ns: &[(u32, &str, bool)],
         mark_at: i64,
         token: &str,
     ) -> Result<HashSet<u32>, TmuxError> {
         let token = token.to_string();
-        let viewers: HashMap<u32, bool> = ns.iter().copied().collect();
+        let of: HashMap<u32, (&str, bool)> =
+            ns.iter().map(|&(n, name, v)| (n, (name, v))).collect();
         let only: Vec<u32> = ns.iter().map(|x| x.0).collect();
         let out = self
             .per_session(&only, |n| {
-                let check = viewers.get(&n).copied().unwrap_or(true);
-                vec![fence_command(n, mark_at, &token, check)]
+                // A session we were not asked about is never fenced (an empty name is not plain).
+                let (name, check) = of.get(&n).copied().unwrap_or(("", true));
+                vec![fence_command(n, mark_at, &token, Some(name), check)]
             })
             .await?;
         Ok(out
@@ -324,7 +327,7 @@ impl Tmux {
     ) -> Result<bool, TmuxError> {
         let cmds = [
             takeover_command(n, value, token, now_ms, new_token),
-            fence_command(n, now_ms, new_token, false),
+            fence_command(n, now_ms, new_token, None, false),
         ];
         let out = self.gone_is_ok(self.run(&cmds).await)?;
         Ok(out
