@@ -15,6 +15,7 @@ mod crash;
 mod faults;
 mod features;
 mod fencing;
+mod first_sight;
 mod handoff;
 mod hardening;
 mod hostile_inputs;

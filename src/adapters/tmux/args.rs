@@ -191,6 +191,16 @@ pub(super) fn fence_command(
     on_session(n, &cond, format!("display-message -p {FENCED}{n}"))
 }
 
+/// Set option `opt` (an `@` option of ours) of session `n` to `value` only while it is unset.
+pub(super) fn set_if_unset_command(n: u32, opt: &str, value: i64) -> TmuxCommand<'static> {
+    let (t, _) = targets(n);
+    on_session(
+        n,
+        &format!("#{{==:#{{{opt}}},}}"),
+        format!("set-option -t {t} {opt} {value}"),
+    )
+}
+
 /// Whether a session name can be put in a format as it is: what [`crate::core::policy::id_chars`]
 /// allows (a prefix and an id of ours are made of nothing else), at most 255 bytes.
 pub(super) fn plain_name(name: &str) -> bool {

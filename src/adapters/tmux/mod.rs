@@ -26,7 +26,7 @@ pub mod version;
 
 use args::{
     clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
-    takeover_command, FENCED,
+    set_if_unset_command, takeover_command, FENCED,
 };
 pub use args::{format_literal, literal, sid, TOKEN_VAR};
 use listing::parse_sid;
@@ -263,6 +263,21 @@ impl Tmux {
             }
         }
         Ok(out)
+    }
+
+    /// Set option `opt` (`@ccs_idle`) of each session `(n, value)` only while it is still unset:
+    /// one guarded call per session, chained into as few tmux calls as the argv budget allows.
+    pub async fn stamp_if_unset(&self, opt: &str, writes: &[(u32, i64)]) -> Result<(), TmuxError> {
+        let values: HashMap<u32, i64> = writes.iter().copied().collect();
+        let ns: Vec<u32> = writes.iter().map(|w| w.0).collect();
+        self.per_session(&ns, |n| {
+            values
+                .get(&n)
+                .map(|&v| vec![set_if_unset_command(n, opt, v)])
+                .unwrap_or_default()
+        })
+        .await
+        .map(|_| ())
     }
 
     /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in
