@@ -10,3 +10,4 @@ pub mod reap_hook;
 pub mod state;
 pub mod systemd;
 pub mod tmux;
+pub mod user_file;

@@ -34,3 +34,4 @@ mod systemd;
 mod teardown;
 mod tmux_version;
 mod truth;
+mod user_files;
