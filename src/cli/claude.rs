@@ -57,6 +57,9 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     let Ok(pane) = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref()) else {
         return ExitCode::SUCCESS;
     };
+    if let Some(why) = claude_hook::refused(&ev) {
+        return fail(&why);
+    }
     if dry_run {
         return fail(&format!(
             "dry run: {:?} from pane {pane}",

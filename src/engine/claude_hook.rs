@@ -75,6 +75,22 @@ fn background_running(v: Option<&serde_json::Value>) -> bool {
     }
 }
 
+/// Why an event is refused outright, said on stderr (one line): a `SessionStart` whose
+/// `session_id` is longer than a cid may be ([`policy::MAX_ID_LEN`] bytes). `@ccs_cid` is left as
+/// it is, so the known cid is kept.
+pub fn refused(ev: &HookInput) -> Option<String> {
+    let c = ev.session_id.as_deref()?;
+    (ev.hook_event_name.as_deref() == Some("SessionStart") && c.len() > policy::MAX_ID_LEN).then(
+        || {
+            format!(
+                "SessionStart with a session_id of {} bytes, more than the {} a conversation id may have: refused, @ccs_cid left alone",
+                c.len(),
+                policy::MAX_ID_LEN
+            )
+        },
+    )
+}
+
 /// The action of one event (pure).
 pub fn action(ev: &HookInput) -> Action {
     let name = ev.hook_event_name.as_deref().unwrap_or("");
