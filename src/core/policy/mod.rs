@@ -1893,7 +1893,8 @@ mod tests {
         // fit in a file name.
         let id = "a".repeat(MAX_ID_LEN);
         assert!(format!(".{id}.json.{}", 4_194_304).len() <= 255);
-        // A cid names no file: a long one is still a cid.
-        assert!(valid_cid(&"c".repeat(300)));
+        // A cid has the id limit (a longer one could not be resumed: `claude --resume <cid>`).
+        assert!(valid_cid(&"c".repeat(MAX_ID_LEN)));
+        assert!(!valid_cid(&"c".repeat(MAX_ID_LEN + 1)));
     }
 }
