@@ -13,3 +13,4 @@ pub mod sight;
 pub mod state;
 pub mod systemd;
 pub mod tmux;
+pub mod user_file;

@@ -52,6 +52,9 @@ pub fn table() -> Result<Vec<Proc>, TableError> {
 
 pub use crate::core::records::Ident;
 
+mod late;
+pub use late::{end_late, late_members, LateReport, World};
+
 /// The pids that must never be signalled: <= 1, the tmux server, ourselves and our ancestors.
 pub fn protected(table: &[Proc], server_pid: Option<u32>) -> HashSet<i32> {
     let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();

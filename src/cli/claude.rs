@@ -54,6 +54,10 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     let tmux = std::env::var("TMUX").ok();
     let pane = std::env::var("TMUX_PANE").ok();
     let pane = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref());
+    // A cid longer than an id may be is refused here, the known cid kept (29.7).
+    if let Some(why) = claude_hook::refused(&ev) {
+        return fail(&why);
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -15,6 +15,7 @@ use serde::Deserialize;
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::tmux::TurnBegin;
+use crate::adapters::user_file;
 use crate::config::{Config, Socket};
 use crate::core::policy::{self, ReapReason, Session};
 use crate::engine::commands;
@@ -79,6 +80,22 @@ fn background_running(v: Option<&serde_json::Value>) -> bool {
         Some(serde_json::Value::Array(a)) => !a.is_empty(),
         Some(_) => true,
     }
+}
+
+/// Why an event is refused outright, said on stderr (one line): a `SessionStart` whose
+/// `session_id` is longer than a cid may be ([`policy::MAX_ID_LEN`] bytes). `@ccs_cid` is left as
+/// it is, so the known cid is kept.
+pub fn refused(ev: &HookInput) -> Option<String> {
+    let c = ev.session_id.as_deref()?;
+    (ev.hook_event_name.as_deref() == Some("SessionStart") && c.len() > policy::MAX_ID_LEN).then(
+        || {
+            format!(
+                "SessionStart with a session_id of {} bytes, more than the {} a conversation id may have: refused, @ccs_cid left alone",
+                c.len(),
+                policy::MAX_ID_LEN
+            )
+        },
+    )
 }
 
 /// The action of one event (pure).
@@ -444,64 +461,27 @@ pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_jso
     Ok(settings)
 }
 
-/// `claude-settings --write <file>`: merge into the file (created when missing), atomically, its
-/// mode kept; a symlink is followed (the file it names is written). `Ok(true)` when it changed.
+/// `claude-settings --write <file>`: merge into the file (created when missing) and replace it
+/// through [`user_file`]: a symlink is followed (the file it names is written, the link kept);
+/// its owner, group and mode are kept; a FIFO, socket or device, a file with other hard links and
+/// a file that cannot be written back are refused, left alone. `Ok(true)` when it changed.
 pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
-    let target = match std::fs::canonicalize(file) {
-        Ok(p) => p,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => file.to_path_buf(),
-        Err(e) => return Err(format!("failed to resolve {}: {e}", file.display())),
-    };
-    let (old, mode) = match std::fs::read_to_string(&target) {
-        Ok(t) => {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&target)
-                .map(|m| m.permissions().mode() & 0o7777)
-                .ok();
-            (Some(t), mode)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
-        Err(e) => return Err(format!("failed to read {}: {e}", target.display())),
-    };
-    let current = match old.as_deref().map(str::trim) {
+    let f = user_file::read(file)?;
+    let target = f.path.display();
+    let current = match f.text.as_deref().map(str::trim) {
         None | Some("") => serde_json::json!({}),
         Some(t) => serde_json::from_str(t)
-            .map_err(|e| format!("{} is not valid JSON ({e}): left alone", target.display()))?,
+            .map_err(|e| format!("{target} is not valid JSON ({e}): left alone"))?,
     };
-    let merged = merge(current.clone(), command)
-        .map_err(|e| format!("{}: {e}: left alone", target.display()))?;
-    if old.is_some() && merged == current {
+    let merged =
+        merge(current.clone(), command).map_err(|e| format!("{target}: {e}: left alone"))?;
+    if f.text.is_some() && merged == current {
         return Ok(false);
     }
-    let text = serde_json::to_string_pretty(&merged)
+    let mut text = serde_json::to_string_pretty(&merged)
         .map_err(|e| format!("failed to encode the settings: {e}"))?;
-    let dir = target
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let base = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "settings.json".into());
-    let tmp = dir.join(format!(".{base}.ccs-reap.{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        // A project's `.claude/` may not exist yet.
-        std::fs::create_dir_all(dir)?;
-        let mut f = std::fs::File::create(&tmp)?;
-        if let Some(m) = mode {
-            use std::os::unix::fs::PermissionsExt;
-            f.set_permissions(std::fs::Permissions::from_mode(m))?;
-        }
-        f.write_all(text.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &target)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("failed to write {}: {e}", target.display())
-    })?;
+    text.push('\n');
+    user_file::replace(&f, text.as_bytes())?;
     Ok(true)
 }
 

@@ -219,8 +219,8 @@ pub fn journal_owner_live(seen: OwnerSeen, observed_ms: Option<i64>, limit_ms: i
 /// Why the fence stopped a reap before its first signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FenceFail {
-    /// The session no longer carries our mark and token (cleared, taken over, or gone), or a
-    /// viewer has attached since the mark.
+    /// The session no longer carries our mark and token (cleared, taken over, or gone), was
+    /// renamed since the re-check, or a viewer has attached since the mark.
     MarkLost,
     /// Our mark is still there, but so old that a reader that cannot see us (another pid
     /// namespace) may clear it before the teardown ends: the lease ran out.
@@ -231,7 +231,7 @@ impl FenceFail {
     pub fn as_str(self) -> &'static str {
         match self {
             FenceFail::MarkLost => {
-                "the session no longer carries this reap's mark, or a viewer attached"
+                "the session no longer carries this reap's mark under its name, or a viewer attached"
             }
             FenceFail::LeaseExpired => {
                 "this reap's mark is too old to finish the teardown under it"

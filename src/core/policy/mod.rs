@@ -24,6 +24,7 @@ fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
         reap_reason: None,
         why: why.into(),
         stamp_idle: None,
+        stamp_if_unset: false,
         idle_ms: None,
         deadline_ms: None,
         cid: None,
@@ -181,6 +182,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
             Some(t) if t > now => Some(now),
             Some(_) => None,
         };
+        d.stamp_if_unset = o.idle == Stamp::Unset;
         d.idle_ms = Some(since.map_or(0, |t| now.saturating_sub(t).max(0) as u64));
         return d;
     }
@@ -197,6 +199,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         };
         let mut d = new(s, State::New, why);
         d.stamp_idle = Some(now);
+        d.stamp_if_unset = o.idle == Stamp::Unset;
         d.cid = cid;
         d.idle_ms = Some(0);
         d.deadline_ms = idle_kill_ms.map(|k| now + k as i64);
@@ -1879,7 +1882,8 @@ mod tests {
         // fit in a file name.
         let id = "a".repeat(MAX_ID_LEN);
         assert!(format!(".{id}.json.{}", 4_194_304).len() <= 255);
-        // A cid names no file: a long one is still a cid.
-        assert!(valid_cid(&"c".repeat(300)));
+        // A cid has the id limit (a longer one could not be resumed: `claude --resume <cid>`).
+        assert!(valid_cid(&"c".repeat(MAX_ID_LEN)));
+        assert!(!valid_cid(&"c".repeat(MAX_ID_LEN + 1)));
     }
 }

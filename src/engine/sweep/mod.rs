@@ -207,8 +207,22 @@ async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, live: &HashSet<String>) 
 
 /// Idle stamps, and (when `warn`) the `warned` marks of this sweep's warnings, in one batch.
 async fn stamp_idle_clocks(tmux: &Tmux, metrics: &Metrics, decisions: &[Decision], warn: bool) {
+    // First sights: each written only while `@ccs_idle` is still unset (one guarded call per
+    // session, chained), so a turn-end stamp the studio wrote since the listing stands.
+    let first: Vec<(u32, i64)> = decisions
+        .iter()
+        .filter(|d| d.stamp_if_unset)
+        .filter_map(|d| d.stamp_idle.map(|t| (d.tmux_id, t)))
+        .collect();
+    if !first.is_empty() {
+        if let Err(e) = tmux.stamp_if_unset("@ccs_idle", &first).await {
+            metrics.tmux_errors.inc();
+            tracing::warn!(error = %e, count = first.len(), "failed to write first-sight idle stamps");
+        }
+    }
     let stamps: Vec<(u32, &str, Option<String>)> = decisions
         .iter()
+        .filter(|d| !d.stamp_if_unset)
         .filter_map(|d| {
             d.stamp_idle
                 .map(|t| (d.tmux_id, "@ccs_idle", Some(t.to_string())))
@@ -553,6 +567,7 @@ mod tests {
             reap_reason: (action == Action::Reap).then_some(ReapReason::Idle),
             why: String::new(),
             stamp_idle: None,
+            stamp_if_unset: false,
             idle_ms: None,
             deadline_ms: None,
             cid: None,

@@ -29,6 +29,7 @@ use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 
 mod finish;
+mod late;
 mod reap_hooks;
 mod recover;
 mod unwind;
@@ -136,14 +137,17 @@ impl Mark<'_> {
 }
 
 /// The fence ([`policy::fence`]): one guarded tmux call tells which marks of the batch are still
-/// exactly ours (and which chats no viewer has attached to since the mark, where the mark asked
+/// exactly ours on sessions still called what the reap was decided for (and which chats no viewer has attached to since the mark, where the mark asked
 /// for none); a reap whose mark changed, went, or ran out of time, or whose chat is now watched,
 /// is aborted, nothing signalled.
 async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u32>) {
-    let ns: Vec<(u32, bool)> = jobs
+    let ns: Vec<(u32, &str, bool)> = jobs
         .iter()
         .filter(|j| !j.over)
-        .map(|j| (j.n(), !j.req.force && !j.req.decision.override_viewers))
+        .map(|j| {
+            let d = &j.req.decision;
+            (j.n(), d.name.as_str(), !j.req.force && !d.override_viewers)
+        })
         .collect();
     if ns.is_empty() {
         return;
@@ -321,6 +325,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // 3. The victims: one scan of the process table for the whole batch.
     let listing = listing.unwrap_or_default();
     collect_victims(r, &mut jobs, &listing, &mut unmark);
+    let world = procs::World::of(&listing);
 
     tracing::debug!(
         phase = "victims",
@@ -401,7 +406,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     );
     // 6-9. Stop every tree of the batch together, one grace for all; each chat is finished as
     // soon as its tree is gone.
-    stop_and_finish(r, &mut jobs, &tok, p, t0).await;
+    stop_and_finish(r, &mut jobs, &tok, p, t0, &world).await;
     tracing::debug!(
         phase = "stop",
         ms = t0.elapsed().as_millis() as u64,
@@ -432,6 +437,7 @@ async fn stop_and_finish(
     tok: &str,
     p: &mut Progress<'_>,
     t0: Instant,
+    world: &procs::World,
 ) {
     let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
     if live.is_empty() {
@@ -458,7 +464,7 @@ async fn stop_and_finish(
             while let Ok(more) = rx.try_recv() {
                 done.push(more);
             }
-            finish_wave(r, jobs, &done, tok, p, t0).await;
+            finish_wave(r, jobs, &done, tok, p, t0, world).await;
             test_panic("finished");
         }
     };
@@ -466,9 +472,11 @@ async fn stop_and_finish(
 }
 
 /// Steps 7 to 9: finish the chats whose trees are gone (`done`: job and stop report), together: their
-/// `kill-session`s, each only while the session carries our token, chained; the check that
-/// nothing survived; then, per chat, its audit line, its journal removed (what `turn begin` and
-/// `spawn` wait for) and its line delivered.
+/// `kill-session`s, each only while the session carries our token, chained; the late look (what
+/// the chats started after their victims were collected, ended: one scan of the process table
+/// for the whole wave, [`late::end_late`]); the check that nothing survived; then, per chat, its
+/// audit line, its journal removed (what `turn begin` and `spawn` wait for) and its line
+/// delivered.
 async fn finish_wave(
     r: &Reaper,
     jobs: &mut [Job],
@@ -476,6 +484,7 @@ async fn finish_wave(
     tok: &str,
     p: &mut Progress<'_>,
     t0: Instant,
+    world: &procs::World,
 ) {
     for (i, rep) in done {
         jobs[*i].line.term = rep.term;
@@ -499,7 +508,9 @@ async fn finish_wave(
             }
         }
     }
-    // 8. Nothing may survive. 9. The audit line, the journal, the line delivered.
+    // 8. Nothing may survive: not even what was born after the victims' scan.
+    late::end_late(jobs, done, world).await;
+    // 9. The audit line, the journal, the line delivered.
     for (i, _) in done {
         let j = &mut jobs[*i];
         let end = verify(&mut j.line, &j.ids, j.failure.take());
