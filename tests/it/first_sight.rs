@@ -14,7 +14,8 @@ fn a_stamp_the_studio_writes_after_the_listing_is_never_overwritten_by_the_first
     let bin = s.tmux_wrapper(&format!(
         "case \"$*\" in *set-option*@ccs_idle*) \"$REAL\" -S \"$SOCK\" -f /dev/null set-option -t ccs-1: @ccs_idle {studio} ;; esac\nexec \"$REAL\" \"$@\"\n"
     ));
-    let (o, _) = s.sweep_via(&bin, DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    // -v: the sweep says "first sight" at DEBUG, which a command prints only when asked.
+    let (o, _) = s.sweep_via(&bin, DONE, &["-v"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
     no_panic(&o);
     assert!(
         o.stderr.contains("first sight"),
