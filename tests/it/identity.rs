@@ -213,12 +213,13 @@ fn a_reaper_in_another_pid_namespace_signals_nothing_and_never_says_reaped() {
     let pids = s.pid_list("ccs-1");
     let (server, pane) = (s.server_pid(), s.pane_pid(n));
     // In the reaper's own pid namespace, ns_last_pid makes it certain: a process at the server's
-    // pid number, and its child at the pane's, as tmux lists them.
+    // pid number, and its child at the pane's, as tmux lists them. The wait for them forks
+    // nothing (builtins only): a `sleep` there could take the pane's number first.
     let result = s.path("stranger");
     let script = format!(
         "echo {} > /proc/sys/kernel/ns_last_pid\n\
          sh -c 'echo {} > /proc/sys/kernel/ns_last_pid; sleep 1000 & wait' &\n\
-         i=0; while [ ! -e /proc/{pane} ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done\n\
+         i=0; while [ ! -e /proc/{pane} ] && [ $i -lt 5000000 ]; do i=$((i+1)); done\n\
          [ -e /proc/{pane} ] && [ -e /proc/{server} ] || {{ echo 'no collision' > '{r}'; exit 9; }}\n\
          \"$@\"; code=$?\n\
          if kill -0 {pane} 2>/dev/null; then echo alive > '{r}'; else echo dead > '{r}'; fi\n\

