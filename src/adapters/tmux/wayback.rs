@@ -31,7 +31,7 @@ pub struct Probe {
 }
 
 impl Tmux {
-    /// `new-session -d -s <name> -c <cwd> [-e K=V ...] -- <argv...>`, with the pane kept after it
+    /// `new-session -d -s <name> -c <cwd> -- [env K=V ...] <argv...>`, with the pane kept after it
     /// exits (`remain-on-exit on`, so a start that fails can be read), `@ccs_argv` set to `argv`
     /// and, when given, `@ccs_cid`; all in one call. `None` when a session of that name exists.
     pub async fn new_session_kept(
@@ -61,10 +61,16 @@ impl Tmux {
             .push_param(super::format_literal(cwd))
             .push_param("-s")
             .push_param(name.to_string());
-        for (k, v) in env {
-            c.push_param("-e").push_param(literal(&format!("{k}={v}")));
-        }
         c.push_param("--");
+        // The extra environment as `env K=V` words before the command, not `new-session -e`,
+        // which tmux 3.1c lacks (3.2 added it); `env` execs the command, so the pane's pid is
+        // still the agent's own.
+        if !env.is_empty() {
+            c.push_param("env");
+            for (k, v) in env {
+                c.push_param(literal(&format!("{k}={v}")));
+            }
+        }
         for a in argv {
             c.push_param(literal(a));
         }
