@@ -125,10 +125,9 @@ impl Reaper {
     }
 
     /// A `@ccs_reaping` mark older than this was left by a reaper that died mid-teardown: the
-    /// next sweep clears it and decides the session afresh. A live teardown takes at most the
-    /// grace, two seconds for the kills to land, and a few tmux calls.
+    /// next sweep clears it and decides the session afresh (the lease's limit).
     pub(crate) fn stale_after(&self) -> i64 {
-        self.cfg.lease_limit_ms()
+        self.cfg.lease().limit_ms
     }
 
     /// The owner this reaper writes into its marks: itself, and the limit after which a reader
