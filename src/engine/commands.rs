@@ -368,7 +368,7 @@ async fn make_way(
         };
         match listing.sessions.into_iter().find(|s| s.name == name) {
             None => return Ok(Some(view)),
-            Some(s) if !s.reaping.trim().is_empty() => {
+            Some(s) if s.is_marked() => {
                 if Instant::now() >= deadline {
                     return Err(CommandError::Refused(format!(
                         "{name} is still being reaped"

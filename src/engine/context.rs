@@ -187,7 +187,7 @@ impl Reaper {
     /// How long this process has seen the mark on `s` unchanged, when that is what decides (its
     /// owner cannot be checked from here).
     fn observed_mark(&self, s: &Session, seen: OwnerSeen) -> Option<i64> {
-        if seen != OwnerSeen::Unknowable || s.reaping.trim().is_empty() {
+        if seen != OwnerSeen::Unknowable || !s.is_marked() {
             return None;
         }
         let key = observer::mark_key(&s.id, &s.reaping, &s.reaper);
@@ -212,7 +212,7 @@ impl Reaper {
 
     fn owner_of(&self, s: &Session) -> (Option<MarkOwner>, OwnerSeen) {
         // Most sessions carry no mark: nothing to parse.
-        if s.reaping.trim().is_empty() {
+        if !s.is_marked() {
             return (None, OwnerSeen::Unknowable);
         }
         match s.options().mark {
