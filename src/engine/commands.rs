@@ -13,7 +13,6 @@ use crate::adapters::tmux::{TmuxError, TurnBegin};
 use crate::core::policy::{
     self, Changed, Decision, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
-use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 use crate::engine::observe::{find_cids, observe, Mode, Observation};
 use crate::engine::teardown::{self, Abort, Failure, Finished, ReapEnd};
@@ -444,18 +443,7 @@ fn lost_before_a_sweep(
         return None;
     }
     tracing::warn!(session = %e.session, cid = %e.cid, server_pid = e.server.pid, "its tmux server died before a sweep saw it: resuming its last known conversation");
-    Some(Tombstone {
-        id: e.id.clone(),
-        cid: Some(e.cid.clone()),
-        reaped_at: rfc3339(now_ms()),
-        reason: ReapReason::ServerDied,
-        cwd: e.cwd.clone(),
-        session: Some(e.session.clone()),
-        socket: Some(r.socket_path()),
-        token: None,
-        argv: None,
-        start_failed: None,
-    })
+    Some(e.lost_tombstone(&r.socket_path(), now_ms()))
 }
 
 /// `pin <id>` / `unpin <id>`: set `@ccs_pin` (to 1) or clear it. `Ok(false)` when the session

@@ -323,16 +323,9 @@ async fn failed(
     let mut next = String::new();
     if let Some(cid) = &cid {
         let mut t = s.tomb.cloned().unwrap_or_else(|| Tombstone {
-            id: s.id.to_string(),
-            cid: None,
-            reaped_at: rfc3339(now_ms()),
-            reason,
-            cwd: None,
             session: Some(s.name.to_string()),
             socket: Some(r.socket_path()),
-            token: None,
-            argv: None,
-            start_failed: None,
+            ..Tombstone::new(s.id, now_ms(), reason)
         });
         t.cid = Some(cid.clone());
         t.cwd = s.cwd.to_str().map(String::from).or(t.cwd);

@@ -10,9 +10,7 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::adapters::metrics::Metrics;
-use crate::adapters::state::{
-    self as st, AuditLine, Known, KnownChat, Outcome, StateDir, Tombstone,
-};
+use crate::adapters::state::{self as st, AuditLine, Known, KnownChat, Outcome, StateDir};
 use crate::adapters::tmux::{Listing, Tmux};
 use crate::core::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::core::report::{SessionReport, Summary, SweepReport, ViewerReport};

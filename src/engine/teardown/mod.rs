@@ -22,11 +22,10 @@ use tracing::Instrument;
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs, Tombstone};
+use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs};
 use crate::adapters::tmux::Listing;
 use crate::core::policy::{self, Decision, ReapReason, Session, Snapshot};
 use crate::core::protocol::Phase;
-use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 
 mod finish;
@@ -359,7 +358,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     phase_done(Phase::Fence, t0);
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let written = match &dirs {
-            Ok(d) => write_tombstone(r, d, j, &tok),
+            Ok(d) => write_tombstone(r, d, j),
             Err(e) => Err(e.to_string()),
         };
         if let Err(e) = written {

@@ -75,12 +75,7 @@ pub(super) fn write_journal(
 /// The tombstone goes down after the fence, right before the first signal: the pane dies with
 /// claude, so the session may vanish long before the teardown ends, and whoever sees it gone must
 /// find the cid. It carries the reap's token: the sign that the reap went on past its fence.
-pub(super) fn write_tombstone(
-    r: &Reaper,
-    dirs: &ReapDirs,
-    j: &mut Job,
-    tok: &str,
-) -> Result<(), String> {
+pub(super) fn write_tombstone(r: &Reaper, dirs: &ReapDirs, j: &mut Job) -> Result<(), String> {
     let Some(jn) = &j.journal else {
         return Err("no journal was written".into());
     };
@@ -89,24 +84,11 @@ pub(super) fn write_tombstone(
     let before = (j.req.reason == ReapReason::Exited && (jn.cwd.is_none() || jn.argv.is_none()))
         .then(|| r.state.read_tombstone(&jn.id).ok().flatten())
         .flatten();
-    let tomb = Tombstone {
-        id: jn.id.clone(),
-        cid: j.line.cid.clone(),
-        reaped_at: rfc3339(now_ms()),
-        reason: j.req.reason,
-        cwd: jn
-            .cwd
-            .clone()
-            .or_else(|| before.as_ref().and_then(|b| b.cwd.clone())),
-        session: Some(jn.session.clone()),
-        socket: Some(r.socket_path()),
-        token: Some(tok.to_string()),
-        argv: jn
-            .argv
-            .clone()
-            .or_else(|| before.as_ref().and_then(|b| b.argv.clone())),
-        start_failed: None,
-    };
+    let mut tomb = jn.tombstone(&r.socket_path(), now_ms());
+    if let Some(b) = before {
+        tomb.cwd = tomb.cwd.or(b.cwd);
+        tomb.argv = tomb.argv.or(b.argv);
+    }
     r.state
         .write_tombstone_in(dirs, &tomb)
         .map_err(|e| e.to_string())?;
