@@ -31,9 +31,11 @@ pub static CLAUDE: Agent = Agent {
     cid_in_argv,
     resume_argv,
     transcript_path,
+    transcript_glob: false,
     status_path: Some(status_path),
     parse_status: Some(parse_status),
     resume_env: RESUME_ENV,
+    start_env: &[],
     hook_settings,
     process_tree: "claude is one native process (no node): the pane's process when started as \
                    words, the child of `sh -c` when started as one shell string (its status file \
