@@ -23,6 +23,20 @@ pub use claude::CLAUDE;
 pub use codex::CODEX;
 pub use gemini::GEMINI;
 
+/// The agent of a pane's start command as tmux shows it (`#{pane_start_command}`: the words
+/// joined by spaces, a word with spaces or quotes in it quoted): its words split on spaces,
+/// surrounding quotes dropped. Best effort, for the record only.
+pub fn of_start_command(cmd: &str) -> Option<&'static Agent> {
+    let words: Vec<String> = cmd
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '"' || c == '\'').to_string())
+        .collect();
+    let at = words
+        .iter()
+        .position(|w| ALL.iter().any(|a| (a.is_program_word)(w)))?;
+    of_argv(&words[..=at])
+}
+
 /// Every agent ccs-reap knows, in the order a name is looked up.
 pub const ALL: &[&Agent] = &[&CLAUDE, &CODEX, &GEMINI];
 

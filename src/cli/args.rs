@@ -98,6 +98,26 @@ pub(super) enum Cmd {
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
     },
+    /// Any agent's hook (claude, codex, gemini): read one hook event (JSON on stdin) and mark the
+    /// conversation id, the agent (`@ccs_agent`) and the turns of the chat whose pane it runs in.
+    /// As claude-hook: exit 0 whatever happens, but exit 2 on a prompt sent to a chat being reaped.
+    Hook {
+        /// The agent that runs the hook: claude, codex or gemini.
+        #[arg(long, value_name = "NAME", default_value = "claude")]
+        agent: String,
+    },
+    /// Print the agent's own hook settings that run `hook --agent <name>` (Codex:
+    /// `$CODEX_HOME/hooks.json`; Gemini CLI: `~/.gemini/settings.json`, with hooksConfig.enabled;
+    /// Claude Code: what claude-settings prints), and what trust step is the user's to take.
+    HookSettings {
+        /// claude, codex or gemini.
+        #[arg(long, value_name = "NAME")]
+        agent: String,
+        /// Instead, merge them into this file (created if missing), keeping every other key and
+        /// hook; running it again changes nothing.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+    },
     /// Print every setting in effect, with where it came from (default, FILE:LINE, environment).
     Config,
     /// Print each audit event (one JSON line per reap attempt or warning) as it is appended,

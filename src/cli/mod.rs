@@ -22,6 +22,7 @@ macro_rules! say {
     }};
 }
 
+mod agents;
 mod args;
 mod claude;
 pub mod exit;
@@ -30,6 +31,7 @@ mod man;
 mod output;
 pub mod render;
 
+use agents::*;
 use args::*;
 use claude::*;
 use logging::*;
@@ -80,6 +82,9 @@ pub fn main() -> ExitCode {
     if matches!(cli.cmd, Some(Cmd::ClaudeHook)) {
         return claude_hook_main(cli.dry_run, cli.config.as_deref());
     }
+    if let Some(Cmd::Hook { agent }) = &cli.cmd {
+        return agent_hook_main(agent, cli.dry_run, cli.config.as_deref());
+    }
     raise_fd_limit();
     let cfg = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
@@ -109,6 +114,7 @@ pub fn main() -> ExitCode {
                     | Cmd::Pin { .. }
                     | Cmd::Unpin { .. }
                     | Cmd::ClaudeSettings { .. }
+                    | Cmd::HookSettings { .. }
                     | Cmd::Config
             )
         )
@@ -142,7 +148,9 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     if talks_to_tmux
         && !matches!(
             cli.cmd,
-            Some(Cmd::Formats | Cmd::ClaudeSettings { .. } | Cmd::Config)
+            Some(
+                Cmd::Formats | Cmd::ClaudeSettings { .. } | Cmd::HookSettings { .. } | Cmd::Config
+            )
         )
     {
         if let Err(e) = crate::adapters::tmux::version::check(&cfg.socket, cfg.tmux_timeout).await {
@@ -154,7 +162,10 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         // Printed before the configuration is read: generated().
         Some(Cmd::Completions { .. } | Cmd::Man { .. }) => ExitCode::SUCCESS,
         // Handled in main(), before anything that could exit with another code.
-        Some(Cmd::ClaudeHook) => ExitCode::SUCCESS,
+        Some(Cmd::ClaudeHook | Cmd::Hook { .. }) => ExitCode::SUCCESS,
+        Some(Cmd::HookSettings { agent, write }) => {
+            hook_settings(cli.json, &cfg, &agent, write.as_deref())
+        }
         Some(Cmd::ClaudeSettings { write }) => claude_settings(cli.json, &cfg, write.as_deref()),
         Some(Cmd::Config) => {
             if cli.json {

@@ -168,6 +168,10 @@ pub struct Tombstone {
     /// finished only when this reap got as far as its tombstone, past its fence (see [`Journal::armed_by_tombstone`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The agent the chat ran (`claude`, `codex`, `gemini`), as its pane's command names it
+    /// (absent in older tombstones, and when no agent's program is found there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
 }
 
 /// `reaping/<id>.json`: a teardown in progress, written before the first signal and removed after

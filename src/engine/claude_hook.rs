@@ -175,7 +175,11 @@ pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<Outcome, Comm
     act_on(r, &what, &s).await
 }
 
-async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, CommandError> {
+pub(crate) async fn act_on(
+    r: &Reaper,
+    what: &Action,
+    s: &Session,
+) -> Result<Outcome, CommandError> {
     let name = &s.name;
     match what {
         Action::Nothing(why) => Ok(Outcome::Skipped(why.clone())),
@@ -267,12 +271,17 @@ pub fn hook_env(cfg: &Config, env: &[(String, String)]) -> Vec<(String, String)>
 /// assignments, not flags: a flag that an older or newer binary does not know would make clap
 /// exit 2, and exit 2 on `UserPromptSubmit` blocks every prompt.
 pub fn hook_command(bin: &Path, env: &[(String, String)]) -> String {
+    hook_command_with(bin, env, &[SUBCOMMAND])
+}
+
+/// [`hook_command`] ending in other words of ours (`hook --agent codex`), never a user's value.
+pub(crate) fn hook_command_with(bin: &Path, env: &[(String, String)], sub: &[&str]) -> String {
     let mut words: Vec<String> = env
         .iter()
         .map(|(k, v)| format!("{k}={}", sh_quote(v)))
         .collect();
     words.push(sh_quote(&bin.to_string_lossy()));
-    words.push(SUBCOMMAND.to_string());
+    words.extend(sub.iter().map(|w| w.to_string()));
     words.join(" ")
 }
 
@@ -299,7 +308,36 @@ fn is_ours(hook: &serde_json::Value) -> bool {
 /// Merge our hooks into `settings` (a settings file's JSON): every other key, event and hook is
 /// kept; our earlier entries (whatever binary or settings they named) are replaced by one group
 /// per event, appended. Merging twice gives the same document.
-pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_json::Value, String> {
+pub fn merge(settings: serde_json::Value, command: &str) -> Result<serde_json::Value, String> {
+    merge_events(settings, command, EVENTS)
+}
+
+/// `claude-settings --write <file>`: merge into the file (created when missing), atomically, its
+/// mode kept; a symlink is followed (the file it names is written). `Ok(true)` when it changed.
+pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
+    write_merged(file, |v| merge(v, command))
+}
+
+/// Whether a hook entry's command is one of ours, by any of our hook subcommands
+/// (`claude-hook`, `hook --agent <name>`).
+pub(crate) fn is_ours_any(hook: &serde_json::Value) -> bool {
+    is_ours(hook)
+        || hook
+            .get("command")
+            .and_then(|c| c.as_str())
+            .is_some_and(|c| {
+                let c = c.trim_end();
+                c.rsplit_once(" hook --agent ")
+                    .is_some_and(|(_, a)| !a.is_empty() && !a.contains(' '))
+            })
+}
+
+/// [`merge`] for the events `events`, our entries known by [`is_ours_any`].
+pub(crate) fn merge_events(
+    mut settings: serde_json::Value,
+    command: &str,
+    events: &[&str],
+) -> Result<serde_json::Value, String> {
     let obj = settings
         .as_object_mut()
         .ok_or("the settings are not a JSON object")?;
@@ -308,7 +346,7 @@ pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_jso
         .or_insert_with(|| serde_json::json!({}))
         .as_object_mut()
         .ok_or("\"hooks\" is not a JSON object")?;
-    for ev in EVENTS {
+    for ev in events {
         let groups = hooks
             .entry((*ev).to_string())
             .or_insert_with(|| serde_json::json!([]))
@@ -316,10 +354,9 @@ pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_jso
             .ok_or_else(|| format!("\"hooks\".{ev:?} is not a list"))?;
         for g in groups.iter_mut() {
             if let Some(list) = g.get_mut("hooks").and_then(|h| h.as_array_mut()) {
-                list.retain(|h| !is_ours(h));
+                list.retain(|h| !is_ours_any(h));
             }
         }
-        // A group left empty by that was ours alone.
         groups.retain(|g| {
             g.get("hooks")
                 .and_then(|h| h.as_array())
@@ -330,32 +367,47 @@ pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_jso
     Ok(settings)
 }
 
-/// `claude-settings --write <file>`: merge into the file (created when missing), atomically, its
-/// mode kept; a symlink is followed (the file it names is written). `Ok(true)` when it changed.
-pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
+/// Merge into a JSON settings file with `f` (the document, `{}` when the file is missing or
+/// empty), the way `claude-settings --write` does: garbage is left alone; an unchanged document
+/// is not written; the new text goes to a temporary beside the file, created afresh
+/// (`O_EXCL|O_NOFOLLOW`, so never through a link planted there), given the file's mode (0600 for
+/// a new file) and owner, synced, then renamed over the file; a symlink to the file is followed
+/// and kept. `Ok(true)` when it changed.
+pub fn write_merged(
+    file: &Path,
+    f: impl FnOnce(serde_json::Value) -> Result<serde_json::Value, String>,
+) -> Result<bool, String> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
     let target = match std::fs::canonicalize(file) {
         Ok(p) => p,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => file.to_path_buf(),
         Err(e) => return Err(format!("failed to resolve {}: {e}", file.display())),
     };
-    let (old, mode) = match std::fs::read_to_string(&target) {
-        Ok(t) => {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&target)
-                .map(|m| m.permissions().mode() & 0o7777)
-                .ok();
-            (Some(t), mode)
+    let meta = match std::fs::metadata(&target) {
+        Ok(m) if !m.is_file() => {
+            return Err(format!(
+                "{} is not a regular file: left alone",
+                target.display()
+            ))
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
+        Ok(m) => Some(m),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return Err(format!("failed to read {}: {e}", target.display())),
+    };
+    let old = match &meta {
+        Some(_) => Some(
+            std::fs::read_to_string(&target)
+                .map_err(|e| format!("failed to read {}: {e}", target.display()))?,
+        ),
+        None => None,
     };
     let current = match old.as_deref().map(str::trim) {
         None | Some("") => serde_json::json!({}),
         Some(t) => serde_json::from_str(t)
             .map_err(|e| format!("{} is not valid JSON ({e}): left alone", target.display()))?,
     };
-    let merged = merge(current.clone(), command)
-        .map_err(|e| format!("{}: {e}: left alone", target.display()))?;
+    let merged =
+        f(current.clone()).map_err(|e| format!("{}: {e}: left alone", target.display()))?;
     if old.is_some() && merged == current {
         return Ok(false);
     }
@@ -370,18 +422,32 @@ pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "settings.json".into());
     let tmp = dir.join(format!(".{base}.ccs-reap.{}", std::process::id()));
+    let mode = meta
+        .as_ref()
+        .map_or(0o600, |m| m.permissions().mode() & 0o7777);
     let write = || -> std::io::Result<()> {
         use std::io::Write;
         // A project's `.claude/` may not exist yet.
         std::fs::create_dir_all(dir)?;
-        let mut f = std::fs::File::create(&tmp)?;
-        if let Some(m) = mode {
-            use std::os::unix::fs::PermissionsExt;
-            f.set_permissions(std::fs::Permissions::from_mode(m))?;
+        let mut out = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&tmp)?;
+        if let Some(m) = &meta {
+            if rustix::process::geteuid().is_root() {
+                rustix::fs::fchown(
+                    &out,
+                    Some(rustix::fs::Uid::from_raw(m.uid())),
+                    Some(rustix::fs::Gid::from_raw(m.gid())),
+                )?;
+            }
         }
-        f.write_all(text.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
+        out.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        out.write_all(text.as_bytes())?;
+        out.write_all(b"\n")?;
+        out.sync_all()?;
         std::fs::rename(&tmp, &target)
     };
     write().map_err(|e| {

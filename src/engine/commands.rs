@@ -294,9 +294,25 @@ pub async fn spawn(
         }
         ok
     });
-    let (argv, cid) = resume_argv(cmd, cid, tomb_cid.as_deref());
     let cwd = spawn_cwd(cwd, tomb.as_ref())?;
+    // Codex, Gemini CLI: their own way back (crate::engine::agent_spawn); Claude Code: below.
+    let (agent, argv, cid) =
+        match crate::engine::agent_spawn::plan(cmd, cid, tomb_cid.as_deref(), &cwd) {
+            Some(p) => {
+                let (a, argv, cid) = p?;
+                (Some(a), argv, cid)
+            }
+            None => {
+                let (argv, cid) = resume_argv(cmd, cid, tomb_cid.as_deref());
+                (None, argv, cid)
+            }
+        };
     let created = create(r, &name, &cwd, &argv, cid.as_deref()).await?;
+    if let (true, Some(a)) = (created, agent) {
+        r.tmux
+            .set_named(&name, crate::engine::agent_hook::AGENT_OPTION, Some(a.name))
+            .await?;
+    }
     if created {
         // The tombstone stays until the chat has answered a turn (`turn end`): a claude that
         // fails after start (a bad resume, an auth error) must not take the cid with it.
@@ -430,6 +446,7 @@ fn lost_before_a_sweep(
         session: Some(e.session.clone()),
         socket: Some(r.socket_path()),
         token: None,
+        agent: None,
     })
 }
 

@@ -466,6 +466,7 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            agent: None,
         };
         s.write_tombstone(&t).unwrap();
         assert_eq!(s.read_tombstone("1").unwrap(), Some(t));
@@ -540,6 +541,7 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            agent: None,
         }
     }
 

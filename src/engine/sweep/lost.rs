@@ -200,6 +200,7 @@ pub(super) fn tombstone_lost(
             session: Some(c.session.clone()),
             socket: Some(socket.to_string()),
             token: None,
+            agent: None,
         };
         if let Err(e) = state.write_tombstone(&t) {
             // Not marked lost: the next sweep tries again.

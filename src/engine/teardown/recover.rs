@@ -130,6 +130,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                 session: Some(j.session.clone()),
                 socket: Some(r.socket_path()),
                 token: Some(j.token.clone()),
+                agent: None,
             };
             if let Err(e) = r.state.write_tombstone(&tomb) {
                 tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");

@@ -85,6 +85,12 @@ pub(super) fn write_tombstone(
         session: Some(jn.session.clone()),
         socket: Some(r.socket_path()),
         token: Some(tok.to_string()),
+        agent: j
+            .fresh
+            .as_ref()
+            .and_then(|s| s.panes.first())
+            .and_then(|p| crate::agents::of_start_command(&p.start_command))
+            .map(|a| a.name.to_string()),
     };
     r.state
         .write_tombstone_in(dirs, &tomb)
