@@ -303,8 +303,13 @@ impl World {
     /// Type `msg` and submit it: Enter again while no request carries it (keys typed while an
     /// agent runs a hook at start can be lost; an Enter on an empty box does nothing).
     fn say(&self, target: &str, msg: &str) {
-        self.s.ok(&["send-keys", "-t", target, "-l", "--", msg]);
+        // Typed again while it does not show (a just-resumed gemini can drop keys).
+        let mut typed = Instant::now() - Duration::from_secs(10);
         self.wait(target, "the prompt in the input box", || {
+            if typed.elapsed() > Duration::from_secs(5) {
+                self.s.ok(&["send-keys", "-t", target, "-l", "--", msg]);
+                typed = Instant::now();
+            }
             self.screen(target).contains(msg)
         });
         let mut last = Instant::now() - Duration::from_secs(10);
@@ -323,7 +328,12 @@ fn sid(s: &Server, target: &str) -> u32 {
     o.trim()
         .trim_start_matches('$')
         .parse()
-        .unwrap_or_else(|_| panic!("no session id for {target}: {o:?}; sessions {:?}", s.ok(&["list-sessions"])))
+        .unwrap_or_else(|_| {
+            panic!(
+                "no session id for {target}: {o:?}; sessions {:?}",
+                s.ok(&["list-sessions"])
+            )
+        })
 }
 
 fn pane_pid(s: &Server, target: &str) -> i32 {
@@ -370,7 +380,11 @@ fn round(agent: &str, settings_file: &str, first: &[&str], ready: &str) {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(o.status.success(), "new-session: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "new-session: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let n = sid(&w.s, &target);
     w.wait(&target, "the agent ready", || {
         w.screen(&target).contains(ready)
@@ -378,6 +392,14 @@ fn round(agent: &str, settings_file: &str, first: &[&str], ready: &str) {
     if agent == "codex" {
         // Codex tells its id at the first prompt, not at launch.
         assert_eq!(w.s.show(n, "@ccs_cid"), None);
+    } else {
+        // Gemini CLI at launch (keys typed while its SessionStart hook runs can be lost).
+        w.wait(&target, "SessionStart's id", || {
+            w.s.show(n, "@ccs_cid").is_some()
+        });
+        w.wait(&target, "the hook done", || {
+            !w.screen(&target).contains("Executing Hook")
+        });
     }
 
     // 3. One turn: the hooks tell the id, the agent and the turn's end.
