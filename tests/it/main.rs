@@ -27,6 +27,7 @@ mod policies;
 mod pressure;
 mod prometheus;
 mod scale;
+mod sidecar;
 mod snapshots;
 mod sweep;
 mod systemd;
