@@ -11,8 +11,7 @@ use crate::engine::claude_hook::{self, Action, Outcome};
 use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
 
-/// The option that names a chat's agent.
-pub const AGENT_OPTION: &str = "@ccs_agent";
+pub use crate::engine::agent_spawn::AGENT_OPTION;
 
 /// The action of one payload, by `agent`'s rules (pure).
 pub fn action(agent: &Agent, ev: &serde_json::Value) -> Action {

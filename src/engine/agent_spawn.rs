@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 
 use crate::agents::{self, Agent};
 use crate::core::policy;
-use crate::engine::commands::CommandError;
+
+/// The option that names a chat's agent.
+pub const AGENT_OPTION: &str = "@ccs_agent";
 
 /// What `spawn` runs for a non-Claude agent: the agent, the command, the conversation id.
 pub type Plan = (&'static Agent, Vec<String>, Option<String>);
@@ -21,7 +23,7 @@ pub fn plan(
     flag_cid: Option<&str>,
     tomb_cid: Option<&str>,
     cwd: &Path,
-) -> Option<Result<Plan, CommandError>> {
+) -> Option<Result<Plan, String>> {
     let agent = agents::of_argv(cmd).filter(|a| a.name != agents::CLAUDE.name)?;
     Some(plan_for(agent, cmd, flag_cid, tomb_cid, cwd))
 }
@@ -32,7 +34,7 @@ fn plan_for(
     flag_cid: Option<&str>,
     tomb_cid: Option<&str>,
     cwd: &Path,
-) -> Result<Plan, CommandError> {
+) -> Result<Plan, String> {
     let with_env = |argv: Vec<String>| with_start_env(agent, argv);
     if let Some(own) = (agent.cid_in_argv)(cmd) {
         return Ok((agent, with_env(cmd.to_vec()), Some(own)));
@@ -43,10 +45,10 @@ fn plan_for(
     let env: Vec<(String, String)> = std::env::vars().collect();
     let exists = (agent.transcript_path)(&env, cwd, c)
         .map_err(|e| {
-            CommandError::Refused(format!(
+            format!(
                 "cannot tell where {}'s conversation {c} is kept: {e}",
                 agent.display
-            ))
+            )
         })
         .map(|p| {
             if agent.transcript_glob {
@@ -56,7 +58,7 @@ fn plan_for(
             }
         })?;
     let p = (agent.resume_argv)(cmd, c, exists)
-        .map_err(|e| CommandError::Refused(format!("cannot resume {c} with {cmd:?}: {e}")))?;
+        .map_err(|e| format!("cannot resume {c} with {cmd:?}: {e}"))?;
     let cid = match p.mode {
         agents::StartMode::FreshNewId => None,
         _ => Some(c.to_string()),

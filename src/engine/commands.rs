@@ -299,7 +299,7 @@ pub async fn spawn(
     let (agent, argv, cid) =
         match crate::engine::agent_spawn::plan(cmd, cid, tomb_cid.as_deref(), &cwd) {
             Some(p) => {
-                let (a, argv, cid) = p?;
+                let (a, argv, cid) = p.map_err(CommandError::Refused)?;
                 (Some(a), argv, cid)
             }
             None => {
@@ -310,7 +310,11 @@ pub async fn spawn(
     let created = create(r, &name, &cwd, &argv, cid.as_deref()).await?;
     if let (true, Some(a)) = (created, agent) {
         r.tmux
-            .set_named(&name, crate::engine::agent_hook::AGENT_OPTION, Some(a.name))
+            .set_named(
+                &name,
+                crate::engine::agent_spawn::AGENT_OPTION,
+                Some(a.name),
+            )
             .await?;
     }
     if created {
