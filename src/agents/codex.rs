@@ -29,8 +29,10 @@ pub static CODEX: Agent = Agent {
     is_program_word,
     cid_in_argv,
     resume_argv,
+    bare_argv,
     transcript_path,
     transcript_glob: true,
+    env_vars: &[HOME_VAR],
     status_path: None,
     parse_status: None,
     resume_env: &[],
@@ -155,7 +157,29 @@ pub fn resume_argv(
     if !valid_cid(cid) {
         return Err(ArgvError::BadCid(cid.to_string()));
     }
-    let (mut out, rest) = split_at_program(&CODEX, argv)?;
+    let (mut out, opts) = program_and_options(argv)?;
+    let mode = if transcript_exists {
+        out.extend(["resume".to_string(), cid.to_string()]);
+        StartMode::Resume
+    } else {
+        StartMode::FreshNewId
+    };
+    out.extend(opts);
+    Ok(ResumePlan { argv: out, mode })
+}
+
+/// The command line as a tombstone keeps it: the words up to the program word, then its own
+/// options ([`resume_argv`]'s, without adding `resume <id>`): `codex --model m`.
+pub fn bare_argv(argv: &[String]) -> Result<Vec<String>, ArgvError> {
+    let (mut out, opts) = program_and_options(argv)?;
+    out.extend(opts);
+    Ok(out)
+}
+
+/// (the words up to and including the program word, codex's own options without `--last` and
+/// `--all`); a subcommand other than `resume` is refused, positionals are dropped.
+fn program_and_options(argv: &[String]) -> Result<(Vec<String>, Vec<String>), ArgvError> {
+    let (out, rest) = split_at_program(&CODEX, argv)?;
     let (opts, pos) = part(&rest);
     if let Some(sub) = pos.first().filter(|s| SUBCOMMANDS.contains(&s.as_str())) {
         if sub != "resume" {
@@ -166,15 +190,11 @@ pub fn resume_argv(
             });
         }
     }
-    let opts = opts.into_iter().filter(|o| o != "--last" && o != "--all");
-    let mode = if transcript_exists {
-        out.extend(["resume".to_string(), cid.to_string()]);
-        StartMode::Resume
-    } else {
-        StartMode::FreshNewId
-    };
-    out.extend(opts);
-    Ok(ResumePlan { argv: out, mode })
+    let opts = opts
+        .into_iter()
+        .filter(|o| o != "--last" && o != "--all")
+        .collect();
+    Ok((out, opts))
 }
 
 /// Codex 0.169.0's subcommands (a first positional that is one of these is no prompt).

@@ -33,8 +33,10 @@ pub static GEMINI: Agent = Agent {
     is_program_word,
     cid_in_argv,
     resume_argv,
+    bare_argv,
     transcript_path,
     transcript_glob: true,
+    env_vars: &[],
     status_path: None,
     parse_status: None,
     resume_env: &[],
@@ -159,6 +161,13 @@ pub fn resume_argv(
     out.extend(flags.into_iter().map(String::from));
     out.extend(kept[dd..].iter().cloned());
     Ok(ResumePlan { argv: out, mode })
+}
+
+/// The command line as a tombstone keeps it: without its own `--resume`/`-r`/`--session-id`.
+pub fn bare_argv(argv: &[String]) -> Result<Vec<String>, ArgvError> {
+    let (mut out, rest) = split_at_program(&GEMINI, argv)?;
+    out.extend(strip(&rest).0);
+    Ok(out)
 }
 
 /// Where `cid`'s transcript lives, as a glob (see [`Agent::transcript_glob`]):

@@ -19,6 +19,9 @@ pub(super) fn agent_hook_main(
     let Some(a) = crate::agents::by_name(agent) else {
         return fail(&format!("no agent {agent:?} (expected one of {})", names()));
     };
+    if a.name == crate::agents::CLAUDE.name {
+        return claude_hook_main(dry_run, config);
+    }
     let cfg = match Config::load(config) {
         Ok(c) => c,
         Err(e) => return fail(&e.to_string()),
@@ -33,15 +36,7 @@ pub(super) fn agent_hook_main(
     };
     let tmux = std::env::var("TMUX").ok();
     let pane = std::env::var("TMUX_PANE").ok();
-    let Ok(pane) = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref()) else {
-        return ExitCode::SUCCESS;
-    };
-    if dry_run {
-        return fail(&format!(
-            "dry run: {:?} from pane {pane}",
-            agent_hook::action(a, &ev)
-        ));
-    }
+    let pane = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref());
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -50,12 +45,31 @@ pub(super) fn agent_hook_main(
         Err(e) => return fail(&format!("failed to start the async runtime: {e}")),
     };
     let left = budget.saturating_sub(started.elapsed());
+    if dry_run {
+        let r = Reaper::new(cfg, true);
+        let what = agent_hook::action(a, &ev);
+        let said = rt.block_on(async {
+            tokio::time::timeout(left, claude_hook::dry_run_of(&r, what, pane)).await
+        });
+        return fail(&format!(
+            "dry run: {}",
+            said.unwrap_or_else(|_| format!(
+                "nothing: gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS)"
+            ))
+        ));
+    }
+    // Outside tmux, on another server: nothing to do, nothing to say.
+    let Ok(pane) = pane else {
+        return ExitCode::SUCCESS;
+    };
     let r = Reaper::new(cfg, false);
     let done =
         rt.block_on(async { tokio::time::timeout(left, agent_hook::act(&r, a, &ev, &pane)).await });
     match done {
         Ok(Ok(Outcome::Blocked(why))) => {
-            say!("{why}");
+            // For the user, as the agent shows it: always plain text.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{why}");
             ExitCode::from(exit::BLOCKED)
         }
         Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,
@@ -74,36 +88,28 @@ fn names() -> String {
         .join(", ")
 }
 
-/// `hook-settings --agent <name> [--write FILE]`.
+/// `hook-settings --agent <name> [--write FILE] [--socket PATH|NAME] [--prefix P]`: for Claude
+/// Code, `claude-settings` itself.
 pub(super) fn hook_settings(
     json: bool,
     cfg: &Config,
     agent: &str,
     write: Option<&std::path::Path>,
+    socket: Option<&str>,
+    prefix: Option<&str>,
 ) -> ExitCode {
     let Some(a) = crate::agents::by_name(agent) else {
         say!("ccs-reap: no agent {agent:?} (expected one of {})", names());
         return ExitCode::from(exit::CONFIG);
     };
-    let bin = match std::env::current_exe() {
-        Ok(b) => b,
-        Err(e) => {
-            return command_error(
-                json,
-                CommandError::Refused(format!("failed to find this binary's path: {e}")),
-            )
-        }
-    };
-    let env: Vec<(String, String)> = cfg
-        .sources
-        .iter()
-        .filter_map(|e| Some((e.name.to_string(), e.value.clone()?)))
-        .collect();
-    let mut assigns = claude_hook::hook_env(cfg, &env);
-    if let Some(f) = &cfg.file {
-        let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
-        assigns.push(("CCS_CONFIG".into(), f.to_string_lossy().into_owned()));
+    if a.name == crate::agents::CLAUDE.name {
+        return claude_settings(json, cfg, write, socket, prefix);
     }
+    let HookSetup { bin, assigns, .. } =
+        match hook_setup(json, cfg, "hook-settings", socket, prefix) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
     let command = agent_hook::hook_command(a, &bin, &assigns);
     let note = agent_hook::trust_note(a, write);
     let Some(file) = write else {

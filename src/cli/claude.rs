@@ -53,15 +53,10 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     };
     let tmux = std::env::var("TMUX").ok();
     let pane = std::env::var("TMUX_PANE").ok();
-    // Outside tmux, on another server: nothing to do, nothing to say.
-    let Ok(pane) = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref()) else {
-        return ExitCode::SUCCESS;
-    };
-    if dry_run {
-        return fail(&format!(
-            "dry run: {:?} from pane {pane}",
-            claude_hook::action(&ev)
-        ));
+    let pane = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref());
+    // A cid longer than an id may be is refused here, the known cid kept (29.7).
+    if let Some(why) = claude_hook::refused(&ev) {
+        return fail(&why);
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -71,12 +66,30 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
         Err(e) => return fail(&format!("failed to start the async runtime: {e}")),
     };
     let left = budget.saturating_sub(started.elapsed());
+    if dry_run {
+        let r = Reaper::new(cfg, true);
+        let said = rt.block_on(async {
+            tokio::time::timeout(left, claude_hook::dry_run(&r, &ev, pane)).await
+        });
+        return fail(&format!(
+            "dry run: {}",
+            said.unwrap_or_else(|_| format!(
+                "nothing: gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS)"
+            ))
+        ));
+    }
+    // Outside tmux, on another server: nothing to do, nothing to say.
+    let Ok(pane) = pane else {
+        return ExitCode::SUCCESS;
+    };
     let r = Reaper::new(cfg, false);
     let done =
         rt.block_on(async { tokio::time::timeout(left, claude_hook::act(&r, &ev, &pane)).await });
     match done {
         Ok(Ok(Outcome::Blocked(why))) => {
-            say!("{why}");
+            // For the user, as Claude Code shows it: always plain text.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{why}");
             ExitCode::from(exit::BLOCKED)
         }
         Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,
@@ -87,21 +100,98 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     }
 }
 
-/// `claude-settings [--write FILE]`.
-pub(super) fn claude_settings(
+/// Where the hooks' socket comes from: `--socket`, else a configured socket, else (inside tmux)
+/// `$TMUX`'s first field, else the default. The path, and what chose it (`None`: the default,
+/// which is said on stderr).
+fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<String>), String> {
+    use crate::config::{Socket, Source};
+    if let Some(f) = flag {
+        let s = if f.contains('/') {
+            let p = PathBuf::from(f);
+            if !p.is_absolute() {
+                return Err(format!(
+                    "--socket {f:?}: a socket path must be absolute (or give a name, as tmux -L takes it)"
+                ));
+            }
+            Socket::Path(p)
+        } else if crate::core::policy::valid_id(f) {
+            Socket::Name(f.to_string())
+        } else {
+            return Err(format!(
+                "--socket {f:?}: neither an absolute path nor a socket name ([A-Za-z0-9_-])"
+            ));
+        };
+        return Ok((s.canonical_path(), Some("--socket".into())));
+    }
+    let configured = cfg.sources.iter().find(|e| {
+        matches!(e.name, "CCS_TMUX_SOCKET" | "CCS_TMUX_SOCKET_PATH")
+            && e.value.is_some()
+            && e.source != Source::Default
+    });
+    if let Some(e) = configured {
+        return Ok((
+            cfg.socket.canonical_path(),
+            Some(format!("{} ({})", e.name, e.source)),
+        ));
+    }
+    if let Some(p) = std::env::var("TMUX")
+        .ok()
+        .as_deref()
+        .and_then(claude_hook::socket_of_tmux_env)
+    {
+        return Ok((
+            Socket::Path(PathBuf::from(p)).canonical_path(),
+            Some("$TMUX".into()),
+        ));
+    }
+    Ok((cfg.socket.canonical_path(), None))
+}
+
+/// What the hooks a settings command writes run with: this binary's path, the settings as
+/// environment assignments (the socket and the prefix as chosen), the socket they report to.
+pub(super) struct HookSetup {
+    pub bin: PathBuf,
+    pub assigns: Vec<(String, String)>,
+    pub socket: PathBuf,
+}
+
+/// [`HookSetup`] for `who` (`claude-settings`, `hook-settings`), from `--socket` and `--prefix`;
+/// `Err`: refused and said (the exit code to return).
+pub(super) fn hook_setup(
     json: bool,
     cfg: &Config,
-    write: Option<&std::path::Path>,
-) -> ExitCode {
-    let bin = match std::env::current_exe() {
-        Ok(b) => b,
-        Err(e) => {
-            return command_error(
-                json,
-                CommandError::Refused(format!("failed to find this binary's path: {e}")),
-            )
+    who: &str,
+    socket: Option<&str>,
+    prefix: Option<&str>,
+) -> Result<HookSetup, ExitCode> {
+    let refuse = |m: String| {
+        say!("ccs-reap {who}: {m}");
+        if json {
+            print_json(&serde_json::json!({"ok": false, "error": m, "exit": exit::CONFIG}));
         }
+        ExitCode::from(exit::CONFIG)
     };
+    let (socket_path, chosen_by) = hook_socket(cfg, socket).map_err(refuse)?;
+    if let Some(p) = prefix {
+        if !crate::core::policy::valid_id(p) || p.len() > crate::core::policy::MAX_PREFIX_LEN {
+            return Err(refuse(format!(
+                "--prefix {p:?}: a non-empty prefix of letters, digits, '_' and '-', at most {} bytes",
+                crate::core::policy::MAX_PREFIX_LEN
+            )));
+        }
+    }
+    if chosen_by.is_none() {
+        say!(
+            "ccs-reap {who}: the hooks report to the tmux server at {} (the default: not run inside tmux, no CCS_TMUX_SOCKET set); to choose another, run this inside that tmux or pass --socket PATH (or --socket NAME for tmux -L NAME)",
+            socket_path.display()
+        );
+    }
+    let bin = std::env::current_exe().map_err(|e| {
+        command_error(
+            json,
+            CommandError::Refused(format!("failed to find this binary's path: {e}")),
+        )
+    })?;
     // The settings in effect, from the settings file or the environment; and the file itself,
     // which the hook then reads as every command does.
     let env: Vec<(String, String)> = cfg
@@ -110,10 +200,40 @@ pub(super) fn claude_settings(
         .filter_map(|e| Some((e.name.to_string(), e.value.clone()?)))
         .collect();
     let mut assigns = claude_hook::hook_env(cfg, &env);
+    for (k, v) in &mut assigns {
+        match k.as_str() {
+            "CCS_TMUX_SOCKET_PATH" => *v = socket_path.to_string_lossy().into_owned(),
+            "CCS_SESSION_PREFIX" => *v = prefix.unwrap_or(&cfg.prefix).to_string(),
+            _ => {}
+        }
+    }
     if let Some(f) = &cfg.file {
         let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
         assigns.push(("CCS_CONFIG".into(), f.to_string_lossy().into_owned()));
     }
+    Ok(HookSetup {
+        bin,
+        assigns,
+        socket: socket_path,
+    })
+}
+
+/// `claude-settings [--write FILE] [--socket PATH|NAME] [--prefix P]`.
+pub(super) fn claude_settings(
+    json: bool,
+    cfg: &Config,
+    write: Option<&std::path::Path>,
+    socket: Option<&str>,
+    prefix: Option<&str>,
+) -> ExitCode {
+    let HookSetup {
+        bin,
+        assigns,
+        socket: socket_path,
+    } = match hook_setup(json, cfg, "claude-settings", socket, prefix) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let command = claude_hook::hook_command(&bin, &assigns);
     let Some(file) = write else {
         print_json(&claude_hook::fragment(&command));
@@ -127,6 +247,8 @@ pub(super) fn claude_settings(
                     "file": file,
                     "changed": changed,
                     "command": command,
+                    "socket": socket_path,
+                    "prefix": prefix.unwrap_or(&cfg.prefix),
                 }));
             } else if changed {
                 out(&format!("{}: ccs-reap's hooks written\n", file.display()));

@@ -11,7 +11,7 @@ use crate::engine::claude_hook::{self, Action, Outcome};
 use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
 
-pub use crate::engine::agent_spawn::AGENT_OPTION;
+pub use crate::adapters::tmux::AGENT_OPTION;
 
 /// The action of one payload, by `agent`'s rules (pure).
 pub fn action(agent: &Agent, ev: &serde_json::Value) -> Action {
@@ -21,6 +21,8 @@ pub fn action(agent: &Agent, ev: &serde_json::Value) -> Action {
         HookAction::TurnEnd => Action::TurnEnd,
         HookAction::Busy => Action::Busy,
         HookAction::ClearTurn => Action::ClearTurn,
+        HookAction::CompactBegin => Action::CompactBegin,
+        HookAction::CompactEnd => Action::CompactEnd,
         HookAction::Nothing(why) => Action::Nothing(why),
     }
 }

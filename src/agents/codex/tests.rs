@@ -207,3 +207,42 @@ fn transcript_path_table() {
     );
     assert!(trust_note(Path::new("/c/hooks.json")).contains(BYPASS_TRUST_FLAG));
 }
+
+#[test]
+fn bare_argv_table_replays_as_the_command_would() {
+    let table: &[(&[&str], Option<&[&str]>)] = &[
+        (&["codex"], Some(&["codex"])),
+        (
+            &["codex", "resume", "old-id", "--last", "-m", "o3"],
+            Some(&["codex", "-m", "o3"]),
+        ),
+        (
+            &["env", "CODEX_HOME=/h", "codex", "fix the bug"],
+            Some(&["env", "CODEX_HOME=/h", "codex"]),
+        ),
+        (
+            &["codex --dangerously-bypass-hook-trust"],
+            Some(&["codex", "--dangerously-bypass-hook-trust"]),
+        ),
+        (&["codex", "exec", "do it"], None),
+        (&["claude"], None),
+        (&[], None),
+    ];
+    for (argv, want) in table {
+        let got = bare_argv(&words(argv));
+        match want {
+            Some(w) => {
+                assert_eq!(got, Ok(words(w)), "{argv:?}");
+                // Replayed, the kept line comes back as the command itself would.
+                for exists in [true, false] {
+                    assert_eq!(
+                        resume_argv(&words(w), CID, exists),
+                        resume_argv(&words(argv), CID, exists),
+                        "{argv:?}"
+                    );
+                }
+            }
+            None => assert!(got.is_err(), "{argv:?}: {got:?}"),
+        }
+    }
+}

@@ -183,3 +183,54 @@ fn cid_in_argv_and_paths() {
         Ok(PathBuf::from("/h/.gemini/settings.json"))
     );
 }
+
+#[test]
+fn bare_argv_table_replays_as_the_command_would() {
+    let table: &[(&[&str], Option<&[&str]>)] = &[
+        (&["gemini"], Some(&["gemini"])),
+        (
+            &["gemini", "-m", "gemini-2.5-flash", "--resume", "latest"],
+            Some(&["gemini", "-m", "gemini-2.5-flash"]),
+        ),
+        (
+            &[
+                "env",
+                "GEMINI_CLI_NO_RELAUNCH=true",
+                "gemini",
+                "--session-id",
+                CID,
+            ],
+            Some(&["env", "GEMINI_CLI_NO_RELAUNCH=true", "gemini"]),
+        ),
+        (
+            &[
+                "gemini",
+                "--session-id=old",
+                "-r",
+                "3",
+                "--yolo",
+                "--",
+                "-x",
+            ],
+            Some(&["gemini", "--yolo", "--", "-x"]),
+        ),
+        (&["codex"], None),
+        (&[], None),
+    ];
+    for (argv, want) in table {
+        let got = bare_argv(&words(argv));
+        match want {
+            Some(w) => {
+                assert_eq!(got, Ok(words(w)), "{argv:?}");
+                for exists in [true, false] {
+                    assert_eq!(
+                        resume_argv(&words(w), CID, exists),
+                        resume_argv(&words(argv), CID, exists),
+                        "{argv:?}"
+                    );
+                }
+            }
+            None => assert!(got.is_err(), "{argv:?}: {got:?}"),
+        }
+    }
+}

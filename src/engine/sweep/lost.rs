@@ -201,6 +201,8 @@ pub(super) fn tombstone_lost(
             socket: Some(socket.to_string()),
             token: None,
             agent: None,
+            argv: None,
+            start_failed: None,
         };
         if let Err(e) = state.write_tombstone(&t) {
             // Not marked lost: the next sweep tries again.

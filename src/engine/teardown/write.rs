@@ -32,6 +32,7 @@ pub(super) fn write_journal(
     j: &mut Job,
     tok: &str,
     server_pid: Option<u32>,
+    argv: Option<&Vec<String>>,
 ) -> Result<(), String> {
     let d = &j.req.decision;
     let cwd = j.fresh.as_ref().and_then(|s| {
@@ -41,6 +42,12 @@ pub(super) fn write_journal(
                 .and_then(|p| p.to_str().map(str::to_string))
         })
     });
+    let pane_pids: Vec<u32> = j
+        .fresh
+        .as_ref()
+        .map(|s| s.panes.iter().map(|p| p.pid).collect())
+        .unwrap_or_default();
+    let argv = crate::engine::wayback::kept_argv(argv, &pane_pids);
     let journal = Journal {
         id: d.id.clone(),
         session: d.name.clone(),
@@ -55,6 +62,7 @@ pub(super) fn write_journal(
         server_pid,
         token: tok.to_string(),
         armed_by_tombstone: true,
+        argv,
         path: None,
     };
     r.state
@@ -76,21 +84,41 @@ pub(super) fn write_tombstone(
     let Some(jn) = &j.journal else {
         return Err("no journal was written".into());
     };
+    // The cleanup of exited panes has no living process to read a cwd or command line from:
+    // it keeps those of the tombstone it replaces.
+    let before = (j.req.reason == ReapReason::Exited && (jn.cwd.is_none() || jn.argv.is_none()))
+        .then(|| r.state.read_tombstone(&jn.id).ok().flatten())
+        .flatten();
     let tomb = Tombstone {
         id: jn.id.clone(),
         cid: j.line.cid.clone(),
         reaped_at: rfc3339(now_ms()),
         reason: j.req.reason,
-        cwd: jn.cwd.clone(),
+        cwd: jn
+            .cwd
+            .clone()
+            .or_else(|| before.as_ref().and_then(|b| b.cwd.clone())),
         session: Some(jn.session.clone()),
         socket: Some(r.socket_path()),
         token: Some(tok.to_string()),
-        agent: j
-            .fresh
-            .as_ref()
-            .and_then(|s| s.panes.first())
-            .and_then(|p| crate::agents::of_start_command(&p.start_command))
-            .map(|a| a.name.to_string()),
+        agent: None,
+        argv: jn
+            .argv
+            .clone()
+            .or_else(|| before.as_ref().and_then(|b| b.argv.clone())),
+        start_failed: None,
+    };
+    // The agent its command line runs, else its pane's start command's, else the one before.
+    let start_command = j.fresh.as_ref().and_then(|s| s.panes.first());
+    let tomb = Tombstone {
+        agent: crate::engine::wayback::agent_name(tomb.argv.as_deref())
+            .or_else(|| {
+                start_command
+                    .and_then(|p| crate::agents::of_start_command(&p.start_command))
+                    .map(|a| a.name.to_string())
+            })
+            .or_else(|| before.as_ref().and_then(|b| b.agent.clone())),
+        ..tomb
     };
     r.state
         .write_tombstone_in(dirs, &tomb)
