@@ -5,7 +5,8 @@
 //! conversation id and turns through its own hooks (`hook --agent <name>`); once idle a sweep
 //! reaps it, its whole process tree gone (Gemini CLI in its default two-process relaunch mode);
 //! `ccs-reap spawn` brings it back with its own way back (`codex resume <id>`,
-//! `gemini --resume <id>`), and the fake API's request for the second turn carries the first.
+//! `gemini --resume <id>`; Gemini CLI's from the command line its tombstone keeps), and the fake
+//! API's request for the second turn carries the first.
 //!
 //! Needs `npm ci --prefix tests/e2e --no-audit --no-fund` (node, python3 and tmux on PATH);
 //! without the packages it fails with that hint, unless `CCS_E2E_SKIP=1`. `CCS_E2E_TIMEOUT`
@@ -435,10 +436,21 @@ fn round(agent: &str, settings_file: &str, first: &[&str], ready: &str) {
     let tomb = w.s.tombstone(&id).expect("a tombstone");
     assert_eq!(tomb["cid"], cid.as_str(), "{tomb}");
     assert_eq!(tomb["agent"], agent, "{tomb}");
+    // The command line it ran, for `spawn <id>` to replay (by the agent's own descriptor).
+    let kept: Vec<String> = serde_json::from_value(tomb["argv"].clone()).expect("argv kept");
+    assert!(
+        kept.iter()
+            .any(|w| w.ends_with(&format!("/{agent}")) || *w == agent),
+        "{tomb}"
+    );
 
-    // 5. spawn brings it back by the agent's own way; turn 2's request carries turn 1.
-    let mut sp = vec!["spawn", &id, "--"];
-    sp.extend(first.iter().filter(|w| !w.contains('=') && **w != "env"));
+    // 5. spawn brings it back by the agent's own way; turn 2's request carries turn 1. Codex:
+    // the command given again; Gemini CLI: the one its tombstone keeps, replayed.
+    let mut sp = vec!["spawn", &id];
+    if agent == "codex" {
+        sp.push("--");
+        sp.extend(first.iter().filter(|w| !w.contains('=') && **w != "env"));
+    }
     w.ccs(&sp);
     let start =
         w.s.ok(&["list-panes", "-t", &target, "-F", "#{pane_start_command}"]);
