@@ -121,15 +121,7 @@ fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) ->
 /// Start the chat and check it is up. `Ok(false)`: a session of that name exists (a concurrent
 /// spawn won).
 pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
-    // The agent the command runs, else the one the tombstone names, else Claude Code.
-    let runs = agents::of_argv(s.cmd);
-    let agent: &Agent = runs
-        .or_else(|| {
-            s.tomb
-                .and_then(|t| t.agent.as_deref())
-                .and_then(agents::by_name)
-        })
-        .unwrap_or(&agents::CLAUDE);
+    let (agent, runs) = agent_of(s.cmd, s.tomb);
     let own = (agent.cid_in_argv)(s.cmd);
     let mut cid = own
         .clone()
@@ -219,6 +211,19 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         "{} exited as soon as it was created (three times); the tombstone is kept",
         s.name
     )))
+}
+
+/// The agent of a start: the one the command runs (`Some` beside it), else the one the
+/// tombstone names, else Claude Code.
+fn agent_of(cmd: &[String], tomb: Option<&Tombstone>) -> (&'static Agent, Option<&'static Agent>) {
+    let runs = agents::of_argv(cmd);
+    let agent = runs
+        .or_else(|| {
+            tomb.and_then(|t| t.agent.as_deref())
+                .and_then(agents::by_name)
+        })
+        .unwrap_or(&agents::CLAUDE);
+    (agent, runs)
 }
 
 /// The environment the agent is started with: its start environment when the command runs it
@@ -505,4 +510,70 @@ pub fn age_out(r: &Reaper) -> usize {
         n += 1;
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_agent_is_the_commands_else_the_tombstones_else_claude() {
+        let tomb = |agent: Option<&str>| Tombstone {
+            id: "1".into(),
+            cid: None,
+            reaped_at: String::new(),
+            reason: ReapReason::Manual,
+            cwd: None,
+            session: None,
+            socket: None,
+            token: None,
+            agent: agent.map(String::from),
+            argv: None,
+            start_failed: None,
+        };
+        let gem = tomb(Some("gemini"));
+        let unknown = tomb(Some("vim"));
+        let table: &[(&[&str], Option<&Tombstone>, &str, bool)] = &[
+            (&["codex", "-m", "o3"], Some(&gem), "codex", true),
+            (&["env", "X=1", "gemini"], None, "gemini", true),
+            (&["claude"], None, "claude", true),
+            (&["my-wrapper"], Some(&gem), "gemini", false),
+            (&["my-wrapper"], Some(&unknown), "claude", false),
+            (&["my-wrapper"], None, "claude", false),
+        ];
+        for (cmd, t, want, runs) in table {
+            let (a, r) = agent_of(&w(cmd), *t);
+            assert_eq!((a.name, r.is_some()), (*want, *runs), "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn the_start_environment_and_a_resumes() {
+        let kv = |v: Vec<(String, String)>| {
+            v.into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kv(extra_env(&agents::GEMINI, true, Some(StartMode::Resume))),
+            ["GEMINI_CLI_NO_RELAUNCH=true"]
+        );
+        // Not given to a command that does not run the agent.
+        assert!(extra_env(&agents::GEMINI, false, Some(StartMode::Fresh)).is_empty());
+        assert!(extra_env(&agents::CLAUDE, true, Some(StartMode::Fresh)).is_empty());
+        let resume: Vec<String> = agents::CLAUDE
+            .resume_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert_eq!(
+            kv(extra_env(&agents::CLAUDE, true, Some(StartMode::Resume))),
+            resume
+        );
+        assert!(extra_env(&agents::CODEX, true, None).is_empty());
+    }
 }
