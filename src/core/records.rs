@@ -180,6 +180,10 @@ pub struct Tombstone {
     /// finished only when this reap got as far as its tombstone, past its fence (see [`Journal::armed_by_tombstone`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The agent the chat ran (`claude`, `codex`, `gemini`), as its pane's command names it
+    /// (absent in older tombstones, and when no agent's program is found there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// The chat's command line (the words its pane ran, without its own `--resume` /
     /// `--session-id`), for `spawn <id>` with no command to replay (absent before 0.4, or when it
     /// could not be read).
@@ -280,6 +284,7 @@ impl Tombstone {
             session: None,
             socket: None,
             token: None,
+            agent: None,
             argv: None,
             start_failed: None,
         }

@@ -271,7 +271,7 @@ pub async fn spawn(
     };
     wait_for_teardown(r, id, deadline).await?;
     let mut tomb = r.state.read_tombstone(id)?;
-    let own = (crate::agents::CLAUDE.cid_in_argv)(cmd);
+    let own = crate::agents::of_argv(cmd).and_then(|a| (a.cid_in_argv)(cmd));
     if tomb.is_none() && cid.is_none() && own.is_none() {
         tomb = lost_before_a_sweep(r, id, &server);
     }

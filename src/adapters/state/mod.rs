@@ -480,6 +480,7 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            agent: None,
             argv: None,
             start_failed: None,
         };
@@ -561,6 +562,7 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            agent: None,
             argv: None,
             start_failed: None,
         }

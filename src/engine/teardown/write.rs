@@ -85,6 +85,15 @@ pub(super) fn write_tombstone(r: &Reaper, dirs: &ReapDirs, j: &mut Job) -> Resul
         .then(|| r.state.read_tombstone(&jn.id).ok().flatten())
         .flatten();
     let mut tomb = jn.tombstone(&r.socket_path(), now_ms());
+    // The agent its command line runs, else its pane's start command's, else the one before.
+    let start_command = j.fresh.as_ref().and_then(|s| s.panes.first());
+    tomb.agent = crate::engine::wayback::agent_name(tomb.argv.as_deref())
+        .or_else(|| {
+            start_command
+                .and_then(|p| crate::agents::of_start_command(&p.start_command))
+                .map(|a| a.name.to_string())
+        })
+        .or_else(|| before.as_ref().and_then(|b| b.agent.clone()));
     if let Some(b) = before {
         tomb.cwd = tomb.cwd.or(b.cwd);
         tomb.argv = tomb.argv.or(b.argv);
