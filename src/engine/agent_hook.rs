@@ -7,24 +7,15 @@
 use std::path::Path;
 
 use crate::agents::{Agent, HookAction};
-use crate::engine::claude_hook::{self, Action, Outcome};
+use crate::engine::claude_hook::{self, Outcome};
 use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
 
 pub use crate::adapters::tmux::AGENT_OPTION;
 
 /// The action of one payload, by `agent`'s rules (pure).
-pub fn action(agent: &Agent, ev: &serde_json::Value) -> Action {
-    match (agent.hook_action)(ev) {
-        HookAction::SetCid(c) => Action::SetCid(c),
-        HookAction::TurnBegin => Action::TurnBegin,
-        HookAction::TurnEnd => Action::TurnEnd,
-        HookAction::Busy => Action::Busy,
-        HookAction::ClearTurn => Action::ClearTurn,
-        HookAction::CompactBegin => Action::CompactBegin,
-        HookAction::CompactEnd => Action::CompactEnd,
-        HookAction::Nothing(why) => Action::Nothing(why),
-    }
+pub fn action(agent: &Agent, ev: &serde_json::Value) -> HookAction {
+    (agent.hook_action)(ev)
 }
 
 /// Act on one payload from `pane` of `r`'s server, as `claude-hook` does; when it tells the
@@ -36,7 +27,7 @@ pub async fn act(
     pane: &str,
 ) -> Result<Outcome, CommandError> {
     let what = action(agent, ev);
-    if let Action::Nothing(why) = what {
+    if let HookAction::Nothing(why) = what {
         return Ok(Outcome::Skipped(why));
     }
     let Some(s) = r.tmux.session_of_pane(pane, &r.cfg.prefix).await? else {
@@ -45,7 +36,7 @@ pub async fn act(
             r.cfg.prefix
         )));
     };
-    if matches!(what, Action::SetCid(_))
+    if matches!(what, HookAction::SetCid(_))
         && !r
             .tmux
             .set_named(&s.name, AGENT_OPTION, Some(agent.name))
@@ -124,18 +115,18 @@ mod tests {
     #[test]
     fn each_agent_maps_to_the_typed_actions() {
         let cid = "537d40fb-07a9-49a2-a899-e9b200b7a0a5";
-        let table: &[(&Agent, &str, Action)] = &[
-            (&CLAUDE, "SessionStart", Action::SetCid(cid.into())),
-            (&CLAUDE, "UserPromptSubmit", Action::TurnBegin),
-            (&CLAUDE, "Stop", Action::TurnEnd),
-            (&CLAUDE, "SessionEnd", Action::ClearTurn),
-            (&CODEX, "SessionStart", Action::SetCid(cid.into())),
-            (&CODEX, "UserPromptSubmit", Action::TurnBegin),
-            (&CODEX, "Stop", Action::TurnEnd),
-            (&GEMINI, "SessionStart", Action::SetCid(cid.into())),
-            (&GEMINI, "BeforeAgent", Action::TurnBegin),
-            (&GEMINI, "AfterAgent", Action::TurnEnd),
-            (&GEMINI, "SessionEnd", Action::ClearTurn),
+        let table: &[(&Agent, &str, HookAction)] = &[
+            (&CLAUDE, "SessionStart", HookAction::SetCid(cid.into())),
+            (&CLAUDE, "UserPromptSubmit", HookAction::TurnBegin),
+            (&CLAUDE, "Stop", HookAction::TurnEnd),
+            (&CLAUDE, "SessionEnd", HookAction::ClearTurn),
+            (&CODEX, "SessionStart", HookAction::SetCid(cid.into())),
+            (&CODEX, "UserPromptSubmit", HookAction::TurnBegin),
+            (&CODEX, "Stop", HookAction::TurnEnd),
+            (&GEMINI, "SessionStart", HookAction::SetCid(cid.into())),
+            (&GEMINI, "BeforeAgent", HookAction::TurnBegin),
+            (&GEMINI, "AfterAgent", HookAction::TurnEnd),
+            (&GEMINI, "SessionEnd", HookAction::ClearTurn),
         ];
         for (a, ev, want) in table {
             let p = serde_json::json!({"hook_event_name": ev, "session_id": cid});
@@ -143,7 +134,7 @@ mod tests {
         }
         // Another agent's turn events are nothing here.
         let p = serde_json::json!({"hook_event_name": "BeforeAgent", "session_id": cid});
-        assert!(matches!(action(&CODEX, &p), Action::Nothing(_)));
+        assert!(matches!(action(&CODEX, &p), HookAction::Nothing(_)));
     }
 
     #[test]

@@ -16,6 +16,7 @@ use serde::Deserialize;
 use crate::adapters::clock::now_ms;
 use crate::adapters::tmux::TurnBegin;
 use crate::adapters::user_file;
+use crate::agents::HookAction;
 use crate::config::{Config, Socket};
 use crate::core::policy::{self, ReapReason, Session};
 use crate::engine::commands;
@@ -26,6 +27,9 @@ use crate::engine::context::Reaper;
 /// `cwd`, `prompt`, `last_assistant_message`, ...; they are ignored).
 #[derive(Debug, Clone, Default, Deserialize)]
 pub struct HookInput {
+    /// The event as sent, for the descriptor's mapping.
+    #[serde(skip)]
+    pub raw: serde_json::Value,
     #[serde(default)]
     pub hook_event_name: Option<String>,
     #[serde(default)]
@@ -44,41 +48,11 @@ pub struct HookInput {
 impl HookInput {
     /// Parse one event.
     pub fn parse(text: &str) -> Result<HookInput, String> {
-        serde_json::from_str(text).map_err(|e| format!("the hook event is not valid JSON: {e}"))
-    }
-}
-
-/// What one event does to the chat.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
-    /// `@ccs_cid` = this (a valid cid).
-    SetCid(String),
-    /// A turn begins (as `turn begin`, but never waiting: a held chat blocks the prompt).
-    TurnBegin,
-    /// The turn ends and the idle clock starts (as `turn end`).
-    TurnEnd,
-    /// The chat is busy: a turn is marked if none is (its start is kept), unless a reap holds it.
-    Busy,
-    /// The turn is cleared (claude is exiting): `@ccs_turn` unset, the idle clock left alone.
-    ClearTurn,
-    /// A `/compact` begins (`PreCompact`, `manual`): busy, and when no turn runs, the turn
-    /// marked is the compaction's own (`@ccs_compact`).
-    CompactBegin,
-    /// A `/compact` ended (`PostCompact`, `manual`): the turn ends only when it was the
-    /// compaction's own. A compaction that a turn already running set off (the "resume from
-    /// summary" dialog answered by the studio's message) never closes that turn.
-    CompactEnd,
-    /// Nothing to do, and why.
-    Nothing(String),
-}
-
-/// Whether a `Stop`'s `background_tasks` names work still running: a non-empty list. Absent,
-/// `null` or `[]` is none; anything else (not a list) is taken as running work, the safe side.
-fn background_running(v: Option<&serde_json::Value>) -> bool {
-    match v {
-        None | Some(serde_json::Value::Null) => false,
-        Some(serde_json::Value::Array(a)) => !a.is_empty(),
-        Some(_) => true,
+        let bad = |e: serde_json::Error| format!("the hook event is not valid JSON: {e}");
+        let raw: serde_json::Value = serde_json::from_str(text).map_err(bad)?;
+        let mut ev: HookInput = serde_json::from_value(raw.clone()).map_err(bad)?;
+        ev.raw = raw;
+        Ok(ev)
     }
 }
 
@@ -98,31 +72,10 @@ pub fn refused(ev: &HookInput) -> Option<String> {
     )
 }
 
-/// The action of one event (pure).
-pub fn action(ev: &HookInput) -> Action {
-    let name = ev.hook_event_name.as_deref().unwrap_or("");
-    match name {
-        "SessionStart" => match ev.session_id.as_deref() {
-            Some(c) if policy::valid_cid(c) => Action::SetCid(c.to_string()),
-            Some(c) => Action::Nothing(format!(
-                "SessionStart with an invalid session_id {c:?}: @ccs_cid left alone"
-            )),
-            None => Action::Nothing("SessionStart without a session_id".into()),
-        },
-        "UserPromptSubmit" => Action::TurnBegin,
-        "Stop" if background_running(ev.background_tasks.as_ref()) => Action::Busy,
-        "Stop" => Action::TurnEnd,
-        "PreCompact" if ev.trigger.as_deref() == Some("manual") => Action::CompactBegin,
-        "PreCompact" => Action::Busy,
-        // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
-        // with 2.1.332), so its end is the turn's end, when the turn was its own. An automatic
-        // one runs inside a turn, whose `Stop` ends it.
-        "PostCompact" if ev.trigger.as_deref() == Some("manual") => Action::CompactEnd,
-        "PostCompact" => Action::Nothing("an automatic compaction ends with its turn".into()),
-        "SessionEnd" => Action::ClearTurn,
-        "" => Action::Nothing("no hook_event_name in the event".into()),
-        other => Action::Nothing(format!("event {other:?} is not one ccs-reap acts on")),
-    }
+/// The action of one event (pure): Claude Code's descriptor maps it
+/// ([`crate::agents::claude::hook_action`]), as it does for `hook --agent claude`.
+pub fn action(ev: &HookInput) -> HookAction {
+    crate::agents::claude::hook_action(&ev.raw)
 }
 
 /// What the hook did.
@@ -217,7 +170,7 @@ fn reap_reason_of(r: &Reaper, name: &str) -> Option<ReapReason> {
 /// Act on one event from the pane `pane` (see [`where_from`]) of `r`'s server.
 pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<Outcome, CommandError> {
     let what = action(ev);
-    if let Action::Nothing(why) = what {
+    if let HookAction::Nothing(why) = what {
         return Ok(Outcome::Skipped(why));
     }
     let Some(s) = r.tmux.session_of_pane(pane, &r.cfg.prefix).await? else {
@@ -237,10 +190,10 @@ pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -
 }
 
 /// [`dry_run`] of an action already mapped (any agent's: `hook --agent <name> --dry-run`).
-pub async fn dry_run_of(r: &Reaper, what: Action, pane: Result<String, String>) -> String {
+pub async fn dry_run_of(r: &Reaper, what: HookAction, pane: Result<String, String>) -> String {
     let pane = match (pane, &what) {
         (Err(why), _) => return format!("nothing: {why}"),
-        (Ok(_), Action::Nothing(why)) => return format!("nothing: {why}"),
+        (Ok(_), HookAction::Nothing(why)) => return format!("nothing: {why}"),
         (Ok(p), _) => p,
     };
     let s = match r.tmux.session_of_pane(&pane, &r.cfg.prefix).await {
@@ -258,12 +211,12 @@ pub async fn dry_run_of(r: &Reaper, what: Action, pane: Result<String, String>) 
     let held = s.is_marked();
     let turn = !s.turn.trim().is_empty();
     match what {
-        Action::SetCid(c) => format!("would set @ccs_cid of {name} to {c}"),
-        Action::TurnBegin if held => format!(
+        HookAction::SetCid(c) => format!("would set @ccs_cid of {name} to {c}"),
+        HookAction::TurnBegin if held => format!(
             "would block the prompt (exit 2): a reap holds {name} (@ccs_reaping is set)"
         ),
-        Action::TurnBegin => format!("would begin a turn on {name} (@ccs_turn = now)"),
-        Action::TurnEnd => format!(
+        HookAction::TurnBegin => format!("would begin a turn on {name} (@ccs_turn = now)"),
+        HookAction::TurnEnd => format!(
             "would end the turn on {name}: @ccs_turn cleared, its idle clock started (@ccs_idle = now){}",
             if held {
                 ""
@@ -271,40 +224,40 @@ pub async fn dry_run_of(r: &Reaper, what: Action, pane: Result<String, String>) 
                 ", and its tombstone, if any, removed as used"
             }
         ),
-        Action::Busy if held || turn => format!(
+        HookAction::Busy if held || turn => format!(
             "nothing: {name} is {} (a Stop with background work or a PreCompact only marks an idle chat busy)",
             if held { "held by a reap" } else { "already busy (@ccs_turn set)" }
         ),
-        Action::Busy => format!("would mark {name} busy (@ccs_turn = now)"),
-        Action::CompactBegin if held || turn => format!(
+        HookAction::Busy => format!("would mark {name} busy (@ccs_turn = now)"),
+        HookAction::CompactBegin if held || turn => format!(
             "nothing: {name} is {} (a manual compaction marks only an idle chat busy)",
             if held { "held by a reap" } else { "already busy: the compaction runs inside that turn" }
         ),
-        Action::CompactBegin => format!(
+        HookAction::CompactBegin => format!(
             "would mark {name} busy for a manual compaction (@ccs_turn and @ccs_compact = now)"
         ),
-        Action::CompactEnd => format!(
+        HookAction::CompactEnd => format!(
             "would end the turn on {name} if the compaction began it (@ccs_compact set), else nothing: the running turn's own end closes it"
         ),
-        Action::ClearTurn => format!("would clear the turn on {name} (@ccs_turn unset; its idle clock left alone)"),
-        Action::Nothing(why) => format!("nothing: {why}"),
+        HookAction::ClearTurn => format!("would clear the turn on {name} (@ccs_turn unset; its idle clock left alone)"),
+        HookAction::Nothing(why) => format!("nothing: {why}"),
     }
 }
 
 pub(crate) async fn act_on(
     r: &Reaper,
-    what: &Action,
+    what: &HookAction,
     s: &Session,
 ) -> Result<Outcome, CommandError> {
     let name = &s.name;
     match what {
-        Action::Nothing(why) => Ok(Outcome::Skipped(why.clone())),
-        Action::SetCid(c) => Ok(if r.tmux.set_named(name, "@ccs_cid", Some(c)).await? {
+        HookAction::Nothing(why) => Ok(Outcome::Skipped(why.clone())),
+        HookAction::SetCid(c) => Ok(if r.tmux.set_named(name, "@ccs_cid", Some(c)).await? {
             Outcome::Done(format!("@ccs_cid of {name} = {c}"))
         } else {
             Outcome::Skipped(format!("{name} is gone"))
         }),
-        Action::TurnBegin => match r.tmux.turn_begin(name, now_ms()).await? {
+        HookAction::TurnBegin => match r.tmux.turn_begin(name, now_ms()).await? {
             TurnBegin::Started => Ok(Outcome::Done(format!("turn begun on {name}"))),
             TurnBegin::Gone => Ok(Outcome::Skipped(format!("{name} is gone"))),
             // Any reap mark on the chat, found by the test-and-set itself: blocked. (Judging the
@@ -315,22 +268,22 @@ pub(crate) async fn act_on(
                 reap_reason_of(r, &s.name),
             ))),
         },
-        Action::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
+        HookAction::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
             Outcome::Done(format!("turn ended on {name}"))
         } else {
             Outcome::Skipped(format!("{name} is gone"))
         }),
-        Action::Busy => Ok(if r.tmux.mark_busy(name, now_ms()).await? {
+        HookAction::Busy => Ok(if r.tmux.mark_busy(name, now_ms()).await? {
             Outcome::Done(format!("{name} kept busy"))
         } else {
             Outcome::Skipped(format!("{name} is gone"))
         }),
-        Action::CompactBegin => Ok(if r.tmux.mark_compact(name, now_ms()).await? {
+        HookAction::CompactBegin => Ok(if r.tmux.mark_compact(name, now_ms()).await? {
             Outcome::Done(format!("{name} kept busy (a compaction)"))
         } else {
             Outcome::Skipped(format!("{name} is gone"))
         }),
-        Action::CompactEnd => match r.tmux.end_compact(name).await? {
+        HookAction::CompactEnd => match r.tmux.end_compact(name).await? {
             Some(true) => Ok(if commands::turn_end(r, &s.id).await? {
                 Outcome::Done(format!("turn ended on {name} (its compaction ended)"))
             } else {
@@ -341,7 +294,7 @@ pub(crate) async fn act_on(
             ))),
             None => Ok(Outcome::Skipped(format!("{name} is gone"))),
         },
-        Action::ClearTurn => Ok(if r.tmux.set_named(name, "@ccs_turn", None).await? {
+        HookAction::ClearTurn => Ok(if r.tmux.set_named(name, "@ccs_turn", None).await? {
             Outcome::Done(format!("turn cleared on {name}"))
         } else {
             Outcome::Skipped(format!("{name} is gone"))
@@ -351,15 +304,11 @@ pub(crate) async fn act_on(
 
 // ---------------------------------------------------------------- settings
 
-/// The hook events `claude-settings` wires, in the order they are written.
-pub const EVENTS: &[&str] = &[
-    "SessionStart",
-    "UserPromptSubmit",
-    "Stop",
-    "PreCompact",
-    "PostCompact",
-    "SessionEnd",
-];
+/// The hook events `claude-settings` wires, in the order they are written: Claude Code's
+/// descriptor's ([`crate::agents::claude::HOOKS`]).
+pub fn events() -> Vec<&'static str> {
+    crate::agents::claude::HOOKS.wired()
+}
 
 /// The subcommand word a hook command ends with: how `--write` knows its own entries.
 const SUBCOMMAND: &str = "claude-hook";
@@ -424,13 +373,10 @@ fn our_group(command: &str) -> serde_json::Value {
     serde_json::json!({ "hooks": [ { "type": "command", "command": command } ] })
 }
 
-/// The settings fragment: `{"hooks": {<event>: [{"hooks": [{"type": "command", ...}]}]}}`.
+/// The settings fragment: `{"hooks": {<event>: [{"hooks": [{"type": "command", ...}]}]}}`, as
+/// Claude Code's descriptor writes it ([`crate::agents::claude::hook_settings`]).
 pub fn fragment(command: &str) -> serde_json::Value {
-    let mut hooks = serde_json::Map::new();
-    for ev in EVENTS {
-        hooks.insert((*ev).to_string(), serde_json::json!([our_group(command)]));
-    }
-    serde_json::json!({ "hooks": hooks })
+    crate::agents::claude::hook_settings(command)
 }
 
 /// Whether a hook entry's command is one of ours (any settings, any binary path).
@@ -444,7 +390,7 @@ fn is_ours(hook: &serde_json::Value) -> bool {
 /// kept; our earlier entries (whatever binary or settings they named) are replaced by one group
 /// per event, appended. Merging twice gives the same document.
 pub fn merge(settings: serde_json::Value, command: &str) -> Result<serde_json::Value, String> {
-    merge_events(settings, command, EVENTS)
+    merge_events(settings, command, &events())
 }
 
 /// `claude-settings --write <file>`: merge into the file (created when missing) through
@@ -566,61 +512,61 @@ mod tests {
     #[test]
     fn event_to_action_table() {
         let cid = "537d40fb-07a9-49a2-a899-e9b200b7a0a5";
-        let table: &[(&str, Action)] = &[
+        let table: &[(&str, HookAction)] = &[
             (
                 &format!(
                     r#"{{"hook_event_name":"SessionStart","session_id":"{cid}","source":"startup"}}"#
                 ),
-                Action::SetCid(cid.into()),
+                HookAction::SetCid(cid.into()),
             ),
             (
                 &format!(
                     r#"{{"hook_event_name":"SessionStart","session_id":"{cid}","source":"resume"}}"#
                 ),
-                Action::SetCid(cid.into()),
+                HookAction::SetCid(cid.into()),
             ),
             (
                 &format!(
                     r#"{{"hook_event_name":"SessionStart","session_id":"{cid}","source":"compact"}}"#
                 ),
-                Action::SetCid(cid.into()),
+                HookAction::SetCid(cid.into()),
             ),
             (
                 r#"{"hook_event_name":"UserPromptSubmit","prompt":"hi","session_id":"x"}"#,
-                Action::TurnBegin,
+                HookAction::TurnBegin,
             ),
             (
                 r#"{"hook_event_name":"Stop","background_tasks":[],"last_assistant_message":"ok"}"#,
-                Action::TurnEnd,
+                HookAction::TurnEnd,
             ),
-            (r#"{"hook_event_name":"Stop"}"#, Action::TurnEnd),
+            (r#"{"hook_event_name":"Stop"}"#, HookAction::TurnEnd),
             (
                 r#"{"hook_event_name":"Stop","background_tasks":null}"#,
-                Action::TurnEnd,
+                HookAction::TurnEnd,
             ),
             (
                 r#"{"hook_event_name":"Stop","background_tasks":[{"id":"b1"}]}"#,
-                Action::Busy,
+                HookAction::Busy,
             ),
             (
                 r#"{"hook_event_name":"Stop","background_tasks":{"b1":1}}"#,
-                Action::Busy,
+                HookAction::Busy,
             ),
             (
                 r#"{"hook_event_name":"PreCompact","trigger":"manual"}"#,
-                Action::CompactBegin,
+                HookAction::CompactBegin,
             ),
             (
                 r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#,
-                Action::Busy,
+                HookAction::Busy,
             ),
             (
                 r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#,
-                Action::CompactEnd,
+                HookAction::CompactEnd,
             ),
             (
                 r#"{"hook_event_name":"SessionEnd","reason":"other"}"#,
-                Action::ClearTurn,
+                HookAction::ClearTurn,
             ),
         ];
         for (json, want) in table {
@@ -639,7 +585,7 @@ mod tests {
             r#"{}"#,
         ] {
             assert!(
-                matches!(action(&ev(json)), Action::Nothing(_)),
+                matches!(action(&ev(json)), HookAction::Nothing(_)),
                 "{json}: {:?}",
                 action(&ev(json))
             );
@@ -759,8 +705,8 @@ mod tests {
         assert_eq!(start[0]["hooks"].as_array().unwrap().len(), 1);
         assert_eq!(start[0]["hooks"][0]["command"], "echo hi");
         assert_eq!(once["hooks"]["SessionEnd"].as_array().unwrap().len(), 1);
-        for e in EVENTS {
-            let n = once["hooks"][*e]
+        for e in events() {
+            let n = once["hooks"][e]
                 .as_array()
                 .unwrap()
                 .iter()
