@@ -57,8 +57,8 @@ pub const HOOKS: HookNames = HookNames {
 /// `--resume` only when the conversation's last message is older than this many minutes (70 by
 /// default) and larger than a token threshold, and a remotely switched flag allows it: it would
 /// eat the first message typed into a resumed chat. Read from the binary (2.1.332:
-/// `if (ageMinutes < (env.CLAUDE_CODE_RESUME_THRESHOLD_MINUTES ?? 70)) return null`), not
-/// reproduced end to end (see NOTES.md); set for the resumed claude only.
+/// `if (ageMinutes < (env.CLAUDE_CODE_RESUME_THRESHOLD_MINUTES ?? 70)) return null`), and
+/// brought up offline end to end (tests/e2e/NOTES.md); set for the resumed claude only.
 pub const RESUME_ENV: &[(&str, &str)] = &[("CLAUDE_CODE_RESUME_THRESHOLD_MINUTES", "1000000000")];
 
 /// The variable that moves Claude Code's whole config dir (`~/.claude` otherwise).
