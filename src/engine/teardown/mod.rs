@@ -25,6 +25,7 @@ use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs, Tombstone};
 use crate::adapters::tmux::Listing;
 use crate::core::policy::{self, Decision, ReapReason, Session, Snapshot};
+use crate::core::protocol::Phase;
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 
@@ -307,17 +308,13 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         }
         return p.finish_all(r, jobs, t0);
     }
-    tracing::debug!(
-        phase = "mark",
-        ms = t0.elapsed().as_millis() as u64,
-        "teardown"
-    );
+    phase_done(Phase::Mark, t0);
     // 2. The re-check, on one listing and one read of the activity files taken after the marks.
     let mut unmark: Vec<u32> = Vec::new();
     let listing = recheck(r, &mut jobs, &tok, &mut unmark).await;
 
     tracing::debug!(
-        phase = "re-check",
+        phase = Phase::Recheck.name(),
         ms = t0.elapsed().as_millis() as u64,
         marked = jobs.iter().filter(|j| j.fresh.is_some()).count(),
         "teardown"
@@ -327,11 +324,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     collect_victims(r, &mut jobs, &listing, &mut unmark);
     let world = procs::World::of(&listing);
 
-    tracing::debug!(
-        phase = "victims",
-        ms = t0.elapsed().as_millis() as u64,
-        "teardown"
-    );
+    phase_done(Phase::Victims, t0);
     // 4. The journals, before the hook: from here on a reaper that dies or stalls leaves a
     // journal, and its live mark keeps everyone else off the session.
     let dirs = r.state.reap_dirs();
@@ -354,10 +347,12 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
             }
         }
     }
+    phase_done(Phase::Journal, t0);
     // The studio's hook may veto a reap before anything is touched.
     if let Some(hook) = &r.cfg.hook {
         before_hooks(r, hook, &mut jobs, &mut unmark).await;
     }
+    phase_done(Phase::Hook, t0);
     // 5. The fence: every mark of the batch must still be exactly ours, with time left under it.
     // A reaper held up anywhere above (a stalled hook, a paused container) finds out here, and
     // signals nothing. Only then the tombstones (each a chat's cid, and for a reaper that finds
@@ -370,6 +365,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         boot_ms: mark_boot,
     };
     fence(r, &mut jobs, mark, &mut unmark).await;
+    phase_done(Phase::Fence, t0);
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let written = match &dirs {
             Ok(d) => write_tombstone(r, d, j, &tok),
@@ -399,19 +395,11 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         }
     }
 
-    tracing::debug!(
-        phase = "journals",
-        ms = t0.elapsed().as_millis() as u64,
-        "teardown"
-    );
+    phase_done(Phase::Tombstone, t0);
     // 6-9. Stop every tree of the batch together, one grace for all; each chat is finished as
     // soon as its tree is gone.
     stop_and_finish(r, &mut jobs, &tok, p, t0, &world).await;
-    tracing::debug!(
-        phase = "stop",
-        ms = t0.elapsed().as_millis() as u64,
-        "teardown"
-    );
+    phase_done(Phase::Signal, t0);
     // The lines of the reaps that stopped before any signal (written here, not between the fence
     // and the first signal); every other line is written by now, and its journal removed.
     let lines = p.finish_all(r, jobs, t0);
@@ -419,12 +407,18 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     if let Some(hook) = &r.cfg.hook {
         after_hooks(r, hook, &lines).await;
     }
+    phase_done(Phase::Finish, t0);
+    lines
+}
+
+/// The DEBUG line that ends a step of the protocol: its name and the milliseconds since the batch
+/// began (scripts/bench-mass reads them; tests/it/teardown.rs checks their order is the core's).
+fn phase_done(p: Phase, t0: Instant) {
     tracing::debug!(
-        phase = "audit",
+        phase = p.name(),
         ms = t0.elapsed().as_millis() as u64,
         "teardown"
     );
-    lines
 }
 
 /// Step 6: SIGTERM to every tree of the batch at once, then one grace for all, SIGKILL for what
