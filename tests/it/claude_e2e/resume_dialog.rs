@@ -193,7 +193,20 @@ fn the_resume_dialog_never_eats_a_resumed_chats_message_nor_closes_a_studios_tur
     let turn = s.show(n_dlg, "@ccs_turn").expect("the studio's turn begun");
     let lost = "where were we";
     s.ok(&["send-keys", "-t", dlg, "-l", "--", lost]);
-    s.ok(&["send-keys", "-t", dlg, "Enter"]);
+    // Its Enter, again every 2 s while the dialog stays: text and Enter in one burst can be
+    // taken as a paste, the Enter swallowed (NOTES.md, "Submit"). Once the dialog is gone an
+    // Enter is not sent again.
+    let mut last_enter: Option<Instant> = None;
+    wait_for(&s, &api, "the dialog answered (Enter)", || {
+        if !screen_of(&s, dlg).contains(DIALOG) {
+            return true;
+        }
+        if last_enter.is_none_or(|t| t.elapsed() >= Duration::from_secs(2)) {
+            s.ok(&["send-keys", "-t", dlg, "Enter"]);
+            last_enter = Some(Instant::now());
+        }
+        false
+    });
     wait_for(&s, &api, "ccs-reap's PostCompact hook run", || {
         posts() > posts_before
     });
