@@ -107,7 +107,9 @@ pub fn hook_action(ev: &serde_json::Value) -> HookAction {
         "Stop" if background_running(ev.get("background_tasks")) => HookAction::Busy,
         "Stop" => HookAction::TurnEnd,
         "PreCompact" if field("trigger") == Some("manual") => HookAction::CompactBegin,
-        "PreCompact" => HookAction::Busy,
+        // Inside a turn it is that turn's; outside one it is the background summary, which
+        // nothing ends (see `crate::engine::claude_hook::action`).
+        "PreCompact" => HookAction::Nothing("an automatic compaction runs inside its turn, or in the background (a precomputed summary, which no PostCompact or Stop follows): it marks nothing".into()),
         // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
         // with 2.1.332), so its end is the turn's end. An automatic one runs inside a turn, whose
         // `Stop` ends it.

@@ -33,7 +33,8 @@ pub struct HookInput {
     /// `SessionStart`: `startup`, `resume`, `clear` or `compact`.
     #[serde(default)]
     pub source: Option<String>,
-    /// `PreCompact` / `PostCompact`: `manual` (`/compact`) or `auto` (inside a turn).
+    /// `PreCompact` / `PostCompact`: `manual` (`/compact`) or `auto` (inside a turn, or a
+    /// summary computed in the background).
     #[serde(default)]
     pub trigger: Option<String>,
     /// `Stop`: the background tasks still running (a list).
@@ -113,7 +114,10 @@ pub fn action(ev: &HookInput) -> Action {
         "Stop" if background_running(ev.background_tasks.as_ref()) => Action::Busy,
         "Stop" => Action::TurnEnd,
         "PreCompact" if ev.trigger.as_deref() == Some("manual") => Action::CompactBegin,
-        "PreCompact" => Action::Busy,
+        // Inside a turn it is that turn's; outside one it is Claude Code's background summary
+        // (`precomputeCompactionEnabled`), whose PreCompact can even land after the turn's Stop and
+        // which nothing ends: marked busy, the chat would stay busy (2.1.332, tests/e2e/NOTES.md).
+        "PreCompact" => Action::Nothing("an automatic compaction runs inside its turn, or in the background (a precomputed summary, which no PostCompact or Stop follows): it marks nothing".into()),
         // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
         // with 2.1.332), so its end is the turn's end, when the turn was its own. An automatic
         // one runs inside a turn, whose `Stop` ends it.
@@ -268,7 +272,7 @@ pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -
             }
         ),
         Action::Busy if held || turn => format!(
-            "nothing: {name} is {} (a Stop with background work or a PreCompact only marks an idle chat busy)",
+            "nothing: {name} is {} (a Stop with background work only marks an idle chat busy)",
             if held { "held by a reap" } else { "already busy (@ccs_turn set)" }
         ),
         Action::Busy => format!("would mark {name} busy (@ccs_turn = now)"),
@@ -567,7 +571,7 @@ mod tests {
             ),
             (
                 r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#,
-                Action::Busy,
+                Action::Nothing("an automatic compaction runs inside its turn, or in the background (a precomputed summary, which no PostCompact or Stop follows): it marks nothing".into()),
             ),
             (
                 r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#,
