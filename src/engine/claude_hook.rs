@@ -255,7 +255,7 @@ pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -
         Err(e) => return format!("nothing: tmux failed: {e}"),
     };
     let name = &s.name;
-    let held = !s.reaping.trim().is_empty();
+    let held = s.is_marked();
     let turn = !s.turn.trim().is_empty();
     match what {
         Action::SetCid(c) => format!("would set @ccs_cid of {name} to {c}"),

@@ -155,10 +155,10 @@ fn name_of(r: &Reaper, id: &str) -> Result<String, CommandError> {
     Ok(format!("{}{id}", r.cfg.prefix))
 }
 
-/// How long `turn begin` and `spawn` wait for a reap in flight: past the point where a mark
-/// counts as stale, and one more sweep for the daemon to clear it.
+/// How long `turn begin` and `spawn` wait for a reap in flight ([`policy::Lease::wait_ms`]).
 fn reap_wait(r: &Reaper) -> Duration {
-    Duration::from_millis(r.stale_after() as u64) + r.cfg.interval + Duration::from_secs(5)
+    let ms = r.cfg.lease().wait_ms(r.cfg.interval.as_millis() as i64);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// `turn begin <id>`: `Ok(true)` the turn is marked; `Ok(false)` the session is gone or was
@@ -368,7 +368,7 @@ async fn make_way(
         };
         match listing.sessions.into_iter().find(|s| s.name == name) {
             None => return Ok(Some(view)),
-            Some(s) if !s.reaping.trim().is_empty() => {
+            Some(s) if s.is_marked() => {
                 if Instant::now() >= deadline {
                     return Err(CommandError::Refused(format!(
                         "{name} is still being reaped"

@@ -8,6 +8,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod observe;
 pub(crate) mod observer;
+pub(crate) mod record;
 pub mod sweep;
 pub mod teardown;
 pub mod wayback;

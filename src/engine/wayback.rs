@@ -16,6 +16,7 @@ use crate::agents::{self, Agent, ArgvError, StartMode};
 use crate::core::policy::ReapReason;
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
+use crate::engine::record::record;
 
 /// Why the way back did not go through (the commands turn it into their error).
 #[derive(Debug, thiserror::Error)]
@@ -318,9 +319,7 @@ async fn failed(
     line.exit_status = status;
     line.took_ms = t0.elapsed().as_millis() as u64;
     line.error = Some(last.clone());
-    if let Err(e) = r.state.append_audit(&line) {
-        tracing::error!(session = s.name, error = %e, "failed to write the resume-failed audit line");
-    }
+    let _ = record(&r.state, &r.metrics, &line);
     let mut next = String::new();
     if let Some(cid) = &cid {
         let mut t = s.tomb.cloned().unwrap_or_else(|| Tombstone {
@@ -421,7 +420,7 @@ pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
     r.state.remove_tombstone(id)?;
     let mut l = tomb_line(r, id, t.as_ref(), Outcome::Forgotten);
     l.error = Some(format!("tombstone {} removed by forget", path.display()));
-    r.state.append_audit(&l)?;
+    record(&r.state, &r.metrics, &l)?;
     Ok(t)
 }
 
@@ -457,9 +456,7 @@ pub fn age_out(r: &Reaper) -> usize {
             path.display()
         ));
         tracing::info!(id = %id, path = %path.display(), "tombstone aged out");
-        if let Err(e) = r.state.append_audit(&l) {
-            tracing::warn!(error = %e, "failed to write the aged-out audit line");
-        }
+        let _ = record(&r.state, &r.metrics, &l);
         n += 1;
     }
     n

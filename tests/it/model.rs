@@ -944,12 +944,11 @@ impl Protocol {
             .chat
             .is_some_and(|c| c.gen == seen.gen && c.mark == Some(m) && !c.attached);
         // The lease on the owner's own clock, from the mark (set at this tick).
-        let ok = policy::fence(
-            held,
-            (s.now - m.at) * TICK,
-            self.limits[i] * TICK,
-            self.rest * TICK,
-        );
+        let lease = policy::Lease {
+            limit_ms: self.limits[i] * TICK,
+            rest_ms: self.rest * TICK,
+        };
+        let ok = lease.fence(held, (s.now - m.at) * TICK);
         match ok {
             Ok(()) => s.reapers[i].pc = Pc::Done(Phase::Fence),
             Err(FenceFail::MarkLost | FenceFail::LeaseExpired) => self.abort(s, i),

@@ -133,10 +133,7 @@ pub(super) fn keep_known(
     };
     lines.extend(respawned_lines(&plan, now));
     for l in &lines {
-        if let Err(e) = r.state.append_audit(l) {
-            tracing::error!(error = %e, session = %l.session, "failed to append the lost line");
-        }
-        r.metrics.record_reap(l);
+        let _ = record(&r.state, &r.metrics, l);
     }
     let written = plan.changed;
     if written {

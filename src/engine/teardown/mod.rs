@@ -114,13 +114,6 @@ fn nonce() -> String {
     format!("{n}x{t}")
 }
 
-/// How long a teardown may still take once past the fence: the grace, the kills landing, and the
-/// tmux calls that follow. A mark with less than this left under its owner's limit is not signalled
-/// under.
-fn rest_ms(r: &Reaper) -> i64 {
-    r.cfg.lease_rest_ms()
-}
-
 /// The mark of a batch: its value (Unix ms, for people and the guarded tmux calls), its token,
 /// and when it was set by this process's own monotonic clock (read before the test-and-set), on
 /// which alone its lease is measured.
@@ -164,12 +157,10 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u3
             return;
         }
     };
-    let elapsed = mark.elapsed();
-    let limit = r.stale_after();
-    let rest = rest_ms(r);
+    let (elapsed, lease) = (mark.elapsed(), r.cfg.lease());
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let held = held.contains(&j.n());
-        if let Err(why) = policy::fence(held, elapsed, limit, rest) {
+        if let Err(why) = lease.fence(held, elapsed) {
             tracing::warn!(session = %j.req.decision.name, tmux_id = %format!("${}", j.n()), why = why.as_str(), "fenced off: nothing signalled");
             unmark.push(j.n());
             j.abort(Abort::FencedOff(why));
@@ -177,13 +168,13 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u3
     }
 }
 
-/// The reaps still on whose lease ([`policy::fence`], the mark as held) has too little left to
-/// finish under: aborted, nothing signalled. Returns their sessions.
+/// The reaps still on whose lease (the fence, the mark as held) has too little left to finish
+/// under: aborted, nothing signalled. Returns their sessions.
 fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>) -> Vec<u32> {
-    let (elapsed, limit, rest) = (mark.elapsed(), r.stale_after(), rest_ms(r));
+    let (elapsed, lease) = (mark.elapsed(), r.cfg.lease());
     let mut late = Vec::new();
     for j in jobs.iter_mut().filter(|j| !j.over) {
-        if let Err(why) = policy::fence(true, elapsed, limit, rest) {
+        if let Err(why) = lease.fence(true, elapsed) {
             tracing::warn!(session = %j.req.decision.name, why = why.as_str(), "fenced off right before the first signal: nothing signalled");
             late.push(j.n());
             j.abort(Abort::FencedOff(why));
