@@ -60,8 +60,8 @@ pub const HOOKS: HookNames = HookNames {
 /// `--resume` only when the conversation's last message is older than this many minutes (70 by
 /// default) and larger than a token threshold, and a remotely switched flag allows it: it would
 /// eat the first message typed into a resumed chat. Read from the binary (2.1.332:
-/// `if (ageMinutes < (env.CLAUDE_CODE_RESUME_THRESHOLD_MINUTES ?? 70)) return null`), not
-/// reproduced end to end (see NOTES.md); set for the resumed claude only.
+/// `if (ageMinutes < (env.CLAUDE_CODE_RESUME_THRESHOLD_MINUTES ?? 70)) return null`), and
+/// brought up offline end to end (tests/e2e/NOTES.md); set for the resumed claude only.
 pub const RESUME_ENV: &[(&str, &str)] = &[("CLAUDE_CODE_RESUME_THRESHOLD_MINUTES", "1000000000")];
 
 /// The variable that moves Claude Code's whole config dir (`~/.claude` otherwise).
@@ -110,7 +110,9 @@ pub fn hook_action(ev: &serde_json::Value) -> HookAction {
         "Stop" if background_running(ev.get("background_tasks")) => HookAction::Busy,
         "Stop" => HookAction::TurnEnd,
         "PreCompact" if field("trigger") == Some("manual") => HookAction::CompactBegin,
-        "PreCompact" => HookAction::Busy,
+        // Inside a turn it is that turn's; outside one it is the background summary, which
+        // nothing ends (see `crate::engine::claude_hook::action`).
+        "PreCompact" => HookAction::Nothing("an automatic compaction runs inside its turn, or in the background (a precomputed summary, which no PostCompact or Stop follows): it marks nothing".into()),
         // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
         // with 2.1.332), so its end is the turn's end. An automatic one runs inside a turn, whose
         // `Stop` ends it.

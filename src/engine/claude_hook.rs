@@ -37,7 +37,8 @@ pub struct HookInput {
     /// `SessionStart`: `startup`, `resume`, `clear` or `compact`.
     #[serde(default)]
     pub source: Option<String>,
-    /// `PreCompact` / `PostCompact`: `manual` (`/compact`) or `auto` (inside a turn).
+    /// `PreCompact` / `PostCompact`: `manual` (`/compact`) or `auto` (inside a turn, or a
+    /// summary computed in the background).
     #[serde(default)]
     pub trigger: Option<String>,
     /// `Stop`: the background tasks still running (a list).
@@ -225,7 +226,7 @@ pub async fn dry_run_of(r: &Reaper, what: HookAction, pane: Result<String, Strin
             }
         ),
         HookAction::Busy if held || turn => format!(
-            "nothing: {name} is {} (a Stop with background work or a PreCompact only marks an idle chat busy)",
+            "nothing: {name} is {} (a Stop with background work only marks an idle chat busy)",
             if held { "held by a reap" } else { "already busy (@ccs_turn set)" }
         ),
         HookAction::Busy => format!("would mark {name} busy (@ccs_turn = now)"),
@@ -558,7 +559,7 @@ mod tests {
             ),
             (
                 r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#,
-                HookAction::Busy,
+                HookAction::Nothing("an automatic compaction runs inside its turn, or in the background (a precomputed summary, which no PostCompact or Stop follows): it marks nothing".into()),
             ),
             (
                 r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#,

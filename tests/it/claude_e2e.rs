@@ -1237,3 +1237,4 @@ fn the_agent_seam_matches_the_real_claude() {
 }
 
 mod interrupt;
+mod resume_dialog;

@@ -114,6 +114,14 @@ fn each_event_marks_the_chat_whose_pane_it_runs_in() {
     assert_eq!(s.show(n, "@ccs_turn"), None);
     let idle: i64 = s.show(n, "@ccs_idle").unwrap().parse().unwrap();
     assert!(idle >= turn);
+    // Claude Code's background summary: a PreCompact (auto) with nothing after it, here after the
+    // turn's Stop, leaves the chat idle.
+    ok(&ev(
+        "PreCompact",
+        r#","trigger":"auto","custom_instructions":null"#,
+    ));
+    assert_eq!(s.show(n, "@ccs_turn"), None);
+    assert_eq!(s.show(n, "@ccs_idle"), Some(idle.to_string()));
 
     // A `/compact`: busy from PreCompact to PostCompact (no Stop follows it).
     ok(&ev(

@@ -75,7 +75,7 @@ fn hook_events_map_as_claude_hook_does() {
         ),
         (
             r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#.into(),
-            HookAction::Busy,
+            HookAction::Nothing("an automatic compaction runs inside its turn, or in the background (a precomputed summary, which no PostCompact or Stop follows): it marks nothing".into()),
         ),
         (
             r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#.into(),
