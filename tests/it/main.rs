@@ -25,6 +25,7 @@ mod model;
 mod policies;
 mod pressure;
 mod prometheus;
+mod records;
 mod scale;
 mod snapshots;
 mod sweep;

@@ -312,23 +312,15 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // 4. The journals, before the hook: from here on a reaper that dies or stalls leaves a
     // journal, and its live mark keeps everyone else off the session.
     let dirs = r.state.reap_dirs();
-    for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
-        let written = match &dirs {
-            Ok(d) => write_journal(r, d, j, &tok, listing.server_pid),
-            Err(e) => Err(e.to_string()),
-        };
-        match written {
-            Ok(()) => {
-                if let Some(jn) = &j.journal {
-                    p.journal_written(i, jn.clone());
-                }
-            }
-            Err(e) => {
-                unmark.push(j.n());
-                j.fail(Failure::NotAttempted(e));
-            }
-        }
-    }
+    write_journals(
+        r,
+        &dirs,
+        &mut jobs,
+        &tok,
+        listing.server_pid,
+        p,
+        &mut unmark,
+    );
     // The studio's hook may veto a reap before anything is touched.
     if let Some(hook) = &r.cfg.hook {
         before_hooks(r, hook, &mut jobs, &mut unmark).await;
@@ -340,16 +332,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // at the fence writes none, so it never overwrites the tombstone of a reap that holds the
     // chat. Then at once the first signal.
     fence(r, &mut jobs, mark_at, &tok, &mut unmark).await;
-    for j in jobs.iter_mut().filter(|j| !j.over) {
-        let written = match &dirs {
-            Ok(d) => write_tombstone(r, d, j, &tok),
-            Err(e) => Err(e.to_string()),
-        };
-        if let Err(e) = written {
-            unmark.push(j.n());
-            j.fail(Failure::NotAttempted(e));
-        }
-    }
+    write_tombstones(r, &dirs, &mut jobs, &tok, &mut unmark);
     release(r, &mut jobs, &unmark, p);
     test_panic("journals");
     if !unmark.is_empty() {
