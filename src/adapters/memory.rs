@@ -83,34 +83,188 @@ pub fn cgroup_dir(dir: &Path) -> Option<Source> {
     }
 }
 
-/// The memory cgroup named by the lines of a `/proc/<pid>/cgroup` file (pure: `exists` says
-/// whether a candidate directory is a memory cgroup). v2's `0::<path>` first, then v1's
-/// `<n>:...memory...:<path>`.
-pub fn cgroup_from_proc(text: &str, exists: impl Fn(&Path) -> Option<Source>) -> Option<Source> {
+/// A cgroup file system mounted here: its root as this process's cgroup namespace sees it (`/`
+/// for a mount made inside the namespace, `/../<name>` for another namespace's, from
+/// `/proc/<pid>/mountinfo`), where it is, and which version (v1 only with the memory controller).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupMount {
+    pub root: String,
+    pub point: PathBuf,
+    pub v2: bool,
+}
+
+/// A mountinfo field: `\040` and the like are octal escapes.
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let oct = b
+            .get(i + 1..i + 4)
+            .filter(|d| b[i] == b'\\' && d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match oct {
+            Some(d) => {
+                out.push(
+                    d.iter()
+                        .fold(0u8, |n, c| n.wrapping_mul(8).wrapping_add(c - b'0')),
+                );
+                i += 4;
+            }
+            None => {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// The memory cgroup mounts in the text of a `/proc/<pid>/mountinfo` file (pure), their mount
+/// points under `prefix` (`/proc/<pid>/root` for another process's mounts).
+pub fn cgroup_mounts(mountinfo: &str, prefix: &Path) -> Vec<CgroupMount> {
+    mountinfo
+        .lines()
+        .filter_map(|l| {
+            let (head, tail) = l.split_once(" - ")?;
+            let mut h = head.split(' ');
+            let (root, point) = (h.nth(3)?, h.next()?);
+            let mut t = tail.split(' ');
+            let (fstype, _source, opts) = (t.next()?, t.next()?, t.next().unwrap_or(""));
+            let v2 = match fstype {
+                "cgroup2" => true,
+                "cgroup" if opts.split(',').any(|o| o == "memory") => false,
+                _ => return None,
+            };
+            let point = unescape_mountinfo(point);
+            Some(CgroupMount {
+                root: unescape_mountinfo(root),
+                point: prefix.join(point.trim_start_matches('/')),
+                v2,
+            })
+        })
+        .collect()
+}
+
+/// The mounts assumed when there is no mountinfo to read: v2 at `/sys/fs/cgroup`, v1's memory
+/// at `/sys/fs/cgroup/memory`, both showing the namespace's root.
+fn default_mounts() -> Vec<CgroupMount> {
+    [
+        (CGROUP_ROOT.to_string(), true),
+        (format!("{CGROUP_ROOT}/memory"), false),
+    ]
+    .into_iter()
+    .map(|(p, v2)| CgroupMount {
+        root: "/".into(),
+        point: PathBuf::from(p),
+        v2,
+    })
+    .collect()
+}
+
+/// Where `path` (a cgroup as a `/proc/<pid>/cgroup` line names it, relative to the reader's
+/// cgroup namespace: `/../<name>` for a cgroup outside it) is under a mount showing `root`: the
+/// rest of the path when it starts with the root's components and never climbs above it.
+fn under_root(root: &str, path: &str) -> Option<PathBuf> {
+    let parts = |s: &str| {
+        s.split('/')
+            .filter(|c| !c.is_empty() && *c != ".")
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    let (r, p) = (parts(root), parts(path));
+    let rest = p.strip_prefix(r.as_slice())?;
+    if rest.iter().any(|c| c == "..") {
+        return None;
+    }
+    Some(rest.iter().collect())
+}
+
+/// The memory cgroup named by the lines of a `/proc/<pid>/cgroup` file (pure: `mounts` are the
+/// cgroup mounts to look in, in order; `exists` says whether a candidate directory is a memory
+/// cgroup). v2's `0::<path>` first, then v1's `<n>:...memory...:<path>`. A path outside the
+/// reader's cgroup namespace (`/../<name>`) is found only in a mount whose root shows it.
+pub fn cgroup_from_proc(
+    text: &str,
+    mounts: &[CgroupMount],
+    exists: impl Fn(&Path) -> Option<Source>,
+) -> Option<Source> {
+    let find = |path: &str, v2: bool| {
+        mounts.iter().filter(|m| m.v2 == v2).find_map(|m| {
+            let rel = under_root(&m.root, path)?;
+            let d = if rel.as_os_str().is_empty() {
+                m.point.clone()
+            } else {
+                m.point.join(rel)
+            };
+            match exists(&d)? {
+                s @ Source::V2(_) if v2 => Some(s),
+                s @ Source::V1(_) if !v2 => Some(s),
+                _ => None,
+            }
+        })
+    };
     let mut v1 = None;
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
         let (Some(_), Some(ctrl), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
-        let rel = path.trim_start_matches('/');
         if ctrl.is_empty() {
-            let d = Path::new(CGROUP_ROOT).join(rel);
-            if let Some(s @ Source::V2(_)) = exists(&d) {
+            if let Some(s) = find(path, true) {
                 return Some(s);
             }
         } else if ctrl.split(',').any(|c| c == "memory") {
-            let d = Path::new(CGROUP_ROOT).join("memory").join(rel);
-            v1 = v1.or_else(|| exists(&d));
+            v1 = v1.or_else(|| find(path, false));
         }
     }
     v1
 }
 
-/// The memory cgroup of a process.
-pub fn cgroup_of(pid: u32) -> Option<Source> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    cgroup_from_proc(&text, cgroup_dir)
+/// The cgroup paths of a `/proc/<pid>/cgroup` text that lie outside the reader's cgroup
+/// namespace (`/../<name>`), for the message that says why they could not be read.
+fn outside_namespace(text: &str) -> Vec<&str> {
+    text.lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .filter(|p| p.starts_with("/.."))
+        .collect()
+}
+
+/// The memory cgroup of a process: looked up in our cgroup mounts, then (for another process)
+/// in its own, through `/proc/<pid>/root`. A sidecar in a private cgroup namespace sees the
+/// server's cgroup as `/../<studio>`, which only the studio's own `/sys/fs/cgroup` shows. `Err`
+/// says why none was found.
+pub fn cgroup_of(pid: u32) -> Result<Source, String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
+    let ours = std::fs::read_to_string("/proc/self/mountinfo")
+        .map(|t| cgroup_mounts(&t, Path::new("/")))
+        .unwrap_or_else(|_| default_mounts());
+    let ours = if ours.is_empty() {
+        default_mounts()
+    } else {
+        ours
+    };
+    if let Some(s) = cgroup_from_proc(&text, &ours, cgroup_dir) {
+        return Ok(s);
+    }
+    // Only then the other process's mounts (a sidecar's case): one more small file.
+    if pid != std::process::id() {
+        if let Ok(t) = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")) {
+            let theirs = cgroup_mounts(&t, Path::new(&format!("/proc/{pid}/root")));
+            if let Some(s) = cgroup_from_proc(&text, &theirs, cgroup_dir) {
+                return Ok(s);
+            }
+        }
+    }
+    let outside = outside_namespace(&text);
+    Err(if outside.is_empty() {
+        format!("no memory cgroup of pid {pid} under the cgroup mounts")
+    } else {
+        format!(
+            "pid {pid}'s cgroup {} is outside this cgroup namespace and no cgroup mount here or in /proc/{pid}/root shows it: share the host's cgroup namespace (compose `cgroup: host`, `docker run --cgroupns=host`), or set CCS_ENGINE_MEM_CGROUP",
+            outside.join(", ")
+        )
+    })
 }
 
 /// Decide what to watch: `configured` (`CCS_ENGINE_MEM_CGROUP`), else the tmux server's cgroup,
@@ -130,25 +284,33 @@ pub fn resolve(configured: Option<&Path>, server_pid: Option<u32>) -> Watched {
             }
         }
     }
-    if let Some(s) = server_pid.and_then(cgroup_of).filter(readable) {
-        return Watched {
-            source: s,
-            why: "the tmux server's cgroup".into(),
-        };
-    }
-    if let Some(s) = cgroup_of(std::process::id()).filter(readable) {
-        return Watched {
-            source: s,
-            why: if server_pid.is_some() {
-                "the reaper's own cgroup: the tmux server's could not be read".into()
-            } else {
-                "the reaper's own cgroup: no tmux server".into()
-            },
-        };
+    let server = server_pid.map(|p| {
+        cgroup_of(p).and_then(|s| match readable(&s) {
+            true => Ok(s),
+            false => Err(format!("{s:?} cannot be read")),
+        })
+    });
+    let why_not = match server {
+        Some(Ok(s)) => {
+            return Watched {
+                source: s,
+                why: "the tmux server's cgroup".into(),
+            }
+        }
+        Some(Err(e)) => format!("the tmux server's could not be read ({e})"),
+        None => "no tmux server".into(),
+    };
+    if let Ok(s) = cgroup_of(std::process::id()) {
+        if readable(&s) {
+            return Watched {
+                source: s,
+                why: format!("the reaper's own cgroup: {why_not}"),
+            };
+        }
     }
     Watched {
         source: Source::Meminfo,
-        why: "no memory cgroup could be read".into(),
+        why: format!("no memory cgroup could be read: {why_not}"),
     }
 }
 
@@ -356,20 +518,122 @@ mod tests {
         let v2 = |d: &Path| Some(Source::V2(d.to_path_buf()));
         let none = |_: &Path| None;
         let p = |s: &str| PathBuf::from(s);
+        let m = default_mounts();
         assert_eq!(
-            cgroup_from_proc("4:memory:/docker/abc\n3:cpu:/x\n", v1),
+            cgroup_from_proc("4:memory:/docker/abc\n3:cpu:/x\n", &m, v1),
             Some(Source::V1(p("/sys/fs/cgroup/memory/docker/abc")))
         );
         assert_eq!(
-            cgroup_from_proc("5:cpuacct,memory:/\n", v1),
-            Some(Source::V1(p("/sys/fs/cgroup/memory/")))
+            cgroup_from_proc("5:cpuacct,memory:/\n", &m, v1),
+            Some(Source::V1(p("/sys/fs/cgroup/memory")))
         );
         assert_eq!(
-            cgroup_from_proc("0::/system.slice/studio.service\n", v2),
+            cgroup_from_proc("0::/system.slice/studio.service\n", &m, v2),
             Some(Source::V2(p("/sys/fs/cgroup/system.slice/studio.service")))
         );
-        assert_eq!(cgroup_from_proc("0::/x\n4:memory:/y\n", none), None);
-        assert_eq!(cgroup_from_proc("garbage\n\n", v1), None);
+        assert_eq!(cgroup_from_proc("0::/x\n4:memory:/y\n", &m, none), None);
+        assert_eq!(cgroup_from_proc("garbage\n\n", &m, v1), None);
+        // Outside our cgroup namespace: never read as a path above our own mount.
+        assert_eq!(cgroup_from_proc("0::/../studio\n", &m, v2), None);
+        assert_eq!(cgroup_from_proc("4:memory:/../studio\n", &m, v1), None);
+    }
+
+    /// A sidecar in a private cgroup namespace: the server's cgroup reads `/../<studio>`, found
+    /// through the studio's own mount (its root shows as `/../<studio>` too), or through a mount
+    /// of the host's hierarchy.
+    #[test]
+    fn a_cgroup_outside_our_namespace_is_found_through_a_mount_that_shows_it() {
+        let v2 = |d: &Path| Some(Source::V2(d.to_path_buf()));
+        let v1 = |d: &Path| Some(Source::V1(d.to_path_buf()));
+        let mount = |root: &str, point: &str, v2: bool| CgroupMount {
+            root: root.into(),
+            point: PathBuf::from(point),
+            v2,
+        };
+        let ours = mount("/", "/sys/fs/cgroup", true);
+        let theirs = mount("/../studio", "/proc/7/root/sys/fs/cgroup", true);
+        let table: &[(&str, Vec<CgroupMount>, Option<&str>)] = &[
+            (
+                "0::/../studio\n",
+                vec![ours.clone(), theirs.clone()],
+                Some("/proc/7/root/sys/fs/cgroup"),
+            ),
+            (
+                "0::/../studio/sub\n",
+                vec![ours.clone(), theirs.clone()],
+                Some("/proc/7/root/sys/fs/cgroup/sub"),
+            ),
+            ("0::/../other\n", vec![ours.clone(), theirs.clone()], None),
+            ("0::/../studio\n", vec![ours.clone()], None),
+            (
+                "0::/../../studio\n",
+                vec![ours.clone(), theirs.clone()],
+                None,
+            ),
+            (
+                "0::/mine\n",
+                vec![ours.clone(), theirs.clone()],
+                Some("/sys/fs/cgroup/mine"),
+            ),
+            // The host's hierarchy mounted read-only at /host-cgroup, its root one level up.
+            (
+                "0::/../studio\n",
+                vec![ours.clone(), mount("/..", "/host-cgroup", true)],
+                Some("/host-cgroup/studio"),
+            ),
+            // A v1 mount answers no v2 line.
+            (
+                "0::/../studio\n",
+                vec![mount("/../studio", "/x", false)],
+                None,
+            ),
+        ];
+        for (text, mounts, want) in table {
+            let want = want.map(|w| Source::V2(PathBuf::from(w)));
+            assert_eq!(
+                cgroup_from_proc(text, mounts, v2),
+                want,
+                "{text:?} in {mounts:?}"
+            );
+        }
+        assert_eq!(
+            cgroup_from_proc(
+                "4:memory:/../studio\n",
+                &[mount("/../studio", "/m", false)],
+                v1
+            ),
+            Some(Source::V1(PathBuf::from("/m")))
+        );
+        assert_eq!(outside_namespace("0::/../a\n4:memory:/b\n"), vec!["/../a"]);
+    }
+
+    #[test]
+    fn cgroup_mounts_from_mountinfo() {
+        let text = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n\
+                    36 31 0:32 /../.. /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n\
+                    37 31 0:33 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n\
+                    40 23 0:35 /../studio /sys/fs/cgroup\\040x rw shared:9 - cgroup2 cgroup2 rw,nsdelegate\n\
+                    bad line\n";
+        let got = cgroup_mounts(text, Path::new("/proc/9/root"));
+        assert_eq!(
+            got,
+            vec![
+                CgroupMount {
+                    root: "/../..".into(),
+                    point: PathBuf::from("/proc/9/root/sys/fs/cgroup/memory"),
+                    v2: false
+                },
+                CgroupMount {
+                    root: "/../studio".into(),
+                    point: PathBuf::from("/proc/9/root/sys/fs/cgroup x"),
+                    v2: true
+                },
+            ]
+        );
+        assert_eq!(
+            cgroup_mounts(text, Path::new("/"))[0].point,
+            PathBuf::from("/sys/fs/cgroup/memory")
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod pressure;
 mod prometheus;
 mod records;
 mod scale;
+mod sidecar;
 mod snapshots;
 mod sweep;
 mod systemd;

@@ -31,10 +31,17 @@ pub(super) fn private_dir(d: &Path) -> Result<(), StateError> {
         return Err(refuse("use", d, "not a directory".into()));
     }
     if m.uid() != uid() {
+        // A fresh Docker volume is root's: say the fix, not just the fault.
         return Err(refuse(
             "use",
             d,
-            format!("owned by uid {}, not by us (uid {})", m.uid(), uid()),
+            format!(
+                "owned by uid {}, not by us (uid {}): give it to us (`chown {} {}`, or for a container volume an init step that does so; docs/docker.md)",
+                m.uid(),
+                uid(),
+                uid(),
+                d.display()
+            ),
         ));
     }
     if m.mode() & 0o7777 != 0o700 {

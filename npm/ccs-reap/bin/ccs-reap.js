@@ -1,0 +1,43 @@
+#!/usr/bin/env node
+'use strict';
+// The `ccs-reap` command of the npm package: runs the native binary with the same arguments,
+// standard streams and environment, passes on the signals it gets, and exits as it did (with
+// its exit code, or by the same signal). Hooks must not come through here (node's own start
+// is about 0.2 s): `ccs-reap claude-settings` writes the native binary's path, not this one.
+
+const { spawn } = require('child_process');
+const { resolveBinary } = require('../lib/index.js');
+
+let bin;
+try {
+  bin = resolveBinary();
+} catch (e) {
+  process.stderr.write(`${e.message}\n`);
+  process.exit(1);
+}
+
+const child = spawn(bin, process.argv.slice(2), { stdio: 'inherit' });
+const forwarded = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2', 'SIGWINCH'];
+for (const sig of forwarded) {
+  process.on(sig, () => {
+    try {
+      child.kill(sig);
+    } catch (_) {
+      // already gone
+    }
+  });
+}
+child.on('error', (e) => {
+  process.stderr.write(`ccs-reap: failed to run ${bin}: ${e.message}\n`);
+  process.exit(1);
+});
+child.on('exit', (code, signal) => {
+  if (signal) {
+    // Die of the same signal, as a shell would see the binary die.
+    for (const sig of forwarded) process.removeAllListeners(sig);
+    process.kill(process.pid, signal);
+    setTimeout(() => process.exit(128 + (require('os').constants.signals[signal] || 0)), 100);
+    return;
+  }
+  process.exit(code);
+});

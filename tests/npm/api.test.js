@@ -1,0 +1,50 @@
+'use strict';
+// The installed ccs-reap npm package, against a private tmux server (scripts/check-npm runs it in
+// a project where the tarballs were installed with no registry). Env: SOCK (the server's socket,
+// -S), STATE (a state dir), NATIVE (the path binaryPath must give).
+const assert = require('assert');
+const fs = require('fs');
+const path = require('path');
+const reap = require('ccs-reap');
+
+async function main() {
+  const env = { ...process.env, CCS_TMUX_SOCKET_PATH: process.env.SOCK, CCS_REAP_STATE_DIR: process.env.STATE };
+  delete env.TMUX;
+  delete env.CCS_REAP_BINARY;
+  const saved = process.env.CCS_REAP_BINARY;
+  delete process.env.CCS_REAP_BINARY;
+  // The platform package's binary, found with require.resolve.
+  assert.strictEqual(fs.realpathSync(reap.binaryPath), fs.realpathSync(process.env.NATIVE));
+  assert.match(reap.binaryPath, /node_modules\/@ccs-reap\/linux-x64-gnu\/bin\/ccs-reap$/);
+  // CCS_REAP_BINARY wins.
+  process.env.CCS_REAP_BINARY = '/nonexistent/ccs-reap';
+  assert.strictEqual(reap.binaryPath, '/nonexistent/ccs-reap');
+  await assert.rejects(reap.turnBegin('x', { env }), (e) => e instanceof reap.CcsReapError && e.code === null);
+  delete process.env.CCS_REAP_BINARY;
+  if (saved !== undefined) process.env.CCS_REAP_BINARY = saved;
+
+  // No session yet: respawn (exit 4).
+  assert.strictEqual(await reap.turnBegin('a1', { env }), 'respawn');
+  assert.strictEqual(await reap.turnEnd('a1', { env }), 'respawn');
+  const sp = await reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-a1' });
+  assert.strictEqual(sp.ok, true, JSON.stringify(sp));
+  assert.strictEqual(sp.result, 'spawned', JSON.stringify(sp));
+  assert.strictEqual((await reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env })).result, 'exists');
+  assert.strictEqual(await reap.turnBegin('a1', { env }), 'go');
+  const during = await reap.status({ env });
+  assert.ok(typeof during === 'object' && during !== null, 'status is parsed JSON');
+  assert.ok(JSON.stringify(during).includes('ccs-a1'), JSON.stringify(during));
+  assert.strictEqual(await reap.turnEnd('a1', { env }), 'ended');
+  // Bad input: rejected with the binary's exit code and message, nothing thrown synchronously.
+  await assert.rejects(reap.turnBegin('bad id!', { env }), (e) => e instanceof reap.CcsReapError && e.code === 1 && e.message.length > 0);
+  await assert.rejects(reap.spawn('a2', [], { env }), TypeError);
+  const r = await reap.run(['--version'], { env });
+  assert.strictEqual(r.code, 0);
+  assert.match(r.stdout, /^ccs-reap \d+\.\d+\.\d+ /);
+  console.log('api.test.js: binaryPath, CCS_REAP_BINARY, turnBegin/turnEnd/spawn/status/run: ok');
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});
