@@ -2,11 +2,15 @@
 //! and depends on the core only.
 
 pub mod activity;
+pub mod agent_proc;
 pub mod clock;
 pub mod memory;
 pub mod metrics;
 pub mod procs;
+pub mod psi;
 pub mod reap_hook;
+pub mod sight;
 pub mod state;
 pub mod systemd;
 pub mod tmux;
+pub mod user_file;

@@ -52,6 +52,9 @@ pub fn table() -> Result<Vec<Proc>, TableError> {
 
 pub use crate::core::records::Ident;
 
+mod late;
+pub use late::{end_late, late_members, LateReport, World};
+
 /// The pids that must never be signalled: <= 1, the tmux server, ourselves and our ancestors.
 pub fn protected(table: &[Proc], server_pid: Option<u32>) -> HashSet<i32> {
     let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
@@ -316,40 +319,6 @@ pub fn running(pid: u32) -> bool {
         .is_ok_and(|st| st.state != 'Z' && st.state != 'X')
 }
 
-/// The inode of this process's pid namespace (`/proc/self/ns/pid`), or 0 when it cannot be read
-/// (then no mark owner can be checked from here).
-pub fn pidns() -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    // A /proc mounted for another pid namespace (`unshare -p` without a /proc of its own) shows
-    // other pids than ours: then nothing can be checked in it.
-    let own = Process::myself()
-        .and_then(|p| p.stat())
-        .is_ok_and(|st| st.pid == std::process::id() as i32);
-    if !own {
-        return 0;
-    }
-    std::fs::metadata("/proc/self/ns/pid")
-        .map(|m| m.ino())
-        .unwrap_or(0)
-}
-
-/// What can be told from here (pid namespace `ns`, as [`pidns`] read it) of a reap mark's owner:
-/// alive (stopped included) or gone, when it lives in our pid namespace; otherwise nothing.
-pub fn owner_seen(o: &crate::core::policy::MarkOwner, ns: u64) -> crate::core::policy::OwnerSeen {
-    use crate::core::policy::OwnerSeen;
-    if ns == 0 || o.pidns != ns {
-        return OwnerSeen::Unknowable;
-    }
-    match living(Ident {
-        pid: o.pid,
-        start: o.start,
-    }) {
-        Some(true) => OwnerSeen::Alive,
-        Some(false) => OwnerSeen::Gone,
-        None => OwnerSeen::Unknowable,
-    }
-}
-
 /// This process's own identity.
 pub fn myself() -> Ident {
     let pid = std::process::id() as i32;
@@ -584,6 +553,26 @@ pub fn exit_collected(server: u32, pid: u32) -> Option<bool> {
         Ok(st) => Some(st.ppid != server as i32),
         Err(_) => Some(true),
     }
+}
+
+/// A process's start time (field 22 of `/proc/<pid>/stat`, clock ticks since boot), if it runs.
+pub fn start_time(pid: u32) -> Option<u64> {
+    Process::new(pid as i32)
+        .and_then(|p| p.stat())
+        .ok()
+        .filter(|st| st.state != 'Z' && st.state != 'X')
+        .map(|st| st.starttime)
+}
+
+/// The direct children of `pid` (`/proc/<pid>/task/<pid>/children`: no scan of the table).
+pub fn children(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .map(|t| {
+            t.split_whitespace()
+                .filter_map(|w| w.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// The argv of a process, if readable.

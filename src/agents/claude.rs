@@ -30,6 +30,7 @@ pub static CLAUDE: Agent = Agent {
     is_program_word,
     cid_in_argv,
     resume_argv,
+    bare_argv,
     transcript_path,
     status_path: Some(status_path),
     parse_status: Some(parse_status),
@@ -105,11 +106,12 @@ pub fn hook_action(ev: &serde_json::Value) -> HookAction {
         "UserPromptSubmit" => HookAction::TurnBegin,
         "Stop" if background_running(ev.get("background_tasks")) => HookAction::Busy,
         "Stop" => HookAction::TurnEnd,
+        "PreCompact" if field("trigger") == Some("manual") => HookAction::CompactBegin,
         "PreCompact" => HookAction::Busy,
         // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
         // with 2.1.332), so its end is the turn's end. An automatic one runs inside a turn, whose
         // `Stop` ends it.
-        "PostCompact" if field("trigger") == Some("manual") => HookAction::TurnEnd,
+        "PostCompact" if field("trigger") == Some("manual") => HookAction::CompactEnd,
         "PostCompact" => HookAction::Nothing("an automatic compaction ends with its turn".into()),
         "SessionEnd" => HookAction::ClearTurn,
         "" => HookAction::Nothing("no hook_event_name in the event".into()),
@@ -328,6 +330,20 @@ pub fn resume_argv(
     out.extend(flags.into_iter().map(String::from));
     out.extend(rest[insert..].iter().cloned());
     Ok(ResumePlan { argv: out, mode })
+}
+
+/// The command line without its own `--resume`/`--session-id`/`--continue`/`--fork-session`
+/// (see [`strip`]), as words: what a tombstone keeps, for [`resume_argv`] to replay.
+pub fn bare_argv(argv: &[String]) -> Result<Vec<String>, ArgvError> {
+    if argv.is_empty() {
+        return Err(ArgvError::Empty);
+    }
+    let words = words_of_shell_string(argv)?.unwrap_or_else(|| argv.to_vec());
+    let at = program_index(&CLAUDE, &words)?;
+    let (rest, _) = strip(&words[at + 1..], argv)?;
+    let mut out: Vec<String> = words[..=at].to_vec();
+    out.extend(rest);
+    Ok(out)
 }
 
 /// The conversation id a command line passes to claude: `--resume X`, `--resume=X`, `-r X`,

@@ -59,6 +59,9 @@ pub struct Agent {
     /// given command line; `transcript_exists` is what the caller found at
     /// [`Agent::transcript_path`].
     pub resume_argv: ResumeArgvFn,
+    /// The command line as kept in a tombstone: its own resume/id flags dropped, as words (a
+    /// plain one-word shell string split), so that [`Agent::resume_argv`] can replay it.
+    pub bare_argv: fn(&[String]) -> Result<Vec<String>, ArgvError>,
     /// Where the transcript of `cid` lives, for an agent running in `cwd` (canonical: the agent
     /// resolves links) with `env` (its environment; `HOME` among it).
     pub transcript_path: TranscriptPathFn,
@@ -130,6 +133,12 @@ pub enum HookAction {
     Busy,
     /// The turn is cleared (the agent is exiting); the idle clock is left alone.
     ClearTurn,
+    /// A compaction the user asked for begins: busy; with no turn running, the turn marked is
+    /// the compaction's own.
+    CompactBegin,
+    /// That compaction ended: the turn ends only when it was the compaction's own (one that a
+    /// running turn set off, as the "resume from summary" dialog does, never closes that turn).
+    CompactEnd,
     /// Nothing to do, and why.
     Nothing(String),
 }
@@ -294,6 +303,64 @@ pub fn program_index(agent: &Agent, argv: &[String]) -> Result<usize, ArgvError>
         }
     }
     Err(no_program())
+}
+
+/// The command line a chat runs, from its pane process's `/proc/<pid>/cmdline`: tmux runs a
+/// one-word command as `sh -c '<cmd>'`, so that is `[<cmd>]`, the one-word command it was given.
+pub fn pane_words(cmdline: &[String]) -> Vec<String> {
+    match cmdline {
+        [sh, c, cmd] if c == "-c" && matches!(base(sh), "sh" | "bash" | "dash" | "zsh") => {
+            vec![cmd.clone()]
+        }
+        _ => cmdline.to_vec(),
+    }
+}
+
+/// What the launcher words before the program change in its environment: `env NAME=value` sets,
+/// `env -u NAME` removes (`None`), in order. Only `env`'s own words are read.
+pub fn argv_env(argv: &[String]) -> Vec<(String, Option<String>)> {
+    let mut out = Vec::new();
+    if argv.first().is_none_or(|w| base(w) != "env") {
+        return out;
+    }
+    let mut i = 1;
+    while let Some(w) = argv.get(i) {
+        match w.as_str() {
+            "-u" | "--unset" => {
+                if let Some(n) = argv.get(i + 1) {
+                    out.push((n.clone(), None));
+                }
+                i += 2;
+            }
+            s if s.starts_with("--unset=") => {
+                out.push((s["--unset=".len()..].to_string(), None));
+                i += 1;
+            }
+            s if s.starts_with('-') => i += 1,
+            s => match s.split_once('=') {
+                Some((k, v)) if !k.is_empty() => {
+                    out.push((k.to_string(), Some(v.to_string())));
+                    i += 1;
+                }
+                _ => break,
+            },
+        }
+    }
+    out
+}
+
+/// How to bring back conversation `cid` from command line `argv`: resumed when its transcript is
+/// there (`Some(true)`) or cannot be looked for (`None`: the agent says if it is not), unless a
+/// start from it already failed (`failed_before`); else started afresh under the same id.
+pub fn plan_start(
+    agent: &Agent,
+    argv: &[String],
+    cid: &str,
+    transcript: Option<bool>,
+    failed_before: bool,
+) -> Result<ResumePlan, ArgvError> {
+    let exists = transcript.unwrap_or(true) && !failed_before;
+    (agent.resume_argv)(argv, cid, exists)
 }
 
 /// The last component of a path word.

@@ -24,8 +24,9 @@ pub(super) struct Cli {
     /// One sweep, then exit (for scripts and cron).
     #[arg(long)]
     pub(super) once: bool,
-    /// Decide and report; write no option, signal nothing.
-    #[arg(long, global = true)]
+    /// With the daemon or --once: decide and report; write no option, signal nothing. (`status`,
+    /// `reap` and `claude-hook` take their own.)
+    #[arg(long)]
     pub(super) dry_run: bool,
     /// Machine-readable output on stdout (one JSON document, whatever the outcome); logs stay on stderr.
     #[arg(long, global = true)]
@@ -34,6 +35,10 @@ pub(super) struct Cli {
     /// ~/.config/ccs-reap/env or /etc/ccs-reap/env; the environment wins over it.
     #[arg(long, global = true, value_name = "FILE")]
     pub(super) config: Option<PathBuf>,
+    /// INFO lines on stderr too (the daemon always logs them; a command says only its warnings
+    /// and errors there without -v).
+    #[arg(long, short = 'v', global = true)]
+    pub(super) verbose: bool,
     #[command(subcommand)]
     pub(super) cmd: Option<Cmd>,
 }
@@ -46,22 +51,31 @@ pub(super) enum Cmd {
         /// fits 80 columns and cuts long values with an ellipsis.
         #[arg(long)]
         wide: bool,
+        /// Accepted for symmetry: `status` never writes anything.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// The studio's hooks around a turn.
     Turn {
         #[command(subcommand)]
         what: TurnCmd,
     },
-    /// Create the session if it is gone, resuming the conversation a tombstone or --cid names.
+    /// Create the session if it is gone, resuming the conversation a tombstone or --cid names;
+    /// with no command after --, the command line the tombstone keeps is run again (as words).
     Spawn {
         id: String,
         #[arg(long)]
         cid: Option<String>,
         #[arg(long)]
         cwd: Option<PathBuf>,
-        #[arg(last = true, required = true)]
+        #[arg(last = true)]
         cmd: Vec<String>,
     },
+    /// Bring a chat back and attach to it: a live chat is attached; an asleep (reaped) one is
+    /// spawned from its tombstone first. Without a terminal, print the attach command.
+    Resume { id: String },
+    /// Remove a sleeping chat's tombstone (its way back), with an audit line.
+    Forget { id: String },
     /// The -F formats of the sweep's one tmux call, as JSON (for the benchmark: it measures the
     /// very call the binary makes).
     #[command(hide = true)]
@@ -85,11 +99,18 @@ pub(super) enum Cmd {
         /// Also reap a busy or viewed session, or one whose conversation id is unknown.
         #[arg(long)]
         force: bool,
+        /// Say what would be done; write no option, signal nothing.
+        #[arg(long)]
+        dry_run: bool,
     },
     /// Claude Code's hook: read one hook event (JSON on stdin) and mark the conversation id and
     /// the turns of the chat whose pane it runs in. Never fails claude: exit 0 whatever happens,
     /// but exit 2 (block the prompt, say why) on a prompt sent to a chat being reaped.
-    ClaudeHook,
+    ClaudeHook {
+        /// Say on stderr which action it would take; touch nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Print the Claude Code settings fragment that runs `claude-hook` on its hook events, with
     /// this binary's path and the settings it needs (as environment assignments).
     ClaudeSettings {
@@ -97,9 +118,22 @@ pub(super) enum Cmd {
         /// key and hook; running it again changes nothing.
         #[arg(long, value_name = "FILE")]
         write: Option<PathBuf>,
+        /// The tmux server the hooks report to: an absolute socket path (`tmux -S`), or a name
+        /// (`tmux -L`). Default: the configured socket, else (run inside tmux) the one in
+        /// `$TMUX`, else the default socket.
+        #[arg(long, value_name = "PATH|NAME")]
+        socket: Option<String>,
+        /// The session prefix the hooks act on (`<prefix><id>` sessions). Default: the
+        /// configured one (`CCS_SESSION_PREFIX`).
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
     },
     /// Print every setting in effect, with where it came from (default, FILE:LINE, environment).
     Config,
+    /// Run every check once and say why chats would not be reaped (no server at the socket, no
+    /// session under the prefix, no cid, the claude-hook not wired, an activity file missing, no
+    /// memory limit): exit 1 on a problem, 0 when healthy.
+    Doctor,
     /// Print each audit event (one JSON line per reap attempt or warning) as it is appended,
     /// following the audit log across rotations, until SIGTERM/SIGINT or stdout closes.
     Events {

@@ -53,15 +53,10 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     };
     let tmux = std::env::var("TMUX").ok();
     let pane = std::env::var("TMUX_PANE").ok();
-    // Outside tmux, on another server: nothing to do, nothing to say.
-    let Ok(pane) = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref()) else {
-        return ExitCode::SUCCESS;
-    };
-    if dry_run {
-        return fail(&format!(
-            "dry run: {:?} from pane {pane}",
-            claude_hook::action(&ev)
-        ));
+    let pane = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref());
+    // A cid longer than an id may be is refused here, the known cid kept (29.7).
+    if let Some(why) = claude_hook::refused(&ev) {
+        return fail(&why);
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -71,12 +66,30 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
         Err(e) => return fail(&format!("failed to start the async runtime: {e}")),
     };
     let left = budget.saturating_sub(started.elapsed());
+    if dry_run {
+        let r = Reaper::new(cfg, true);
+        let said = rt.block_on(async {
+            tokio::time::timeout(left, claude_hook::dry_run(&r, &ev, pane)).await
+        });
+        return fail(&format!(
+            "dry run: {}",
+            said.unwrap_or_else(|_| format!(
+                "nothing: gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS)"
+            ))
+        ));
+    }
+    // Outside tmux, on another server: nothing to do, nothing to say.
+    let Ok(pane) = pane else {
+        return ExitCode::SUCCESS;
+    };
     let r = Reaper::new(cfg, false);
     let done =
         rt.block_on(async { tokio::time::timeout(left, claude_hook::act(&r, &ev, &pane)).await });
     match done {
         Ok(Ok(Outcome::Blocked(why))) => {
-            say!("{why}");
+            // For the user, as Claude Code shows it: always plain text.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{why}");
             ExitCode::from(exit::BLOCKED)
         }
         Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,
@@ -87,12 +100,86 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     }
 }
 
-/// `claude-settings [--write FILE]`.
+/// Where the hooks' socket comes from: `--socket`, else a configured socket, else (inside tmux)
+/// `$TMUX`'s first field, else the default. The path, and what chose it (`None`: the default,
+/// which is said on stderr).
+fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<String>), String> {
+    use crate::config::{Socket, Source};
+    if let Some(f) = flag {
+        let s = if f.contains('/') {
+            let p = PathBuf::from(f);
+            if !p.is_absolute() {
+                return Err(format!(
+                    "--socket {f:?}: a socket path must be absolute (or give a name, as tmux -L takes it)"
+                ));
+            }
+            Socket::Path(p)
+        } else if crate::core::policy::valid_id(f) {
+            Socket::Name(f.to_string())
+        } else {
+            return Err(format!(
+                "--socket {f:?}: neither an absolute path nor a socket name ([A-Za-z0-9_-])"
+            ));
+        };
+        return Ok((s.canonical_path(), Some("--socket".into())));
+    }
+    let configured = cfg.sources.iter().find(|e| {
+        matches!(e.name, "CCS_TMUX_SOCKET" | "CCS_TMUX_SOCKET_PATH")
+            && e.value.is_some()
+            && e.source != Source::Default
+    });
+    if let Some(e) = configured {
+        return Ok((
+            cfg.socket.canonical_path(),
+            Some(format!("{} ({})", e.name, e.source)),
+        ));
+    }
+    if let Some(p) = std::env::var("TMUX")
+        .ok()
+        .as_deref()
+        .and_then(claude_hook::socket_of_tmux_env)
+    {
+        return Ok((
+            Socket::Path(PathBuf::from(p)).canonical_path(),
+            Some("$TMUX".into()),
+        ));
+    }
+    Ok((cfg.socket.canonical_path(), None))
+}
+
+/// `claude-settings [--write FILE] [--socket PATH|NAME] [--prefix P]`.
 pub(super) fn claude_settings(
     json: bool,
     cfg: &Config,
     write: Option<&std::path::Path>,
+    socket: Option<&str>,
+    prefix: Option<&str>,
 ) -> ExitCode {
+    let refuse = |m: String| {
+        say!("ccs-reap claude-settings: {m}");
+        if json {
+            print_json(&serde_json::json!({"ok": false, "error": m, "exit": exit::CONFIG}));
+        }
+        ExitCode::from(exit::CONFIG)
+    };
+    let (socket_path, chosen_by) = match hook_socket(cfg, socket) {
+        Ok(s) => s,
+        Err(e) => return refuse(e),
+    };
+    if let Some(p) = prefix {
+        if !crate::core::policy::valid_id(p) || p.len() > crate::core::policy::MAX_PREFIX_LEN {
+            return refuse(format!(
+                "--prefix {p:?}: a non-empty prefix of letters, digits, '_' and '-', at most {} bytes",
+                crate::core::policy::MAX_PREFIX_LEN
+            ));
+        }
+    }
+    if chosen_by.is_none() {
+        say!(
+            "ccs-reap claude-settings: the hooks report to the tmux server at {} (the default: not run inside tmux, no CCS_TMUX_SOCKET set); to choose another, run this inside that tmux or pass --socket PATH (or --socket NAME for tmux -L NAME)",
+            socket_path.display()
+        );
+    }
     let bin = match std::env::current_exe() {
         Ok(b) => b,
         Err(e) => {
@@ -110,6 +197,13 @@ pub(super) fn claude_settings(
         .filter_map(|e| Some((e.name.to_string(), e.value.clone()?)))
         .collect();
     let mut assigns = claude_hook::hook_env(cfg, &env);
+    for (k, v) in &mut assigns {
+        match k.as_str() {
+            "CCS_TMUX_SOCKET_PATH" => *v = socket_path.to_string_lossy().into_owned(),
+            "CCS_SESSION_PREFIX" => *v = prefix.unwrap_or(&cfg.prefix).to_string(),
+            _ => {}
+        }
+    }
     if let Some(f) = &cfg.file {
         let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
         assigns.push(("CCS_CONFIG".into(), f.to_string_lossy().into_owned()));
@@ -127,6 +221,8 @@ pub(super) fn claude_settings(
                     "file": file,
                     "changed": changed,
                     "command": command,
+                    "socket": socket_path,
+                    "prefix": prefix.unwrap_or(&cfg.prefix),
                 }));
             } else if changed {
                 out(&format!("{}: ccs-reap's hooks written\n", file.display()));

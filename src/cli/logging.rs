@@ -58,14 +58,72 @@ pub(super) fn stderr_is_journal() -> bool {
         .is_ok_and(|st| st.st_dev as u64 == dev && st.st_ino as u64 == ino)
 }
 
+/// Whether stderr takes JSON lines (`CCS_LOG_FORMAT=json`): then [`say_line`] writes one too.
+static JSON_STDERR: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+pub(super) fn set_json_stderr(on: bool) {
+    JSON_STDERR.store(on, Ordering::Relaxed);
+}
+
+/// One message of the command line on stderr (`say!`): as it is, or under `CCS_LOG_FORMAT=json`
+/// one JSON object shaped as the log lines are (`timestamp`, `level`, `fields.message`,
+/// `target`); "ccs-reap: warning: ..." is a WARN, any other an ERROR. Never panics: a line that
+/// stderr cannot take is dropped.
+pub(crate) fn say_line(text: &str) {
+    use std::io::Write as _;
+    let line = if JSON_STDERR.load(Ordering::Relaxed) {
+        // With the journal's priority, as the log lines carry it.
+        static JOURNAL: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let j = json_line(text);
+        if *JOURNAL.get_or_init(stderr_is_journal) {
+            let p = if j.contains(r#""level":"WARN""#) {
+                4
+            } else {
+                3
+            };
+            format!("<{p}>{j}")
+        } else {
+            j
+        }
+    } else {
+        text.to_string()
+    };
+    let _ = writeln!(std::io::stderr(), "{line}");
+}
+
+/// A message as a JSON log line.
+pub(crate) fn json_line(text: &str) -> String {
+    let body = text.strip_prefix("ccs-reap: ").unwrap_or(text);
+    let (level, message) = match body.strip_prefix("warning: ") {
+        Some(m) => ("WARN", m),
+        None => ("ERROR", body),
+    };
+    serde_json::json!({
+        "timestamp": chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+        "level": level,
+        "fields": { "message": message },
+        "target": "ccs_reap::cli",
+    })
+    .to_string()
+}
+
 /// Logs on stderr, text or JSON (`CCS_LOG_FORMAT`); each line with its syslog priority when
-/// stderr is systemd's journal ([`stderr_is_journal`]).
-pub(super) fn init_logging(cfg: &Config) {
+/// stderr is systemd's journal ([`stderr_is_journal`]). `quiet` (a command without `-v`): only
+/// warnings and errors, whatever `CCS_LOG` lets through.
+pub(super) fn init_logging(cfg: &Config, quiet: bool) {
     use tracing_subscriber::fmt::format;
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(&cfg.log_filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let journal = stderr_is_journal();
+    set_json_stderr(cfg.log_format == LogFormat::Json);
+    let cap = if quiet {
+        tracing_subscriber::filter::LevelFilter::WARN
+    } else {
+        tracing_subscriber::filter::LevelFilter::TRACE
+    };
     // A log line that cannot be written is dropped: the subscriber's own report of it would be
     // an `eprintln!`, which panics when stderr is the thing that fails (`2> /dev/full`).
     let b = tracing_subscriber::fmt()
@@ -79,6 +137,8 @@ pub(super) fn init_logging(cfg: &Config) {
                 journal,
                 inner: format().json(),
             })
+            .finish()
+            .with(cap)
             .init(),
         LogFormat::Text => b
             .with_ansi(false)
@@ -86,6 +146,33 @@ pub(super) fn init_logging(cfg: &Config) {
                 journal,
                 inner: format().with_ansi(false),
             })
+            .finish()
+            .with(cap)
             .init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_under_json_is_one_json_log_line() {
+        for (text, level, msg) in [
+            (
+                "ccs-reap: warning: no tmux server at /s",
+                "WARN",
+                "no tmux server at /s",
+            ),
+            (
+                "ccs-reap: another reaper holds",
+                "ERROR",
+                "another reaper holds",
+            ),
+        ] {
+            let v: serde_json::Value = serde_json::from_str(&json_line(text)).unwrap();
+            assert_eq!(v["level"], level);
+            assert_eq!(v["fields"]["message"], msg);
+        }
     }
 }

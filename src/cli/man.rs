@@ -60,7 +60,7 @@ pub(super) fn roff(text: &str) -> String {
 /// The exit codes, for the man page (docs/commands.md has the long form).
 pub(super) const EXIT_STATUS: &[(u8, &str)] = &[
     (0, "Done; also when reaping is disabled (the daemon and --once then do nothing), and when there is no tmux server at the socket (a warning names its path)."),
-    (exit::FAILED, "Something failed or was refused: a reap failed, liveness could not be read, bad input to a command, the state dir or the metrics address could not be used, stdout could not be written."),
+    (exit::FAILED, "Something failed or was refused, or doctor found a problem: a reap failed, liveness could not be read, bad input to a command, the state dir or the metrics address could not be used, stdout could not be written."),
     (exit::CONFIG, "Bad configuration (the message names the variable) or command line, or a tmux older than 3.1c; nothing was touched. claude-hook: the prompt is blocked (the chat is being reaped)."),
     (exit::LOCKED, "Another daemon holds this tmux socket's lock (restarting will not help)."),
     (exit::RESPAWN, "turn begin, turn end, pin, unpin: the session is gone; respawn it with spawn."),
@@ -69,11 +69,66 @@ pub(super) const EXIT_STATUS: &[(u8, &str)] = &[
 /// The state dir's files, for the man page (docs/files.md has the layout).
 pub(super) const FILES: &[(&str, &str)] = &[
     ("$CCS_REAP_STATE_DIR, else $XDG_STATE_HOME/ccs-reap, else ~/.local/state/ccs-reap", "The state dir (0700)."),
-    ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (schema: docs/files.md), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
+    ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (its schema: files.md in the documents, see SEE ALSO), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
     ("<state dir>/reaper-<socket label>.lock", "The daemon's single-instance lock, one per tmux socket."),
     ("<state dir>/studios/<socket label>-<hash>@<prefix>/", "Per studio: known.json, tombstones (sessions/<id>.json) and teardown journals (reaping/<id>.json)."),
     ("--config FILE, else $CCS_CONFIG, else $XDG_CONFIG_HOME/ccs-reap/env (~/.config/ccs-reap/env), else /etc/ccs-reap/env", "The settings file, the first that exists (one named by --config or CCS_CONFIG must exist); the same files the contrib/systemd units read (EnvironmentFile=). Refused (exit 2) when it is not a regular file, is writable by every user, belongs to another user than root or this one, or passes 1 MiB."),
 ];
+
+/// A section of plain paragraphs (a blank line between them).
+fn section(title: &str, text: &str) -> String {
+    let mut t = format!(
+        ".SH {}\n",
+        if title.contains(' ') {
+            format!("\"{title}\"")
+        } else {
+            title.to_string()
+        }
+    );
+    for (i, p) in text.split("\n\n").enumerate() {
+        if i > 0 {
+            t.push_str(".PP\n");
+        }
+        t.push_str(&roff(p.trim()));
+        t.push('\n');
+    }
+    t
+}
+
+/// What ccs-reap is for and how it goes about it (NAME says what it is in one line).
+const DESCRIPTION: &str = "A studio keeps each Claude Code chat in a tmux session named <prefix><id> (ccs-7) on its own tmux server. An idle chat still holds its claude process, its MCP servers and their children, often hundreds of MiB. ccs-reap, run as a daemon beside the studio (or from cron with --once), sweeps that server every CCS_REAP_INTERVAL_MS: a chat idle past CCS_ENGINE_IDLE_KILL_MS, with no viewer attached and no turn running, is reaped: its whole process tree is stopped (SIGTERM, then SIGKILL after CCS_REAP_GRACE_MS) and its session killed, while a tombstone keeps its conversation id, so that the next message (ccs-reap spawn, or claude --resume <cid>) brings the chat back with its history. Memory rules (CCS_ENGINE_MEM_HIGH, CCS_ENGINE_MAX_IDLE, CCS_ENGINE_SESSION_MEM_MAX, CCS_ENGINE_MEM_PSI) reap the idle chats that hold most first when memory runs short.
+
+Reaping is opt-in: with no rule set, nothing is reaped. Every reap is re-checked right before its first signal, and a chat whose conversation id is unknown is never reaped (it could not be resumed). When it cannot do its job (no tmux server at the socket, an activity file unreadable, no chat with a conversation id) it says so once on stderr, in the ccs_reap_degraded metric and on /healthz; ccs-reap doctor says why chats are not reaped.";
+
+/// The states a session can be in, for the man page.
+pub(super) const STATES: &[(&str, &str)] = &[
+    ("idle", "No turn running, no viewer: the idle clock runs; reaped when it passes the limit."),
+    ("expired", "Idle past its limit: reaped at this sweep (or, with --dry-run and status, would be)."),
+    ("busy", "A turn is running (turn begin, or Claude Code's hook): never reaped, but by a stuck rule."),
+    ("stuck", "A turn running past CCS_ENGINE_STUCK_WALL_MS or CCS_ENGINE_STUCK_IDLE_MS: reported; reaped only with CCS_ENGINE_REAP_STUCK=1."),
+    ("viewed", "A tmux client is attached: someone may be reading it; kept."),
+    ("pinned", "ccs-reap pin: kept until unpinned (but when its panes exited)."),
+    ("new", "First seen at this sweep: its idle clock starts now."),
+    ("no-cid", "No conversation id known (no hook marked it, none on its claude command line): kept, since it could not be resumed. Wire the hook: ccs-reap claude-settings --write ~/.claude/settings.json."),
+    ("exited", "Every pane has exited: the session is cleaned up."),
+    ("unknown", "Its liveness could not be read (tmux or an activity file failed): kept."),
+];
+
+/// Examples for the man page: what, then the command.
+pub(super) const EXAMPLES: &[(&str, &str)] = &[
+    ("Install the man pages for this user, and read them:", "mkdir -p ~/.local/share/man/man1\nccs-reap man --dir ~/.local/share/man/man1\nMANPATH=~/.local/share/man: man ccs-reap"),
+    ("See what would be reaped, and why, without touching anything:", "CCS_ENGINE_IDLE_KILL_MS=30m ccs-reap status\nCCS_ENGINE_IDLE_KILL_MS=30m ccs-reap --once --dry-run"),
+    ("Reap chats idle for 30 minutes, from cron every 5 minutes:", "*/5 * * * * CCS_ENGINE_IDLE_KILL_MS=30m ccs-reap --once"),
+    ("Find out why nothing is reaped:", "ccs-reap doctor"),
+    ("Print the settings in effect and where each came from:", "ccs-reap config"),
+    ("Wire Claude Code's hooks, so each chat's conversation id is known:", "ccs-reap claude-settings --write ~/.claude/settings.json"),
+    ("Bring a reaped chat back with its conversation:", "ccs-reap spawn 7 -- claude"),
+];
+
+/// Where to read further.
+const SEE_ALSO: &str = "tmux(1), systemd.exec(5), crontab(5). The per-command pages: ccs-reap-status(1), ccs-reap-reap(1), ccs-reap-spawn(1), ccs-reap-doctor(1), ccs-reap-config(1) and the others (ccs-reap man --dir writes them).
+
+The documents (commands, configuration, rules, files, guarantees, Claude Code's hooks, Docker): /usr/share/doc/ccs-reap when installed from a package, else the docs directory of the source tree.";
 
 /// The main man page: clap_mangen's sections, then ENVIRONMENT (from the one list of settings,
 /// [`crate::config::VARS`]), EXIT STATUS and FILES.
@@ -83,11 +138,17 @@ pub(super) fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     man.render_title(&mut buf)?;
     man.render_name_section(&mut buf)?;
     man.render_synopsis_section(&mut buf)?;
-    man.render_description_section(&mut buf)?;
+    buf.extend_from_slice(section("DESCRIPTION", DESCRIPTION).as_bytes());
     man.render_options_section(&mut buf)?;
     man.render_subcommands_section(&mut buf)?;
-    let mut t = String::from(".SH ENVIRONMENT\n");
-    t.push_str(&roff("ccs-reap reads its settings from the environment, over the settings file (see FILES): KEY=value lines as systemd's EnvironmentFile= reads them; the environment wins; ccs-reap config prints what is in effect and where each value came from. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_IDLE is set. A value that does not fit makes every command exit 2 naming the variable."));
+    let mut t = String::from(".SH STATES\n");
+    t.push_str(&roff("Each session named <prefix><id> is in one state at a sweep (the STATE column of status); only idle ones past their limit, and those the memory rules pick, are reaped."));
+    t.push('\n');
+    for (state, what) in STATES {
+        t.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff(state), roff(what)));
+    }
+    t.push_str(".SH ENVIRONMENT\n");
+    t.push_str(&roff(&format!("ccs-reap reads its settings from the environment, over the settings file (see FILES): KEY=value lines as systemd's EnvironmentFile= reads them; the environment wins; ccs-reap config prints what is in effect and where each value came from. An empty value counts as unset. Durations (every *_MS) are a bare number of milliseconds or take a unit: 500ms, 90s, 30m, 1h, 2d. Reaping is off until {}. A value that does not fit makes every command exit 2 naming the variable.", crate::config::ENABLED_BY)));
     t.push('\n');
     let mut group = "";
     for v in crate::config::VARS {
@@ -110,6 +171,15 @@ pub(super) fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     for (file, what) in FILES {
         t.push_str(&format!(".TP\n\\fI{}\\fR\n{}\n", roff(file), roff(what)));
     }
+    t.push_str(".SH EXAMPLES\n");
+    for (what, cmd) in EXAMPLES {
+        t.push_str(&format!(
+            ".PP\n{}\n.PP\n.RS 4\n.nf\n{}\n.fi\n.RE\n",
+            roff(what),
+            roff(cmd)
+        ));
+    }
+    t.push_str(&section("SEE ALSO", SEE_ALSO));
     buf.extend_from_slice(t.as_bytes());
     man.render_version_section(&mut buf)?;
     Ok(buf)

@@ -15,20 +15,22 @@ use crate::engine::context::Reaper;
 
 /// A line on stderr, never panicking as `eprintln!` does when stderr cannot be written (`2>
 /// /dev/full`): a message that cannot be said is dropped.
+/// Under `CCS_LOG_FORMAT=json`, the line is one JSON object as the log lines are
+/// ([`logging::say_line`]).
 macro_rules! say {
     ($($t:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($t)*);
+        $crate::cli::logging::say_line(&format!($($t)*));
     }};
 }
 
 mod args;
 mod claude;
 pub mod exit;
-mod logging;
+pub(crate) mod logging;
 mod man;
 mod output;
 pub mod render;
+mod wayback;
 
 use args::*;
 use claude::*;
@@ -49,6 +51,9 @@ fn parse_error(e: clap::Error) -> ExitCode {
     out(&e.render().to_string());
     exit_code(ExitCode::SUCCESS)
 }
+
+/// The refusal of `--dry-run` where it means nothing (exit 2).
+pub const DRY_RUN_GOES_WITH: &str = "--dry-run goes with the daemon, --once, status, reap and claude-hook; turn, spawn, pin, unpin, claude-settings and events always act, config only prints";
 
 /// A batch of reaps holds a pidfd per victim: take the hard limit of open files, not the soft one.
 fn raise_fd_limit() {
@@ -77,8 +82,12 @@ pub fn main() -> ExitCode {
     if let Some(code) = generated(cli.cmd.as_ref()) {
         return code;
     }
-    if matches!(cli.cmd, Some(Cmd::ClaudeHook)) {
-        return claude_hook_main(cli.dry_run, cli.config.as_deref());
+    if let Some(Cmd::ClaudeHook { dry_run }) = cli.cmd {
+        return claude_hook_main(cli.dry_run || dry_run, cli.config.as_deref());
+    }
+    // Before the settings are read, a refusal of them is said as the logs will be.
+    if std::env::var("CCS_LOG_FORMAT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("json")) {
+        set_json_stderr(true);
     }
     raise_fd_limit();
     let cfg = match Config::load(cli.config.as_deref()) {
@@ -99,21 +108,17 @@ pub fn main() -> ExitCode {
             return ExitCode::from(exit::CONFIG);
         }
     };
-    init_logging(&cfg);
-    if cli.dry_run
-        && matches!(
-            cli.cmd,
-            Some(
-                Cmd::Turn { .. }
-                    | Cmd::Spawn { .. }
-                    | Cmd::Pin { .. }
-                    | Cmd::Unpin { .. }
-                    | Cmd::ClaudeSettings { .. }
-                    | Cmd::Config
-            )
-        )
-    {
-        say!("ccs-reap: --dry-run goes with the daemon, --once, status and reap; turn and spawn always act");
+    // INFO lines for the daemon, or with -v; a command's results are on stdout.
+    // (`events`, which runs until stopped, logs as the daemon does: "following the audit log".)
+    let daemon = (cli.cmd.is_none() && !cli.once) || matches!(cli.cmd, Some(Cmd::Events { .. }));
+    init_logging(&cfg, !(daemon || cli.verbose));
+    // `ccs-reap --dry-run status|reap ID|claude-hook` (before each took its own) still works.
+    let root_dry_run_ok = matches!(
+        cli.cmd,
+        None | Some(Cmd::Status { .. } | Cmd::Reap { .. } | Cmd::ClaudeHook { .. })
+    );
+    if cli.dry_run && !root_dry_run_ok {
+        say!("ccs-reap: {DRY_RUN_GOES_WITH}");
         return ExitCode::from(exit::CONFIG);
     }
     if cli.once && cli.cmd.is_some() {
@@ -138,7 +143,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         tracing::warn!("{w}");
     }
     // Every command that talks to tmux refuses one older than it supports (one `tmux -V`).
-    let talks_to_tmux = cli.cmd.is_some() || cfg.policy.enabled();
+    let talks_to_tmux = cli.cmd.is_some() || cli.once || cfg.policy.enabled();
     if talks_to_tmux
         && !matches!(
             cli.cmd,
@@ -154,8 +159,18 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         // Printed before the configuration is read: generated().
         Some(Cmd::Completions { .. } | Cmd::Man { .. }) => ExitCode::SUCCESS,
         // Handled in main(), before anything that could exit with another code.
-        Some(Cmd::ClaudeHook) => ExitCode::SUCCESS,
-        Some(Cmd::ClaudeSettings { write }) => claude_settings(cli.json, &cfg, write.as_deref()),
+        Some(Cmd::ClaudeHook { .. }) => ExitCode::SUCCESS,
+        Some(Cmd::ClaudeSettings {
+            write,
+            socket,
+            prefix,
+        }) => claude_settings(
+            cli.json,
+            &cfg,
+            write.as_deref(),
+            socket.as_deref(),
+            prefix.as_deref(),
+        ),
         Some(Cmd::Config) => {
             if cli.json {
                 print_json(&cfg.to_json());
@@ -172,7 +187,8 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }));
             ExitCode::SUCCESS
         }
-        Some(Cmd::Status { wide }) => status(cfg, cli.json, wide).await,
+        Some(Cmd::Status { wide, .. }) => status(cfg, cli.json, wide).await,
+        Some(Cmd::Doctor) => doctor(cfg, cli.json).await,
         Some(Cmd::Turn { what }) => turn(cfg, cli.json, what).await,
         Some(Cmd::Pin { id }) => pin_answer(
             cli.json,
@@ -193,7 +209,11 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 Err(e) => command_error(cli.json, e),
             }
         }
-        Some(Cmd::Reap { id, force }) => reap(cfg, cli.json, cli.dry_run, &id, force).await,
+        Some(Cmd::Resume { id }) => wayback::resume(cfg, cli.json, &id).await,
+        Some(Cmd::Forget { id }) => wayback::forget(cfg, cli.json, &id),
+        Some(Cmd::Reap { id, force, dry_run }) => {
+            reap(cfg, cli.json, cli.dry_run || dry_run, &id, force).await
+        }
         Some(Cmd::Events { from_start }) => {
             match crate::adapters::state::follow::run(&Reaper::new(cfg, true).state, from_start)
                 .await
@@ -207,9 +227,16 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         }
         None => {
             if !cfg.policy.enabled() {
-                tracing::info!(
-                    "reaping is disabled (CCS_ENGINE_IDLE_KILL_MS unset, empty or 0, and no memory or stuck policy): nothing to do"
+                // Said as a warning: a daemon or a cron job that does nothing is not silent.
+                tracing::warn!(
+                    "reaping is disabled: nothing to do (it is off until {})",
+                    crate::config::ENABLED_BY
                 );
+                if cli.once {
+                    // Still a look at the socket: a wrong one is said even so.
+                    let rep = crate::engine::sweep::status(&Reaper::new(cfg, true)).await;
+                    warn_no_server(&rep);
+                }
                 return ExitCode::SUCCESS;
             }
             if cli.once {
@@ -256,12 +283,49 @@ async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
     let r = Reaper::new(cfg, true);
     let rep = crate::engine::sweep::status(&r).await;
     warn_no_server(&rep);
+    warn_activity(&r);
     if json {
         print_json(&rep);
     } else {
         out(&render::render_status(&rep, wide));
     }
     if rep.error.is_some() {
+        ExitCode::from(exit::FAILED)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `doctor`: every check once; exit 1 on a problem.
+async fn doctor(cfg: Config, json: bool) -> ExitCode {
+    use crate::core::doctor::{any_problem, Verdict};
+    let r = Reaper::new(cfg, true);
+    let checks = crate::engine::doctor::run(&r).await;
+    let bad = any_problem(&checks);
+    if json {
+        print_json(&serde_json::json!({ "ok": !bad, "checks": checks }));
+    } else {
+        let mut o = String::new();
+        for c in &checks {
+            let v = match c.verdict {
+                Verdict::Ok => "ok     ",
+                Verdict::Note => "note   ",
+                Verdict::Problem => "PROBLEM",
+            };
+            o.push_str(&format!("{v} {:<9} {}\n", c.check, c.message));
+        }
+        let n = checks
+            .iter()
+            .filter(|c| c.verdict == Verdict::Problem)
+            .count();
+        o.push_str(&if bad {
+            format!("{n} problem(s): chats may never be reaped\n")
+        } else {
+            "healthy\n".to_string()
+        });
+        out(&o);
+    }
+    if bad {
         ExitCode::from(exit::FAILED)
     } else {
         ExitCode::SUCCESS
@@ -277,10 +341,10 @@ async fn reap(cfg: Config, json: bool, dry_run: bool, id: &str, force: bool) -> 
                 print_json(&line);
             } else {
                 out(&format!(
-                    "reaped {} ({}): {} processes, {} freed, {} ms\n",
+                    "reaped {} ({}): {}, {} freed, {} ms\n",
                     line.session,
                     line.tmux_id,
-                    line.pids.len(),
+                    render::processes(line.pids.len()),
                     render::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
                     line.took_ms
                 ));
@@ -313,9 +377,18 @@ async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
     let sink: Option<crate::engine::teardown::Sink> = (!json).then_some(&print);
     let rep = crate::engine::sweep::sweep(&r, crate::engine::sweep::Batches::Wait(sink)).await;
     warn_no_server(&rep);
+    warn_activity(&r);
     if json {
         print_json(&rep);
     } else {
+        // The chats found lost with their server were not reaps of a batch: said here, once.
+        for l in rep
+            .reaps
+            .iter()
+            .filter(|l| l.outcome == crate::adapters::state::Outcome::Lost)
+        {
+            out(&render::render_reap(l));
+        }
         out(&render::render_sweep_end(&rep));
     }
     if rep
@@ -338,8 +411,12 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
         match r.state.lock(&r.cfg.socket.label()) {
             Ok(l) => Some(l),
             Err(crate::adapters::state::StateError::Locked(p)) => {
+                let holder = crate::adapters::state::StateDir::lock_holder(&p)
+                    .map_or("a process that wrote no pid".to_string(), |pid| {
+                        format!("pid {pid}")
+                    });
                 say!(
-                    "ccs-reap: another reaper holds this socket ({})",
+                    "ccs-reap: another reaper holds this socket: {holder}, by its lock file {}",
                     p.display()
                 );
                 return ExitCode::from(exit::LOCKED);

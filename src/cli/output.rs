@@ -44,10 +44,17 @@ pub(super) fn exit_code(code: ExitCode) -> ExitCode {
 /// up yet; the exit code stays), but never silent: a wrong socket looks like a quiet studio.
 pub(super) fn warn_no_server(rep: &crate::core::report::SweepReport) {
     if rep.tmux_server_up == Some(false) {
-        eprintln!(
+        say!(
             "ccs-reap: warning: no tmux server at {}: nothing to sweep (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH and TMUX_TMPDIR; a PrivateTmp= unit sees its own /tmp)",
             rep.socket_path
         );
+    }
+}
+
+/// `status` and `--once` could not read an activity file: every session is kept, said once.
+pub(super) fn warn_activity(r: &Reaper) {
+    if let Some(e) = r.activity_problem() {
+        say!("ccs-reap: warning: an activity file (CCS_ACTIVITY_FILES) is unreadable, every session is kept: {e}");
     }
 }
 

@@ -1,8 +1,11 @@
 //! What people read: the `status` table, the `--once` lines, a reap's line, the summary.
 
-use crate::core::policy::{Action, ReapReason, State};
+use crate::core::policy::{Action, ReapReason};
 use crate::core::records::{AuditLine, Outcome};
 use crate::core::report::{Summary, SweepReport};
+
+mod status_parts;
+pub use status_parts::{ASLEEP_SHOWN, NO_CID_FIX};
 
 /// `1.2 GiB`, `512 MiB`, `64 KiB`, `12 B`.
 pub fn human_bytes(b: u64) -> String {
@@ -60,22 +63,21 @@ struct Row {
     why: String,
 }
 
-fn rows(r: &SweepReport) -> Vec<Row> {
-    let now = chrono::DateTime::parse_from_rfc3339(&r.at)
+/// The report's time (Unix ms).
+fn now_of(r: &SweepReport) -> i64 {
+    chrono::DateTime::parse_from_rfc3339(&r.at)
         .map(|t| t.timestamp_millis())
-        .unwrap_or(0);
+        .unwrap_or(0)
+}
+
+fn rows(r: &SweepReport) -> Vec<Row> {
+    let now = now_of(r);
     let mem = |b: Option<u64>| b.map(human_bytes).unwrap_or_else(|| "-".into());
-    r.sessions
-        .iter()
+    status_parts::by_time_to_reap(r)
+        .into_iter()
         .map(|s| {
             let d = &s.decision;
-            let left = match (d.action, d.deadline_ms) {
-                (Action::Reap, _) => "now".to_string(),
-                (_, Some(t)) if matches!(d.state, State::Idle | State::New) => {
-                    human_ms(t.saturating_sub(now).max(0) as u64)
-                }
-                _ => "-".into(),
-            };
+            let left = status_parts::left(d, now);
             let viewers = if s.viewer_list.is_empty() {
                 "0".to_string()
             } else {
@@ -93,7 +95,12 @@ fn rows(r: &SweepReport) -> Vec<Row> {
                 name: d.name.clone(),
                 tmux: s.tmux_target.clone(),
                 state: d.state.as_str(),
-                idle: d.idle_ms.map(human_ms).unwrap_or_else(|| "-".into()),
+                // A first sight has no clock until a sweep starts it.
+                idle: d
+                    .idle_ms
+                    .filter(|_| d.state != crate::core::policy::State::New)
+                    .map(human_ms)
+                    .unwrap_or_else(|| "-".into()),
                 left,
                 viewers,
                 turn: d
@@ -103,7 +110,7 @@ fn rows(r: &SweepReport) -> Vec<Row> {
                 cid: d.cid.clone().unwrap_or_else(|| "-".into()),
                 rss: mem(s.rss_bytes),
                 pss: mem(s.pss_bytes.or(s.rss_bytes)),
-                why: d.why.clone(),
+                why: status_parts::why(d, now),
             }
         })
         .collect()
@@ -188,9 +195,17 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
             );
         }
     }
+    for l in status_parts::asleep(r, now_of(r), wide) {
+        let _ = writeln!(o, "{l}");
+    }
+    let asleep = if r.asleep.is_empty() {
+        String::new()
+    } else {
+        format!(", {} asleep", r.asleep.len())
+    };
     let _ = writeln!(
         o,
-        "{} session(s); total RSS {}, PSS {}",
+        "{} session(s){asleep}; total RSS {}, PSS {}",
         r.sessions.len(),
         human_bytes(r.total_rss_bytes),
         r.total_pss_bytes
@@ -204,24 +219,21 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
             c.session, c.server.pid, c.cid
         );
     }
-    if let Some(h) = r.host {
-        let limit = h
-            .limit_bytes
-            .map(human_bytes)
-            .unwrap_or_else(|| "no limit".into());
-        let _ = writeln!(
-            o,
-            "memory used {} of {limit} (the working set: no droppable page cache)",
-            human_bytes(h.used_bytes)
-        );
-        if let Some(w) = &r.watching {
-            let _ = writeln!(o, "watching {w}");
-        }
+    for l in status_parts::gauge(r) {
+        let _ = writeln!(o, "{l}");
+    }
+    if let (Some(_), Some(w)) = (r.host, &r.watching) {
+        let w = format!("watching {w}");
+        let _ = writeln!(o, "{}", if wide { w } else { cut(&w, STATUS_COLUMNS) });
+    }
+    for l in status_parts::notes(r) {
+        let _ = writeln!(o, "{l}");
     }
     if !r.enabled {
         let _ = writeln!(
             o,
-            "reaping is disabled (CCS_ENGINE_IDLE_KILL_MS unset or 0)"
+            "reaping is disabled: it is off until {}",
+            crate::config::ENABLED_BY
         );
     }
     if let Some(e) = &r.error {
@@ -238,15 +250,24 @@ pub fn render_sweep(r: &SweepReport) -> String {
     o
 }
 
+/// "1 process", "3 processes".
+pub fn processes(n: usize) -> String {
+    if n == 1 {
+        "1 process".into()
+    } else {
+        format!("{n} processes")
+    }
+}
+
 /// One reap's line, as `--once` prints it when the reap is over.
 pub fn render_reap(l: &AuditLine) -> String {
     format!(
-        "{} {} ({}): {}, {} processes (term {}, kill {}), {}, {} ms{}\n",
+        "{} {} ({}): {}, {} (term {}, kill {}), {}, {} ms{}\n",
         l.outcome,
         l.session,
         l.tmux_id,
         l.reason,
-        l.pids.len(),
+        processes(l.pids.len()),
         l.term,
         l.kill,
         freed(l),

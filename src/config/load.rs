@@ -288,6 +288,7 @@ impl Config {
             hook_timeout: Duration::from_millis(d.hook_timeout_ms),
             audit_max_bytes: d.audit_max_bytes,
             audit_keep: d.audit_keep,
+            tombstone_max_age: Duration::from_millis(d.tombstone_max_age_ms),
             notes,
             file: file.map(|f| f.path.clone()),
             sources,

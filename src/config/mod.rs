@@ -89,6 +89,8 @@ pub struct Config {
     pub audit_max_bytes: u64,
     /// `CCS_AUDIT_KEEP`: how many rotated audit files are kept (`reaped.jsonl.1` ...).
     pub audit_keep: usize,
+    /// `CCS_REAP_TOMBSTONE_MAX_AGE`: a tombstone older than this is removed (aged-out).
+    pub tombstone_max_age: Duration,
     /// What reading the environment found worth a warning: unknown `CCS_*` variables, a bare
     /// number of milliseconds that is probably meant as seconds. See [`Config::warnings`].
     pub notes: Vec<String>,
@@ -125,15 +127,21 @@ pub struct Effective {
     pub source: Source,
 }
 
+/// What turns reaping on (`Policy::enabled`), as every message that says it is off names it.
+pub const ENABLED_BY: &str = "CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH, CCS_ENGINE_MEM_PSI, \
+     CCS_ENGINE_SESSION_MEM_MAX or CCS_ENGINE_MAX_IDLE is set, or CCS_ENGINE_REAP_STUCK=1 with \
+     CCS_ENGINE_STUCK_WALL_MS or CCS_ENGINE_STUCK_IDLE_MS";
+
 /// The settings as text, grouped, each with its default: the end of `--help`.
 pub fn vars_help() -> String {
     let mut s = String::from(
         "Configuration: the environment, over the settings file (--config FILE, else CCS_CONFIG, else \
          $XDG_CONFIG_HOME/ccs-reap/env or ~/.config/ccs-reap/env, else /etc/ccs-reap/env; KEY=value \
          lines as systemd reads them). An empty value counts as unset; durations \
-         *_MS take 500ms, 90s, 30m, 1h, 2d or bare milliseconds. Reaping is off until \
-         CCS_ENGINE_IDLE_KILL_MS or a memory rule is set.\n",
+         *_MS take 500ms, 90s, 30m, 1h, 2d or bare milliseconds. Reaping is off until ",
     );
+    s.push_str(ENABLED_BY);
+    s.push_str(".\n");
     let mut group = "";
     for v in VARS {
         if v.group != group {
@@ -604,7 +612,7 @@ mod tests {
     #[test]
     fn known_variables_are_the_settings_and_each_is_documented() {
         let known = known_vars();
-        assert_eq!(known.len(), 32, "{known:?}");
+        assert_eq!(known.len(), 33, "{known:?}");
         assert!(known.iter().any(|k| k == "CCS_ENGINE_IDLE_KILL_MS"));
         assert!(known.iter().any(|k| k == "CCS_AUDIT_KEEP"));
         let docs = include_str!("../../docs/configuration.md");

@@ -32,6 +32,7 @@ pub struct Draft {
     pub hook_timeout_ms: u64,
     pub audit_max_bytes: u64,
     pub audit_keep: usize,
+    pub tombstone_max_age_ms: u64,
     /// `CCS_CONFIG` (read before the table, by the loader; kept for `config`).
     pub config_file: Option<PathBuf>,
     /// `CCS_REAP_ENV_ALLOW`: more `CCS_*` names that are not settings and draw no warning.
@@ -60,6 +61,7 @@ impl Default for Draft {
             hook_timeout_ms: 5_000,
             audit_max_bytes: crate::adapters::state::DEFAULT_AUDIT_MAX_BYTES,
             audit_keep: crate::adapters::state::DEFAULT_AUDIT_KEEP,
+            tombstone_max_age_ms: 30 * 24 * 3_600_000,
             config_file: None,
             allow: Vec::new(),
             notes: Vec::new(),

@@ -133,7 +133,7 @@ pub const VARS: &[Setting] = &[
         default: "unset",
         help: "The tmux server, as tmux -S <path>.",
         parse: |d, s| {
-            d.socket_path = Some(PathBuf::from(s));
+            d.socket_path = Some(absolute(s)?);
             Ok(())
         },
     },
@@ -263,7 +263,7 @@ pub const VARS: &[Setting] = &[
         default: "$XDG_STATE_HOME/ccs-reap, else $HOME/.local/state/ccs-reap",
         help: "Audit log, lock, tombstones, journals (files.md).",
         parse: |d, s| {
-            d.state_dir = Some(PathBuf::from(s));
+            d.state_dir = Some(absolute(s)?);
             Ok(())
         },
     },
@@ -284,6 +284,16 @@ pub const VARS: &[Setting] = &[
         default: "5",
         help: "How many rotated audit files are kept: reaped.jsonl.1 (newest) ... reaped.jsonl.<N>.",
         parse: audit_keep,
+    },
+    Setting {
+        name: "CCS_REAP_TOMBSTONE_MAX_AGE",
+        group: STATE,
+        default: "30d",
+        help: "A tombstone not used for this long (reckoned from its file's time) is removed, with an audit line (aged-out); checked at start and once an hour.",
+        parse: |d, s| {
+            d.tombstone_max_age_ms = ms(s, 60_000)?;
+            Ok(())
+        },
     },
     Setting {
         name: "CCS_LOG",
@@ -378,4 +388,15 @@ pub const VARS: &[Setting] = &[
 /// The row of a variable.
 pub fn setting(name: &str) -> Option<&'static Setting> {
     VARS.iter().find(|s| s.name == name)
+}
+
+/// A path setting: absolute only. A relative one would name another place for every caller
+/// whose working directory differs (the daemon, cron, the hooks in each chat's directory).
+fn absolute(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    if p.is_absolute() {
+        Ok(p)
+    } else {
+        Err("an absolute path (a relative one would mean another place for each caller's working directory: the daemon, cron, the hooks)".into())
+    }
 }

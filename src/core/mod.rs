@@ -1,5 +1,7 @@
 //! The pure core: data and decisions. No I/O, no clock reads, runs nothing.
 
+pub mod degraded;
+pub mod doctor;
 pub mod known;
 pub mod listing;
 pub mod policy;

@@ -23,6 +23,15 @@ pub enum Outcome {
     /// Not a reap: the chat went with its tmux server (reason `server-died`); nothing was
     /// signalled. It was tombstoned from the last known record, for `spawn` to resume it.
     Lost,
+    /// Not a reap: `spawn` brought the chat back and the agent exited before it was up (its own
+    /// last line in `error`); the tombstone is marked so the next spawn starts afresh.
+    #[serde(rename = "resume-failed")]
+    ResumeFailed,
+    /// Not a reap: `forget <id>` removed the tombstone of a sleeping chat.
+    Forgotten,
+    /// Not a reap: the tombstone was older than `CCS_REAP_TOMBSTONE_MAX_AGE` and was removed.
+    #[serde(rename = "aged-out")]
+    AgedOut,
 }
 
 impl Outcome {
@@ -33,6 +42,9 @@ impl Outcome {
             Outcome::Failed => "failed",
             Outcome::Warned => "warned",
             Outcome::Lost => "lost",
+            Outcome::ResumeFailed => "resume-failed",
+            Outcome::Forgotten => "forgotten",
+            Outcome::AgedOut => "aged-out",
         }
     }
 }
@@ -168,6 +180,38 @@ pub struct Tombstone {
     /// finished only when this reap got as far as its tombstone, past its fence (see [`Journal::armed_by_tombstone`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The chat's command line (the words its pane ran, without its own `--resume` /
+    /// `--session-id`), for `spawn <id>` with no command to replay (absent before 0.4, or when it
+    /// could not be read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
+    /// Set when a `spawn` from this tombstone failed to bring the agent up: the agent's own last
+    /// line. The next spawn does not try the same way again (it starts afresh under the same id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_failed: Option<String>,
+}
+
+/// The most words, and bytes, a tombstone's command line may hold: anything bigger was not a
+/// command line we kept.
+pub const MAX_ARGV_WORDS: usize = 1024;
+pub const MAX_ARGV_BYTES: usize = 256 * 1024;
+
+/// Whether `argv` may be kept and replayed as a command line: not empty, no NUL in a word, not
+/// past [`MAX_ARGV_WORDS`] / [`MAX_ARGV_BYTES`]. (Whether it starts an agent is the agent's
+/// descriptor's to say.)
+pub fn check_argv(argv: &[String]) -> Result<(), String> {
+    if argv.is_empty() || argv[0].is_empty() {
+        return Err("its command line is empty".into());
+    }
+    if argv.len() > MAX_ARGV_WORDS || argv.iter().map(String::len).sum::<usize>() > MAX_ARGV_BYTES {
+        return Err(format!(
+            "its command line is longer than {MAX_ARGV_WORDS} words or {MAX_ARGV_BYTES} bytes"
+        ));
+    }
+    if argv.iter().any(|w| w.contains('\0')) {
+        return Err("its command line has a NUL byte in a word".into());
+    }
+    Ok(())
 }
 
 /// `reaping/<id>.json`: a teardown in progress, written before the first signal and removed after
@@ -197,6 +241,9 @@ pub struct Journal {
     /// before the first signal.
     #[serde(default)]
     pub armed_by_tombstone: bool,
+    /// The chat's command line, for its tombstone (see [`Tombstone::argv`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub argv: Option<Vec<String>>,
     /// The file it was read from (not stored).
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -226,6 +273,9 @@ impl Tombstone {
             return Err(format!("its id {:?} is not {id:?}", self.id));
         }
         check_cid(&self.cid)?;
+        if let Some(a) = &self.argv {
+            check_argv(a)?;
+        }
         check_cwd(&self.cwd)
     }
 }

@@ -36,7 +36,61 @@ pub struct SweepReport {
     /// Chats their tmux server took with it (tombstoned, reason `server-died`) that are not
     /// back yet: `spawn` resumes each with its cid.
     pub lost: Vec<crate::core::known::KnownChat>,
+    /// The chats that are asleep (`status` only): reaped, their tombstone not used yet, newest
+    /// first.
+    pub asleep: Vec<Asleep>,
+    /// The pressure rules' thresholds, for the gauge `status` draws.
+    pub gauge: Gauge,
     pub took_ms: u64,
+}
+
+/// The memory rules' thresholds as this sweep applied them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Gauge {
+    /// `CCS_ENGINE_MEM_HIGH` in bytes (a share of the limit resolved), when set.
+    pub mem_threshold_bytes: Option<u64>,
+    /// The memory stall (PSI `some avg10`, %) read, and `CCS_ENGINE_MEM_PSI`.
+    pub stall_pct: Option<f64>,
+    pub stall_threshold_pct: Option<f64>,
+}
+
+/// A chat that is asleep: reaped, with a tombstone that brings it back.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Asleep {
+    /// Always `asleep`.
+    pub state: &'static str,
+    pub id: String,
+    pub session: String,
+    pub cid: Option<String>,
+    pub reaped_at: String,
+    pub reason: ReapReason,
+    pub cwd: Option<String>,
+    /// The command that brings it back.
+    pub command: String,
+}
+
+/// The command that brings chat `id` back: `ccs-reap resume <id>`.
+pub fn resume_command(id: &str) -> String {
+    format!("ccs-reap resume {id}")
+}
+
+impl Asleep {
+    /// The chat of a tombstone (`session`: its name, else `<prefix><id>`).
+    pub fn of(t: &crate::core::records::Tombstone, prefix: &str) -> Asleep {
+        Asleep {
+            state: "asleep",
+            id: t.id.clone(),
+            session: t
+                .session
+                .clone()
+                .unwrap_or_else(|| format!("{prefix}{}", t.id)),
+            cid: t.cid.clone(),
+            reaped_at: t.reaped_at.clone(),
+            reason: t.reason,
+            cwd: t.cwd.clone(),
+            command: resume_command(&t.id),
+        }
+    }
 }
 
 /// What became of each session a sweep saw: every session is counted once, so `seen` is the sum
@@ -121,6 +175,9 @@ struct SweepJson<'a> {
     reaps: &'a [AuditLine],
     summary: &'a Summary,
     lost: Vec<LostJson<'a>>,
+    asleep: &'a [Asleep],
+    #[serde(flatten)]
+    gauge: &'a Gauge,
     took_ms: u64,
 }
 
@@ -167,6 +224,8 @@ impl Serialize for SweepReport {
                     seen_at: rfc3339_ms(c.seen),
                 })
                 .collect(),
+            asleep: &self.asleep,
+            gauge: &self.gauge,
             took_ms: self.took_ms,
         }
         .serialize(s)

@@ -15,8 +15,9 @@ use serde::Deserialize;
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::tmux::TurnBegin;
+use crate::adapters::user_file;
 use crate::config::{Config, Socket};
-use crate::core::policy::{self, Session};
+use crate::core::policy::{self, ReapReason, Session};
 use crate::engine::commands;
 use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
@@ -60,6 +61,13 @@ pub enum Action {
     Busy,
     /// The turn is cleared (claude is exiting): `@ccs_turn` unset, the idle clock left alone.
     ClearTurn,
+    /// A `/compact` begins (`PreCompact`, `manual`): busy, and when no turn runs, the turn
+    /// marked is the compaction's own (`@ccs_compact`).
+    CompactBegin,
+    /// A `/compact` ended (`PostCompact`, `manual`): the turn ends only when it was the
+    /// compaction's own. A compaction that a turn already running set off (the "resume from
+    /// summary" dialog answered by the studio's message) never closes that turn.
+    CompactEnd,
     /// Nothing to do, and why.
     Nothing(String),
 }
@@ -72,6 +80,22 @@ fn background_running(v: Option<&serde_json::Value>) -> bool {
         Some(serde_json::Value::Array(a)) => !a.is_empty(),
         Some(_) => true,
     }
+}
+
+/// Why an event is refused outright, said on stderr (one line): a `SessionStart` whose
+/// `session_id` is longer than a cid may be ([`policy::MAX_ID_LEN`] bytes). `@ccs_cid` is left as
+/// it is, so the known cid is kept.
+pub fn refused(ev: &HookInput) -> Option<String> {
+    let c = ev.session_id.as_deref()?;
+    (ev.hook_event_name.as_deref() == Some("SessionStart") && c.len() > policy::MAX_ID_LEN).then(
+        || {
+            format!(
+                "SessionStart with a session_id of {} bytes, more than the {} a conversation id may have: refused, @ccs_cid left alone",
+                c.len(),
+                policy::MAX_ID_LEN
+            )
+        },
+    )
 }
 
 /// The action of one event (pure).
@@ -88,11 +112,12 @@ pub fn action(ev: &HookInput) -> Action {
         "UserPromptSubmit" => Action::TurnBegin,
         "Stop" if background_running(ev.background_tasks.as_ref()) => Action::Busy,
         "Stop" => Action::TurnEnd,
+        "PreCompact" if ev.trigger.as_deref() == Some("manual") => Action::CompactBegin,
         "PreCompact" => Action::Busy,
         // A `/compact` typed at the prompt runs outside any turn: no `Stop` follows it (checked
-        // with 2.1.332), so its end is the turn's end. An automatic one runs inside a turn, whose
-        // `Stop` ends it.
-        "PostCompact" if ev.trigger.as_deref() == Some("manual") => Action::TurnEnd,
+        // with 2.1.332), so its end is the turn's end, when the turn was its own. An automatic
+        // one runs inside a turn, whose `Stop` ends it.
+        "PostCompact" if ev.trigger.as_deref() == Some("manual") => Action::CompactEnd,
         "PostCompact" => Action::Nothing("an automatic compaction ends with its turn".into()),
         "SessionEnd" => Action::ClearTurn,
         "" => Action::Nothing("no hook_event_name in the event".into()),
@@ -152,12 +177,41 @@ pub fn where_from(
     Ok(pane.to_string())
 }
 
-/// The one line said to the user whose prompt was blocked.
-fn blocked_reason(id: &str) -> String {
+/// Why a chat is reaped, as said to its user: the reason its reap journal names, if found.
+pub fn reaped_because(reason: Option<ReapReason>) -> &'static str {
+    match reason {
+        Some(ReapReason::Idle) => "because it sat idle past CCS_ENGINE_IDLE_KILL_MS",
+        Some(ReapReason::MaxIdle) => {
+            "because more idle chats were kept than CCS_ENGINE_MAX_IDLE allows"
+        }
+        Some(ReapReason::Memory) => "to free memory (the memory is over its threshold)",
+        Some(ReapReason::Bloat) => "because it holds more memory than CCS_ENGINE_SESSION_MEM_MAX",
+        Some(ReapReason::Stuck) => "because its turn looked stuck",
+        Some(ReapReason::Exited) => "because its panes have exited",
+        Some(ReapReason::Manual) => "on request (ccs-reap reap)",
+        Some(ReapReason::ServerDied) => "because its tmux server is gone",
+        None => "now",
+    }
+}
+
+/// The one line said to the user whose prompt was blocked, with the reason of the reap.
+fn blocked_reason(id: &str, reason: Option<ReapReason>) -> String {
     format!(
-        "ccs-reap: this chat ({id}) is being reaped to free memory, so the prompt was not sent; \
-         it resumes with its history once respawned (ccs-reap spawn {id} -- claude ...)"
+        "ccs-reap: this chat ({id}) is being reaped {}, so the prompt was not sent; \
+         it resumes with its history once respawned (ccs-reap spawn {id} -- claude ...)",
+        reaped_because(reason)
     )
+}
+
+/// The reason of the reap under way on session `name`, from its journal (written before its
+/// first signal; `None` if none is found yet).
+fn reap_reason_of(r: &Reaper, name: &str) -> Option<ReapReason> {
+    r.state
+        .journals()
+        .into_iter()
+        .flatten()
+        .find(|j| j.session == name)
+        .map(|j| j.reason)
 }
 
 /// Act on one event from the pane `pane` (see [`where_from`]) of `r`'s server.
@@ -175,6 +229,64 @@ pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<Outcome, Comm
     act_on(r, &what, &s).await
 }
 
+/// What [`act`] would do with `ev` from pane `pane` (`Err`: why the hook does nothing before it
+/// asks tmux, from [`where_from`]), said exactly and done not: the one line `claude-hook
+/// --dry-run` prints. It reads the pane's session (one tmux call) and writes nothing.
+pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -> String {
+    let what = action(ev);
+    let pane = match (pane, &what) {
+        (Err(why), _) => return format!("nothing: {why}"),
+        (Ok(_), Action::Nothing(why)) => return format!("nothing: {why}"),
+        (Ok(p), _) => p,
+    };
+    let s = match r.tmux.session_of_pane(&pane, &r.cfg.prefix).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            return format!(
+                "nothing: this pane ({pane}) is not in a `{}<id>` session (or it, or the server at {}, is gone)",
+                r.cfg.prefix,
+                r.cfg.socket.canonical_path().display()
+            )
+        }
+        Err(e) => return format!("nothing: tmux failed: {e}"),
+    };
+    let name = &s.name;
+    let held = !s.reaping.trim().is_empty();
+    let turn = !s.turn.trim().is_empty();
+    match what {
+        Action::SetCid(c) => format!("would set @ccs_cid of {name} to {c}"),
+        Action::TurnBegin if held => format!(
+            "would block the prompt (exit 2): a reap holds {name} (@ccs_reaping is set)"
+        ),
+        Action::TurnBegin => format!("would begin a turn on {name} (@ccs_turn = now)"),
+        Action::TurnEnd => format!(
+            "would end the turn on {name}: @ccs_turn cleared, its idle clock started (@ccs_idle = now){}",
+            if held {
+                ""
+            } else {
+                ", and its tombstone, if any, removed as used"
+            }
+        ),
+        Action::Busy if held || turn => format!(
+            "nothing: {name} is {} (a Stop with background work or a PreCompact only marks an idle chat busy)",
+            if held { "held by a reap" } else { "already busy (@ccs_turn set)" }
+        ),
+        Action::Busy => format!("would mark {name} busy (@ccs_turn = now)"),
+        Action::CompactBegin if held || turn => format!(
+            "nothing: {name} is {} (a manual compaction marks only an idle chat busy)",
+            if held { "held by a reap" } else { "already busy: the compaction runs inside that turn" }
+        ),
+        Action::CompactBegin => format!(
+            "would mark {name} busy for a manual compaction (@ccs_turn and @ccs_compact = now)"
+        ),
+        Action::CompactEnd => format!(
+            "would end the turn on {name} if the compaction began it (@ccs_compact set), else nothing: the running turn's own end closes it"
+        ),
+        Action::ClearTurn => format!("would clear the turn on {name} (@ccs_turn unset; its idle clock left alone)"),
+        Action::Nothing(why) => format!("nothing: {why}"),
+    }
+}
+
 async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, CommandError> {
     let name = &s.name;
     match what {
@@ -190,7 +302,10 @@ async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, Comma
             // Any reap mark on the chat, found by the test-and-set itself: blocked. (Judging the
             // mark from the session read before that call could judge another mark than the one
             // found; a stale mark blocks only until the next sweep clears it.)
-            TurnBegin::Reaping => Ok(Outcome::Blocked(blocked_reason(&s.id))),
+            TurnBegin::Reaping => Ok(Outcome::Blocked(blocked_reason(
+                &s.id,
+                reap_reason_of(r, &s.name),
+            ))),
         },
         Action::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
             Outcome::Done(format!("turn ended on {name}"))
@@ -202,6 +317,22 @@ async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, Comma
         } else {
             Outcome::Skipped(format!("{name} is gone"))
         }),
+        Action::CompactBegin => Ok(if r.tmux.mark_compact(name, now_ms()).await? {
+            Outcome::Done(format!("{name} kept busy (a compaction)"))
+        } else {
+            Outcome::Skipped(format!("{name} is gone"))
+        }),
+        Action::CompactEnd => match r.tmux.end_compact(name).await? {
+            Some(true) => Ok(if commands::turn_end(r, &s.id).await? {
+                Outcome::Done(format!("turn ended on {name} (its compaction ended)"))
+            } else {
+                Outcome::Skipped(format!("{name} is gone"))
+            }),
+            Some(false) => Ok(Outcome::Skipped(format!(
+                "the compaction ran inside a turn already running on {name}: that turn's own end closes it"
+            ))),
+            None => Ok(Outcome::Skipped(format!("{name} is gone"))),
+        },
         Action::ClearTurn => Ok(if r.tmux.set_named(name, "@ccs_turn", None).await? {
             Outcome::Done(format!("turn cleared on {name}"))
         } else {
@@ -330,64 +461,27 @@ pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_jso
     Ok(settings)
 }
 
-/// `claude-settings --write <file>`: merge into the file (created when missing), atomically, its
-/// mode kept; a symlink is followed (the file it names is written). `Ok(true)` when it changed.
+/// `claude-settings --write <file>`: merge into the file (created when missing) and replace it
+/// through [`user_file`]: a symlink is followed (the file it names is written, the link kept);
+/// its owner, group and mode are kept; a FIFO, socket or device, a file with other hard links and
+/// a file that cannot be written back are refused, left alone. `Ok(true)` when it changed.
 pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
-    let target = match std::fs::canonicalize(file) {
-        Ok(p) => p,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => file.to_path_buf(),
-        Err(e) => return Err(format!("failed to resolve {}: {e}", file.display())),
-    };
-    let (old, mode) = match std::fs::read_to_string(&target) {
-        Ok(t) => {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = std::fs::metadata(&target)
-                .map(|m| m.permissions().mode() & 0o7777)
-                .ok();
-            (Some(t), mode)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, None),
-        Err(e) => return Err(format!("failed to read {}: {e}", target.display())),
-    };
-    let current = match old.as_deref().map(str::trim) {
+    let f = user_file::read(file)?;
+    let target = f.path.display();
+    let current = match f.text.as_deref().map(str::trim) {
         None | Some("") => serde_json::json!({}),
         Some(t) => serde_json::from_str(t)
-            .map_err(|e| format!("{} is not valid JSON ({e}): left alone", target.display()))?,
+            .map_err(|e| format!("{target} is not valid JSON ({e}): left alone"))?,
     };
-    let merged = merge(current.clone(), command)
-        .map_err(|e| format!("{}: {e}: left alone", target.display()))?;
-    if old.is_some() && merged == current {
+    let merged =
+        merge(current.clone(), command).map_err(|e| format!("{target}: {e}: left alone"))?;
+    if f.text.is_some() && merged == current {
         return Ok(false);
     }
-    let text = serde_json::to_string_pretty(&merged)
+    let mut text = serde_json::to_string_pretty(&merged)
         .map_err(|e| format!("failed to encode the settings: {e}"))?;
-    let dir = target
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let base = target
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "settings.json".into());
-    let tmp = dir.join(format!(".{base}.ccs-reap.{}", std::process::id()));
-    let write = || -> std::io::Result<()> {
-        use std::io::Write;
-        // A project's `.claude/` may not exist yet.
-        std::fs::create_dir_all(dir)?;
-        let mut f = std::fs::File::create(&tmp)?;
-        if let Some(m) = mode {
-            use std::os::unix::fs::PermissionsExt;
-            f.set_permissions(std::fs::Permissions::from_mode(m))?;
-        }
-        f.write_all(text.as_bytes())?;
-        f.write_all(b"\n")?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &target)
-    };
-    write().map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("failed to write {}: {e}", target.display())
-    })?;
+    text.push('\n');
+    user_file::replace(&f, text.as_bytes())?;
     Ok(true)
 }
 
@@ -397,6 +491,31 @@ mod tests {
 
     fn ev(json: &str) -> HookInput {
         HookInput::parse(json).unwrap()
+    }
+
+    #[test]
+    fn the_blocked_prompt_says_why_the_chat_is_reaped() {
+        // (reason in the journal, said, never said)
+        let table = [
+            (Some(ReapReason::Idle), "idle past", "memory"),
+            (Some(ReapReason::Memory), "to free memory", "idle"),
+            (
+                Some(ReapReason::Bloat),
+                "CCS_ENGINE_SESSION_MEM_MAX",
+                "idle",
+            ),
+            (
+                Some(ReapReason::MaxIdle),
+                "CCS_ENGINE_MAX_IDLE",
+                "free memory",
+            ),
+            (None, "being reaped now", "memory"),
+        ];
+        for (reason, said, not) in table {
+            let m = blocked_reason("7", reason);
+            assert!(m.contains(said) && !m.contains(not), "{reason:?}: {m}");
+            assert!(m.contains("ccs-reap spawn 7"), "{m}");
+        }
     }
 
     #[test]
@@ -444,7 +563,7 @@ mod tests {
             ),
             (
                 r#"{"hook_event_name":"PreCompact","trigger":"manual"}"#,
-                Action::Busy,
+                Action::CompactBegin,
             ),
             (
                 r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#,
@@ -452,7 +571,7 @@ mod tests {
             ),
             (
                 r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#,
-                Action::TurnEnd,
+                Action::CompactEnd,
             ),
             (
                 r#"{"hook_event_name":"SessionEnd","reason":"other"}"#,

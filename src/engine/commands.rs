@@ -17,6 +17,7 @@ use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 use crate::engine::observe::{find_cids, observe, Mode, Observation};
 use crate::engine::teardown::{self, Abort, Failure, Finished, ReapEnd};
+use crate::engine::wayback::{self, Resumed};
 
 /// The failure of a one-session command (`reap <id>`), for exit codes.
 #[derive(Debug, thiserror::Error)]
@@ -27,8 +28,9 @@ pub enum CommandError {
     State(#[from] crate::adapters::state::StateError),
     #[error("{0}")]
     Refused(String),
-    /// `reap <id>` without `--force`: the session is not reapable now.
-    #[error("refusing to reap {name} ({why}); --force overrides")]
+    /// `reap <id>` without `--force`: the session is not reapable now: it is `why.state`, for
+    /// the reason `why.why` (e.g. busy: a turn is running).
+    #[error("refusing to reap {name}: it is {} ({}); --force overrides", why.state.as_str(), why.why)]
     NotReapable { name: String, why: Changed },
     /// The reap stopped before its first signal.
     #[error("reap of {name} aborted: {why}")]
@@ -40,35 +42,24 @@ pub enum CommandError {
     Gone(String),
 }
 
+impl From<wayback::WaybackError> for CommandError {
+    fn from(e: wayback::WaybackError) -> Self {
+        use wayback::WaybackError as W;
+        match e {
+            W::Tmux(e) => CommandError::Tmux(e),
+            W::State(e) => CommandError::State(e),
+            W::Refused(m) => CommandError::Refused(m),
+            W::Gone(m) => CommandError::Gone(m),
+        }
+    }
+}
+
 /// What `reap <id>` did.
 #[derive(Debug)]
 pub enum ReapNow {
     Reaped(Box<AuditLine>),
     /// `--dry-run`: it would have been reaped (why).
     WouldReap(String),
-}
-
-/// The command `spawn` runs, and the conversation it resumes. The command's own id wins (it is
-/// what claude will run; the command is left alone), then `--cid`, then the tombstone's; with one
-/// of the last two, `--resume <cid>` is appended: to the string of a one-word command (a shell
-/// command, run by `sh -c`; a valid cid needs no quoting), as two words otherwise.
-pub fn resume_argv(
-    cmd: &[String],
-    flag_cid: Option<&str>,
-    tomb_cid: Option<&str>,
-) -> (Vec<String>, Option<String>) {
-    let mut argv = cmd.to_vec();
-    if let Some(own) = policy::cid_from_argv(cmd) {
-        return (argv, Some(own));
-    }
-    let Some(c) = flag_cid.or(tomb_cid).filter(|c| policy::valid_cid(c)) else {
-        return (argv, None);
-    };
-    match argv.as_mut_slice() {
-        [one] => *one = format!("{one} --resume {c}"),
-        _ => argv.extend(["--resume".to_string(), c.to_string()]),
-    }
-    (argv, Some(c.to_string()))
 }
 
 /// Reap one session now (a batch of one). Returns how it ended and the audit line it wrote (or
@@ -218,7 +209,7 @@ fn teardown_running(r: &Reaper, id: &str) -> bool {
         .journals()
         .into_iter()
         .flatten()
-        .any(|j| j.id == id && r.journal_live(&j, now_ms()))
+        .any(|j| j.id == id && r.journal_live(&j, false))
 }
 
 /// Wait while a live reaper's teardown of chat `id` is under way (its journal is there and
@@ -257,7 +248,9 @@ pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
     Ok(true)
 }
 
-/// `spawn <id> [--cid C] [--cwd D] -- <cmd...>`. Returns whether a session was created.
+/// `spawn <id> [--cid C] [--cwd D] [-- <cmd...>]`: with no command, the one its tombstone
+/// keeps is replayed (as words). Returns whether a session was created; `Ok(true)` only once the
+/// agent is up (see [`wayback::start`]).
 pub async fn spawn(
     r: &Reaper,
     id: &str,
@@ -273,18 +266,14 @@ pub async fn spawn(
             )));
         }
     }
-    if cmd.is_empty() {
-        return Err(CommandError::Refused(
-            "spawn needs a command after --".into(),
-        ));
-    }
     let deadline = Instant::now() + reap_wait(r);
     let Some(server) = make_way(r, &name, deadline).await? else {
         return Ok(false);
     };
     wait_for_teardown(r, id, deadline).await?;
     let mut tomb = r.state.read_tombstone(id)?;
-    if tomb.is_none() && cid.is_none() && policy::cid_from_argv(cmd).is_none() {
+    let own = (crate::agents::CLAUDE.cid_in_argv)(cmd);
+    if tomb.is_none() && cid.is_none() && own.is_none() {
         tomb = lost_before_a_sweep(r, id, &server);
     }
     let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
@@ -294,15 +283,72 @@ pub async fn spawn(
         }
         ok
     });
-    let (argv, cid) = resume_argv(cmd, cid, tomb_cid.as_deref());
+    let replayed = cmd.is_empty();
+    let cmd: Vec<String> = if replayed {
+        let path = r.state.tombstone_path(id);
+        match tomb.as_ref().map(|t| t.argv.clone()) {
+            None => {
+                return Err(CommandError::Refused(format!(
+                    "spawn {id} needs a command after --: there is no tombstone {} to replay",
+                    path.display()
+                )))
+            }
+            Some(None) => {
+                return Err(CommandError::Refused(format!(
+                    "the tombstone {} keeps no command line (written before ccs-reap 0.4, or unreadable when the chat was reaped): give the command after --",
+                    path.display()
+                )))
+            }
+            Some(Some(a)) => a,
+        }
+    } else {
+        cmd.to_vec()
+    };
     let cwd = spawn_cwd(cwd, tomb.as_ref())?;
-    let created = create(r, &name, &cwd, &argv, cid.as_deref()).await?;
-    if created {
-        // The tombstone stays until the chat has answered a turn (`turn end`): a claude that
-        // fails after start (a bad resume, an auth error) must not take the cid with it.
-        tracing::info!(session = %name, cid = cid.as_deref(), cwd = %cwd.display(), resumed = tomb.is_some(), "spawned");
+    // The tombstone stays until the chat has answered a turn (`turn end`): a claude that fails
+    // after start (a bad resume, an auth error) must not take the cid with it.
+    wayback::start(
+        r,
+        wayback::Start {
+            name: &name,
+            id,
+            cwd: &cwd,
+            cmd: &cmd,
+            replayed,
+            flag_cid: cid,
+            tomb: tomb.as_ref(),
+            tomb_cid,
+        },
+    )
+    .await
+    .map_err(CommandError::from)
+}
+
+/// `resume <id>`: a live chat is left as it is; an asleep one is spawned from its tombstone.
+pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
+    let name = format!("{}{id}", r.cfg.prefix);
+    if let Some(why) = crate::core::policy::invalid_id_why(id) {
+        return Err(CommandError::Refused(why));
     }
-    Ok(created)
+    let live = r
+        .tmux
+        .find(&name, &r.cfg.prefix, procs::exit_collected)
+        .await?
+        .is_some_and(|s| s.panes.iter().any(|p| !p.dead));
+    if live {
+        return Ok(Resumed::Live);
+    }
+    if r.state.read_tombstone(id)?.is_none() {
+        return Err(CommandError::Gone(format!(
+            "no chat {id}: {name} is not running and there is no tombstone {}",
+            r.state.tombstone_path(id).display()
+        )));
+    }
+    Ok(if spawn(r, id, None, None, &[]).await? {
+        Resumed::Spawned
+    } else {
+        Resumed::Live
+    })
 }
 
 /// Make way for `spawn`: an existing session is left alone (`None`), unless it is being reaped
@@ -376,29 +422,6 @@ fn spawn_cwd(cwd: Option<PathBuf>, tomb: Option<&Tombstone>) -> Result<PathBuf, 
     Ok(cwd)
 }
 
-/// Create the session. A server whose last session just went is exiting; a new-session that
-/// reaches it in that moment is lost with it. Check the session is there, and try again if it is
-/// not (three times). Returns whether this call created it.
-async fn create(
-    r: &Reaper,
-    name: &str,
-    cwd: &std::path::Path,
-    argv: &[String],
-    cid: Option<&str>,
-) -> Result<bool, CommandError> {
-    for attempt in 1..=3 {
-        let created = r.tmux.new_session(name, cwd, argv, cid).await?;
-        if still_there(r, name).await? {
-            return Ok(created);
-        }
-        tracing::warn!(session = %name, attempt, "the new session vanished (a tmux server exiting?): trying again");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(CommandError::Refused(format!(
-        "{name} exited as soon as it was created (three times); the tombstone is kept"
-    )))
-}
-
 /// A chat with no tombstone whose tmux server died before any sweep saw it go: its entry in
 /// the record of last known conversations, as the tombstone the next sweep would write (only
 /// read here: the sweep writes the audit line, and finds the chat back on its conversation).
@@ -430,34 +453,9 @@ fn lost_before_a_sweep(
         session: Some(e.session.clone()),
         socket: Some(r.socket_path()),
         token: None,
+        argv: None,
+        start_failed: None,
     })
-}
-
-/// How long a new session must live to count as started: a command that dies at once (a typo,
-/// a crash on start) takes tmux a moment to notice, and must not pass for a spawned chat.
-const SETTLE: Duration = Duration::from_millis(200);
-
-/// Whether the session named `name` is there with a living pane, and stays so for [`SETTLE`].
-async fn still_there(r: &Reaper, name: &str) -> Result<bool, CommandError> {
-    let until = Instant::now() + SETTLE;
-    loop {
-        let Some(s) = r
-            .tmux
-            .find(name, &r.cfg.prefix, procs::exit_collected)
-            .await?
-        else {
-            return Ok(false);
-        };
-        // A zombie is dead: tmux has not collected it yet.
-        let living = s.panes.iter().any(|p| !p.dead && procs::running(p.pid));
-        if !living {
-            return Ok(false);
-        }
-        if Instant::now() >= until {
-            return Ok(true);
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
 }
 
 /// `pin <id>` / `unpin <id>`: set `@ccs_pin` (to 1) or clear it. `Ok(false)` when the session
@@ -538,64 +536,7 @@ mod tests {
         };
         assert_eq!(
             e.to_string(),
-            "refusing to reap ccs-1 (the session changed: now busy (a turn is running)); --force overrides"
+            "refusing to reap ccs-1: it is busy (a turn is running); --force overrides"
         );
-    }
-
-    #[test]
-    fn resume_argv_table() {
-        let v = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        // (command, --cid, tombstone cid, argv, cid)
-        type Row<'a> = (
-            &'a [&'a str],
-            Option<&'a str>,
-            Option<&'a str>,
-            &'a [&'a str],
-            Option<&'a str>,
-        );
-        let table: &[Row] = &[
-            (&["claude"], None, None, &["claude"], None),
-            (
-                &["claude", "-x"],
-                None,
-                Some("t1"),
-                &["claude", "-x", "--resume", "t1"],
-                Some("t1"),
-            ),
-            (
-                &["claude", "-x"],
-                Some("f1"),
-                Some("t1"),
-                &["claude", "-x", "--resume", "f1"],
-                Some("f1"),
-            ),
-            (
-                &["claude --mcp-config m.json"],
-                None,
-                Some("t1"),
-                &["claude --mcp-config m.json --resume t1"],
-                Some("t1"),
-            ),
-            (
-                &["claude", "--session-id", "own"],
-                Some("f1"),
-                Some("t1"),
-                &["claude", "--session-id", "own"],
-                Some("own"),
-            ),
-            (
-                &["claude", "--resume=own"],
-                None,
-                Some("t1"),
-                &["claude", "--resume=own"],
-                Some("own"),
-            ),
-            (&["claude"], None, Some("-bad"), &["claude"], None),
-        ];
-        for (cmd, flag, tomb, argv, cid) in table {
-            let (a, c) = resume_argv(&v(cmd), *flag, *tomb);
-            assert_eq!(a, v(argv), "{cmd:?}");
-            assert_eq!(c.as_deref(), *cid, "{cmd:?}");
-        }
     }
 }

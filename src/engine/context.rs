@@ -11,11 +11,13 @@ use crate::adapters::activity;
 use crate::adapters::memory::{self, Watched};
 use crate::adapters::metrics::Metrics;
 use crate::adapters::procs;
+use crate::adapters::sight;
 use crate::adapters::state::Journal;
 use crate::adapters::state::StateDir;
 use crate::adapters::tmux::Tmux;
 use crate::config::Config;
-use crate::core::policy::{self, MarkOwner, OwnerSeen, Session};
+use crate::core::policy::{self, Here, MarkOwner, OwnerSeen, Session};
+use crate::engine::observer::{self, Observer};
 
 pub struct Reaper {
     pub cfg: Config,
@@ -33,8 +35,20 @@ pub struct Reaper {
     /// is not here was left behind (a kill-session that failed, a bug) and is judged as a gone
     /// owner's, so it goes stale after its limit instead of holding the chat for our whole life.
     live_tokens: Mutex<HashSet<String>>,
-    /// This process, as its marks name it: (pid, start time), and its pid namespace.
-    me: (procs::Ident, u64),
+    /// The stall a PSI trigger reported (percent, and until when it holds, Unix ms): the kernel
+    /// said the tasks stalled at least that share of its window, which `some avg10` shows only
+    /// seconds later.
+    psi_stall: Mutex<Option<(f64, i64)>>,
+    /// Why the last sweep could not read an activity file, if it could not (a degraded state:
+    /// the daemon says it once; `status` and `--once` warn).
+    activity_problem: Mutex<Option<String>>,
+    /// This process, as its marks name it: (pid, start time), and its pid and time namespaces.
+    me: (procs::Ident, Here),
+    /// How long this process has seen the marks and journals it cannot check.
+    observer: Mutex<Observer>,
+    /// Why the last look found that this process cannot see the tmux server's processes as they
+    /// are (another pid namespace), if it did: nothing is signalled meanwhile.
+    blind: Mutex<Option<String>>,
 }
 
 /// A token of ours held live while this lives ([`Reaper::hold_token`]).
@@ -69,8 +83,20 @@ impl Reaper {
             watched: Mutex::new(None),
             known: Mutex::new(None),
             live_tokens: Mutex::new(HashSet::new()),
-            me: (procs::myself(), procs::pidns()),
+            psi_stall: Mutex::new(None),
+            activity_problem: Mutex::new(None),
+            me: (procs::myself(), sight::here()),
+            observer: Mutex::new(Observer::default()),
+            blind: Mutex::new(None),
         })
+    }
+
+    /// Why the last sweep could not read an activity file, if it could not.
+    pub fn activity_problem(&self) -> Option<String> {
+        self.activity_problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Read the activity files on a detached thread, within the tmux timeout: a file on a stalled
@@ -81,7 +107,13 @@ impl Reaper {
         if self.cfg.activity_files.is_empty() {
             return Ok(HashSet::new());
         }
-        activity::read_all_detached(self.cfg.activity_files.clone(), self.cfg.tmux_timeout).await
+        let r = activity::read_all_detached(self.cfg.activity_files.clone(), self.cfg.tmux_timeout)
+            .await;
+        *self
+            .activity_problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = r.as_ref().err().cloned();
+        r
     }
 
     pub(crate) fn inflight_count(&self) -> usize {
@@ -102,11 +134,12 @@ impl Reaper {
     /// The owner this reaper writes into its marks: itself, and the limit after which a reader
     /// that cannot see it may take its mark for stale.
     pub(crate) fn mark_owner(&self) -> MarkOwner {
-        let (me, pidns) = self.me;
+        let (me, here) = self.me;
         MarkOwner {
             pid: me.pid,
             start: me.start,
-            pidns,
+            pidns: here.pidns,
+            timens: Some(here.timens),
             limit_ms: self.stale_after(),
         }
     }
@@ -125,16 +158,57 @@ impl Reaper {
     }
 
     /// Whether the reap mark on `s` may be cleared as stale now ([`policy::mark_is_stale`], with
-    /// its owner looked up from here). Earlier versions' marks are judged by our own limit.
-    pub(crate) fn mark_is_stale(&self, s: &Session, now: i64) -> bool {
+    /// its owner looked up from here, and how long this process has seen the mark when its owner
+    /// cannot be checked). Earlier versions' marks are judged by our own limit, observed.
+    pub(crate) fn mark_is_stale(&self, s: &Session) -> bool {
         let (owner, seen) = self.owner_of(s);
-        policy::mark_is_stale(&s.reaping, owner.as_ref(), seen, now, self.stale_after())
+        let observed = self.observed_mark(s, seen);
+        policy::mark_is_stale(
+            &s.reaping,
+            owner.as_ref(),
+            seen,
+            observed,
+            self.stale_after(),
+        )
     }
 
     /// Whether another reap's live mark holds `s` ([`policy::mark_holds`]).
-    pub(crate) fn mark_holds(&self, s: &Session, now: i64) -> bool {
+    pub(crate) fn mark_holds(&self, s: &Session) -> bool {
         let (owner, seen) = self.owner_of(s);
-        policy::mark_holds(&s.reaping, owner.as_ref(), seen, now, self.stale_after())
+        let observed = self.observed_mark(s, seen);
+        policy::mark_holds(
+            &s.reaping,
+            owner.as_ref(),
+            seen,
+            observed,
+            self.stale_after(),
+        )
+    }
+
+    /// How long this process has seen the mark on `s` unchanged, when that is what decides (its
+    /// owner cannot be checked from here).
+    fn observed_mark(&self, s: &Session, seen: OwnerSeen) -> Option<i64> {
+        if seen != OwnerSeen::Unknowable || s.reaping.trim().is_empty() {
+            return None;
+        }
+        let key = observer::mark_key(&s.id, &s.reaping, &s.reaper);
+        Some(self.observe(key))
+    }
+
+    fn observe(&self, key: String) -> i64 {
+        self.observer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .observed(&self.state, key)
+    }
+
+    /// A sweep is over: what it did not see again is forgotten, and the rest kept in the state
+    /// dir for a later run (not in a dry run).
+    pub(crate) fn end_observation(&self) {
+        self.observer
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .end_sweep(&self.state, self.me.1.pidns, !self.dry_run);
     }
 
     fn owner_of(&self, s: &Session) -> (Option<MarkOwner>, OwnerSeen) {
@@ -151,43 +225,74 @@ impl Reaper {
     }
 
     /// What can be told of the owner `o` of a reap with `token`. Our own reap is alive only while
-    /// it is under way here (its token held live); another's, as /proc tells.
+    /// it is under way here (its token held live); another's, as /proc tells, by identity.
     fn seen(&self, o: &MarkOwner, token: &str) -> OwnerSeen {
-        if (o.pid, o.start, o.pidns) == (self.me.0.pid, self.me.0.start, self.me.1) {
+        let (me, here) = self.me;
+        if (o.pid, o.start, o.pidns, o.timens) == (me.pid, me.start, here.pidns, Some(here.timens))
+        {
             if self.live_tokens().contains(token) {
                 OwnerSeen::Alive
             } else {
                 OwnerSeen::Gone
             }
         } else {
-            if self.me.1 == 0 {
+            if here.pidns == 0 || here.timens == 0 {
                 static SAID: std::sync::Once = std::sync::Once::new();
                 SAID.call_once(|| {
-                    tracing::warn!("/proc here does not show this process's own pid namespace: no reap mark's owner can be checked, so marks go stale only after the limit their owner wrote");
+                    tracing::warn!("/proc here does not show this process's own pid namespace (or its time namespace cannot be read): no reap mark's owner can be checked, so marks go stale only once this reaper has seen them for their owner's whole limit");
                 });
             }
-            procs::owner_seen(o, self.me.1)
+            sight::owner_seen(o, here)
         }
     }
 
     /// Whether the teardown a journal records is still under way ([`policy::journal_owner_live`]):
-    /// its owner judged through the owner its token names (pid namespace included), so a reaper
-    /// in another pid namespace is never taken for dead by its pid here. A journal of an earlier
-    /// version (no owner in its token) goes by its `owner` pid, as before.
-    pub(crate) fn journal_live(&self, j: &Journal, now: i64) -> bool {
+    /// its owner judged through the owner its token names (pid and time namespaces included),
+    /// so a reaper in another namespace is never taken for dead by its pid or start time here.
+    /// One whose owner cannot be checked is under way until this process has itself seen it for
+    /// longer than the owner's limit (`observe`: a sweep; `turn begin` and `spawn` do not
+    /// measure, and wait for a sweep to finish it). A journal of an earlier version (no owner in
+    /// its token) goes by its `owner` pid, as before.
+    pub(crate) fn journal_live(&self, j: &Journal, observe: bool) -> bool {
         match MarkOwner::from_token(&j.token) {
             Some(o) => {
-                let begun = chrono::DateTime::parse_from_rfc3339(&j.started_at)
-                    .map(|t| t.timestamp_millis())
-                    .unwrap_or(now);
-                policy::journal_owner_live(
-                    self.seen(&o, j.token.trim()),
-                    now.saturating_sub(begun),
-                    o.limit_ms,
-                )
+                let seen = self.seen(&o, j.token.trim());
+                let observed = (observe && seen == OwnerSeen::Unknowable)
+                    .then(|| self.observe(observer::journal_key(&j.id, &j.token)));
+                policy::journal_owner_live(seen, observed, o.limit_ms)
             }
             None => procs::alive(j.owner),
         }
+    }
+
+    /// Whether this process sees the tmux server of `server_pid` (at `socket_path`, as tmux says)
+    /// as it is: in its own pid namespace ([`sight::server_check`]). Said once on stderr when
+    /// it changes, kept for `/healthz` and the metrics.
+    pub(crate) fn check_sight(
+        &self,
+        server_pid: Option<u32>,
+        socket_path: Option<&str>,
+    ) -> Result<(), String> {
+        let got = match (server_pid, socket_path) {
+            (Some(p), Some(sp)) => sight::server_check(p, sp, self.me.1),
+            _ => Err("the tmux server's pid or socket path is not known".into()),
+        };
+        let mut last = self.blind.lock().unwrap_or_else(|p| p.into_inner());
+        let now = got.as_ref().err().cloned();
+        if *last != now {
+            match &now {
+                Some(why) => tracing::error!(
+                    "this reaper cannot see the tmux server's processes as they are: nothing will be signalled, no memory measured: {why}"
+                ),
+                None if last.is_some() => {
+                    tracing::warn!("this reaper sees the tmux server's processes again")
+                }
+                None => {}
+            }
+            *last = now.clone();
+        }
+        self.metrics.set_blind(now);
+        got
     }
 
     /// The socket's path as the tombstones record it.
@@ -224,6 +329,21 @@ impl Reaper {
         w
     }
 
+    /// A PSI trigger fired: the stall was at least `pct` over its window, until `until_ms`.
+    pub(crate) fn psi_fired(&self, pct: f64, until_ms: i64) {
+        *self.psi_stall.lock().unwrap_or_else(|p| p.into_inner()) = Some((pct, until_ms));
+    }
+
+    /// The stall a sweep judges by: `some avg10`, or what a trigger reported within its window
+    /// (`now_ms`) when that is more.
+    pub(crate) fn stall_pct(&self, avg10: Option<f64>, now_ms: i64) -> Option<f64> {
+        let fired = *self.psi_stall.lock().unwrap_or_else(|p| p.into_inner());
+        match fired {
+            Some((pct, until)) if now_ms <= until => Some(avg10.map_or(pct, |a| a.max(pct))),
+            _ => avg10,
+        }
+    }
+
     /// The memory watched, as last resolved.
     pub fn watched(&self) -> Option<Watched> {
         self.watched
@@ -231,6 +351,28 @@ impl Reaper {
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
+}
+
+/// The PSI file of the memory watched: the cgroup's own `memory.pressure` (on a cgroup v1 host,
+/// its v2 twin's: the cgroup that holds the limit has none), else the host's.
+pub(crate) fn pressure_file(w: &Watched) -> std::path::PathBuf {
+    use crate::adapters::psi;
+    match &w.source {
+        memory::Source::V2(d) => d.join("memory.pressure"),
+        memory::Source::V1(d) => {
+            psi::twin(d).map_or(psi::HOST_PRESSURE.into(), |t| t.join("memory.pressure"))
+        }
+        memory::Source::Meminfo => psi::HOST_PRESSURE.into(),
+    }
+}
+
+/// The memory stall now (`some avg10`, %) where the memory is watched ([`pressure_file`]), else
+/// of the host.
+pub(crate) fn stall_now(w: &Watched) -> Option<f64> {
+    use crate::adapters::psi;
+    psi::read(&pressure_file(w))
+        .or_else(|| psi::read(std::path::Path::new(psi::HOST_PRESSURE)))
+        .and_then(|t| memory::psi_some_avg10(&t))
 }
 
 #[cfg(test)]
@@ -253,6 +395,7 @@ mod tests {
         let tok = r.mark_owner().token("1x2");
         let now = 10_000_000_000;
         let s = |age: i64| Session {
+            id: "1".into(),
             reaping: (now - age).to_string(),
             reaper: tok.clone(),
             ..Session::default()
@@ -260,35 +403,56 @@ mod tests {
         {
             let _live = r.hold_token(&tok);
             // Under way: held, however old.
-            assert!(r.mark_holds(&s(limit * 10), now));
-            assert!(!r.mark_is_stale(&s(limit * 10), now));
+            assert!(r.mark_holds(&s(limit * 10)));
+            assert!(!r.mark_is_stale(&s(limit * 10)));
         }
-        // Left behind (a failed kill-session, a bug): a gone owner's mark, stale after its limit.
-        assert!(r.mark_holds(&s(limit - 1), now));
-        assert!(!r.mark_is_stale(&s(limit), now));
-        assert!(r.mark_is_stale(&s(limit + 1), now));
+        // Left behind (a failed kill-session, a bug): a provably gone owner's mark, stale at once.
+        assert!(!r.mark_holds(&s(0)));
+        assert!(r.mark_is_stale(&s(0)));
         // Another live process's mark (our parent, surely alive): never stale.
-        let parent = procs::Ident {
-            pid: rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get()),
-            start: 0,
-        };
-        let start = procfs::process::Process::new(parent.pid)
+        let here = sight::here();
+        let parent = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get());
+        let start = procfs::process::Process::new(parent)
             .and_then(|p| p.stat())
             .map(|st| st.starttime)
             .unwrap();
-        let other = MarkOwner {
-            pid: parent.pid,
+        let owner = MarkOwner {
+            pid: parent,
             start,
-            pidns: procs::pidns(),
+            pidns: here.pidns,
+            timens: Some(here.timens),
             limit_ms: 1,
-        }
-        .token("9");
+        };
         let theirs = Session {
+            id: "2".into(),
             reaping: "1".into(),
-            reaper: other,
+            reaper: owner.token("9"),
             ..Session::default()
         };
-        assert!(r.mark_holds(&theirs, now));
-        assert!(!r.mark_is_stale(&theirs, now));
+        assert!(r.mark_holds(&theirs));
+        assert!(!r.mark_is_stale(&theirs));
+        // One in another time namespace (or another pid namespace): not checkable, so held until
+        // this process has itself seen it for longer than its limit (1 ms here), however old.
+        for other in [
+            MarkOwner {
+                timens: Some(here.timens + 1),
+                ..owner
+            },
+            MarkOwner {
+                pidns: here.pidns + 1,
+                limit_ms: 50,
+                ..owner
+            },
+        ] {
+            let far = Session {
+                id: "3".into(),
+                reaping: "1".into(),
+                reaper: other.token("7"),
+                ..Session::default()
+            };
+            assert!(r.mark_holds(&far), "first sight: {other:?}");
+            std::thread::sleep(std::time::Duration::from_millis(other.limit_ms as u64 + 20));
+            assert!(r.mark_is_stale(&far), "seen past its limit: {other:?}");
+        }
     }
 }

@@ -49,11 +49,13 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         }
         None => None,
     };
+    let p = &r.cfg.policy;
     tracing::info!(
         socket = %r.cfg.socket.path().display(), prefix = %r.cfg.prefix, idle_kill_ms = r.cfg.policy.idle_kill_ms,
         interval_ms = r.cfg.interval.as_millis() as u64, grace_ms = r.cfg.grace.as_millis() as u64,
         dry_run = r.dry_run, version = %env!("CARGO_PKG_VERSION"), rules = %r.cfg.rules(),
         settings_file = %r.cfg.file.as_deref().map_or("none".into(), |f| f.display().to_string()),
+        pressure_wake = if p.mem_high.is_some() || p.mem_psi.is_some() { "event where the kernel notifies, else poll (the path: 'memory pressure wake', once the memory watched is resolved)" } else { "off" },
         "ccs-reap started"
     );
     let mut notify =
@@ -65,15 +67,24 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     // Between sweeps, a watcher reads the memory every WATCH_EVERY and starts a sweep as soon as
     // it crosses CCS_ENGINE_MEM_HIGH (or the stall passes CCS_ENGINE_MEM_PSI).
     let pressure = Arc::new(Pressure::default());
-    let p = &r.cfg.policy;
     let _watcher = (p.mem_high.is_some() || p.mem_psi.is_some())
         .then(|| tokio::spawn(watch(Arc::clone(&r), Arc::clone(&pressure))));
-    // Whether the last sweep read a tmux server (`None`: not known yet, or tmux failed).
-    let mut server_up = None;
+    if _watcher.is_none() {
+        r.metrics.record_pressure_watch("off");
+    }
+    // The degraded states (no server, an activity file, no cid anywhere) across sweeps.
+    let mut degraded = crate::core::degraded::Tracker::default();
+    // The last sweep's error, said once while it stays the same.
+    let mut last_error: Option<String> = None;
     loop {
         let why = tokio::select! {
             _ = tick.tick() => "interval",
-            _ = pressure.wake.notified() => "memory pressure",
+            _ = pressure.wake.notified() => match pressure.cause() {
+                "threshold" => "memory pressure (threshold)",
+                "psi" => "memory pressure (psi)",
+                "memory.events" => "memory pressure (memory.events)",
+                _ => "memory pressure (poll)",
+            },
             _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
             _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
             _ = hup.recv() => { tracing::info!("SIGHUP: stopping (as on SIGTERM; there is no reload)"); break }
@@ -100,7 +111,11 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             };
             pressure.pause_until(now_ms() + pause.as_millis() as i64);
         }
-        if reaping > 0 || rep.error.is_some() {
+        // A sweep that reaps is said; one that kept everything for an error only when the error
+        // is new (an unreadable activity file is a degraded state, said once below).
+        let new_error = rep.error.is_some() && rep.error != last_error;
+        last_error.clone_from(&rep.error);
+        if reaping > 0 || new_error {
             tracing::info!(
                 why,
                 sessions = rep.sessions.len(),
@@ -117,19 +132,12 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
                 "sweep"
             );
         }
-        // A server that is not there is said once when it goes, and once when it comes back.
-        if rep.tmux_server_up != server_up {
-            match (rep.tmux_server_up, server_up) {
-                (Some(false), _) => {
-                    tracing::warn!(socket = %rep.socket_path, "no tmux server at {}: nothing is reaped until one listens there (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH, TMUX_TMPDIR, PrivateTmp=)", rep.socket_path)
-                }
-                (Some(true), Some(false)) => {
-                    tracing::info!(socket = %rep.socket_path, "a tmux server listens at {} again", rep.socket_path)
-                }
-                _ => {}
-            }
-            server_up = rep.tmux_server_up;
+        // A degraded state is said once when it starts, once when it ends; the metric and
+        // /healthz follow it.
+        for c in degraded.sweep(&degraded_seen(&r, &rep)) {
+            say_degraded(&c, &rep.socket_path);
         }
+        r.metrics.set_degraded(degraded.active());
         notify.swept(&match (&rep.error, rep.tmux_server_up) {
             (Some(e), _) => format!("kept every session: {e}"),
             (None, Some(false)) => format!("no tmux server at {}", rep.socket_path),
@@ -155,6 +163,46 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     Ok(())
 }
 
+/// What a sweep saw, for the degraded states.
+pub fn degraded_seen(
+    r: &Reaper,
+    rep: &crate::core::report::SweepReport,
+) -> crate::core::degraded::Seen {
+    use crate::core::policy::State;
+    crate::core::degraded::Seen {
+        activity_problem: r.activity_problem(),
+        server_up: rep.tmux_server_up,
+        socket: rep.socket_path.clone(),
+        chats: rep.sessions.len(),
+        no_cid: rep
+            .sessions
+            .iter()
+            .filter(|s| s.decision.state == State::NoCid)
+            .count(),
+        any_cid: rep.sessions.iter().any(|s| s.decision.cid.is_some()),
+    }
+}
+
+/// One log line when a degraded state starts (a warning) or ends.
+fn say_degraded(c: &crate::core::degraded::Change, socket: &str) {
+    use crate::core::degraded::{Change, Reason};
+    match c {
+        Change::Started(reason, why) => {
+            tracing::warn!(degraded = reason.as_str(), socket = %socket, "{why}")
+        }
+        Change::Ended(Reason::NoServer) => {
+            tracing::info!(degraded = "no-server", socket = %socket, "a tmux server listens at {socket} again")
+        }
+        Change::Ended(reason) => {
+            tracing::info!(
+                degraded = reason.as_str(),
+                "no longer degraded ({})",
+                reason.as_str()
+            )
+        }
+    }
+}
+
 /// A batch's task ended. Its reaps logged themselves; a task that failed all the same (a panic
 /// outside the teardown, which unwinds its own) is logged here.
 fn batch_ended(ended: Result<(), tokio::task::JoinError>) {
@@ -176,19 +224,58 @@ struct Pressure {
     wake: Notify,
     /// No wake before this (Unix ms).
     quiet_until: AtomicI64,
+    /// What woke the watcher for the last wake.
+    cause: std::sync::Mutex<&'static str>,
 }
 
 impl Pressure {
+    fn set_cause(&self, c: &'static str) {
+        *self.cause.lock().unwrap_or_else(|p| p.into_inner()) = c;
+    }
+
+    fn cause(&self) -> &'static str {
+        *self.cause.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     fn pause_until(&self, ms: i64) {
         self.quiet_until.store(ms, Ordering::Relaxed);
     }
 }
 
-/// The watcher: where the kernel offers a notification of the threshold (cgroup v1), it sleeps
-/// until the memory crosses it; elsewhere it reads one small file every [`WATCH_EVERY`]. Either
-/// way it wakes the daemon loop when the memory is above the threshold (or the stall above its
-/// limit), and stays quiet while a teardown is in flight (it is freeing memory) and after a
-/// pressure sweep.
+/// What woke the watcher (the `cause` of `ccs_reap_pressure_wakes_total`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cause {
+    /// cgroup v1's notification of the threshold (an eventfd).
+    Threshold,
+    /// A PSI trigger on `memory.pressure`.
+    Psi,
+    /// A counter of cgroup v2's `memory.events` moved.
+    Events,
+    /// Its own clock.
+    Poll,
+}
+
+impl Cause {
+    fn as_str(self) -> &'static str {
+        match self {
+            Cause::Threshold => "threshold",
+            Cause::Psi => "psi",
+            Cause::Events => "memory.events",
+            Cause::Poll => "poll",
+        }
+    }
+}
+
+/// The watcher: it sleeps until the kernel says the memory moved where the kernel can say so
+/// (cgroup v1's threshold eventfd for `CCS_ENGINE_MEM_HIGH`; a PSI trigger for
+/// `CCS_ENGINE_MEM_PSI`, see [`wake::Wakers`]), and reads one small file every [`WATCH_EVERY`]
+/// for what it cannot (cgroup v2 has no threshold notification: there a PSI trigger and
+/// `memory.events` only cut the wait short). Either way it wakes the daemon loop when the memory
+/// is above the threshold (or the stall above its limit), and stays quiet while a teardown is in
+/// flight (it is freeing memory) and after a pressure sweep.
+///
+/// Long (about 105 lines) on purpose: one loop whose steps (wait, re-register, look, wake) share
+/// the kernel's handles and the last look.
 async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
     let p = &r.cfg.policy;
     // The threshold in bytes for the source watched, re-read now and then (a limit rarely moves).
@@ -200,33 +287,41 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
         u64,
         tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
     )> = None;
+    // The PSI trigger and memory.events, for the source they were set up for.
+    let mut wakers: Option<wake::Wakers> = None;
+    // The path last said (and whether the threshold's eventfd was part of it).
+    let mut said: Option<(&'static str, bool)> = None;
     // Above the threshold at the last look: poll until it is not (a crossing is notified once).
     let mut last_over = false;
     loop {
-        // Wait: for the kernel where it notifies (and at most LIMIT_REREAD, to follow changes and
-        // to look again while the memory stays high), else one poll period.
-        match &notify {
-            Some((_, _, fd))
-                if !last_over
-                    && p.mem_psi.is_none()
-                    && now_ms() >= pressure.quiet_until.load(Ordering::Relaxed) =>
-            {
-                if let Ok(Ok(mut g)) = tokio::time::timeout(LIMIT_REREAD, fd.readable()).await {
-                    // Drain the eventfd's counter; the crossing is judged below.
-                    let mut buf = [0u8; 8];
-                    let _ = g.try_io(|f| {
-                        rustix::io::read(f.get_ref(), &mut buf).map_err(std::io::Error::from)
-                    });
-                    g.clear_ready();
-                }
+        let quiet =
+            r.inflight_count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed);
+        // By event alone when the kernel notifies everything the rules need (and at most
+        // LIMIT_REREAD, to follow changes); else one poll period, cut short by any event.
+        let by_event = !last_over
+            && (p.mem_high.is_none() || notify.is_some())
+            && (p.mem_psi.is_none() || wakers.as_ref().is_some_and(|k| k.psi.is_some()));
+        let cause = if quiet {
+            tokio::time::sleep(WATCH_EVERY).await;
+            Cause::Poll
+        } else {
+            let period = if by_event { LIMIT_REREAD } else { WATCH_EVERY };
+            tokio::select! {
+                _ = wake::eventfd(notify.as_ref().map(|n| &n.2)) => Cause::Threshold,
+                _ = wake::psi(wakers.as_ref()) => Cause::Psi,
+                _ = wake::events(wakers.as_ref()) => Cause::Events,
+                _ = tokio::time::sleep(period) => Cause::Poll,
             }
-            _ => tokio::time::sleep(WATCH_EVERY).await,
-        }
+        };
         if r.inflight_count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {
             continue;
         }
         // Resolved by the sweeps (the tmux server's cgroup needs its pid).
         let Some(w) = r.watched() else { continue };
+        if wakers.as_ref().is_none_or(|k| k.watched != w) {
+            wakers = Some(wake::Wakers::new(&w, p));
+            said = None;
+        }
         let limit = match &threshold {
             Some((tw, l, at)) if *tw == w && at.elapsed() < LIMIT_REREAD => *l,
             _ => {
@@ -249,19 +344,49 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
                     .map(|fd| (w.clone(), l, fd));
             }
         }
+        // The path in use, said when it changes.
+        if let Some(k) = &wakers {
+            let eventfd = notify.as_ref().is_some_and(|(nw, _, _)| *nw == w);
+            let path = k.path(p, eventfd);
+            if said != Some((path, eventfd)) {
+                let how = k.how(p, &w, eventfd);
+                tracing::info!(path, watching = %w, how, "memory pressure wake: {path}");
+                r.metrics.record_pressure_watch(path);
+                said = Some((path, eventfd));
+            }
+        }
+        // A fired trigger is the kernel's word that the stall passed its share of the window.
+        let fired = cause == Cause::Psi;
+        if let (true, Some(k)) = (fired, &wakers) {
+            if let Some(t) = &k.psi {
+                r.psi_fired(t.pct, now_ms() + (t.window_us / 1000) as i64);
+            }
+        }
         // The threshold is on the working set; v1's notification is on the usage (a superset),
         // which does not cross again while it stays above: poll until it is back below.
         let now_used = used.read(&w.source);
         let over = limit.is_some_and(|l| now_used.is_some_and(|u| u.working_set > l));
         last_over = limit.is_some_and(|l| now_used.is_some_and(|u| u.usage > l));
-        let stalled = p
-            .mem_psi
-            .is_some_and(|max| memory::pressure(&w.source).is_some_and(|now| now >= max));
+        // Its share is CCS_ENGINE_MEM_PSI's; without a trigger this look, `some avg10` judges.
+        let stalled = p.mem_psi.is_some_and(|max| {
+            (fired && wakers.as_ref().is_some_and(|k| k.psi.is_some()))
+                || crate::engine::context::stall_now(&w).is_some_and(|now| now >= max)
+        });
         if over || stalled {
-            tracing::debug!(over, stalled, "memory pressure: waking the sweep");
+            let cause = cause.as_str();
+            tracing::info!(
+                cause,
+                over,
+                stalled,
+                "memory pressure: waking the sweep ({cause})"
+            );
+            r.metrics.record_pressure_wake(cause);
+            pressure.set_cause(cause);
             pressure.wake.notify_one();
             // One wake per crossing: the sweep sets the next quiet time.
             pressure.pause_until(now_ms() + 60_000);
         }
     }
 }
+
+mod wake;

@@ -1,9 +1,13 @@
 //! The engine: the stages that observe, decide (through the core) and act (through the adapters).
 
+pub mod agent_status;
 pub mod claude_hook;
 pub mod commands;
 pub mod context;
 pub mod daemon;
+pub mod doctor;
 pub mod observe;
+pub(crate) mod observer;
 pub mod sweep;
 pub mod teardown;
+pub mod wayback;

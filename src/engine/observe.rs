@@ -9,6 +9,7 @@ use crate::adapters::memory;
 use crate::adapters::procs;
 use crate::adapters::tmux::Listing;
 use crate::core::policy::{self, Decision, Snapshot};
+use crate::engine::agent_status;
 use crate::engine::context::Reaper;
 
 /// How much a sweep should look at.
@@ -73,7 +74,9 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
     match r.read_activity().await {
         Ok(busy) => snap.busy_ids = busy,
         Err(e) => {
-            tracing::warn!(error = %e, "activity file unreadable: keeping every session this sweep");
+            // A degraded state: the daemon says it once when it starts and once when it ends
+            // (`core::degraded`), `status` and `--once` warn; not one line per sweep.
+            tracing::debug!(error = %e, "activity file unreadable: keeping every session this sweep");
             snap.global_problem.get_or_insert(e);
         }
     }
@@ -92,11 +95,22 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         || p.session_mem_max.is_some()
         || r.cfg.metrics_addr.is_some()
     {
-        measure(&mut snap, &listing);
+        // Sizes only of processes seen as they are: a reaper in another pid namespace than the
+        // server would count strangers (or nothing) and take 0 bytes for a chat; unknown sizes
+        // make the memory rules take at most one chat (and nothing is signalled anyway).
+        let sees = listing.server_pid.is_none()
+            || r.check_sight(listing.server_pid, listing.socket_path.as_deref())
+                .is_ok();
+        if sees {
+            measure(&mut snap, &listing);
+        }
         let w = r.watch_memory(listing.server_pid);
         snap.host = memory::read(&w.source);
         if p.mem_psi.is_some() {
-            snap.stall_pct = memory::pressure(&w.source);
+            snap.stall_pct = r.stall_pct(
+                crate::engine::context::stall_now(&w),
+                crate::adapters::clock::now_ms(),
+            );
         }
     }
     (snap, listing)
@@ -184,10 +198,66 @@ pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
         find_cids(&mut snap, &want);
         decisions = policy::decide(&snap, now, &r.cfg.policy);
     }
+    if end_interrupted_turns(r, mode, &mut snap, &mut decisions, now).await {
+        decisions = policy::decide(&snap, now, &r.cfg.policy);
+    }
     Observation {
         snap,
         listing,
         decisions,
         now,
     }
+}
+
+/// Turns the agent's own status file says are over (see [`agent_status`]): ended in tmux (only
+/// while `@ccs_turn` is still the value listed) and in `snap`, so the decision that follows sees an
+/// idle chat whose clock starts now. `status` and a dry run write nothing: the decision stays busy
+/// and its reason says what the next sweep will do. `true` when `snap` changed.
+async fn end_interrupted_turns(
+    r: &Reaper,
+    mode: Mode,
+    snap: &mut Snapshot,
+    decisions: &mut [Decision],
+    now: i64,
+) -> bool {
+    let mut changed = false;
+    for i in agent_status::candidates(snap, decisions, now) {
+        let s = &snap.sessions[i];
+        let seen = match agent_status::read(s) {
+            Ok(Some(seen)) => seen,
+            Ok(None) => continue,
+            Err(e) => {
+                tracing::debug!(session = %s.name, error = %e, "the agent's status file is not used");
+                continue;
+            }
+        };
+        if seen.state.keeps_busy() {
+            continue;
+        }
+        if mode == Mode::Status || r.dry_run {
+            decisions[i].why = format!(
+                "a turn is running by @ccs_turn, but the agent (pid {}) is idle by its status file: the next sweep ends the turn",
+                seen.pid
+            );
+            continue;
+        }
+        let turn = s.turn.trim().to_string();
+        match r.tmux.end_turn_if(s.tmux_id, &turn, now).await {
+            Ok(true) => {
+                tracing::info!(session = %s.name, pid = seen.pid, "turn ended: the agent is idle by its status file and no hook ended the turn (interrupted)");
+                let s = &mut snap.sessions[i];
+                s.turn.clear();
+                s.idle = now.to_string();
+                changed = true;
+            }
+            Ok(false) => {
+                tracing::debug!(session = %s.name, "turn not ended: @ccs_turn changed (or a reap mark is on it)");
+            }
+            Err(e) => {
+                r.metrics.tmux_errors.inc();
+                tracing::warn!(session = %s.name, error = %e, "failed to end an interrupted turn");
+            }
+        }
+    }
+    changed
 }

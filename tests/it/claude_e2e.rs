@@ -30,9 +30,9 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The session id the studio would use: the tmux session is `ccs-e2e`.
-const ID: &str = "e2e";
-const SESSION: &str = "ccs-e2e";
-const TARGET: &str = "=ccs-e2e:";
+pub(crate) const ID: &str = "e2e";
+pub(crate) const SESSION: &str = "ccs-e2e";
+pub(crate) const TARGET: &str = "=ccs-e2e:";
 /// Custom keys are approved in `.claude.json` by their last 20 characters; at least 20 long.
 const KEY: &str = "sk-ant-api03-ccs-e2e-fake-key-000000000000000000000000000000";
 
@@ -81,7 +81,7 @@ fn claude_binary(nm: &Path) -> Option<PathBuf> {
 }
 
 /// Whatever this test needs from outside, or why it cannot run.
-struct Tools {
+pub(crate) struct Tools {
     claude: PathBuf,
     mcp_js: PathBuf,
     node: PathBuf,
@@ -111,7 +111,7 @@ fn tools() -> Result<Tools, String> {
     })
 }
 
-fn uuid() -> String {
+pub(crate) fn uuid() -> String {
     std::fs::read_to_string("/proc/sys/kernel/random/uuid")
         .unwrap()
         .trim()
@@ -119,10 +119,10 @@ fn uuid() -> String {
 }
 
 /// The fake Anthropic API: killed on Drop.
-struct FakeApi {
-    child: Child,
-    port: u16,
-    log: PathBuf,
+pub(crate) struct FakeApi {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
+    pub(crate) log: PathBuf,
 }
 
 impl FakeApi {
@@ -172,7 +172,7 @@ impl FakeApi {
         api
     }
 
-    fn requests(&self) -> Vec<serde_json::Value> {
+    pub(crate) fn requests(&self) -> Vec<serde_json::Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()
@@ -191,7 +191,7 @@ impl Drop for FakeApi {
 /// Before the fixture kills the tmux server (and deletes the temp dir, HOME included): end every
 /// chat session the way tmux does (SIGHUP via kill-session) while the keeper keeps the server up
 /// to reap them, wait for their whole process trees, SIGKILL what is left.
-struct Cleanup<'a>(&'a Server);
+pub(crate) struct Cleanup<'a>(pub(crate) &'a Server);
 
 impl Drop for Cleanup<'_> {
     fn drop(&mut self) {
@@ -271,7 +271,7 @@ fn mb(bytes: u64) -> f64 {
 
 /// The pane's text, scrollback included, NBSP (after the prompt glyph) turned into a space and
 /// trailing blanks cut.
-fn screen(s: &Server) -> String {
+pub(crate) fn screen(s: &Server) -> String {
     let o = s.tmux(&["capture-pane", "-p", "-J", "-S", "-300", "-t", TARGET]);
     String::from_utf8_lossy(&o.stdout)
         .replace('\u{a0}', " ")
@@ -282,11 +282,11 @@ fn screen(s: &Server) -> String {
 }
 
 /// Ready for input: the empty input box, a line that is just the prompt glyph.
-fn prompt_empty(s: &Server) -> bool {
+pub(crate) fn prompt_empty(s: &Server) -> bool {
     screen(s).lines().any(|l| l == "\u{276f}")
 }
 
-fn prompt_has(s: &Server, text: &str) -> bool {
+pub(crate) fn prompt_has(s: &Server, text: &str) -> bool {
     let want = format!("\u{276f} {text}");
     screen(s).lines().any(|l| l == want)
 }
@@ -297,14 +297,14 @@ fn show(s: &Server, fmt: &str) -> String {
         .to_string()
 }
 
-fn pane(s: &Server, fmt: &str) -> String {
+pub(crate) fn pane(s: &Server, fmt: &str) -> String {
     s.ok(&["list-panes", "-t", TARGET, "-F", fmt])
         .trim()
         .to_string()
 }
 
 /// Poll `f` every 100 ms until it holds; on timeout fail with what the pane and the API saw.
-fn wait_for(s: &Server, api: &FakeApi, what: &str, mut f: impl FnMut() -> bool) -> f64 {
+pub(crate) fn wait_for(s: &Server, api: &FakeApi, what: &str, mut f: impl FnMut() -> bool) -> f64 {
     let t0 = Instant::now();
     let secs = timeout();
     let deadline = t0 + Duration::from_secs_f64(secs);
@@ -346,7 +346,7 @@ fn mcp_connected(dir: &Path) -> usize {
 }
 
 /// The text blocks of one message.
-fn texts(msg: &serde_json::Value) -> Vec<String> {
+pub(crate) fn texts(msg: &serde_json::Value) -> Vec<String> {
     match &msg["content"] {
         serde_json::Value::String(t) => vec![t.trim().to_string()],
         serde_json::Value::Array(a) => a
@@ -378,24 +378,24 @@ fn last_user_text(body: &serde_json::Value) -> String {
 /// The world of one end-to-end run: a private tmux server with a keeper session, the fake API,
 /// a HOME that skips every blocking screen, the MCP config, and the clean environment that
 /// claude and ccs-reap run with.
-struct World {
-    s: Server,
-    api: FakeApi,
-    home: PathBuf,
-    proj: PathBuf,
+pub(crate) struct World {
+    pub(crate) s: Server,
+    pub(crate) api: FakeApi,
+    pub(crate) home: PathBuf,
+    pub(crate) proj: PathBuf,
     /// `<tmp>/bin/claude`, a symlink to the pinned binary.
-    claude: PathBuf,
-    mcp_cfg: PathBuf,
-    mcp_logs: PathBuf,
+    pub(crate) claude: PathBuf,
+    pub(crate) mcp_cfg: PathBuf,
+    pub(crate) mcp_logs: PathBuf,
     /// The project dir as claude names its directories (every non-alphanumeric as `-`).
-    mangled: String,
-    env: Vec<(&'static str, String)>,
+    pub(crate) mangled: String,
+    pub(crate) env: Vec<(&'static str, String)>,
     /// While this file exists, the fake API holds its answers (a turn in flight).
-    hold: PathBuf,
+    pub(crate) hold: PathBuf,
 }
 
 impl World {
-    fn new(tools: &Tools) -> World {
+    pub(crate) fn new(tools: &Tools) -> World {
         let s = Server::new();
         // claude keys its per-project state by the real path of its cwd.
         let t = std::fs::canonicalize(s.dir.path()).unwrap();
@@ -517,7 +517,12 @@ impl World {
 
 /// ccs-reap on `s` with the world's clean environment (tmux gives a new session the PATH of the
 /// client that runs new-session, and that client is ccs-reap's), and `extra` on top.
-fn ccs_with(s: &Server, env: &[(&str, String)], args: &[&str], extra: &[(&str, &str)]) -> Out {
+pub(crate) fn ccs_with(
+    s: &Server,
+    env: &[(&str, String)],
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Out {
     Out::from(
         Command::new(BIN)
             .args(args)
@@ -536,14 +541,19 @@ fn ccs_with(s: &Server, env: &[(&str, String)], args: &[&str], extra: &[(&str, &
 }
 
 /// [`ccs_with`], which must exit 0.
-fn ok_with(s: &Server, env: &[(&str, String)], args: &[&str], extra: &[(&str, &str)]) -> Out {
+pub(crate) fn ok_with(
+    s: &Server,
+    env: &[(&str, String)],
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Out {
     let o = ccs_with(s, env, args, extra);
     assert_eq!(o.code, 0, "ccs-reap {args:?}: {}{}", o.stdout, o.stderr);
     o
 }
 
 /// The tools, or `None` when the test is skipped (`CCS_E2E_SKIP=1`).
-fn tools_or_skip() -> Option<Tools> {
+pub(crate) fn tools_or_skip() -> Option<Tools> {
     match tools() {
         Ok(t) => Some(t),
         Err(why) if std::env::var("CCS_E2E_SKIP").as_deref() == Ok("1") => {
@@ -817,7 +827,7 @@ fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history()
 }
 
 /// A session's `$N` number.
-fn sid_of(s: &Server) -> u32 {
+pub(crate) fn sid_of(s: &Server) -> u32 {
     show(s, "#{session_id}")
         .trim_start_matches('$')
         .parse()
@@ -825,7 +835,7 @@ fn sid_of(s: &Server) -> u32 {
 }
 
 /// The requests to `/v1/messages` whose last user text is `m`.
-fn requests_for(api: &FakeApi, m: &str) -> Vec<serde_json::Value> {
+pub(crate) fn requests_for(api: &FakeApi, m: &str) -> Vec<serde_json::Value> {
     api.requests()
         .into_iter()
         .filter(|r| {
@@ -963,7 +973,7 @@ fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
     s.ok(&["send-keys", "-t", TARGET, "Enter"]);
     wait_for(&s, &api, "claude showing the hook's block", || {
         let scr = screen(&s);
-        scr.contains("blocked by hook") && scr.contains("is being reaped to free memory")
+        scr.contains("blocked by hook") && scr.contains("is being reaped")
     });
     assert!(
         requests_for(&api, &blocked).is_empty(),
@@ -1225,3 +1235,5 @@ fn the_agent_seam_matches_the_real_claude() {
         status_of(pid).is_some_and(|st| st.session_id == cid)
     });
 }
+
+mod interrupt;

@@ -448,3 +448,43 @@ fn the_printed_settings_run_the_hook_through_a_shell_with_their_settings() {
     assert!(o.stderr.contains("not valid JSON"), "{}", o.stderr);
     assert_eq!(std::fs::read_to_string(&f).unwrap(), "{ not json");
 }
+
+/// A `session_id` longer than a cid may be (200 bytes, the limit of ids) is refused with one line
+/// on stderr, the known cid kept; and such a cid, set by hand, never reaches a tombstone.
+#[test]
+fn a_session_id_longer_than_a_cid_may_be_is_refused_and_the_known_cid_kept() {
+    let s = Server::new();
+    let n = s.session("ccs-h9", "sleep 100000");
+    let pane = pane_of(&s, n);
+    let t = tmux_env(&s);
+    let o = hook(
+        &s,
+        Some(&t),
+        &pane,
+        &ev("SessionStart", r#","source":"startup""#),
+        &[],
+    );
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(s.show(n, "@ccs_cid").as_deref(), Some(CID));
+    let long = "a".repeat(16_300);
+    let event =
+        format!(r#"{{"hook_event_name":"SessionStart","session_id":"{long}","source":"resume"}}"#);
+    let o = hook(&s, Some(&t), &pane, &event, &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(o.stderr.trim().lines().count(), 1, "{}", o.stderr);
+    assert!(o.stderr.contains("16300 bytes"), "{}", o.stderr);
+    assert_eq!(
+        s.show(n, "@ccs_cid").as_deref(),
+        Some(CID),
+        "the known cid was not kept"
+    );
+    // Set by hand, it is no cid: the chat is kept as one whose conversation is unknown.
+    s.set(n, "@ccs_cid", &"b".repeat(201));
+    s.idle_since(n, 10_000_000);
+    s.once(DONE, 200, &[]);
+    assert!(
+        s.has("ccs-h9"),
+        "a chat was reaped on a cid too long to resume"
+    );
+    assert!(s.tombstone("h9").is_none());
+}

@@ -327,7 +327,8 @@ fn json_logs_carry_typed_values_and_journald_priorities() {
         ("CCS_LOG", "debug"),
         ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
     ];
-    let o = s.sweep(&[0], &["--dry-run"], &json);
+    // -v: a command's INFO and DEBUG lines are only said when asked for.
+    let o = s.sweep(&[0], &["--dry-run", "-v"], &json);
     let logs = json_logs(&o.stderr);
     let decided = logs
         .iter()
@@ -367,7 +368,7 @@ fn json_logs_carry_typed_values_and_journald_priorities() {
         };
         let st = s
             .reap(env)
-            .args(["--once", "--dry-run"])
+            .args(["--once", "--dry-run", "-v"])
             .env("JOURNAL_STREAM", &stream)
             .env("CCS_NOT_A_SETTING", "1")
             .stdout(Stdio::null())

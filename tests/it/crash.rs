@@ -212,7 +212,19 @@ fn cron_shape(sig: Signal) {
     );
 
     crash_and_restart(&s, sig);
-    s.once(DONE, 1000, &[]);
+    let o = s.once(DONE, 1000, &[]);
+    // Each lost chat is one line on stdout, as docs/commands.md shows it.
+    let lost: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("lost ccs-"))
+        .collect();
+    assert_eq!(lost.len(), 3, "{}", o.stdout);
+    assert!(
+        lost.iter()
+            .all(|l| l.contains(": server-died, 0 processes")),
+        "{lost:?}"
+    );
     // Another run finds nothing new to lose.
     s.once(DONE, 1000, &[]);
     each_chat_comes_back(&s, || {

@@ -282,9 +282,14 @@ fn sigusr1_and_sighup_never_kill_the_daemon_mid_teardown() {
     let s = Server::new();
     let log = s.path("daemon.log");
     let journal = |id: &str| s.studio().join("reaping").join(format!("{id}.json"));
-    // A helper that ignores SIGTERM: each teardown lasts its whole grace.
+    // A helper that ignores SIGTERM: each teardown lasts its whole grace. The whole world is set
+    // up before the daemon starts (a session created under a running daemon may be seen before
+    // its stamp is written): the second chat waits pinned until its turn comes.
     let a = s.chat("ccs-1", "c1", "stubborn");
     s.idle_since(a, 10_000_000);
+    let b = s.chat("ccs-2", "c2", "stubborn");
+    s.set(b, "@ccs_pin", "1");
+    s.idle_since(b, 10_000_000);
     let mut d = daemon(&s, "1500", &[]);
     assert!(
         wait_until(10.0, || journal("1").exists()),
@@ -301,8 +306,7 @@ fn sigusr1_and_sighup_never_kill_the_daemon_mid_teardown() {
         tail(&log)
     );
     // SIGHUP mid-teardown: stops it like SIGTERM, once the teardown is finished.
-    let b = s.chat("ccs-2", "c2", "stubborn");
-    s.idle_since(b, 10_000_000);
+    s.unset(b, "@ccs_pin");
     assert!(
         wait_until(10.0, || journal("2").exists()),
         "no second teardown started: {}",

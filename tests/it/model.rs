@@ -25,8 +25,8 @@
 //! `scripts/model-check` runs the full state space (`CCS_MODEL_DEPTH=0`).
 
 use ccs_reap::core::policy::{
-    self, Action as Act, Decision, FenceFail, Handoff, MarkOwner, OwnerSeen, Pane, Policy,
-    ReapReason, Session, Snapshot, TurnSeen,
+    self, Action as Act, AtPid, Decision, FenceFail, Handoff, Here, MarkOwner, OwnerSeen, Pane,
+    Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
@@ -64,8 +64,26 @@ pub struct Protocol {
     pub attaches: u8,
     /// Whether a reaper may die.
     pub deaths: bool,
-    /// The reapers live in different pid namespaces (cannot see each other's liveness).
-    pub cross_ns: bool,
+    /// How a reader that cannot check a mark's owner judges its age.
+    pub clocks: Clocks,
+    /// Each reaper's pid namespace and time namespace (the studio's commands live in reaper
+    /// 0's), and how far its wall clock runs ahead of the true time, in ticks.
+    pub pidns: [u64; N],
+    pub timens: [u64; N],
+    pub skew: [i64; N],
+}
+
+/// How a reader judges a mark (or a journal) whose owner it cannot check by identity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Clocks {
+    /// Before this version (0.3): the owner checked by pid and start time in its pid namespace
+    /// only (`f1_` tokens: a reader in another time namespace reads another start time, and takes
+    /// a live owner for a gone one), and a mark's age is the reader's clock less the time the
+    /// owner wrote.
+    Compared,
+    /// The code's: identity in the owner's pid *and* time namespaces; else the reader's own
+    /// observation, on its own monotonic clock, of the mark unchanged for the owner's limit.
+    Observed,
 }
 
 impl Protocol {
@@ -80,7 +98,10 @@ impl Protocol {
             turns: 1,
             attaches: 1,
             deaths: true,
-            cross_ns: false,
+            clocks: Clocks::Observed,
+            pidns: [10, 10],
+            timens: [20, 20],
+            skew: [0, 0],
         }
     }
 }
@@ -149,8 +170,11 @@ pub struct Reaper {
     pub pc: Pc,
     pub alive: bool,
     pub sweeps_left: u8,
-    /// The chat as the last listing showed it, and when.
+    /// The chat as the last listing showed it, and when (on the true clock: every monotonic
+    /// clock runs at its rate).
     pub seen: Option<(Chat, i64)>,
+    /// The journals the last listing of the state dir showed (their tokens).
+    pub jseen: [Option<Tok>; N],
     /// The mark of the reap under way.
     pub mark: Option<Mark>,
     pub nonce: u8,
@@ -229,20 +253,30 @@ fn pid(i: usize) -> i32 {
     100 + i as i32
 }
 
+/// Every reaper's start time, as its own time namespace counts it.
+const START: u64 = 7;
+
 impl Protocol {
-    /// The token a reaper writes: the code's format (owner, limit), or an earlier version's.
+    /// The token a reaper writes: the code's format (owner, limit, namespaces; 0.3's without
+    /// the time namespace), or an earlier version's.
     fn token(&self, t: Tok) -> String {
         let i = t.owner as usize;
         match self.rules {
             Rules::Fenced => MarkOwner {
                 pid: pid(i),
-                start: 7,
-                pidns: if self.cross_ns { 10 + i as u64 } else { 10 },
+                start: START,
+                pidns: self.pidns[i],
+                timens: (self.clocks == Clocks::Observed).then_some(self.timens[i]),
                 limit_ms: self.limits[i] * TICK,
             }
             .token(&t.nonce.to_string()),
             Rules::Today => format!("r{}x{}x0", pid(i), t.nonce),
         }
+    }
+
+    /// Reaper `i`'s wall clock at true time `t` (what it writes into a mark), in ms.
+    fn wall(&self, i: usize, t: i64) -> i64 {
+        ms(t + self.skew[i])
     }
 
     /// The chat as `policy` sees it: a `Session` built from the server's state.
@@ -260,7 +294,10 @@ impl Protocol {
                 String::new()
             },
             cid: format!("c{}", c.gen),
-            reaping: c.mark.map(|m| ms(m.at).to_string()).unwrap_or_default(),
+            reaping: c
+                .mark
+                .map(|m| self.wall(m.tok.owner as usize, m.at).to_string())
+                .unwrap_or_default(),
             reaper: c.mark.map(|m| self.token(m.tok)).unwrap_or_default(),
             panes: vec![Pane {
                 pid: 10,
@@ -295,19 +332,46 @@ impl Protocol {
     }
 
     /// What reader `me` can tell of the owner of the reap with token `t` (the studio's commands
-    /// live in reaper 0's pid namespace).
+    /// live in reaper 0's namespaces): the code's rule ([`policy::owner_seen`], on what reader
+    /// `me`'s /proc shows), or 0.3's (pid and start time, in the pid namespace only).
     fn seen_tok(&self, s: &St, me: usize, t: Tok) -> OwnerSeen {
         let Some(o) = MarkOwner::from_token(&self.token(t)) else {
             return OwnerSeen::Unknowable;
         };
         let i = (o.pid - 100) as usize;
-        if self.cross_ns && i != me {
-            return OwnerSeen::Unknowable;
-        }
-        if s.reapers[i].alive {
-            OwnerSeen::Alive
+        let alive = s.reapers[i].alive;
+        // The start time reader `me` reads: shifted by another time namespace's boot time.
+        let start = if self.timens[i] == self.timens[me] {
+            START
         } else {
-            OwnerSeen::Gone
+            START + 100_000
+        };
+        match self.clocks {
+            Clocks::Observed => {
+                let here = Here {
+                    pidns: self.pidns[me],
+                    timens: self.timens[me],
+                };
+                policy::owner_seen(&o, here, || {
+                    if alive && self.pidns[i] == self.pidns[me] {
+                        AtPid::Present {
+                            start,
+                            timens: Some(self.timens[i]),
+                        }
+                    } else {
+                        AtPid::Missing
+                    }
+                })
+            }
+            Clocks::Compared => {
+                if o.pidns != self.pidns[me] {
+                    OwnerSeen::Unknowable
+                } else if alive && start == o.start {
+                    OwnerSeen::Alive
+                } else {
+                    OwnerSeen::Gone
+                }
+            }
         }
     }
 
@@ -315,58 +379,107 @@ impl Protocol {
         MarkOwner::from_token(&self.token(m.tok))
     }
 
-    /// Whether reader `me` takes journal `j` for a teardown under way: the code's rule
-    /// (`policy::journal_owner_live`, with the owner its token names); before fencing, the
-    /// owner's pid looked up as it is.
-    fn journal_live(&self, s: &St, me: usize, j: &Journal) -> bool {
+    /// How long reader `me` has seen journal `k` (its token `t`), on its own clock: since its
+    /// listing, if it was there then; `None` for the studio's commands, which do not measure.
+    fn journal_observed(&self, s: &St, me: Option<usize>, k: usize, t: Tok) -> Option<i64> {
+        let me = me?;
+        let r = &s.reapers[me];
+        Some(match r.seen {
+            Some((_, at)) if r.jseen[k] == Some(t) => (s.now - at) * TICK,
+            _ => 0,
+        })
+    }
+
+    /// Whether reader `me` (`None`: the studio, in reaper 0's namespaces) takes journal `k` for a
+    /// teardown under way: the code's rule (`policy::journal_owner_live`, with the owner its
+    /// token names); 0.3's (its age on the reader's clock less the time the owner wrote); before
+    /// fencing, the owner's pid looked up as it is.
+    fn journal_live(&self, s: &St, me: Option<usize>, k: usize, j: &Journal) -> bool {
+        let reader = me.unwrap_or(0);
         match (self.rules, MarkOwner::from_token(&self.token(j.tok))) {
-            (Rules::Fenced, Some(o)) => policy::journal_owner_live(
-                self.seen_tok(s, me, j.tok),
-                (s.now - j.at) * TICK,
-                o.limit_ms,
-            ),
+            (Rules::Fenced, Some(o)) => {
+                let seen = self.seen_tok(s, reader, j.tok);
+                match self.clocks {
+                    Clocks::Observed => policy::journal_owner_live(
+                        seen,
+                        self.journal_observed(s, me, k, j.tok),
+                        o.limit_ms,
+                    ),
+                    Clocks::Compared => match seen {
+                        OwnerSeen::Alive => true,
+                        OwnerSeen::Gone => false,
+                        OwnerSeen::Unknowable => {
+                            self.wall(reader, s.now) - self.wall(k, j.at) <= o.limit_ms
+                        }
+                    },
+                }
+            }
             _ => s.reapers[j.tok.owner as usize].alive,
         }
     }
 
     /// A journal of a teardown under way, as reader `me` judges it (the sweep's `live` set, and
-    /// what `turn begin` / `spawn` wait for).
-    fn teardown_running(&self, s: &St, me: usize) -> bool {
-        (0..N).any(|k| s.journals[k].is_some_and(|j| self.journal_live(s, me, &j)))
+    /// what `turn begin` / `spawn` wait for: `None`).
+    fn teardown_running(&self, s: &St, me: Option<usize>) -> bool {
+        (0..N).any(|k| s.journals[k].is_some_and(|j| self.journal_live(s, me, k, &j)))
+    }
+
+    /// Whether reader `me`, which listed mark `m` at `seen_at`, may clear it as stale now.
+    fn mark_stale(&self, s: &St, me: usize, m: &Mark, seen_at: i64) -> bool {
+        let seen = self.owner_seen(s, me, m);
+        let owner = self.owner(m);
+        let reaping = self.wall(m.tok.owner as usize, m.at).to_string();
+        let age = || self.wall(me, s.now) - self.wall(m.tok.owner as usize, m.at);
+        match (self.rules, self.clocks) {
+            (Rules::Fenced, Clocks::Observed) => policy::mark_is_stale(
+                &reaping,
+                owner.as_ref(),
+                seen,
+                Some((s.now - seen_at) * TICK),
+                self.limits[me] * TICK,
+            ),
+            (Rules::Fenced, Clocks::Compared) => match owner {
+                Some(_) if seen == OwnerSeen::Alive => false,
+                Some(o) => age() > o.limit_ms,
+                None => age() > self.limits[me] * TICK,
+            },
+            // Before fencing: the reader's own limit, on its own clock against the mark's time.
+            (Rules::Today, _) => age() > self.limits[me] * TICK,
+        }
     }
 
     fn stale(&self, s: &St, me: usize, m: &Mark, seen_at: i64) -> bool {
-        let seen = self.owner_seen(s, me, m);
-        let owner = self.owner(m);
-        policy::mark_is_stale(
-            &ms(m.at).to_string(),
-            owner.as_ref(),
-            seen,
-            ms(seen_at),
-            self.limits[me] * TICK,
-        ) && !self.teardown_running(s, me)
+        self.mark_stale(s, me, m, seen_at) && !self.teardown_running(s, Some(me))
     }
 
     fn holds(&self, s: &St, me: usize, m: &Mark, seen_at: i64) -> bool {
-        let seen = self.owner_seen(s, me, m);
-        let owner = self.owner(m);
-        self.teardown_running(s, me)
-            || policy::mark_holds(
-                &ms(m.at).to_string(),
-                owner.as_ref(),
-                seen,
-                ms(seen_at),
-                self.limits[me] * TICK,
-            )
+        self.teardown_running(s, Some(me)) || !self.mark_stale(s, me, m, seen_at)
     }
 
     /// A dead reaper's journal, for reaper `me` to finish.
     fn dead_journal(&self, s: &St, me: usize) -> Option<(usize, Journal)> {
         (0..N).filter(|&k| k != me).find_map(|k| {
             s.journals[k]
-                .filter(|j| !self.journal_live(s, me, j))
+                .filter(|j| !self.journal_live(s, Some(me), k, j))
                 .map(|j| (k, j))
         })
+    }
+
+    /// Whether some reaper cannot check another's liveness (another pid or time namespace): then
+    /// the lease is what protects a mark, and the model assumes that no reaper stalls past its
+    /// lease between its fence and its first signal (only work in memory lies between them).
+    fn leases_matter(&self) -> bool {
+        self.pidns[0] != self.pidns[1] || self.timens[0] != self.timens[1]
+    }
+
+    /// The clock may tick: no reaper past its fence would be carried past its lease.
+    fn may_tick(&self, s: &St) -> bool {
+        !self.leases_matter()
+            || s.reapers.iter().enumerate().all(|(i, r)| {
+                !r.alive
+                    || !matches!(r.pc, Pc::Fenced | Pc::Tombstoned)
+                    || r.mark.is_none_or(|m| s.now + 1 - m.at <= self.limits[i])
+            })
     }
 
     /// The chat's processes get their signal: they die, and tmux destroys the session.
@@ -414,6 +527,7 @@ impl Protocol {
 fn end_sweep(r: &mut Reaper) {
     r.pc = Pc::Idle;
     r.seen = None;
+    r.jseen = [None; N];
     r.mark = None;
     r.sweeps_left = r.sweeps_left.saturating_sub(1);
 }
@@ -428,6 +542,7 @@ impl Model for Protocol {
             alive: true,
             sweeps_left: self.sweeps,
             seen: None,
+            jseen: [None; N],
             mark: None,
             nonce: 0,
         };
@@ -458,7 +573,7 @@ impl Model for Protocol {
     }
 
     fn actions(&self, s: &St, out: &mut Vec<Step>) {
-        if s.now < self.max_time {
+        if s.now < self.max_time && self.may_tick(s) {
             out.push(Step::Tick);
         }
         for (i, r) in s.reapers.iter().enumerate() {
@@ -517,6 +632,7 @@ impl Model for Protocol {
             Step::Observe(i) => {
                 let r = &mut s.reapers[i];
                 r.seen = s.chat.map(|c| (c, now));
+                r.jseen = s.journals.map(|j| j.map(|j| j.tok));
                 r.pc = Pc::Observed;
             }
             Step::Recover(i) => self.recover(&mut s, i),
@@ -616,7 +732,7 @@ impl Model for Protocol {
             Step::Spawn => {
                 // `spawn` waits while a teardown runs, then creates the chat again, resuming the
                 // tombstone's conversation.
-                if self.teardown_running(&s, 0) || s.chat.is_some_and(|c| c.mark.is_some()) {
+                if self.teardown_running(&s, None) || s.chat.is_some_and(|c| c.mark.is_some()) {
                     return None;
                 }
                 if s.chat.is_none() {
@@ -797,25 +913,14 @@ impl Protocol {
         let held = s
             .chat
             .is_some_and(|c| c.gen == seen.gen && c.mark == Some(m) && !c.attached);
+        // The lease on the owner's own clock, from the mark (set at this tick).
         let ok = policy::fence(
             held,
-            ms(m.at),
-            ms(s.now),
+            (s.now - m.at) * TICK,
             self.limits[i] * TICK,
             self.rest * TICK,
         );
         match ok {
-            Ok(()) if self.cross_ns => {
-                // Across pid namespaces the lease is all that protects the mark: the model
-                // assumes no stall longer than `rest` between the fence and the first signal
-                // (the tombstones' writes between them), so the three are one step.
-                s.tombstone = Some(Tombstone {
-                    gen: seen.gen,
-                    tok: m.tok,
-                });
-                self.signal(s, seen.gen, true);
-                s.reapers[i].pc = Pc::Signalled;
-            }
             Ok(()) => s.reapers[i].pc = Pc::Fenced,
             Err(FenceFail::MarkLost | FenceFail::LeaseExpired) => self.abort(s, i),
         }
@@ -835,7 +940,7 @@ impl Protocol {
             None => TurnSeen::Gone,
         };
         let past = s.now - since > self.deadline;
-        match policy::handoff(seen, self.teardown_running(&s, 0), past) {
+        match policy::handoff(seen, self.teardown_running(&s, None), past) {
             Handoff::Go => {
                 let gen = s.chat.map_or(0, |c| c.gen);
                 s.studio = Studio::Turn { gen };
@@ -917,10 +1022,79 @@ fn the_fenced_protocol_keeps_every_promise() {
     c.assert_properties();
 }
 
-#[test]
-fn the_fenced_protocol_keeps_every_promise_across_pid_namespaces() {
+/// Reaper 1 in another pid namespace, its wall clock 3 ticks ahead (libfaketime, a skewed host).
+fn skewed_in_another_pid_namespace(clocks: Clocks) -> Protocol {
     let mut p = Protocol::new(Rules::Fenced);
-    p.cross_ns = true;
+    p.clocks = clocks;
+    p.pidns = [10, 11];
+    p.skew = [0, 3];
+    p
+}
+
+/// Reaper 1 in the same pid namespace but another time namespace (`unshare -T --boottime`): the
+/// start times it reads in /proc are shifted.
+fn in_another_time_namespace(clocks: Clocks) -> Protocol {
+    let mut p = Protocol::new(Rules::Fenced);
+    p.clocks = clocks;
+    p.timens = [20, 21];
+    p
+}
+
+/// The shortest way 0.3's rules kill a turn that began, with the steps that must be in it. (No
+/// deaths and no viewer: the counterexample needs neither, and the search is shorter without.)
+fn live_reap_released(mut p: Protocol) {
+    p.deaths = false;
+    p.attaches = 0;
+    let c = check(p, 0, Some(KILLS_A_TURN));
+    let path = c
+        .discovery(KILLS_A_TURN)
+        .expect("comparing clocks or start times across namespaces must find the counterexample");
+    let steps: Vec<Step> = path.clone().into_actions();
+    eprintln!("counterexample ({} steps): {steps:?}", steps.len());
+    // One reaper (the owner) passes its fence; the other releases its live reap (clears the mark,
+    // or releases the journal it takes for a dead reaper's); `turn begin` answers 0; the owner
+    // signals.
+    let pos = |want: Step| steps.iter().position(|s| *s == want);
+    let o = (0..N)
+        .find(|&i| pos(Step::Signal(i)).is_some())
+        .expect("an owner signals");
+    let other = 1 - o;
+    let fence = pos(Step::Fence(o)).expect("the owner passes its fence");
+    let released = pos(Step::ClearStale(other))
+        .or(pos(Step::Recover(other)))
+        .expect("the other reaper releases the mark");
+    let turn = pos(Step::TurnBegin).expect("turn begin");
+    let signal = pos(Step::Signal(o)).expect("the owner signals");
+    assert!(
+        fence < released && released < turn && turn < signal,
+        "{steps:?}"
+    );
+}
+
+#[test]
+fn comparing_clocks_a_skewed_reader_in_another_pid_namespace_releases_a_live_reap() {
+    live_reap_released(skewed_in_another_pid_namespace(Clocks::Compared));
+}
+
+#[test]
+fn comparing_start_times_a_reader_in_another_time_namespace_releases_a_live_reap() {
+    live_reap_released(in_another_time_namespace(Clocks::Compared));
+}
+
+#[test]
+fn the_fenced_protocol_keeps_every_promise_across_pid_namespaces_and_skewed_clocks() {
+    let c = check(
+        skewed_in_another_pid_namespace(Clocks::Observed),
+        depth(),
+        None,
+    );
+    c.assert_properties();
+}
+
+#[test]
+fn the_fenced_protocol_keeps_every_promise_across_time_namespaces() {
+    let mut p = in_another_time_namespace(Clocks::Observed);
+    p.skew = [0, 3];
     let c = check(p, depth(), None);
     c.assert_properties();
 }

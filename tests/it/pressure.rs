@@ -8,6 +8,9 @@
 
 use crate::common::*;
 
+/// Pressure by event on cgroup v2: the PSI trigger, and the poll where it cannot be set.
+mod psi;
+
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

@@ -284,7 +284,7 @@ fn a_real_prometheus_scrapes_the_daemon_and_evaluates_the_rules() {
         rules_seen = api(pport, "/api/v1/rules");
         let rs = rules_seen["data"]["groups"][0]["rules"].as_array();
         rules_seen["data"]["groups"][0]["name"] == "ccs-reap"
-            && rs.is_some_and(|rs| rs.len() == 8 && rs.iter().all(|r| r["health"] == "ok"))
+            && rs.is_some_and(|rs| rs.len() == 9 && rs.iter().all(|r| r["health"] == "ok"))
     });
     assert!(
         healthy,
@@ -478,6 +478,7 @@ fn every_metric_family_has_help_and_type() {
         ("ccs_reap_host_memory_used_bytes", "gauge"),
         ("ccs_reap_host_memory_limit_bytes", "gauge"),
         ("ccs_reap_tmux_server_up", "gauge"),
+        ("ccs_reap_pid_namespace_mismatch", "gauge"),
     ]
     .into_iter()
     .collect();

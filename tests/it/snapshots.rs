@@ -11,7 +11,7 @@ use ccs_reap::cli::render::{render_status, render_sweep};
 use ccs_reap::core::policy::{
     self, Action, Client, HostMemory, Pane, Policy, ReapReason, Session, Snapshot,
 };
-use ccs_reap::core::report::{SessionReport, Summary, SweepReport, ViewerReport};
+use ccs_reap::core::report::{Asleep, Gauge, SessionReport, Summary, SweepReport, ViewerReport};
 use ccs_reap::core::time::rfc3339;
 
 const NOW: i64 = 1_700_000_000_000;
@@ -133,8 +133,36 @@ fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport
         reaps,
         summary,
         lost: Vec::new(),
+        asleep: Vec::new(),
+        gauge: Gauge {
+            mem_threshold_bytes: Some(2 << 30),
+            ..Gauge::default()
+        },
         took_ms: 12,
     }
+}
+
+/// `n` chats asleep, reaped `n` hours ago or less (the newest first, as `status` reads them).
+fn asleep(n: u32) -> Vec<Asleep> {
+    (0..n)
+        .map(|i| {
+            let id = format!("z{i}");
+            Asleep {
+                state: "asleep",
+                session: format!("ccs-{id}"),
+                cid: Some(format!("chat-{id}-conversation")),
+                reaped_at: rfc3339(NOW - (i64::from(i) + 1) * 60 * MIN),
+                reason: if i % 3 == 2 {
+                    ReapReason::Memory
+                } else {
+                    ReapReason::Idle
+                },
+                cwd: Some(format!("/home/u/p{i}")),
+                command: ccs_reap::core::report::resume_command(&id),
+                id,
+            }
+        })
+        .collect()
 }
 
 fn reap_line(n: u32, reason: ReapReason, f: impl FnOnce(&mut AuditLine)) -> AuditLine {
@@ -183,6 +211,29 @@ fn the_status_table_reads_as_it_did() {
         assert!(states.contains(&want), "{want} not in {states:?}");
     }
     check("status.txt", &render_status(&r, false));
+    for l in render_status(&r, false).lines() {
+        assert!(l.chars().count() <= 80, "wider than 80 columns: {l:?}");
+    }
+}
+
+/// Asleep chats after the live ones (the newest 20, then a count), a memory rule over its
+/// threshold with nothing to take, and `--wide`.
+#[test]
+fn the_status_table_with_chats_asleep_and_memory_over_reads_as_it_did() {
+    let mut r = report(true, Vec::new(), Summary::default());
+    r.asleep = asleep(23);
+    r.gauge.mem_threshold_bytes = Some(300 << 20);
+    let narrow = render_status(&r, false);
+    check("status-asleep.txt", &narrow);
+    for l in narrow.lines() {
+        assert!(l.chars().count() <= 80, "wider than 80 columns: {l:?}");
+    }
+    let rows = narrow.lines().filter(|l| l.starts_with("ccs-z")).count();
+    assert_eq!(rows, 20, "{narrow}");
+    assert!(narrow.contains("... and 3 more asleep"), "{narrow}");
+    assert!(narrow.contains("with nothing to take"), "{narrow}");
+    r.asleep.truncate(2);
+    check("status-wide.txt", &render_status(&r, true));
 }
 
 #[test]

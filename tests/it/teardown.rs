@@ -149,14 +149,26 @@ fn a_stale_mark_from_a_dead_reaper_is_cleared_and_the_session_re_decided() {
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "plain");
     s.idle_since(n, 10_000_000);
+    // An hour old by the clock of whoever wrote it, with a token that names no owner: its age is
+    // never read off the writer's time, only measured by the reader, which must see it
+    // unchanged for its own limit (3 x 200 + 3 x 500 + 2000 ms here) first, across `--once` runs
+    // (the state dir keeps what it saw).
     s.set(n, "@ccs_reaping", &(now_ms() - 3_600_000).to_string());
     s.set_token(n, "dead");
-    s.once(DONE, 500, &[]);
-    // The first sweep clears the mark; the reap it decided on the same snapshot may have lost
-    // the test-and-set to the mark it was clearing. The next sweep certainly reaps.
+    let quick = [("CCS_TMUX_TIMEOUT_MS", "500")];
+    s.once(DONE, 200, &quick);
+    assert!(
+        s.has("ccs-1"),
+        "a mark of an unknown owner was cleared at first sight"
+    );
+    assert!(s.show(n, "@ccs_reaping").is_some());
+    std::thread::sleep(std::time::Duration::from_millis(4400));
+    s.once(DONE, 200, &quick);
+    // That sweep clears the mark; the reap it decided on the same snapshot may have lost the
+    // test-and-set to the mark it was clearing. The next sweep certainly reaps.
     if s.has("ccs-1") {
         assert_eq!(s.show(n, "@ccs_reaping"), None);
-        s.once(DONE, 500, &[]);
+        s.once(DONE, 200, &quick);
     }
     assert!(!s.has("ccs-1"));
     assert!(s.audit().iter().any(|l| l["outcome"] == "reaped"));

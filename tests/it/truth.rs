@@ -299,7 +299,8 @@ fn rust_log_is_honoured_when_ccs_log_is_unset() {
         for (k, v) in env {
             c.env(k, v);
         }
-        Out::from(c.arg("--once").output().unwrap()).expect_exit(DONE, "--once")
+        // -v: without it a command says only its warnings and errors, whatever the filter.
+        Out::from(c.args(["--once", "-v"]).output().unwrap()).expect_exit(DONE, "--once")
     };
     let debug = |o: &Out| o.stderr.contains(" DEBUG ");
     assert!(!debug(&run(&[])), "debug lines by default");

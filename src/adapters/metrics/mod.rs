@@ -61,6 +61,18 @@ pub struct Metrics {
     host_used: MaybeGauge,
     host_limit: MaybeGauge,
     tmux_server_up: Gauge,
+    /// How the memory watcher is woken: 1 for the path in use (`event`, `poll`, `poll+event`,
+    /// `off`).
+    pressure_watch: Family<Labels, Gauge>,
+    /// The watcher's wakes that started a sweep, by cause.
+    pressure_wakes: Family<Labels, Counter>,
+    /// 1 per degraded state on (`core::degraded`), by reason; what `/healthz` adds.
+    degraded: Family<Labels, Gauge>,
+    degraded_why: Mutex<Vec<String>>,
+    /// 1 while this reaper cannot see the tmux server's processes (another pid namespace).
+    pid_namespace_mismatch: Gauge,
+    /// Why, while it cannot: `/healthz` says so.
+    blind: Mutex<Option<String>>,
     /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
     health: Mutex<Result<(), String>>,
 }
@@ -84,6 +96,12 @@ impl Default for Metrics {
             host_used: MaybeGauge::default(),
             host_limit: MaybeGauge::default(),
             tmux_server_up: Gauge::default(),
+            pressure_watch: Family::default(),
+            pressure_wakes: Family::default(),
+            degraded: Family::default(),
+            degraded_why: Mutex::new(Vec::new()),
+            pid_namespace_mismatch: Gauge::default(),
+            blind: Mutex::new(None),
             health: Mutex::new(Err("no sweep yet".into())),
         };
         registry.register(
@@ -142,6 +160,31 @@ impl Default for Metrics {
             "1 when the last sweep read a tmux server at the socket, else 0 (none listens there, or tmux failed)",
             m.tmux_server_up.clone(),
         );
+        registry.register(
+            "pressure_watch",
+            "1 for how the memory watcher is woken between sweeps: event (the kernel notifies: a cgroup v1 threshold, a PSI trigger), poll (every 250 ms), poll+event (polled, and woken early by PSI or memory.events), off (no memory rule)",
+            m.pressure_watch.clone(),
+        );
+        registry.register(
+            "pressure_wakes",
+            "Sweeps the memory watcher started, by what woke it (threshold, psi, memory.events, poll)",
+            m.pressure_wakes.clone(),
+        );
+        for reason in crate::core::degraded::Reason::ALL {
+            m.degraded
+                .get_or_create(&labels(&[("reason", reason.as_str())]))
+                .set(0);
+        }
+        registry.register(
+            "degraded",
+            "1 while ccs-reap runs but cannot reap, by reason: activity-file (a CCS_ACTIVITY_FILES file missing or unreadable), no-server (no tmux server at the socket), no-cid (every chat without a conversation id for 10 sweeps); /healthz answers 503 meanwhile",
+            m.degraded.clone(),
+        );
+        registry.register(
+            "pid_namespace_mismatch",
+            "1 while this reaper cannot see the tmux server's processes as they are (it runs in another pid namespace than the server): it signals nothing and measures no memory, else 0",
+            m.pid_namespace_mismatch.clone(),
+        );
         let build = Family::<Labels, Gauge>::default();
         build
             .get_or_create(&labels(&[
@@ -157,6 +200,11 @@ impl Default for Metrics {
         Metrics { registry, ..m }
     }
 }
+
+/// The values of `pressure_watch`'s `path` label.
+pub const PRESSURE_PATHS: [&str; 4] = ["event", "poll", "poll+event", "off"];
+/// The values of `pressure_wakes`'s `cause` label.
+pub const PRESSURE_CAUSES: [&str; 4] = ["threshold", "psi", "memory.events", "poll"];
 
 /// Buckets of `sweep_duration_seconds`: a sweep is one tmux call and the decisions (milliseconds),
 /// up to the tmux timeout (10 s by default).
@@ -229,6 +277,26 @@ impl Metrics {
         self.host_limit.set(r.host.and_then(|h| h.limit_bytes));
     }
 
+    /// The memory watcher's wake path now: 1 for it, 0 for the others it had.
+    pub fn record_pressure_watch(&self, path: &str) {
+        for p in PRESSURE_PATHS {
+            self.pressure_watch
+                .get_or_create(&labels(&[("path", p)]))
+                .set(i64::from(p == path));
+        }
+        // Every cause has a sample from the start (a 0, not a missing series).
+        for c in PRESSURE_CAUSES {
+            let _ = self.pressure_wakes.get_or_create(&labels(&[("cause", c)]));
+        }
+    }
+
+    /// A sweep the memory watcher started, woken by `cause`.
+    pub fn record_pressure_wake(&self, cause: &str) {
+        self.pressure_wakes
+            .get_or_create(&labels(&[("cause", cause)]))
+            .inc();
+    }
+
     pub fn record_reap(&self, l: &AuditLine) {
         self.reaps
             .get_or_create(&labels(&[
@@ -245,12 +313,54 @@ impl Metrics {
         }
     }
 
-    /// `/healthz`: `Ok` while the last sweep read the tmux server, else why not.
+    /// The degraded states on now, with why (from the daemon's tracker, after each sweep).
+    pub fn set_degraded(
+        &self,
+        on: &std::collections::BTreeMap<crate::core::degraded::Reason, String>,
+    ) {
+        for reason in crate::core::degraded::Reason::ALL {
+            self.degraded
+                .get_or_create(&labels(&[("reason", reason.as_str())]))
+                .set(i64::from(on.contains_key(&reason)));
+        }
+        *self.degraded_why.lock().unwrap_or_else(|p| p.into_inner()) = on
+            .iter()
+            .map(|(r, why)| format!("degraded ({}): {why}", r.as_str()))
+            .collect();
+    }
+
+    /// `/healthz`: `Ok` while the last sweep read the tmux server and no degraded state is on,
+    /// else why not (one line each).
     pub fn health(&self) -> Result<(), String> {
-        self.health
+        let mut why: Vec<String> = Vec::new();
+        if let Some(b) = self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+            why.push(format!("cannot see the tmux server's processes: {b}"));
+        }
+        if let Err(e) = &*self.health.lock().unwrap_or_else(|p| p.into_inner()) {
+            why.push(e.clone());
+        }
+        for d in self
+            .degraded_why
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .iter()
+        {
+            // No server is already said above, as before.
+            if !d.starts_with("degraded (no-server)") || why.is_empty() {
+                why.push(d.clone());
+            }
+        }
+        if why.is_empty() {
+            Ok(())
+        } else {
+            Err(why.join("; "))
+        }
+    }
+
+    /// Whether this reaper sees the tmux server's processes (`None`), or why not.
+    pub fn set_blind(&self, why: Option<String>) {
+        self.pid_namespace_mismatch.set(i64::from(why.is_some()));
+        *self.blind.lock().unwrap_or_else(|p| p.into_inner()) = why;
     }
 
     /// The metrics in OpenMetrics text.

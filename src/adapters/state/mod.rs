@@ -7,11 +7,14 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+mod asleep;
 mod atomic;
 mod audit;
 pub mod follow;
 use crate::core::known;
+mod observed;
 mod private;
+mod tombs;
 use crate::core::records;
 
 pub use audit::{
@@ -20,6 +23,7 @@ pub use audit::{
 };
 
 pub use known::*;
+pub use observed::{Observed, OBSERVED_CLOCK};
 use private::{open_flags, private_dir, private_file, read_private, read_private_max, refuse};
 pub use records::*;
 
@@ -486,6 +490,16 @@ impl StateDir {
             }),
         }
     }
+
+    /// The pid the holder of a lock file wrote into it (in the holder's pid namespace), if it
+    /// wrote one: what exit 3 names. Reads at most 32 bytes.
+    pub fn lock_holder(path: &Path) -> Option<u32> {
+        use std::io::Read;
+        let f = open_flags(OpenOptions::new().read(true)).open(path).ok()?;
+        let mut buf = String::new();
+        f.take(32).read_to_string(&mut buf).ok()?;
+        buf.trim().parse().ok().filter(|&p| p > 0)
+    }
 }
 
 #[cfg(test)]
@@ -507,6 +521,8 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            argv: None,
+            start_failed: None,
         };
         s.write_tombstone(&t).unwrap();
         assert_eq!(s.read_tombstone("1").unwrap(), Some(t));
@@ -525,7 +541,12 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = StateDir::new(d.path(), "k", "sock", "ccs-");
         let held = s.lock("sock").unwrap();
-        assert!(matches!(s.lock("sock"), Err(StateError::Locked(_))));
+        match s.lock("sock") {
+            Err(StateError::Locked(p)) => {
+                assert_eq!(StateDir::lock_holder(&p), Some(std::process::id()))
+            }
+            other => panic!("not locked: {other:?}"),
+        }
         assert!(s.lock("other").is_ok());
         drop(held);
         assert!(s.lock("sock").is_ok());
@@ -581,6 +602,8 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            argv: None,
+            start_failed: None,
         }
     }
 

@@ -23,10 +23,12 @@ mod args;
 use crate::core::listing;
 mod socket;
 pub mod version;
+mod wayback;
+pub use wayback::{Created, Probe, ARGV_OPTION};
 
 use args::{
     clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
-    takeover_command, FENCED,
+    set_if_unset_command, takeover_command, FENCED,
 };
 pub use args::{format_literal, literal, sid, TOKEN_VAR};
 use listing::parse_sid;
@@ -265,6 +267,21 @@ impl Tmux {
         Ok(out)
     }
 
+    /// Set option `opt` (`@ccs_idle`) of each session `(n, value)` only while it is still unset:
+    /// one guarded call per session, chained into as few tmux calls as the argv budget allows.
+    pub async fn stamp_if_unset(&self, opt: &str, writes: &[(u32, i64)]) -> Result<(), TmuxError> {
+        let values: HashMap<u32, i64> = writes.iter().copied().collect();
+        let ns: Vec<u32> = writes.iter().map(|w| w.0).collect();
+        self.per_session(&ns, |n| {
+            values
+                .get(&n)
+                .map(|&v| vec![set_if_unset_command(n, opt, v)])
+                .unwrap_or_default()
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in
     /// as few tmux calls as the argv budget allows: `(n, check_turn, check_viewers)`. Which ones
     /// we hold is read from the next listing (those that carry `token`): the re-check lists the
@@ -287,23 +304,26 @@ impl Tmux {
         .map(|_| ())
     }
 
-    /// The fence before a batch's first signal: which of `ns` (`(n, check_viewers)`) still carry
-    /// exactly our mark (`@ccs_reaping` = `mark_at` and our `token`), with no client attached
+    /// The fence before a batch's first signal: which of `ns` (`(n, name, check_viewers)`) still
+    /// carry exactly our mark (`@ccs_reaping` = `mark_at` and our `token`) under the name the reap
+    /// was decided for (a name a format cannot hold as it is never passes), with no client attached
     /// where the mark asked for none, in as few guarded tmux calls as the argv budget allows (one
     /// for any usual batch). A session gone, taken or now watched is simply not in the set.
     pub async fn fence(
         &self,
-        ns: &[(u32, bool)],
+        ns: &[(u32, &str, bool)],
         mark_at: i64,
         token: &str,
     ) -> Result<HashSet<u32>, TmuxError> {
         let token = token.to_string();
-        let viewers: HashMap<u32, bool> = ns.iter().copied().collect();
+        let of: HashMap<u32, (&str, bool)> =
+            ns.iter().map(|&(n, name, v)| (n, (name, v))).collect();
         let only: Vec<u32> = ns.iter().map(|x| x.0).collect();
         let out = self
             .per_session(&only, |n| {
-                let check = viewers.get(&n).copied().unwrap_or(true);
-                vec![fence_command(n, mark_at, &token, check)]
+                // A session we were not asked about is never fenced (an empty name is not plain).
+                let (name, check) = of.get(&n).copied().unwrap_or(("", true));
+                vec![fence_command(n, mark_at, &token, Some(name), check)]
             })
             .await?;
         Ok(out
@@ -324,7 +344,7 @@ impl Tmux {
     ) -> Result<bool, TmuxError> {
         let cmds = [
             takeover_command(n, value, token, now_ms, new_token),
-            fence_command(n, now_ms, new_token, false),
+            fence_command(n, now_ms, new_token, None, false),
         ];
         let out = self.gone_is_ok(self.run(&cmds).await)?;
         Ok(out
@@ -455,6 +475,20 @@ impl Tmux {
             Err(TmuxError::NoServer(_)) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// End session `$n`'s turn when `@ccs_turn` is still `seen` (the value listed: digits only,
+    /// else nothing is done) and no reap mark is on it: `@ccs_turn` cleared, `@ccs_idle` = `now_ms`,
+    /// in one call. `true` when it ended; `false` when the value changed, the session is gone or
+    /// `seen` is not plain digits.
+    pub async fn end_turn_if(&self, n: u32, seen: &str, now_ms: i64) -> Result<bool, TmuxError> {
+        if seen.is_empty() || !seen.bytes().all(|b| b.is_ascii_digit()) {
+            return Ok(false);
+        }
+        let r = self
+            .run(&[args::end_turn_if_command(n, seen, now_ms)])
+            .await;
+        self.gone_is_ok(r).map(|out| out.trim() == "ended")
     }
 
     /// The `<prefix><id>` session that pane `pane` (`%N`, validated by the caller) is in, read in

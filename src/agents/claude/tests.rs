@@ -71,7 +71,7 @@ fn hook_events_map_as_claude_hook_does() {
         ),
         (
             r#"{"hook_event_name":"PreCompact","trigger":"manual"}"#.into(),
-            HookAction::Busy,
+            HookAction::CompactBegin,
         ),
         (
             r#"{"hook_event_name":"PreCompact","trigger":"auto"}"#.into(),
@@ -79,7 +79,7 @@ fn hook_events_map_as_claude_hook_does() {
         ),
         (
             r#"{"hook_event_name":"PostCompact","trigger":"manual"}"#.into(),
-            HookAction::TurnEnd,
+            HookAction::CompactEnd,
         ),
         (
             r#"{"hook_event_name":"SessionEnd","reason":"other"}"#.into(),
@@ -115,6 +115,8 @@ fn hook_events_map_as_claude_hook_does() {
         | (Action::TurnEnd, HookAction::TurnEnd)
         | (Action::Busy, HookAction::Busy)
         | (Action::ClearTurn, HookAction::ClearTurn)
+        | (Action::CompactBegin, HookAction::CompactBegin)
+        | (Action::CompactEnd, HookAction::CompactEnd)
         | (Action::Nothing(_), HookAction::Nothing(_)) => true,
         _ => false,
     };
@@ -871,5 +873,63 @@ fn resume_env_names_the_threshold() {
     for (k, v) in CLAUDE.resume_env {
         assert!(k.starts_with("CLAUDE_CODE_"), "{k}");
         assert!(v.parse::<u64>().is_ok(), "{v}");
+    }
+}
+
+#[test]
+fn the_kept_command_line_drops_the_chats_own_id_and_replays() {
+    use crate::agents::{argv_env, pane_words, plan_start, StartMode, CLAUDE};
+    let w = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let u = "0b3c6a8e-1d2f-4a5b-9c7d-0123456789ab";
+    // (command, kept)
+    let table: &[(&[&str], &[&str])] = &[
+        (
+            &[
+                "env",
+                "-u",
+                "CLAUDECODE",
+                "claude",
+                "--model",
+                "opus",
+                "--resume",
+                u,
+            ],
+            &["env", "-u", "CLAUDECODE", "claude", "--model", "opus"],
+        ),
+        (
+            &["claude", "--session-id", u, "--", "x"],
+            &["claude", "--", "x"],
+        ),
+        (&["claude --model x -r abc"], &["claude", "--model", "x"]),
+    ];
+    for (cmd, kept) in table {
+        assert_eq!(bare_argv(&w(cmd)).unwrap(), w(kept), "{cmd:?}");
+    }
+    assert!(bare_argv(&w(&["bash"])).is_err());
+    assert!(bare_argv(&w(&["claude 'x'"])).is_err());
+    assert_eq!(
+        pane_words(&w(&["sh", "-c", "claude --x"])),
+        w(&["claude --x"])
+    );
+    assert_eq!(pane_words(&w(&["claude", "--x"])), w(&["claude", "--x"]));
+    assert_eq!(
+        argv_env(&w(&["env", "-u", "A", "B=1", "claude", "C=2"])),
+        vec![
+            ("A".to_string(), None),
+            ("B".to_string(), Some("1".to_string()))
+        ]
+    );
+    assert!(argv_env(&w(&["claude", "B=1"])).is_empty());
+    // (transcript, failed before, mode)
+    let modes = [
+        (Some(true), false, StartMode::Resume),
+        (None, false, StartMode::Resume),
+        (Some(false), false, StartMode::Fresh),
+        (Some(true), true, StartMode::Fresh),
+        (None, true, StartMode::Fresh),
+    ];
+    for (t, f, m) in modes {
+        let p = plan_start(&CLAUDE, &w(&["claude", "--session-id", u]), u, t, f).unwrap();
+        assert_eq!(p.mode, m, "{t:?} {f}");
     }
 }

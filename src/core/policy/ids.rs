@@ -61,9 +61,10 @@ pub fn is_claude_process<S: AsRef<str>>(argv: &[S]) -> bool {
 /// Whether `cid` may be used as a conversation id: non-empty, `[A-Za-z0-9_-]` ([`id_chars`]),
 /// not starting with `-`, so that `claude --resume <cid>` can never read it as a flag. Wherever a
 /// cid comes from (`--cid`, a tombstone, `@ccs_cid`, a command line), one that fails this is
-/// unknown. (A cid names no file: [`MAX_ID_LEN`] is not its limit.)
+/// unknown. A cid is at most [`MAX_ID_LEN`] bytes, the limit of ids: a longer one (a hook's
+/// 16,000-character `session_id`) would make `spawn`'s `claude --resume <cid>` too long to run.
 pub fn valid_cid(cid: &str) -> bool {
-    id_chars(cid) && !cid.starts_with('-')
+    id_chars(cid) && !cid.starts_with('-') && cid.len() <= MAX_ID_LEN
 }
 
 /// The longest chat id, in bytes. Journals and tombstones are files named after the id, written

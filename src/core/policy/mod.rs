@@ -24,6 +24,7 @@ fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
         reap_reason: None,
         why: why.into(),
         stamp_idle: None,
+        stamp_if_unset: false,
         idle_ms: None,
         deadline_ms: None,
         cid: None,
@@ -181,6 +182,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
             Some(t) if t > now => Some(now),
             Some(_) => None,
         };
+        d.stamp_if_unset = o.idle == Stamp::Unset;
         d.idle_ms = Some(since.map_or(0, |t| now.saturating_sub(t).max(0) as u64));
         return d;
     }
@@ -197,6 +199,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         };
         let mut d = new(s, State::New, why);
         d.stamp_idle = Some(now);
+        d.stamp_if_unset = o.idle == Stamp::Unset;
         d.cid = cid;
         d.idle_ms = Some(0);
         d.deadline_ms = idle_kill_ms.map(|k| now + k as i64);
@@ -1725,6 +1728,7 @@ mod tests {
             pid: 42,
             start: 7,
             pidns: 9,
+            timens: Some(3),
             limit_ms: 1000,
         };
         let marked = o(&|s| {
@@ -1787,42 +1791,30 @@ mod tests {
 
     #[test]
     fn reap_marks() {
-        // (mark, stale, holds) at NOW with 1000 ms to go stale.
-        let table: &[(&str, bool, bool)] = &[
-            ("", false, false),
-            ("  ", false, false),
-            (
-                &*Box::leak((NOW - 10).to_string().into_boxed_str()),
-                false,
-                true,
-            ),
-            (
-                &*Box::leak((NOW - 1000).to_string().into_boxed_str()),
-                false,
-                true,
-            ),
-            (
-                &*Box::leak((NOW - 1001).to_string().into_boxed_str()),
-                true,
-                false,
-            ),
-            (
-                &*Box::leak((NOW + 5000).to_string().into_boxed_str()),
-                false,
-                true,
-            ),
-            ("not a time", true, false),
-            ("#{session_name}", true, false),
+        // (mark, observed for, stale, holds), 1000 ms to go stale: a mark's own time (the
+        // writer's clock) plays no part, only how long this reader has seen it.
+        let past = &*Box::leak((NOW - 100_000).to_string().into_boxed_str());
+        let future = &*Box::leak((NOW + 5000).to_string().into_boxed_str());
+        let table: &[(&str, Option<i64>, bool, bool)] = &[
+            ("", Some(5000), false, false),
+            ("  ", None, false, false),
+            (past, None, false, true),
+            (past, Some(1000), false, true),
+            (past, Some(1001), true, false),
+            (future, Some(1001), true, false),
+            (future, Some(10), false, true),
+            ("not a time", None, true, false),
+            ("#{session_name}", None, true, false),
         ];
-        for (mark, stale, holds) in table {
+        for (mark, obs, stale, holds) in table {
             // A mark of an earlier version (no owner in its token): the reader's limit.
             let seen = OwnerSeen::Unknowable;
             assert_eq!(
-                mark_is_stale(mark, None, seen, NOW, 1000),
+                mark_is_stale(mark, None, seen, *obs, 1000),
                 *stale,
                 "{mark:?}"
             );
-            assert_eq!(mark_holds(mark, None, seen, NOW, 1000), *holds, "{mark:?}");
+            assert_eq!(mark_holds(mark, None, seen, *obs, 1000), *holds, "{mark:?}");
         }
     }
 
@@ -1890,7 +1882,8 @@ mod tests {
         // fit in a file name.
         let id = "a".repeat(MAX_ID_LEN);
         assert!(format!(".{id}.json.{}", 4_194_304).len() <= 255);
-        // A cid names no file: a long one is still a cid.
-        assert!(valid_cid(&"c".repeat(300)));
+        // A cid has the id limit (a longer one could not be resumed: `claude --resume <cid>`).
+        assert!(valid_cid(&"c".repeat(MAX_ID_LEN)));
+        assert!(!valid_cid(&"c".repeat(MAX_ID_LEN + 1)));
     }
 }

@@ -397,6 +397,9 @@ pub struct Decision {
     pub why: String,
     /// Write `@ccs_idle` = this value (first sight, or a viewer's refresh).
     pub stamp_idle: Option<i64>,
+    /// The stamp is a first sight's (`@ccs_idle` was unset): written only while it still is, so
+    /// a stamp the studio writes between the listing and the write is never overwritten.
+    pub stamp_if_unset: bool,
     /// How long the idle clock has run, when it runs.
     pub idle_ms: Option<u64>,
     /// Unix ms at which the idle rule will reap it, if nothing changes.

@@ -198,6 +198,8 @@ pub(super) fn tombstone_lost(
             session: Some(c.session.clone()),
             socket: Some(socket.to_string()),
             token: None,
+            argv: None,
+            start_failed: None,
         };
         if let Err(e) = state.write_tombstone(&t) {
             // Not marked lost: the next sweep tries again.

@@ -9,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use tokio::task::JoinSet;
 
-use crate::adapters::clock::now_ms;
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::{
     self as st, AuditLine, Known, KnownChat, Outcome, StateDir, Tombstone,
@@ -69,9 +68,11 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let mut reaps = Vec::new();
     if !r.dry_run {
         reaps = recover_dead_reapers(r, &snap, &listing, dead, &batches).await;
-        clear_stale_marks(r, &snap, now, &live).await;
+        clear_stale_marks(r, &snap, &live).await;
         // The last known conversation of every chat, and the chats a dead server took with it.
         reaps.extend(keep_known(r, &snap, &listing, &decisions, now));
+        // Tombstones past CCS_REAP_TOMBSTONE_MAX_AGE: at the first sweep, then hourly.
+        crate::engine::wayback::age_out(r);
     }
 
     let warn = enabled && !r.dry_run;
@@ -83,12 +84,25 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         warn_before_reaps(&r.state, &r.metrics, &decisions, now);
     }
 
-    let (mut fates, reqs) = if enabled {
-        choose(r, &decisions, &snap, &live, now, listing.server_pid)
+    let (mut fates, mut reqs) = if enabled {
+        choose(r, &decisions, &snap, &live, listing.server_pid)
     } else {
         (HashMap::new(), Vec::new())
     };
+    // A chat whose dead reaper's teardown this sweep just finished is gone: not reaped again
+    // on the listing taken before (that would only abort with "gone", a second audit line).
+    let finished: std::collections::HashSet<u32> = reaps
+        .iter()
+        .filter(|l| l.outcome != Outcome::Lost)
+        .map(|l| l.tmux_id.0)
+        .collect();
+    reqs.retain(|q| !finished.contains(&q.session.tmux_id));
     let recovered = reaps.iter().filter(|l| l.outcome != Outcome::Lost).count();
+    // What this sweep saw of marks and journals it cannot check, kept for the next one (a sweep
+    // that could not read tmux saw nothing, and forgets nothing).
+    if snap.global_problem.is_none() {
+        r.end_observation();
+    }
     start_batch(r, reqs, batches, &mut fates, &mut reaps).await;
 
     let summary = summarize(&decisions, &fates, recovered);
@@ -143,7 +157,7 @@ fn journals_by_owner(r: &Reaper) -> (HashSet<String>, Vec<st::Journal>) {
             j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
                 .ok()
         })
-        .partition(|j| r.journal_live(j, now_ms()));
+        .partition(|j| r.journal_live(j, true));
     (live.into_iter().map(|j| j.id).collect(), dead)
 }
 
@@ -167,14 +181,14 @@ async fn recover_dead_reapers(
     reaps
 }
 
-/// Clear the reap marks whose owner cannot act any more (gone, or out of our sight past the
-/// limit it wrote: see `policy::mark_is_stale`), but never one of ours in flight nor one a live
-/// reaper's journal names.
-async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, now: i64, live: &HashSet<String>) {
+/// Clear the reap marks whose owner cannot act any more (provably gone, or out of our sight and
+/// seen by this reaper for longer than the limit it wrote: see `policy::mark_is_stale`), but
+/// never one of ours in flight nor one a live reaper's journal names.
+async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, live: &HashSet<String>) {
     let mut stale: Vec<(u32, String, String, String)> = snap
         .sessions
         .iter()
-        .filter(|s| r.mark_is_stale(s, now) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
+        .filter(|s| r.mark_is_stale(s) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
         .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone(), s.id.clone()))
         .collect();
     if stale.is_empty() {
@@ -201,8 +215,22 @@ async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, now: i64, live: &HashSet
 
 /// Idle stamps, and (when `warn`) the `warned` marks of this sweep's warnings, in one batch.
 async fn stamp_idle_clocks(tmux: &Tmux, metrics: &Metrics, decisions: &[Decision], warn: bool) {
+    // First sights: each written only while `@ccs_idle` is still unset (one guarded call per
+    // session, chained), so a turn-end stamp the studio wrote since the listing stands.
+    let first: Vec<(u32, i64)> = decisions
+        .iter()
+        .filter(|d| d.stamp_if_unset)
+        .filter_map(|d| d.stamp_idle.map(|t| (d.tmux_id, t)))
+        .collect();
+    if !first.is_empty() {
+        if let Err(e) = tmux.stamp_if_unset("@ccs_idle", &first).await {
+            metrics.tmux_errors.inc();
+            tracing::warn!(error = %e, count = first.len(), "failed to write first-sight idle stamps");
+        }
+    }
     let stamps: Vec<(u32, &str, Option<String>)> = decisions
         .iter()
+        .filter(|d| !d.stamp_if_unset)
         .filter_map(|d| {
             d.stamp_idle
                 .map(|t| (d.tmux_id, "@ccs_idle", Some(t.to_string())))
@@ -254,7 +282,6 @@ fn choose(
     decisions: &[Decision],
     snap: &Snapshot,
     live: &HashSet<String>,
-    now: i64,
     server_pid: Option<u32>,
 ) -> (HashMap<u32, Fate>, Vec<teardown::Request>) {
     let mut fates: HashMap<u32, Fate> = HashMap::new();
@@ -271,7 +298,7 @@ fn choose(
             fates.insert(d.tmux_id, Fate::WouldReap);
             continue;
         }
-        let held = live.contains(&s.id) || r.mark_holds(s, now);
+        let held = live.contains(&s.id) || r.mark_holds(s);
         if held {
             tracing::debug!(session = %d.name, "another reap holds this session");
             fates.insert(d.tmux_id, Fate::Held);
@@ -354,7 +381,8 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     };
     let plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
     let lost = lost_chats(Some(&plan.known), &o.snap);
-    report(
+    let asleep = asleep(r, &o.snap, &lost);
+    let mut rep = report(
         r,
         &o.snap,
         o.listing.server_up,
@@ -366,7 +394,37 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
             lost,
         },
         t0,
-    )
+    );
+    rep.asleep = asleep;
+    rep
+}
+
+/// The chats that are asleep: a tombstone, and no live session (nor one lost with its server,
+/// which `status` lists apart), newest first. One listing of the tombstones' dir.
+fn asleep(r: &Reaper, snap: &Snapshot, lost: &[KnownChat]) -> Vec<crate::core::report::Asleep> {
+    let live: HashSet<&str> = snap
+        .sessions
+        .iter()
+        .map(|s| s.id.as_str())
+        .chain(lost.iter().map(|c| c.id.as_str()))
+        .collect();
+    let mut out: Vec<_> = r
+        .state
+        .tombstones()
+        .into_iter()
+        .filter_map(|t| {
+            t.map_err(|e| tracing::warn!(error = %e, "an unreadable tombstone is not listed"))
+                .ok()
+        })
+        .filter(|t| !live.contains(t.id.as_str()))
+        .map(|t| crate::core::report::Asleep::of(&t, &r.cfg.prefix))
+        .collect();
+    let at = |a: &crate::core::report::Asleep| {
+        chrono::DateTime::parse_from_rfc3339(&a.reaped_at)
+            .map_or(i64::MIN, |t| t.timestamp_millis())
+    };
+    out.sort_by_key(|a| (std::cmp::Reverse(at(a)), a.id.clone()));
+    out
 }
 
 /// What a sweep did: its reaps' audit lines and what became of each session.
@@ -485,6 +543,12 @@ fn report(
         reaps,
         summary,
         lost,
+        asleep: Vec::new(),
+        gauge: crate::core::report::Gauge {
+            mem_threshold_bytes: crate::core::policy::mem_limit(&r.cfg.policy, snap.host),
+            stall_pct: snap.stall_pct,
+            stall_threshold_pct: r.cfg.policy.mem_psi,
+        },
         took_ms: t0.elapsed().as_millis() as u64,
     }
 }
@@ -511,6 +575,7 @@ mod tests {
             reap_reason: (action == Action::Reap).then_some(ReapReason::Idle),
             why: String::new(),
             stamp_idle: None,
+            stamp_if_unset: false,
             idle_ms: None,
             deadline_ms: None,
             cid: None,

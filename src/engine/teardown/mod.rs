@@ -29,6 +29,7 @@ use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 
 mod finish;
+mod late;
 mod reap_hooks;
 mod recover;
 mod unwind;
@@ -119,20 +120,39 @@ fn rest_ms(r: &Reaper) -> i64 {
     r.cfg.lease_rest_ms()
 }
 
+/// The mark of a batch: its value (Unix ms, for people and the guarded tmux calls), its token,
+/// and when it was set by this process's own monotonic clock (read before the test-and-set), on
+/// which alone its lease is measured.
+#[derive(Clone, Copy)]
+struct Mark<'a> {
+    at: i64,
+    tok: &'a str,
+    boot_ms: i64,
+}
+
+impl Mark<'_> {
+    fn elapsed(&self) -> i64 {
+        crate::adapters::clock::boot_ms().saturating_sub(self.boot_ms)
+    }
+}
+
 /// The fence ([`policy::fence`]): one guarded tmux call tells which marks of the batch are still
-/// exactly ours (and which chats no viewer has attached to since the mark, where the mark asked
+/// exactly ours on sessions still called what the reap was decided for (and which chats no viewer has attached to since the mark, where the mark asked
 /// for none); a reap whose mark changed, went, or ran out of time, or whose chat is now watched,
 /// is aborted, nothing signalled.
-async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &mut Vec<u32>) {
-    let ns: Vec<(u32, bool)> = jobs
+async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u32>) {
+    let ns: Vec<(u32, &str, bool)> = jobs
         .iter()
         .filter(|j| !j.over)
-        .map(|j| (j.n(), !j.req.force && !j.req.decision.override_viewers))
+        .map(|j| {
+            let d = &j.req.decision;
+            (j.n(), d.name.as_str(), !j.req.force && !d.override_viewers)
+        })
         .collect();
     if ns.is_empty() {
         return;
     }
-    let held = match r.tmux.fence(&ns, mark_at, tok).await {
+    let held = match r.tmux.fence(&ns, mark.at, mark.tok).await {
         Ok(h) => h,
         Err(e) => {
             r.metrics.tmux_errors.inc();
@@ -143,12 +163,12 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
             return;
         }
     };
-    let now = now_ms();
+    let elapsed = mark.elapsed();
     let limit = r.stale_after();
     let rest = rest_ms(r);
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let held = held.contains(&j.n());
-        if let Err(why) = policy::fence(held, mark_at, now, limit, rest) {
+        if let Err(why) = policy::fence(held, elapsed, limit, rest) {
             tracing::warn!(session = %j.req.decision.name, tmux_id = %format!("${}", j.n()), why = why.as_str(), "fenced off: nothing signalled");
             unmark.push(j.n());
             j.abort(Abort::FencedOff(why));
@@ -158,11 +178,11 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark_at: i64, tok: &str, unmark: &m
 
 /// The reaps still on whose lease ([`policy::fence`], the mark as held) has too little left to
 /// finish under: aborted, nothing signalled. Returns their sessions.
-fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark_at: i64) -> Vec<u32> {
-    let (now, limit, rest) = (now_ms(), r.stale_after(), rest_ms(r));
+fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>) -> Vec<u32> {
+    let (elapsed, limit, rest) = (mark.elapsed(), r.stale_after(), rest_ms(r));
     let mut late = Vec::new();
     for j in jobs.iter_mut().filter(|j| !j.over) {
-        if let Err(why) = policy::fence(true, mark_at, now, limit, rest) {
+        if let Err(why) = policy::fence(true, elapsed, limit, rest) {
             tracing::warn!(session = %j.req.decision.name, why = why.as_str(), "fenced off right before the first signal: nothing signalled");
             late.push(j.n());
             j.abort(Abort::FencedOff(why));
@@ -260,6 +280,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // 1. The marks: the atomic test-and-set, in the server. The token names us and our limit.
     let tok = r.mark_owner().token(&nonce());
     let _live = r.hold_token(&tok);
+    // The lease runs from before the mark, on our own clock.
+    let mark_boot = crate::adapters::clock::boot_ms();
     let mark_at = now_ms();
     let items: Vec<(u32, bool, bool)> = jobs
         .iter()
@@ -302,7 +324,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     );
     // 3. The victims: one scan of the process table for the whole batch.
     let listing = listing.unwrap_or_default();
-    collect_victims(&mut jobs, &listing, &mut unmark);
+    collect_victims(r, &mut jobs, &listing, &mut unmark);
+    let world = procs::World::of(&listing);
 
     tracing::debug!(
         phase = "victims",
@@ -320,7 +343,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         listing.server_pid,
         p,
         &mut unmark,
-    );
+    )
+    .await;
     // The studio's hook may veto a reap before anything is touched.
     if let Some(hook) = &r.cfg.hook {
         before_hooks(r, hook, &mut jobs, &mut unmark).await;
@@ -331,7 +355,12 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // this journal after we died, the sign that this reap went past its fence): a reap stopped
     // at the fence writes none, so it never overwrites the tombstone of a reap that holds the
     // chat. Then at once the first signal.
-    fence(r, &mut jobs, mark_at, &tok, &mut unmark).await;
+    let mark = Mark {
+        at: mark_at,
+        tok: &tok,
+        boot_ms: mark_boot,
+    };
+    fence(r, &mut jobs, mark, &mut unmark).await;
     write_tombstones(r, &dirs, &mut jobs, &tok, &mut unmark);
     release(r, &mut jobs, &unmark, p);
     test_panic("journals");
@@ -344,7 +373,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // The lease once more, right before the first signal: the tombstones' writes and the clears
     // above took time, and a reader that cannot see us (another pid namespace) clears our mark
     // once the lease runs out.
-    let late = lease_ran_out(r, &mut jobs, mark_at);
+    let late = lease_ran_out(r, &mut jobs, mark);
     if !late.is_empty() {
         release(r, &mut jobs, &late, p);
         if let Err(e) = r.tmux.clear_reaping_many(&late, &tok).await {
@@ -359,7 +388,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     );
     // 6-9. Stop every tree of the batch together, one grace for all; each chat is finished as
     // soon as its tree is gone.
-    stop_and_finish(r, &mut jobs, &tok, p, t0).await;
+    stop_and_finish(r, &mut jobs, &tok, p, t0, &world).await;
     tracing::debug!(
         phase = "stop",
         ms = t0.elapsed().as_millis() as u64,
@@ -390,6 +419,7 @@ async fn stop_and_finish(
     tok: &str,
     p: &mut Progress<'_>,
     t0: Instant,
+    world: &procs::World,
 ) {
     let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
     if live.is_empty() {
@@ -416,7 +446,7 @@ async fn stop_and_finish(
             while let Ok(more) = rx.try_recv() {
                 done.push(more);
             }
-            finish_wave(r, jobs, &done, tok, p, t0).await;
+            finish_wave(r, jobs, &done, tok, p, t0, world).await;
             test_panic("finished");
         }
     };
@@ -424,9 +454,11 @@ async fn stop_and_finish(
 }
 
 /// Steps 7 to 9: finish the chats whose trees are gone (`done`: job and stop report), together: their
-/// `kill-session`s, each only while the session carries our token, chained; the check that
-/// nothing survived; then, per chat, its audit line, its journal removed (what `turn begin` and
-/// `spawn` wait for) and its line delivered.
+/// `kill-session`s, each only while the session carries our token, chained; the late look (what
+/// the chats started after their victims were collected, ended: one scan of the process table
+/// for the whole wave, [`late::end_late`]); the check that nothing survived; then, per chat, its
+/// audit line, its journal removed (what `turn begin` and `spawn` wait for) and its line
+/// delivered.
 async fn finish_wave(
     r: &Reaper,
     jobs: &mut [Job],
@@ -434,6 +466,7 @@ async fn finish_wave(
     tok: &str,
     p: &mut Progress<'_>,
     t0: Instant,
+    world: &procs::World,
 ) {
     for (i, rep) in done {
         jobs[*i].line.term = rep.term;
@@ -457,7 +490,9 @@ async fn finish_wave(
             }
         }
     }
-    // 8. Nothing may survive. 9. The audit line, the journal, the line delivered.
+    // 8. Nothing may survive: not even what was born after the victims' scan.
+    late::end_late(jobs, done, world).await;
+    // 9. The audit line, the journal, the line delivered.
     for (i, _) in done {
         let j = &mut jobs[*i];
         let end = verify(&mut j.line, &j.ids, j.failure.take());

@@ -104,8 +104,24 @@ pub(super) async fn recheck(
 }
 
 /// The victims of every session still to be reaped, from one scan of the process table, pinned.
-pub(super) fn collect_victims(jobs: &mut [Job], listing: &Listing, unmark: &mut Vec<u32>) {
+pub(super) fn collect_victims(
+    r: &Reaper,
+    jobs: &mut [Job],
+    listing: &Listing,
+    unmark: &mut Vec<u32>,
+) {
     if jobs.iter().all(|j| j.over) {
+        return;
+    }
+    // The pids tmux lists name its processes here only in its own pid namespace: proven once
+    // for the batch, before anything is collected, let alone signalled.
+    if let Err(why) = r.check_sight(listing.server_pid, listing.socket_path.as_deref()) {
+        for j in jobs.iter_mut().filter(|j| !j.over) {
+            unmark.push(j.n());
+            j.fail(Failure::NotAttempted(format!(
+                "this reaper cannot see the tmux server's processes: {why}"
+            )));
+        }
         return;
     }
     let table = match procs::table() {

@@ -23,6 +23,14 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
     if journals.is_empty() {
         return lines;
     }
+    // A reaper that cannot see the server's processes as they are signals nothing: the journals
+    // stay for a reaper that can.
+    if listing.server_pid.is_some() {
+        if let Err(why) = r.check_sight(listing.server_pid, listing.socket_path.as_deref()) {
+            tracing::warn!(why = %why, "reap journals left alone: this reaper cannot see the tmux server's processes");
+            return lines;
+        }
+    }
     // Without the process table nothing can be told of the victims: leave the journals for the
     // next sweep rather than take every victim for gone.
     let table = match procs::table() {
@@ -130,6 +138,8 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                 session: Some(j.session.clone()),
                 socket: Some(r.socket_path()),
                 token: Some(j.token.clone()),
+                argv: j.argv.clone(),
+                start_failed: None,
             };
             if let Err(e) = r.state.write_tombstone(&tomb) {
                 tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");

@@ -29,7 +29,7 @@ pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> En
 /// reaper's batch is finished chat by chat, and `turn begin` waits on its chat's alone), all of
 /// the batch's written at once, in parallel, each fsynced, the directory fsynced once. A reap
 /// whose journal cannot be written is not attempted.
-pub(super) fn write_journals(
+pub(super) async fn write_journals(
     r: &Reaper,
     dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
     jobs: &mut [Job],
@@ -39,9 +39,12 @@ pub(super) fn write_journals(
     unmark: &mut Vec<u32>,
 ) {
     let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
+    // The command lines the way back restarts (one tmux call for the batch).
+    let going: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
+    let kept = r.tmux.kept_argvs(&going).await;
     let journals: Vec<Journal> = live
         .iter()
-        .map(|&i| journal(&jobs[i], tok, server_pid))
+        .map(|&i| journal(&jobs[i], tok, server_pid, kept.get(&jobs[i].n())))
         .collect();
     let written: Vec<Result<(), String>> = match dirs {
         Ok(d) => {
@@ -70,7 +73,7 @@ pub(super) fn write_journals(
 }
 
 /// One reap's journal.
-fn journal(j: &Job, tok: &str, server_pid: Option<u32>) -> Journal {
+fn journal(j: &Job, tok: &str, server_pid: Option<u32>, argv: Option<&Vec<String>>) -> Journal {
     let d = &j.req.decision;
     let cwd = j.fresh.as_ref().and_then(|s| {
         s.panes.iter().find_map(|p| {
@@ -79,6 +82,12 @@ fn journal(j: &Job, tok: &str, server_pid: Option<u32>) -> Journal {
                 .and_then(|p| p.to_str().map(str::to_string))
         })
     });
+    let pane_pids: Vec<u32> = j
+        .fresh
+        .as_ref()
+        .map(|s| s.panes.iter().map(|p| p.pid).collect())
+        .unwrap_or_default();
+    let argv = crate::engine::wayback::kept_argv(argv, &pane_pids);
     Journal {
         id: d.id.clone(),
         session: d.name.clone(),
@@ -93,6 +102,7 @@ fn journal(j: &Job, tok: &str, server_pid: Option<u32>) -> Journal {
         server_pid,
         token: tok.to_string(),
         armed_by_tombstone: true,
+        argv,
         path: None,
     }
 }
@@ -117,16 +127,30 @@ pub(super) fn write_tombstones(
             j.fail(Failure::NotAttempted("no journal was written".into()));
             continue;
         };
+        // The cleanup of exited panes has no living process to read a cwd or command line
+        // from: it keeps those of the tombstone it replaces.
+        let before = (j.req.reason == ReapReason::Exited
+            && (jn.cwd.is_none() || jn.argv.is_none()))
+        .then(|| r.state.read_tombstone(&jn.id).ok().flatten())
+        .flatten();
         live.push(i);
         tombs.push(Tombstone {
             id: jn.id.clone(),
             cid: j.line.cid.clone(),
             reaped_at: rfc3339(now_ms()),
             reason: j.req.reason,
-            cwd: jn.cwd.clone(),
+            cwd: jn
+                .cwd
+                .clone()
+                .or_else(|| before.as_ref().and_then(|b| b.cwd.clone())),
             session: Some(jn.session.clone()),
             socket: Some(r.socket_path()),
             token: Some(tok.to_string()),
+            argv: jn
+                .argv
+                .clone()
+                .or_else(|| before.as_ref().and_then(|b| b.argv.clone())),
+            start_failed: None,
         });
     }
     let written: Vec<Result<(), String>> = match dirs {

@@ -1,0 +1,315 @@
+//! Nothing born late survives: after a chat's tree is stopped and its session killed, the process
+//! table is read again for what the chat started after its victims were collected (during the
+//! `before` hook, or during the grace from a parent that ignored SIGTERM and forked setsid'd
+//! children that ignore SIGTERM and SIGHUP): every process carrying the chat's `TMUX` marker, in
+//! the session of one of its victims, or a child of one still alive, and their descendants. Each
+//! is pinned (pid and start time, pidfd) and sent SIGKILL (its chat's grace is over). A few rounds,
+//! each one scan of the table for the whole wave of chats, never one per chat; whatever the last
+//! look still finds is a survivor.
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use rustix::process::Signal;
+
+use super::{alive, pin, protected, signal, table, tmux_env_value, Ident, Proc, TableError};
+
+/// How many times a wave kills what it found born late before its last look: a chat that keeps
+/// forking faster than that is reported with its survivors.
+const ROUNDS: usize = 3;
+
+/// How long a round waits for its SIGKILLs to land.
+const LAND: Duration = Duration::from_secs(2);
+
+/// What a teardown saw of the server when it collected its victims: where the late look finds
+/// the chats' `TMUX` markers, and the live panes of every session (never a chat's to take).
+#[derive(Debug, Clone, Default)]
+pub struct World {
+    pub socket_path: Option<String>,
+    pub server_pid: Option<u32>,
+    /// Every live pane on the server at the victims' scan: (session number, pane pid).
+    pub all_panes: Vec<(u32, u32)>,
+}
+
+impl World {
+    pub fn of(l: &crate::core::listing::Listing) -> World {
+        World {
+            socket_path: l.socket_path.clone(),
+            server_pid: l.server_pid,
+            all_panes: l.all_panes.clone(),
+        }
+    }
+}
+
+/// What the late look did for one chat.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LateReport {
+    /// Every process found born late, signalled or not.
+    pub found: Vec<Ident>,
+    /// How many of them were sent SIGKILL.
+    pub kill: usize,
+}
+
+/// The processes born late of each chat of `chats` (session number, its victims), from one scan
+/// of `table`: see the module's comment. Never a protected pid, a zombie, a victim itself (what
+/// the stop reports), or a process of a live pane of a session not in `chats` (`others`, as the
+/// victims' scan listed them). Pure over `table` except for environ reads, only of processes of
+/// our uid (`uid`), and only with a `tmux_env` key.
+pub fn late_members(
+    table: &[Proc],
+    chats: &[(u32, &[Ident])],
+    others: &[(u32, u32)],
+    tmux_env: Option<(&str, u32)>,
+    uid: u32,
+    protected: &HashSet<i32>,
+) -> HashMap<u32, Vec<Ident>> {
+    let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
+    let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
+    for p in table {
+        children.entry(p.ppid).or_default().push(p);
+    }
+    let ours: HashSet<u32> = chats.iter().map(|c| c.0).collect();
+    let victims: HashSet<Ident> = chats.iter().flat_map(|c| c.1.iter().copied()).collect();
+    let mut owner: HashMap<i32, Option<u32>> = HashMap::new();
+    // The live panes of other sessions, and their trees: nobody's here.
+    let server = tmux_env.map(|(_, s)| s as i32);
+    let mut stack: Vec<i32> = Vec::new();
+    for &(n, pp) in others {
+        let pp = pp as i32;
+        let Some(p) = by_pid.get(&pp) else { continue };
+        if ours.contains(&n) || server.is_some_and(|s| p.ppid != s) {
+            continue;
+        }
+        if owner.insert(pp, None).is_none() {
+            stack.push(pp);
+        }
+    }
+    while let Some(pid) = stack.pop() {
+        for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if owner.insert(c.pid, None).is_none() {
+                stack.push(c.pid);
+            }
+        }
+    }
+    let takable = |p: &Proc, owner: &HashMap<i32, Option<u32>>| {
+        p.pid > 1
+            && p.state != 'Z'
+            && p.state != 'X'
+            && !protected.contains(&p.pid)
+            && !owner.contains_key(&p.pid)
+            && !victims.contains(&Ident {
+                pid: p.pid,
+                start: p.start,
+            })
+    };
+    // A victim's pid still means that victim only while no other process has it: a session id
+    // or a parent pid equal to it is the victim's when the pid is free or still the victim.
+    let victim_of: HashMap<i32, (u32, u64)> = chats
+        .iter()
+        .flat_map(|(n, ids)| ids.iter().map(move |i| (i.pid, (*n, i.start))))
+        .collect();
+    let still_victim = |pid: i32| -> Option<u32> {
+        let &(n, start) = victim_of.get(&pid)?;
+        match by_pid.get(&pid) {
+            None => Some(n),
+            Some(p) if p.start == start => Some(n),
+            Some(_) => None,
+        }
+    };
+    let needles: Vec<(u32, Vec<u8>)> = match tmux_env {
+        Some((socket, server)) => chats
+            .iter()
+            .map(|(n, _)| {
+                let v = tmux_env_value(socket, server, *n);
+                (*n, format!("TMUX={v}").into_bytes())
+            })
+            .collect(),
+        None => Vec::new(),
+    };
+    let mut out: HashMap<u32, Vec<Ident>> = HashMap::new();
+    let mut seeds: Vec<(i32, u32)> = Vec::new();
+    for p in table {
+        if !takable(p, &owner) {
+            continue;
+        }
+        // In a victim's session, or the child of a victim that still lives.
+        let by_tree = still_victim(p.sid)
+            .or_else(|| still_victim(p.ppid).filter(|_| by_pid.contains_key(&p.ppid)));
+        let n = by_tree.or_else(|| {
+            if needles.is_empty() || p.uid != Some(uid) {
+                return None;
+            }
+            let env = std::fs::read(format!("/proc/{}/environ", p.pid)).ok()?;
+            needles
+                .iter()
+                .find(|(_, needle)| env.split(|&b| b == 0).any(|kv| kv == needle.as_slice()))
+                .map(|(n, _)| *n)
+        });
+        if let Some(n) = n {
+            owner.insert(p.pid, Some(n));
+            seeds.push((p.pid, n));
+            out.entry(n).or_default().push(Ident {
+                pid: p.pid,
+                start: p.start,
+            });
+        }
+    }
+    // Their descendants, whatever their environment says.
+    while let Some((pid, n)) = seeds.pop() {
+        for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+            if takable(c, &owner) {
+                owner.insert(c.pid, Some(n));
+                seeds.push((c.pid, n));
+                out.entry(n).or_default().push(Ident {
+                    pid: c.pid,
+                    start: c.start,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Look again, and end what was born late, for a wave of chats (session number, its victims):
+/// at most [`ROUNDS`] rounds of (one scan, SIGKILL to what it found, a wait for the kills to land),
+/// then, if the last round still found any, one last scan whose finds are reported unsignalled.
+/// Every chat of `chats` gets a report; an unreadable table is an error (nothing can be told).
+pub async fn end_late(
+    chats: &[(u32, Vec<Ident>)],
+    world: &World,
+) -> Result<HashMap<u32, LateReport>, TableError> {
+    let mut reports: HashMap<u32, LateReport> =
+        chats.iter().map(|c| (c.0, LateReport::default())).collect();
+    if chats.is_empty() {
+        return Ok(reports);
+    }
+    let views: Vec<(u32, &[Ident])> = chats.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+    let env = match (&world.socket_path, world.server_pid) {
+        (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
+        _ => None,
+    };
+    let uid = rustix::process::getuid().as_raw();
+    for round in 0..=ROUNDS {
+        let t = table()?;
+        let prot = protected(&t, world.server_pid);
+        let found = late_members(&t, &views, &world.all_panes, env, uid, &prot);
+        if found.is_empty() {
+            break;
+        }
+        let mut pinned = Vec::new();
+        for (n, ids) in &found {
+            let rep = reports.entry(*n).or_default();
+            for id in ids {
+                if !rep.found.contains(id) {
+                    rep.found.push(*id);
+                }
+            }
+            if round < ROUNDS {
+                pinned.push((*n, pin(ids)));
+            }
+        }
+        if round == ROUNDS {
+            break;
+        }
+        for (n, vs) in &pinned {
+            for v in vs {
+                if signal(v, Signal::KILL) {
+                    reports.entry(*n).or_default().kill += 1;
+                }
+            }
+        }
+        let deadline = Instant::now() + LAND;
+        let mut pause = Duration::from_millis(1);
+        while pinned.iter().any(|(_, vs)| vs.iter().any(|v| alive(v.id))) {
+            let now = Instant::now();
+            if now >= deadline {
+                break;
+            }
+            tokio::time::sleep(pause.min(deadline - now)).await;
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+        tracing::warn!(
+            processes = found.values().map(Vec::len).sum::<usize>(),
+            chats = found.len(),
+            round,
+            "processes born after the victims' scan: sent SIGKILL"
+        );
+    }
+    Ok(reports)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(pid: i32, ppid: i32, sid: i32, start: u64) -> Proc {
+        Proc {
+            pid,
+            ppid,
+            sid,
+            start,
+            state: 'S',
+            uid: Some(0),
+        }
+    }
+
+    fn pids(m: &HashMap<u32, Vec<Ident>>, n: u32) -> Vec<i32> {
+        let mut v: Vec<i32> = m.get(&n).into_iter().flatten().map(|i| i.pid).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn what_a_chat_started_late_is_found_by_session_and_by_parent() {
+        // Server 50. Chat 1's victims: pane 100 (dead now) and 101 (a survivor, same start).
+        // Late: 110 (sid 100, ppid 1), its child 111 (setsid: sid 111), 120 (child of the
+        // surviving 101), 130 (sid 130, ppid 1: nothing ties it to the chat). Chat 7's live pane
+        // 300 and its child 301 (in sid 100? no: its own sid) are never taken. Pid 200 reuses
+        // the pid of chat 1's dead victim 200 (another start): neither it nor its session is
+        // the chat's.
+        let v1 = [
+            Ident {
+                pid: 100,
+                start: 1000,
+            },
+            Ident {
+                pid: 101,
+                start: 1010,
+            },
+            Ident {
+                pid: 200,
+                start: 2000,
+            },
+        ];
+        let t = vec![
+            p(1, 0, 1, 1),
+            p(50, 1, 50, 500),
+            p(101, 1, 100, 1010),
+            p(110, 1, 100, 1100),
+            p(111, 110, 111, 1110),
+            p(120, 101, 120, 1200),
+            p(130, 1, 130, 1300),
+            p(200, 1, 200, 9999),
+            p(201, 200, 200, 2010),
+            p(300, 50, 300, 3000),
+            p(301, 300, 100, 3010),
+        ];
+        let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
+        let m = late_members(
+            &t,
+            &[(1, &v1)],
+            &[(7, 300)],
+            Some(("/nonexistent/s", 50)),
+            u32::MAX,
+            &prot,
+        );
+        assert_eq!(pids(&m, 1), vec![110, 111, 120], "{m:?}");
+        // Without the other pane listed, 301 (in the dead victim's session) is taken, and 300
+        // is not (nothing ties it to the chat).
+        let m = late_members(&t, &[(1, &v1)], &[], None, 0, &prot);
+        assert_eq!(pids(&m, 1), vec![110, 111, 120, 301], "{m:?}");
+        // A chat with no victims and no marker key finds nothing.
+        let m = late_members(&t, &[(2, &[])], &[], None, 0, &prot);
+        assert!(m.is_empty(), "{m:?}");
+    }
+}

@@ -1,0 +1,24 @@
+//! The tombstones of this studio, listed: the chats that are asleep (reaped, not resumed yet),
+//! for `status`. One directory listing, then each tombstone read as [`StateDir::read_tombstone`]
+//! reads it (validated, private).
+
+use super::{StateDir, StateError, Tombstone};
+
+impl StateDir {
+    /// Every tombstone in this studio's `sessions/` dir, validated; an unreadable or invalid one
+    /// is reported, not guessed at. No dir yet: none.
+    pub fn tombstones(&self) -> Vec<Result<Tombstone, StateError>> {
+        let Ok(rd) = std::fs::read_dir(self.studio.join("sessions")) else {
+            return Vec::new();
+        };
+        rd.flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let stem = name.strip_suffix(".json")?;
+                (!stem.starts_with('.') && crate::core::policy::valid_id(stem))
+                    .then(|| stem.to_string())
+            })
+            .filter_map(|id| self.read_tombstone(&id).transpose())
+            .collect()
+    }
+}

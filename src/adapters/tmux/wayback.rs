@@ -1,0 +1,318 @@
+//! The tmux calls of the way back: a new session that keeps its dead pane readable (so a resume
+//! that fails can be told and its last line read), a cheap probe of one session, its pane's last
+//! line, the chat's kept command line (`@ccs_argv`), the server's global environment, and the
+//! `attach` command line.
+
+use tmux_interface::TmuxCommand;
+
+use super::{literal, session_gone, Socket, Tmux, TmuxError};
+use crate::core::listing::parse_sid;
+
+/// The `@` option that keeps the words `spawn` ran a chat with (JSON, one array of strings).
+pub const ARGV_OPTION: &str = "@ccs_argv";
+
+/// A session just created by [`Tmux::new_session_kept`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Created {
+    /// Its `$N`.
+    pub n: u32,
+    /// The pid of its pane's process.
+    pub pane_pid: u32,
+}
+
+/// One session as [`Tmux::probe`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    pub pane_dead: bool,
+    pub dead_status: Option<i32>,
+    pub pane_pid: Option<u32>,
+    /// `@ccs_cid`, as set.
+    pub cid: String,
+}
+
+impl Tmux {
+    /// `new-session -d -s <name> -c <cwd> -- [env K=V ...] <argv...>`, with the pane kept after it
+    /// exits (`remain-on-exit on`, so a start that fails can be read), `@ccs_argv` set to `argv`
+    /// and, when given, `@ccs_cid`; all in one call. `None` when a session of that name exists.
+    pub async fn new_session_kept(
+        &self,
+        name: &str,
+        cwd: &std::path::Path,
+        env: &[(String, String)],
+        argv: &[String],
+        cid: Option<&str>,
+    ) -> Result<Option<Created>, TmuxError> {
+        let cwd = cwd.to_str().ok_or_else(|| TmuxError::BadArgument {
+            what: "working directory",
+            value: cwd.display().to_string(),
+            why: "not valid UTF-8",
+        })?;
+        let argv_json = serde_json::to_string(argv).map_err(|_| TmuxError::BadArgument {
+            what: "command",
+            value: format!("{argv:?}"),
+            why: "cannot be encoded",
+        })?;
+        let mut c = TmuxCommand::with_name("new-session");
+        c.push_param("-d")
+            .push_param("-P")
+            .push_param("-F")
+            .push_param("#{session_id} #{pane_pid}")
+            .push_param("-c")
+            .push_param(super::format_literal(cwd))
+            .push_param("-s")
+            .push_param(name.to_string());
+        c.push_param("--");
+        // The extra environment as `env K=V` words before the command, not `new-session -e`,
+        // which tmux 3.1c lacks (3.2 added it); `env` execs the command, so the pane's pid is
+        // still the agent's own.
+        if !env.is_empty() {
+            c.push_param("env");
+            for (k, v) in env {
+                c.push_param(literal(&format!("{k}={v}")));
+            }
+        }
+        for a in argv {
+            c.push_param(literal(a));
+        }
+        let target = format!("={name}:");
+        let mut keep = TmuxCommand::with_name("set-option");
+        keep.push_param("-w")
+            .push_param("-t")
+            .push_param(target.clone())
+            .push_param("remain-on-exit")
+            .push_param("on");
+        let mut cmds = vec![c, keep, set_opt(&target, ARGV_OPTION, &argv_json)];
+        if let Some(cid) = cid {
+            cmds.push(set_opt(&target, "@ccs_cid", cid));
+        }
+        let out = match self.run(&cmds).await {
+            Ok(o) => o,
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("duplicate session") => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+        let mut it = out.split_whitespace();
+        let n = it.next().and_then(parse_sid);
+        let pid = it.next().and_then(|p| p.parse().ok());
+        match (n, pid) {
+            (Some(n), Some(pane_pid)) => Ok(Some(Created { n, pane_pid })),
+            _ => Err(TmuxError::Failed {
+                cmd: "new-session".into(),
+                stderr: format!("unexpected answer {out:?}"),
+            }),
+        }
+    }
+
+    /// Session `$n`'s first pane, read in one call; `None` when it is gone.
+    pub async fn probe(&self, n: u32) -> Result<Option<Probe>, TmuxError> {
+        let mut c = TmuxCommand::with_name("display-message");
+        c.push_param("-p")
+            .push_param("-t")
+            .push_param(format!("${n}:"))
+            .push_param("#{pane_dead}\t#{pane_dead_status}\t#{pane_pid}\t#{@ccs_cid}");
+        match self.run(&[c]).await {
+            Ok(out) => {
+                let line = out.lines().next().unwrap_or("");
+                let f: Vec<&str> = line.splitn(4, '\t').collect();
+                Ok(Some(Probe {
+                    pane_dead: f.first() == Some(&"1"),
+                    dead_status: f.get(1).and_then(|s| s.parse().ok()),
+                    pane_pid: f.get(2).and_then(|s| s.parse().ok()),
+                    cid: f.get(3).unwrap_or(&"").trim().to_string(),
+                }))
+            }
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(None),
+            Err(TmuxError::NoServer(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The last lines of session `$n`'s first pane (what the agent said before it exited),
+    /// empty lines left out.
+    pub async fn last_lines(&self, n: u32, keep: usize) -> Result<Vec<String>, TmuxError> {
+        // The history too (an agent may have scrolled), and, where the pane died inside the
+        // alternate screen, that screen.
+        let mut c = TmuxCommand::with_name("capture-pane");
+        c.push_param("-p")
+            .push_param("-J")
+            .push_param("-S")
+            .push_param("-200")
+            .push_param("-t")
+            .push_param(format!("${n}:"));
+        let mut out = self.run(&[c]).await?;
+        let mut alt = TmuxCommand::with_name("capture-pane");
+        alt.push_param("-p")
+            .push_param("-a")
+            .push_param("-q")
+            .push_param("-t")
+            .push_param(format!("${n}:"));
+        if let Ok(a) = self.run(&[alt]).await {
+            out.push_str(&a);
+        }
+        let lines: Vec<String> = out
+            .lines()
+            .map(|l| l.replace('\u{a0}', " ").trim().to_string())
+            .filter(|l| !l.is_empty() && !l.starts_with("Pane is dead"))
+            .collect();
+        Ok(lines[lines.len().saturating_sub(keep)..].to_vec())
+    }
+
+    /// Set an `@` or window option of session `$n` (`None` unsets); `false` when it is gone.
+    pub async fn set_on(
+        &self,
+        n: u32,
+        window: bool,
+        opt: &str,
+        value: Option<&str>,
+    ) -> Result<bool, TmuxError> {
+        let mut c = TmuxCommand::with_name("set-option");
+        if window {
+            c.push_param("-w");
+        }
+        if value.is_none() {
+            c.push_param("-u");
+        }
+        c.push_param("-t")
+            .push_param(format!("${n}:"))
+            .push_param(opt.to_string());
+        if let Some(v) = value {
+            c.push_param(literal(v));
+        }
+        match self.run(&[c]).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Kill session `$n` (one this process created); gone already is fine.
+    pub async fn kill_n(&self, n: u32) -> Result<(), TmuxError> {
+        let mut c = TmuxCommand::with_name("kill-session");
+        c.push_param("-t").push_param(format!("${n}"));
+        match self.run(&[c]).await {
+            Ok(_) => Ok(()),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(()),
+            Err(TmuxError::NoServer(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The kept command line (`@ccs_argv`) of each of sessions `ns`, in one call: what parses as
+    /// a JSON array of strings, by `$N`. A session that went, or a call that failed, gives none.
+    pub async fn kept_argvs(&self, ns: &[u32]) -> std::collections::HashMap<u32, Vec<String>> {
+        let mut out = std::collections::HashMap::new();
+        if ns.is_empty() {
+            return out;
+        }
+        let mut c = TmuxCommand::with_name("list-sessions");
+        c.push_param("-F")
+            .push_param(format!("#{{session_id}}\t#{{{ARGV_OPTION}}}"));
+        let Ok(text) = self.run(&[c]).await else {
+            return out;
+        };
+        for line in text.lines() {
+            let Some((sid, v)) = line.split_once('\t') else {
+                continue;
+            };
+            let Some(n) = parse_sid(sid).filter(|n| ns.contains(n)) else {
+                continue;
+            };
+            if let Ok(a) = serde_json::from_str::<Vec<String>>(v) {
+                out.insert(n, a);
+            }
+        }
+        out
+    }
+
+    /// The server's global environment for `names` (`show-environment -g`): `Some(value)` set,
+    /// `None` removed (`-NAME`); a name it does not hold is left out. Empty when no server runs.
+    pub async fn global_env(&self, names: &[&str]) -> Vec<(String, Option<String>)> {
+        let mut c = TmuxCommand::with_name("show-environment");
+        c.push_param("-g");
+        let Ok(text) = self.run(&[c]).await else {
+            return Vec::new();
+        };
+        text.lines()
+            .filter_map(|l| match l.strip_prefix('-') {
+                Some(k) if names.contains(&k) => Some((k.to_string(), None)),
+                Some(_) => None,
+                None => {
+                    let (k, v) = l.split_once('=')?;
+                    names
+                        .contains(&k)
+                        .then(|| (k.to_string(), Some(v.to_string())))
+                }
+            })
+            .collect()
+    }
+
+    /// A `/compact` begins on `name`: unless a reap holds it, mark a turn that starts now and
+    /// is the compaction's own (`@ccs_compact`), when no turn is marked; a turn already marked
+    /// is kept as it is. One guarded call; `false` when the session is gone.
+    pub async fn mark_compact(&self, name: &str, now_ms: i64) -> Result<bool, TmuxError> {
+        let target = format!("={name}:");
+        let t = super::quote(&target);
+        let mut has = TmuxCommand::with_name("has-session");
+        has.push_param("-t").push_param(format!("={name}"));
+        let mut c = TmuxCommand::with_name("if-shell");
+        c.push_param("-F")
+            .push_param("-t")
+            .push_param(target.clone())
+            .push_param("#{&&:#{==:#{@ccs_reaping},},#{==:#{@ccs_turn},}}")
+            .push_param(format!(
+                "set-option -t {t} @ccs_turn {now_ms} ; set-option -t {t} @ccs_compact 1"
+            ));
+        match self.run(&[has, c]).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// A `/compact` ended on `name`: `Some(true)` when the turn marked was its own (then
+    /// `@ccs_compact` is cleared, in the same call), `Some(false)` when not, `None` when gone.
+    pub async fn end_compact(&self, name: &str) -> Result<Option<bool>, TmuxError> {
+        let target = format!("={name}:");
+        let t = super::quote(&target);
+        let mut has = TmuxCommand::with_name("has-session");
+        has.push_param("-t").push_param(format!("={name}"));
+        let mut c = TmuxCommand::with_name("if-shell");
+        c.push_param("-F")
+            .push_param("-t")
+            .push_param(target.clone())
+            .push_param("#{!=:#{@ccs_compact},}")
+            .push_param(format!(
+                "set-option -u -t {t} @ccs_compact ; display-message -p own"
+            ))
+            .push_param(format!("display-message -p -t {t} other"));
+        match self.run(&[has, c]).await {
+            Ok(out) => Ok(Some(out.trim() == "own")),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(None),
+            Err(TmuxError::NoServer(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The command line that attaches a terminal to session `name` on this server.
+    pub fn attach_argv(&self, name: &str) -> Vec<String> {
+        let mut v = vec!["tmux".to_string()];
+        match &self.socket {
+            Socket::Name(n) => v.extend(["-L".to_string(), n.clone()]),
+            Socket::Path(p) => v.extend(["-S".to_string(), p.to_string_lossy().into_owned()]),
+        }
+        v.extend(["attach".into(), "-t".into(), format!("={name}")]);
+        v
+    }
+}
+
+fn set_opt(target: &str, opt: &str, value: &str) -> TmuxCommand<'static> {
+    let mut c = TmuxCommand::with_name("set-option");
+    c.push_param("-t")
+        .push_param(target.to_string())
+        .push_param(opt.to_string())
+        .push_param(literal(value));
+    c
+}

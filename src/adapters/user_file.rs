@@ -1,0 +1,194 @@
+//! Files written for the user, in the user's own directories (`claude-settings --write`): the one
+//! place that reads such a file and replaces it.
+//!
+//! - A symlink at the path is resolved, and the file it names is written (the link is kept).
+//! - What is there must be a regular file, opened with `O_NOFOLLOW|O_NONBLOCK` and checked with
+//!   `fstat` before anything is read: a FIFO, a socket or a device is refused at once (never
+//!   waited on); so is a file with more than one hard link (a rename would split them) and a
+//!   file that cannot be written back (no owner write bit, or `access(W_OK)` refuses): each left
+//!   alone, with a message that says why.
+//! - The new text goes into a temporary file created `O_CREAT|O_EXCL|O_NOFOLLOW` with a random
+//!   name in the target's directory (a file or link planted there is never written through), given
+//!   the original's owner, group and mode (`fchown`, `fchmod` on the descriptor; a new file: mode
+//!   0600, the directory's owner), fsynced, renamed over the target, and the directory fsynced.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{Access, OFlags};
+
+/// The largest file read back (a settings file is a few KiB).
+const MAX_BYTES: u64 = 16 << 20;
+
+/// A file as read: where it really is (symlinks resolved), its text, and who owns it how.
+#[derive(Debug)]
+pub struct UserFile {
+    pub path: PathBuf,
+    /// `None`: there is no file yet.
+    pub text: Option<String>,
+    owner: Option<(u32, u32, u32)>,
+}
+
+/// Read `file` for a later [`replace`]: `Ok` with no text when it does not exist yet.
+pub fn read(file: &Path) -> Result<UserFile, String> {
+    let path = match std::fs::canonicalize(file) {
+        Ok(p) => p,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            // A dangling symlink is not a missing file: its target would be created elsewhere.
+            if std::fs::symlink_metadata(file).is_ok() {
+                return Err(format!(
+                    "{} is a symlink to a file that does not exist: left alone",
+                    file.display()
+                ));
+            }
+            return Ok(UserFile {
+                path: file.to_path_buf(),
+                text: None,
+                owner: None,
+            });
+        }
+        Err(e) => return Err(format!("failed to resolve {}: {e}", file.display())),
+    };
+    let f = match OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY).bits() as i32)
+        .open(&path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(UserFile {
+                path,
+                text: None,
+                owner: None,
+            })
+        }
+        Err(e) => return Err(format!("failed to open {}: {e}", path.display())),
+    };
+    let m = f
+        .metadata()
+        .map_err(|e| format!("failed to stat {}: {e}", path.display()))?;
+    let shown = path.display();
+    if !m.file_type().is_file() {
+        return Err(format!(
+            "{shown} is not a regular file (a FIFO, socket, device or directory): left alone"
+        ));
+    }
+    if m.nlink() > 1 {
+        return Err(format!(
+            "{shown} has {} hard links: replacing it would split them; left alone (write the file the links share by hand, or remove the other links)",
+            m.nlink()
+        ));
+    }
+    let mode = m.mode() & 0o7777;
+    if mode & 0o200 == 0 || rustix::fs::access(&path, Access::WRITE_OK).is_err() {
+        return Err(format!(
+            "{shown} cannot be written back (mode {mode:04o}): left alone; make it writable to let ccs-reap change it"
+        ));
+    }
+    let mut buf = Vec::new();
+    f.take(MAX_BYTES + 1)
+        .read_to_end(&mut buf)
+        .map_err(|e| format!("failed to read {shown}: {e}"))?;
+    if buf.len() as u64 > MAX_BYTES {
+        return Err(format!(
+            "{shown} is larger than {MAX_BYTES} bytes: left alone"
+        ));
+    }
+    let text =
+        String::from_utf8(buf).map_err(|e| format!("{shown} is not UTF-8 ({e}): left alone"))?;
+    Ok(UserFile {
+        path,
+        text: Some(text),
+        owner: Some((m.uid(), m.gid(), mode)),
+    })
+}
+
+/// A random hex word for a temporary file's name.
+fn random_word() -> String {
+    let mut b = [0u8; 8];
+    let ok = File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut b));
+    if ok.is_err() {
+        // No /dev/urandom: the clock and the pid (O_EXCL still refuses anything planted).
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0);
+        b = (t ^ (u64::from(std::process::id()) << 32)).to_le_bytes();
+    }
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Replace `f` (as [`read`] found it) with `bytes`: see the module's comment.
+pub fn replace(f: &UserFile, bytes: &[u8]) -> Result<(), String> {
+    let target = &f.path;
+    let dir = target
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let base = target
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| format!("{} names no file", target.display()))?;
+    // A project's `.claude/` may not exist yet.
+    std::fs::create_dir_all(dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    let mut created = None;
+    for _ in 0..8 {
+        let tmp = dir.join(format!(".{base}.ccs-reap.{}", random_word()));
+        match OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags((OFlags::NOFOLLOW | OFlags::CLOEXEC).bits() as i32)
+            .open(&tmp)
+        {
+            Ok(fd) => {
+                created = Some((tmp, fd));
+                break;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("failed to create {}: {e}", tmp.display())),
+        }
+    }
+    let (tmp, mut fd) =
+        created.ok_or_else(|| format!("failed to create a temporary file in {}", dir.display()))?;
+    let write = |fd: &mut File| -> std::io::Result<()> {
+        let (uid, gid, mode) = match f.owner {
+            Some(o) => o,
+            // A new file: private; as root, the directory's owner's (never root's in a user's
+            // directory).
+            None if rustix::process::geteuid().is_root() => {
+                let d = std::fs::metadata(dir)?;
+                (d.uid(), d.gid(), 0o600)
+            }
+            None => {
+                let me = fd.metadata()?;
+                (me.uid(), me.gid(), 0o600)
+            }
+        };
+        let me = fd.metadata()?;
+        if (me.uid(), me.gid()) != (uid, gid) {
+            rustix::fs::fchown(
+                &*fd,
+                Some(rustix::fs::Uid::from_raw(uid)),
+                Some(rustix::fs::Gid::from_raw(gid)),
+            )?;
+        }
+        rustix::fs::fchmod(&*fd, rustix::fs::Mode::from_raw_mode(mode))?;
+        fd.write_all(bytes)?;
+        fd.sync_all()?;
+        std::fs::rename(&tmp, target)
+    };
+    write(&mut fd).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("failed to write {}: {e}: left as it was", target.display())
+    })?;
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| {
+        format!(
+            "{} was written, but its directory {} could not be synced: {e}",
+            target.display(),
+            dir.display()
+        )
+    })
+}

@@ -1,0 +1,185 @@
+//! What wakes the memory watcher besides its clock: a PSI trigger on the watched cgroup's
+//! `memory.pressure` (on cgroup v1, its v2 twin's; else the host's `/proc/pressure/memory`), and
+//! cgroup v2's `memory.events`. Each is `None` where the kernel refused it (a read-only
+//! `/sys/fs/cgroup`, a kernel without PSI, a cgroup v1 host without a v2 twin), and the watcher
+//! polls for what it would have told.
+
+use std::os::fd::OwnedFd;
+
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use crate::adapters::memory::{Source, Watched};
+use crate::adapters::psi;
+use crate::core::policy::Policy;
+
+/// A PSI trigger set and registered with the runtime.
+pub(super) struct Psi {
+    fd: AsyncFd<OwnedFd>,
+    pub pct: f64,
+    pub window_us: u64,
+}
+
+pub(super) struct Wakers {
+    /// The memory they were set up for.
+    pub watched: Watched,
+    pub psi: Option<Psi>,
+    events: Option<(AsyncFd<std::fs::File>, std::sync::Mutex<psi::Events>)>,
+    /// What was set up, and what was refused and why: for the log line.
+    pub said: String,
+}
+
+impl Wakers {
+    pub fn new(w: &Watched, p: &Policy) -> Wakers {
+        let pressure = crate::engine::context::pressure_file(w);
+        let events_dir = match &w.source {
+            Source::V2(d) => Some(d.clone()),
+            _ => None,
+        };
+        let mut said = Vec::new();
+        let pct = p.mem_psi.unwrap_or(psi::HINT_STALL_PCT);
+        let psi = match psi::trigger(&pressure, pct) {
+            // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it: the fd stays open and
+            // the same until the AsyncFd drops.
+            Ok(t) => match unsafe { AsyncFd::register_with_interest(t.fd, Interest::PRIORITY) } {
+                Ok(fd) => {
+                    said.push(format!("PSI trigger {:?} on {}", t.line, t.file.display()));
+                    Some(Psi {
+                        fd,
+                        pct: t.pct,
+                        window_us: t.window_us,
+                    })
+                }
+                Err(e) => {
+                    said.push(format!(
+                        "PSI trigger on {} cannot be polled: {e}",
+                        pressure.display()
+                    ));
+                    None
+                }
+            },
+            Err(e) => {
+                said.push(e);
+                None
+            }
+        };
+        let events = events_dir.and_then(|d| {
+            let opened = psi::EventsFile::open(&d).and_then(|f| {
+                let now = f.read().unwrap_or_default();
+                // SAFETY: the File is moved into the AsyncFd, which owns it (as above).
+                unsafe { AsyncFd::register_with_interest(f.file, Interest::PRIORITY) }
+                    .map(|fd| (fd, f.path, now))
+                    .map_err(|e| format!("memory.events of {} cannot be polled: {e}", d.display()))
+            });
+            match opened {
+                Ok((fd, path, now)) => {
+                    said.push(format!("changes of {}", path.display()));
+                    Some((fd, std::sync::Mutex::new(now)))
+                }
+                Err(e) => {
+                    said.push(e);
+                    None
+                }
+            }
+        });
+        Wakers {
+            watched: w.clone(),
+            psi,
+            events,
+            said: said.join("; "),
+        }
+    }
+
+    /// The path in use, as the metric's label says it: `event` when the kernel notifies all the
+    /// rules need (`eventfd`: cgroup v1's threshold notification is registered), `poll+event`
+    /// when it is polled and woken early too, `poll` when nothing notifies.
+    pub fn path(&self, p: &Policy, eventfd: bool) -> &'static str {
+        let high_ok = p.mem_high.is_none() || eventfd;
+        let psi_ok = p.mem_psi.is_none() || self.psi.is_some();
+        let any = eventfd || self.psi.is_some() || self.events.is_some();
+        match (high_ok && psi_ok, any) {
+            (true, _) => "event",
+            (false, true) => "poll+event",
+            (false, false) => "poll",
+        }
+    }
+
+    /// What wakes the watcher, and what was refused, for the log line.
+    pub fn how(&self, p: &Policy, w: &Watched, eventfd: bool) -> String {
+        let threshold = match (&w.source, p.mem_high.is_some(), eventfd) {
+            (_, false, _) => None,
+            (Source::V1(d), true, true) => Some(format!(
+                "cgroup v1 threshold eventfd on {}",
+                d.join("memory.usage_in_bytes").display()
+            )),
+            (Source::V1(d), true, false) => Some(format!(
+                "no cgroup v1 threshold notification ({} could not be written, or no limit): CCS_ENGINE_MEM_HIGH polled every {} ms",
+                d.join("cgroup.event_control").display(),
+                super::WATCH_EVERY.as_millis()
+            )),
+            (_, true, _) => Some(format!(
+                "no threshold notification on {}: CCS_ENGINE_MEM_HIGH polled every {} ms",
+                if matches!(w.source, Source::V2(_)) { "cgroup v2" } else { "/proc/meminfo" },
+                super::WATCH_EVERY.as_millis()
+            )),
+        };
+        threshold
+            .into_iter()
+            .chain(std::iter::once(self.said.clone()))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// Until the eventfd of cgroup v1's threshold is readable (drained then); never without one.
+pub(super) async fn eventfd(fd: Option<&AsyncFd<OwnedFd>>) {
+    let Some(fd) = fd else {
+        return std::future::pending().await;
+    };
+    if let Ok(mut g) = fd.readable().await {
+        // Drain the eventfd's counter; the crossing is judged by the caller.
+        let mut buf = [0u8; 8];
+        let _ = g.try_io(|f| rustix::io::read(f.get_ref(), &mut buf).map_err(std::io::Error::from));
+        g.clear_ready();
+    }
+}
+
+/// Until the PSI trigger fires; never without one.
+pub(super) async fn psi(k: Option<&Wakers>) {
+    let Some(t) = k.and_then(|k| k.psi.as_ref()) else {
+        return std::future::pending().await;
+    };
+    match t.fd.ready(Interest::PRIORITY).await {
+        Ok(mut g) => g.clear_ready(),
+        // The runtime lost it: wait as if it never fires (the poll goes on).
+        Err(_) => std::future::pending().await,
+    }
+}
+
+/// Until a counter of `memory.events` rises (`high`, `max`, `oom`, `oom_kill`); never without
+/// the file.
+pub(super) async fn events(k: Option<&Wakers>) {
+    let Some((fd, last)) = k.and_then(|k| k.events.as_ref()) else {
+        return std::future::pending().await;
+    };
+    loop {
+        let Ok(mut g) = fd.ready(Interest::PRIORITY).await else {
+            return std::future::pending().await;
+        };
+        g.clear_ready();
+        let f = psi::EventsFile {
+            file: match fd.get_ref().try_clone() {
+                Ok(f) => f,
+                Err(_) => return std::future::pending().await,
+            },
+            path: Default::default(),
+        };
+        let Some(now) = f.read() else { continue };
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+        let rose = psi::events_rose(*last, now);
+        *last = now;
+        if rose {
+            return;
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! `ccs-reap doctor`: every check of a degraded state once, and for a studio whose chats are
+//! never reaped, why: reaping off, no server at the socket, no session under the prefix (with
+//! the near-misses seen), no cid, the claude-hook not wired in Claude Code's settings (or wired
+//! to another state dir, prefix or socket), an activity file missing, no memory limit visible.
+//! Reads only; writes nothing. The verdicts are `core::doctor`'s.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::adapters::procs;
+use crate::core::doctor::{assignments, hook_commands, near_misses, Check, Verdict};
+use crate::core::policy::MemThreshold;
+use crate::engine::context::Reaper;
+
+/// The largest Claude Code settings file read.
+const MAX_SETTINGS_BYTES: u64 = 1 << 20;
+
+/// Claude Code's user settings file: `$CLAUDE_CONFIG_DIR/settings.json`, else
+/// `~/.claude/settings.json`.
+pub fn claude_settings_path() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(d).join("settings.json"));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".claude").join("settings.json"))
+}
+
+/// Every check, once, in order.
+pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
+    let mut out = Vec::new();
+    let cfg = &r.cfg;
+    out.push(Check::new(
+        "settings",
+        Verdict::Ok,
+        match &cfg.file {
+            Some(f) => format!("settings file {}", f.display()),
+            None => "no settings file: the environment and the defaults".into(),
+        },
+    ));
+    out.push(if cfg.policy.enabled() {
+        Check::new("reaping", Verdict::Ok, format!("rules: {}", cfg.rules()))
+    } else {
+        Check::new(
+            "reaping",
+            Verdict::Problem,
+            format!(
+                "reaping is disabled: it is off until {}",
+                crate::config::ENABLED_BY
+            ),
+        )
+    });
+    let rep = crate::engine::sweep::status(r).await;
+    let chats = rep.sessions.len();
+    let no_cid: Vec<&str> = rep
+        .sessions
+        .iter()
+        .filter(|s| s.decision.cid.is_none())
+        .map(|s| s.decision.name.as_str())
+        .collect();
+    match rep.tmux_server_up {
+        Some(true) => {
+            out.push(Check::new(
+                "server",
+                Verdict::Ok,
+                format!("a tmux server listens at {}", rep.socket_path),
+            ));
+            out.push(sessions_check(r, chats).await);
+            out.push(cid_check(chats, &no_cid));
+        }
+        Some(false) => out.push(Check::new(
+            "server",
+            Verdict::Problem,
+            format!(
+                "no tmux server at {}: nothing is reaped (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH, TMUX_TMPDIR, PrivateTmp= against the studio's)",
+                rep.socket_path
+            ),
+        )),
+        None => out.push(Check::new(
+            "server",
+            Verdict::Problem,
+            format!(
+                "tmux at {} was not read: {}",
+                rep.socket_path,
+                rep.error.as_deref().unwrap_or("unknown error")
+            ),
+        )),
+    }
+    out.extend(hook_checks(r, chats == 0 || !no_cid.is_empty()));
+    out.push(if cfg.activity_files.is_empty() {
+        Check::new("activity", Verdict::Ok, "no activity file configured")
+    } else {
+        match r.activity_problem() {
+            Some(e) => Check::new(
+                "activity",
+                Verdict::Problem,
+                format!(
+                    "an activity file (CCS_ACTIVITY_FILES) is unreadable, so every session is kept: {e}"
+                ),
+            ),
+            None => Check::new(
+                "activity",
+                Verdict::Ok,
+                format!("{} activity file(s) read", cfg.activity_files.len()),
+            ),
+        }
+    });
+    out.push(memory_check(r, rep.host, rep.watching.as_deref()));
+    out
+}
+
+/// Sessions under the prefix; without any, the names that look meant for it.
+async fn sessions_check(r: &Reaper, chats: usize) -> Check {
+    let prefix = &r.cfg.prefix;
+    if chats > 0 {
+        return Check::new(
+            "sessions",
+            Verdict::Ok,
+            format!("{chats} session(s) named {prefix}<id>"),
+        );
+    }
+    let names: Vec<String> = match r.tmux.list("", procs::exit_collected).await {
+        Ok(l) => l.sessions.into_iter().map(|s| s.name).collect(),
+        Err(_) => Vec::new(),
+    };
+    let near = near_misses(prefix, &names);
+    if near.is_empty() {
+        Check::new(
+            "sessions",
+            Verdict::Note,
+            format!(
+                "no session named {prefix}<id> (of {} on the server): nothing to reap yet",
+                names.len()
+            ),
+        )
+    } else {
+        Check::new(
+            "sessions",
+            Verdict::Problem,
+            format!(
+                "no session named {prefix}<id>, but {} that look meant for it: {} (CCS_SESSION_PREFIX={prefix:?})",
+                near.len(),
+                near.join(", ")
+            ),
+        )
+    }
+}
+
+/// Chats without a conversation id are kept (they could not be resumed).
+fn cid_check(chats: usize, no_cid: &[&str]) -> Check {
+    if chats == 0 {
+        Check::new("cid", Verdict::Ok, "no chat to look at")
+    } else if no_cid.len() == chats && no_cid.len() == chats {
+        Check::new(
+            "cid",
+            Verdict::Problem,
+            format!(
+                "no chat has a conversation id ({chats}): none is reaped, none could be resumed; wire the claude-hook (ccs-reap claude-settings --write ~/.claude/settings.json)"
+            ),
+        )
+    } else if !no_cid.is_empty() {
+        Check::new(
+            "cid",
+            Verdict::Note,
+            format!(
+                "{} of {chats} chat(s) have no conversation id and are kept: {}",
+                no_cid.len(),
+                no_cid.join(", ")
+            ),
+        )
+    } else {
+        Check::new(
+            "cid",
+            Verdict::Ok,
+            format!("every chat ({chats}) has a conversation id"),
+        )
+    }
+}
+
+/// The claude-hook in Claude Code's settings file, and whether it shares our state dir, prefix
+/// and socket. Without it, a problem when some chat lacks a cid (or there is none yet).
+fn hook_checks(r: &Reaper, needed: bool) -> Vec<Check> {
+    let missing = if needed {
+        Verdict::Problem
+    } else {
+        Verdict::Note
+    };
+    let Some(path) = claude_settings_path() else {
+        return vec![Check::new(
+            "hook",
+            missing,
+            "neither CLAUDE_CONFIG_DIR nor HOME is set: Claude Code's settings file is unknown",
+        )];
+    };
+    let text = match read_bounded(&path) {
+        Ok(t) => t,
+        Err(e) => {
+            return vec![Check::new(
+                "hook",
+                missing,
+                format!(
+                "the claude-hook is not wired: {e} (ccs-reap claude-settings --write {} wires it)",
+                path.display()
+            ),
+            )]
+        }
+    };
+    let cmds = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(v) => hook_commands(&v),
+        Err(e) => {
+            return vec![Check::new(
+                "hook",
+                missing,
+                format!("{} is not JSON: {e}", path.display()),
+            )]
+        }
+    };
+    if cmds.is_empty() {
+        return vec![Check::new(
+            "hook",
+            missing,
+            format!(
+                "the claude-hook is not wired in {} (ccs-reap claude-settings --write {} wires it)",
+                path.display(),
+                path.display()
+            ),
+        )];
+    }
+    let cfg = &r.cfg;
+    let ours = [
+        (
+            "CCS_REAP_STATE_DIR",
+            cfg.state_dir.to_string_lossy().into_owned(),
+        ),
+        ("CCS_SESSION_PREFIX", cfg.prefix.clone()),
+        (
+            "CCS_TMUX_SOCKET_PATH",
+            cfg.socket.canonical_path().to_string_lossy().into_owned(),
+        ),
+    ];
+    let mut out = Vec::new();
+    for c in &cmds {
+        let a = assignments(c);
+        for (k, mine) in &ours {
+            if let Some((_, theirs)) = a.iter().find(|(n, _)| n == k) {
+                if theirs != mine {
+                    out.push(Check::new(
+                        "hook",
+                        Verdict::Problem,
+                        format!("the claude-hook in {} has {k}={theirs}, this ccs-reap {mine}: they do not share {} (run ccs-reap claude-settings --write again)", path.display(), what(k)),
+                    ));
+                }
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push(Check::new(
+            "hook",
+            Verdict::Ok,
+            format!("the claude-hook is wired in {}", path.display()),
+        ));
+    }
+    out
+}
+
+fn what(var: &str) -> &'static str {
+    match var {
+        "CCS_REAP_STATE_DIR" => "a state dir",
+        "CCS_SESSION_PREFIX" => "a session prefix",
+        _ => "a tmux server",
+    }
+}
+
+fn read_bounded(path: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let meta = f
+        .metadata()
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if !meta.is_file() {
+        return Err(format!("{} is not a regular file", path.display()));
+    }
+    let mut s = String::new();
+    f.take(MAX_SETTINGS_BYTES)
+        .read_to_string(&mut s)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(s)
+}
+
+/// The memory limit the pressure rules see.
+fn memory_check(
+    r: &Reaper,
+    host: Option<crate::core::policy::HostMemory>,
+    watching: Option<&str>,
+) -> Check {
+    let at = watching.unwrap_or("the host");
+    let limit = host.and_then(|h| h.limit_bytes);
+    let percent = matches!(r.cfg.policy.mem_high, Some(MemThreshold::Percent(_)));
+    match limit {
+        Some(l) => Check::new(
+            "memory",
+            Verdict::Ok,
+            format!("a memory limit of {} bytes at {at}", l),
+        ),
+        None if percent => Check::new(
+            "memory",
+            Verdict::Problem,
+            format!("CCS_ENGINE_MEM_HIGH is a share of a limit, but no memory limit is visible at {at}: the memory rule never starts (give a size, or CCS_ENGINE_MEM_CGROUP)"),
+        ),
+        None => Check::new(
+            "memory",
+            Verdict::Note,
+            format!("no memory limit visible at {at}"),
+        ),
+    }
+}

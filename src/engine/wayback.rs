@@ -1,0 +1,466 @@
+//! The way back (issue 30): `spawn` brings a chat back from its tombstone and checks that the
+//! agent is up before it answers 0; `resume <id>` (attach, or spawn then attach); `forget <id>`;
+//! tombstones that age out. The rules of one agent (which flags, where its transcript is, what
+//! its status file says) are its descriptor's (`crate::agents`); the I/O is here.
+
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::adapters::clock::now_ms;
+use crate::adapters::procs;
+use crate::adapters::state::{AuditLine, Ended, Outcome, StateError, Tombstone};
+use crate::adapters::tmux::{Created, TmuxError};
+use crate::agents::claude::{is_uuid, CONFIG_DIR_VAR, PROJECT_DIR_NAME_VAR};
+use crate::agents::{self, Agent, ArgvError, StartMode};
+use crate::core::policy::ReapReason;
+use crate::core::time::rfc3339;
+use crate::engine::context::Reaper;
+
+/// Why the way back did not go through (the commands turn it into their error).
+#[derive(Debug, thiserror::Error)]
+pub enum WaybackError {
+    #[error("{0}")]
+    Tmux(#[from] TmuxError),
+    #[error("{0}")]
+    State(#[from] StateError),
+    #[error("{0}")]
+    Refused(String),
+    #[error("{0}")]
+    Gone(String),
+}
+
+/// How long a resumed (or afresh started) agent must stay alive, with no other sign that it is
+/// up, to count as up. The pinned Claude Code 2.1.332 gives up on a `--resume` whose
+/// conversation it cannot find after 1.1-1.5 s (2.5-2.9 s on a loaded 2-core machine), and on a
+/// `--session-id` already in use after 0.6-1.3 s (tests/e2e/NOTES.md, "The agent seam"); in
+/// `claude_wayback` with two real claudes on 2 cores it took 4.0-4.5 s, and once more than 6 s:
+/// twice that. Its `SessionStart` hook or its status file says it is up much sooner (0.5-2.5 s).
+pub const RESUME_SETTLE: Duration = Duration::from_secs(12);
+
+/// How long any other command must live to count as started: one that dies at once (a typo, a
+/// crash on start) takes tmux a moment to notice.
+pub const SETTLE: Duration = Duration::from_millis(200);
+
+/// What `spawn` starts, and from what.
+pub struct Start<'a> {
+    pub name: &'a str,
+    pub id: &'a str,
+    pub cwd: &'a Path,
+    /// The command: as given after `--`, or replayed from the tombstone (`replayed`).
+    pub cmd: &'a [String],
+    pub replayed: bool,
+    pub flag_cid: Option<&'a str>,
+    pub tomb: Option<&'a Tombstone>,
+    pub tomb_cid: Option<String>,
+}
+
+/// How the new agent was seen to be up, or not.
+enum Verdict {
+    Up(String),
+    /// The session went altogether (a tmux server exiting as it was reached).
+    Vanished,
+    Died(Option<i32>),
+}
+
+/// The agent's environment as far as its files go (`HOME`, the config dir): ours, then the tmux
+/// server's global environment (what a new pane gets), then the `env` words of the command.
+async fn agent_env(r: &Reaper, cmd: &[String]) -> Vec<(String, String)> {
+    let names = ["HOME", CONFIG_DIR_VAR, PROJECT_DIR_NAME_VAR];
+    let mut env: Vec<(String, String)> = names
+        .iter()
+        .filter_map(|n| std::env::var(n).ok().map(|v| (n.to_string(), v)))
+        .collect();
+    let mut apply = |changes: Vec<(String, Option<String>)>| {
+        for (k, v) in changes
+            .into_iter()
+            .filter(|(k, _)| names.contains(&k.as_str()))
+        {
+            env.retain(|(n, _)| *n != k);
+            if let Some(v) = v {
+                env.push((k, v));
+            }
+        }
+    };
+    apply(r.tmux.global_env(&names).await);
+    apply(agents::argv_env(cmd));
+    env
+}
+
+/// Whether the transcript of `cid` is where the agent keeps it: `None` when that cannot be told
+/// (no HOME, an unreadable directory), and the agent is left to say.
+fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) -> Option<bool> {
+    let canon = std::fs::canonicalize(cwd).ok()?;
+    let p = (agent.transcript_path)(env, &canon, cid)
+        .map_err(|e| tracing::warn!(cid, error = %e, "cannot tell where the transcript is"))
+        .ok()?;
+    match std::fs::metadata(&p) {
+        Ok(m) => Some(m.is_file()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            tracing::info!(cid, path = %p.display(), "no transcript");
+            Some(false)
+        }
+        Err(e) => {
+            tracing::warn!(cid, path = %p.display(), error = %e, "cannot read the transcript's place");
+            None
+        }
+    }
+}
+
+/// Start the chat and check it is up. `Ok(false)`: a session of that name exists (a concurrent
+/// spawn won).
+pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
+    let agent: &Agent = &agents::CLAUDE;
+    let own = (agent.cid_in_argv)(s.cmd);
+    let cid = own
+        .clone()
+        .or(s.flag_cid.map(String::from))
+        .or(s.tomb_cid.clone());
+    let failed_before = s
+        .tomb
+        .is_some_and(|t| t.start_failed.is_some() && t.cid == cid);
+    let where_from = || match (s.replayed, s.tomb) {
+        (true, Some(_)) => format!(
+            "the command line kept in {}",
+            r.state.tombstone_path(s.id).display()
+        ),
+        _ => format!("the command {:?}", s.cmd),
+    };
+    let env = agent_env(r, s.cmd).await;
+    let mut mode = None;
+    let mut argv = s.cmd.to_vec();
+    if let Some(c) = &cid {
+        // Claude Code's ids are UUIDs: another id names no transcript of its, and is passed on.
+        let t = if is_uuid(c) {
+            transcript(agent, &env, s.cwd, c)
+        } else {
+            None
+        };
+        let as_given = own.is_some() && t.is_none() && !failed_before;
+        if !as_given {
+            match agents::plan_start(agent, s.cmd, c, t, failed_before) {
+                Ok(p) => {
+                    argv = p.argv;
+                    mode = Some(p.mode);
+                }
+                Err(ArgvError::NoProgram { .. }) if !s.replayed => {
+                    tracing::warn!(session = s.name, "the command does not start {}: started as given, without the conversation id", agent.display);
+                }
+                Err(e) => return Err(WaybackError::Refused(format!("{}: {e}", where_from()))),
+            }
+        }
+        if mode == Some(StartMode::Fresh) {
+            let why = if failed_before {
+                "a resume from this tombstone failed before"
+            } else {
+                "it has no transcript (it never had a turn, or its transcript was cleaned up)"
+            };
+            tracing::warn!(session = s.name, cid = %c, "{why}: starting it afresh under the same id (--session-id {c}); nothing is lost");
+        }
+    }
+    let extra: Vec<(String, String)> = if mode == Some(StartMode::Resume) {
+        agent
+            .resume_env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let long = cid.as_deref().is_some_and(is_uuid) && (mode.is_some() || own.is_some());
+    let settle = if long { RESUME_SETTLE } else { SETTLE };
+    let t0 = Instant::now();
+    for attempt in 1..=3 {
+        let Some(c) = r
+            .tmux
+            .new_session_kept(s.name, s.cwd, &extra, &argv, None)
+            .await?
+        else {
+            return Ok(false);
+        };
+        match verify(r, agent, &env, c, cid.as_deref(), settle).await? {
+            Verdict::Up(how) => {
+                up(r, c, cid.as_deref()).await?;
+                tracing::info!(session = s.name, cid = cid.as_deref(), mode = ?mode, cwd = %s.cwd.display(), resumed = s.tomb.is_some(), ms = t0.elapsed().as_millis() as u64, "spawned: {how}");
+                return Ok(true);
+            }
+            Verdict::Vanished => {
+                tracing::warn!(
+                    session = s.name,
+                    attempt,
+                    "the new session vanished (a tmux server exiting?): trying again"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Verdict::Died(status) => {
+                return Err(failed(r, &s, c, cid, mode, status, &argv, t0).await);
+            }
+        }
+    }
+    Err(WaybackError::Refused(format!(
+        "{} exited as soon as it was created (three times); the tombstone is kept",
+        s.name
+    )))
+}
+
+/// Watch the new session until the agent is up (its hook set the cid, its status file names the
+/// conversation, or it lived past `settle`) or its pane died.
+async fn verify(
+    r: &Reaper,
+    agent: &Agent,
+    env: &[(String, String)],
+    c: Created,
+    cid: Option<&str>,
+    settle: Duration,
+) -> Result<Verdict, TmuxError> {
+    let t0 = Instant::now();
+    let mut dead_reads = 0;
+    loop {
+        let Some(p) = r.tmux.probe(c.n).await? else {
+            return Ok(Verdict::Vanished);
+        };
+        if p.pane_dead {
+            // `#{pane_dead_status}` can read empty on the first poll that sees the pane dead.
+            if p.dead_status.is_none() && dead_reads < 3 {
+                dead_reads += 1;
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                continue;
+            }
+            return Ok(Verdict::Died(p.dead_status));
+        }
+        if let Some(cid) = cid {
+            if p.cid == cid {
+                return Ok(Verdict::Up(
+                    "its SessionStart hook set the conversation id".into(),
+                ));
+            }
+            if status_names(agent, env, c.pane_pid, cid) {
+                return Ok(Verdict::Up("its status file names the conversation".into()));
+            }
+        }
+        if t0.elapsed() >= settle {
+            return Ok(Verdict::Up(format!("alive after {settle:?}")));
+        }
+        let step = if settle > SETTLE { 100 } else { 20 };
+        tokio::time::sleep(Duration::from_millis(step)).await;
+    }
+}
+
+/// Whether the agent's own status file, for the pane's process or one of its children (a
+/// one-word command runs under `sh -c`), names conversation `cid` and is that live process's.
+fn status_names(agent: &Agent, env: &[(String, String)], pane_pid: u32, cid: &str) -> bool {
+    let (Some(path_of), Some(parse)) = (agent.status_path, agent.parse_status) else {
+        return false;
+    };
+    let mut pids = vec![pane_pid];
+    pids.extend(procs::children(pane_pid));
+    pids.into_iter().any(|pid| {
+        let Ok(p) = path_of(env, pid) else {
+            return false;
+        };
+        let Ok(text) = std::fs::read_to_string(&p) else {
+            return false;
+        };
+        let Ok(st) = parse(&text) else {
+            return false;
+        };
+        st.session_id == cid && procs::start_time(pid).is_some_and(|t| st.is_of(pid, t))
+    })
+}
+
+/// The agent is up: its pane goes when it exits again, and the chat carries its cid.
+async fn up(r: &Reaper, c: Created, cid: Option<&str>) -> Result<(), TmuxError> {
+    r.tmux.set_on(c.n, true, "remain-on-exit", None).await?;
+    if let Some(cid) = cid {
+        let set = r.tmux.probe(c.n).await?.is_some_and(|p| !p.cid.is_empty());
+        if !set {
+            r.tmux.set_on(c.n, false, "@ccs_cid", Some(cid)).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A start that failed: the agent's last line read from its dead pane, the session killed, an
+/// audit line (`resume-failed`), the tombstone marked so that the next spawn does not try the
+/// same way again; the error says all of it.
+#[allow(clippy::too_many_arguments)]
+async fn failed(
+    r: &Reaper,
+    s: &Start<'_>,
+    c: Created,
+    cid: Option<String>,
+    mode: Option<StartMode>,
+    status: Option<i32>,
+    argv: &[String],
+    t0: Instant,
+) -> WaybackError {
+    let lines = r.tmux.last_lines(c.n, 12).await.unwrap_or_default();
+    tracing::debug!(session = s.name, screen = ?lines, "the dead pane's last lines");
+    if let Err(e) = r.tmux.kill_n(c.n).await {
+        tracing::warn!(session = s.name, error = %e, "failed to kill the dead session");
+    }
+    let last = lines
+        .last()
+        .cloned()
+        .unwrap_or_else(|| "(nothing on its screen)".into());
+    let reason = s.tomb.map_or(ReapReason::Manual, |t| t.reason);
+    let mut line = AuditLine::begin(
+        rfc3339(now_ms()),
+        s.name,
+        s.id,
+        c.n,
+        cid.clone(),
+        reason,
+        None,
+    );
+    line.outcome = Outcome::ResumeFailed;
+    line.ended = Some(Ended::Failed);
+    line.exit_status = status;
+    line.took_ms = t0.elapsed().as_millis() as u64;
+    line.error = Some(last.clone());
+    if let Err(e) = r.state.append_audit(&line) {
+        tracing::error!(session = s.name, error = %e, "failed to write the resume-failed audit line");
+    }
+    let mut next = String::new();
+    if let Some(cid) = &cid {
+        let mut t = s.tomb.cloned().unwrap_or_else(|| Tombstone {
+            id: s.id.to_string(),
+            cid: None,
+            reaped_at: rfc3339(now_ms()),
+            reason,
+            cwd: None,
+            session: Some(s.name.to_string()),
+            socket: Some(r.socket_path()),
+            token: None,
+            argv: None,
+            start_failed: None,
+        });
+        t.cid = Some(cid.clone());
+        t.cwd = s.cwd.to_str().map(String::from).or(t.cwd);
+        t.argv = (agents::CLAUDE.bare_argv)(argv).ok().or(t.argv);
+        t.start_failed = Some(last.clone());
+        let path = r.state.tombstone_path(s.id);
+        next = match r.state.write_tombstone(&t) {
+            Ok(()) if mode == Some(StartMode::Fresh) => format!(
+                "; a fresh start under the same id failed too: `ccs-reap forget {}` drops the tombstone {}",
+                s.id,
+                path.display()
+            ),
+            Ok(()) => format!(
+                "; the tombstone {} is marked: the next spawn starts afresh (--session-id {cid})",
+                path.display()
+            ),
+            Err(e) => format!("; the tombstone could not be marked: {e}"),
+        };
+    }
+    let status = status.map_or(String::new(), |st| format!(" with status {st}"));
+    WaybackError::Refused(format!(
+        "{}: the agent exited{status} {:.1} s after it was started ({argv:?}): \"{last}\"{next}",
+        s.name,
+        t0.elapsed().as_secs_f64()
+    ))
+}
+
+/// The command line a reaped chat's tombstone keeps: what `spawn` ran it with (`@ccs_argv`),
+/// else its pane process's (`sh -c '<cmd>'` is `<cmd>`), without its own id flags; `None` when
+/// neither starts the agent.
+pub fn kept_argv(option: Option<&Vec<String>>, pane_pids: &[u32]) -> Option<Vec<String>> {
+    let bare = agents::CLAUDE.bare_argv;
+    if let Some(a) = option.and_then(|a| bare(a).ok()) {
+        return Some(a);
+    }
+    pane_pids.iter().find_map(|&pid| {
+        let words = agents::pane_words(&procs::cmdline(pid as i32)?);
+        bare(&words).ok()
+    })
+}
+
+/// What `resume <id>` did before it attaches.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resumed {
+    /// The chat was live.
+    Live,
+    /// It was asleep and was brought back from its tombstone.
+    Spawned,
+}
+
+/// An audit line that is no reap: `outcome` for chat `id`, from its tombstone.
+fn tomb_line(r: &Reaper, id: &str, t: Option<&Tombstone>, outcome: Outcome) -> AuditLine {
+    let mut l = AuditLine::begin(
+        rfc3339(now_ms()),
+        &format!("{}{id}", r.cfg.prefix),
+        id,
+        0,
+        t.and_then(|t| t.cid.clone()),
+        t.map_or(ReapReason::Manual, |t| t.reason),
+        None,
+    );
+    l.outcome = outcome;
+    l
+}
+
+/// `forget <id>`: remove a sleeping chat's tombstone (a malformed one too), with an audit line.
+pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
+    if let Some(why) = crate::core::policy::invalid_id_why(id) {
+        return Err(WaybackError::Refused(why));
+    }
+    let path = r.state.tombstone_path(id);
+    let t = match r.state.read_tombstone(id) {
+        Ok(None) => {
+            return Err(WaybackError::Gone(format!(
+                "no tombstone for chat {id} ({})",
+                path.display()
+            )))
+        }
+        Ok(Some(t)) => Some(t),
+        Err(e) => {
+            tracing::warn!(error = %e, "forgetting a tombstone that does not read");
+            None
+        }
+    };
+    r.state.remove_tombstone(id)?;
+    let mut l = tomb_line(r, id, t.as_ref(), Outcome::Forgotten);
+    l.error = Some(format!("tombstone {} removed by forget", path.display()));
+    r.state.append_audit(&l)?;
+    Ok(t)
+}
+
+/// How often the sweep looks for tombstones past `CCS_REAP_TOMBSTONE_MAX_AGE`.
+pub const AGE_OUT_EVERY: Duration = Duration::from_secs(3600);
+
+static LAST_AGE_OUT: Mutex<Option<Instant>> = Mutex::new(None);
+
+/// Remove the tombstones past their age, each with an audit line (`aged-out`): at the first
+/// sweep of this process and then once every [`AGE_OUT_EVERY`], never every sweep. Returns how
+/// many went.
+pub fn age_out(r: &Reaper) -> usize {
+    {
+        let Ok(mut last) = LAST_AGE_OUT.lock() else {
+            return 0;
+        };
+        if last.is_some_and(|t| t.elapsed() < AGE_OUT_EVERY) {
+            return 0;
+        }
+        *last = Some(Instant::now());
+    }
+    let max = r.cfg.tombstone_max_age;
+    let mut n = 0;
+    for (id, path) in r.state.aged_tombstones(max) {
+        let t = r.state.read_tombstone(&id).ok().flatten();
+        if let Err(e) = r.state.remove_tombstone(&id) {
+            tracing::warn!(error = %e, "failed to remove an aged tombstone");
+            continue;
+        }
+        let mut l = tomb_line(r, &id, t.as_ref(), Outcome::AgedOut);
+        l.error = Some(format!(
+            "tombstone {} unused for more than {max:?} (CCS_REAP_TOMBSTONE_MAX_AGE): removed",
+            path.display()
+        ));
+        tracing::info!(id = %id, path = %path.display(), "tombstone aged out");
+        if let Err(e) = r.state.append_audit(&l) {
+            tracing::warn!(error = %e, "failed to write the aged-out audit line");
+        }
+        n += 1;
+    }
+    n
+}
