@@ -24,7 +24,8 @@
 //!
 //! - [`cli`]: the command line: [`cli::main`] (parse, set up, run, exit code), `args` (clap's
 //!   definition), `man` (man page and completions), `logging`, `output` (stdout, JSON, answers),
-//!   `claude` (`claude-hook`, `claude-settings`), [`cli::render`] (what people read: the `status`
+//!   `claude` (`claude-hook`, `claude-settings`), `agents` (`hook --agent`, `hook-settings`),
+//!   [`cli::render`] (what people read: the `status`
 //!   table, the `--once` lines), [`cli::exit`] (the exit codes, shared with the tests).
 //! - [`engine`]: the stages.
 //!   - [`engine::daemon`]: the loop, its signals, the batches it owns, the metrics endpoint, the
@@ -34,6 +35,8 @@
 //!   - [`engine::commands`]: the studio's commands (`turn`, `spawn`, `pin`, `reap <id>`) and their
 //!     error type.
 //!   - [`engine::claude_hook`]: Claude Code's own hooks (`claude-hook`, `claude-settings`).
+//!   - [`engine::agent_hook`]: any agent's hook by its descriptor (`hook --agent`), and its own
+//!     hook settings (`hook-settings`).
 //!   - [`engine::observe`]: the world as one `Observation` (tmux, activity files, /proc where
 //!     needed).
 //!   - [`engine::teardown`]: a batch of reaps, from the mark to the audit line (`recheck`: the
@@ -57,9 +60,10 @@
 //!     `STOPPING=1`).
 //!   - [`adapters::metrics`]: Prometheus metrics, and (`metrics::http`) `/metrics` and `/healthz`.
 //!   - [`adapters::clock`]: this process's clock.
-//! - [`agents`]: one descriptor per agent CLI (pure, over the core), Claude Code's first
-//!   ([`agents::claude`]): how its id is learned, its hook events, how it resumes, where its
-//!   transcripts and status files live (docs/agents.md).
+//! - [`agents`]: one descriptor per agent CLI (pure, over the core): Claude Code
+//!   ([`agents::claude`]), Codex CLI ([`agents::codex`]), Gemini CLI ([`agents::gemini`]): how
+//!   its id is learned, its hook events, how it resumes, where its transcripts and status files
+//!   live (docs/agents.md).
 //! - [`core`]: data and decisions.
 //!   - [`core::policy`]: `decide`, the re-check, the fence of reap marks, ids and cids, the world
 //!     as data (`Session`, `Snapshot`, `Decision`).

@@ -1,14 +1,15 @@
 //! An agent's own process, read from /proc and its config dir for the engine (which knows, from
 //! the agent seam, what to look for): the agent below a pane (the pane's process or one of its
 //! children), its start time (field 22 of `/proc/<pid>/stat`), its environment (where its config
-//! dir is: `CLAUDE_CONFIG_DIR`, `HOME`), and a small file it writes (its status file), read
-//! bounded and never through a link or from anything but a regular file.
+//! dir is: `CLAUDE_CONFIG_DIR`, `HOME`), a small file it writes (its status file), read
+//! bounded and never through a link or from anything but a regular file, and the files a
+//! transcript pattern matches ([`glob`]: Codex and Gemini CLI name theirs by date or project).
 //!
 //! Only processes of this user are read: another user's `/proc/<pid>/environ` is not ours to
 //! read, and a file named by another user's environment is not ours to trust.
 
 use std::io::Read;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use procfs::process::Process;
 
@@ -144,6 +145,56 @@ pub fn read_small_file(path: &Path) -> Result<Option<String>, SmallFileError> {
     Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
 }
 
+/// The regular files a pattern matches, sorted, whose `*`s stand only within one component (a
+/// `*` matches any run of characters but `/`, never a leading `.`); components without one are
+/// taken as they are. An unreadable directory matches nothing.
+pub fn glob(pattern: &Path) -> Vec<PathBuf> {
+    let mut found = vec![PathBuf::new()];
+    for comp in pattern.components() {
+        let part = comp.as_os_str().to_string_lossy();
+        let mut next = Vec::new();
+        for base in &found {
+            if !part.contains('*') {
+                next.push(base.join(comp.as_os_str()));
+                continue;
+            }
+            let Ok(rd) = std::fs::read_dir(base) else {
+                continue;
+            };
+            for e in rd.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if !name.starts_with('.') && wild(&part, &name) {
+                    next.push(base.join(&name));
+                }
+            }
+        }
+        found = next;
+    }
+    found.retain(|p| p.is_file());
+    found.sort();
+    found
+}
+
+/// Whether `name` matches `pat`, whose `*` matches any run of characters.
+fn wild(pat: &str, name: &str) -> bool {
+    let parts: Vec<&str> = pat.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return pat == name;
+    }
+    if !name.starts_with(first) || name.len() < first.len() + last.len() || !name.ends_with(last) {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for mid in &parts[1..parts.len() - 1] {
+        match rest.find(mid) {
+            Some(i) => rest = &rest[i + mid.len()..],
+            None => return false,
+        }
+    }
+    true
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +237,45 @@ mod tests {
         let p = read(me).unwrap();
         assert_eq!(start_time(me), Some(p.start));
         assert!(environ(me).unwrap().iter().any(|(k, _)| k == "PATH"));
+    }
+    #[test]
+    fn wildcards() {
+        for (p, n, ok) in [
+            (
+                "rollout-*-abc.jsonl",
+                "rollout-2026-12-01T10-00-00-abc.jsonl",
+                true,
+            ),
+            ("rollout-*-abc.jsonl", "rollout-abc.jsonl", false),
+            ("*", "x", true),
+            (
+                "session-*-1234abcd.jsonl",
+                "session-2026-12-01T10-00-1234abcd.jsonl",
+                true,
+            ),
+            (
+                "session-*-1234abcd.jsonl",
+                "session-x-1234abce.jsonl",
+                false,
+            ),
+            ("a*b*c", "abc", true),
+            ("a*b*c", "acb", false),
+        ] {
+            assert_eq!(wild(p, n), ok, "{p} {n}");
+        }
+    }
+
+    #[test]
+    fn glob_finds_a_dated_transcript() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d
+            .path()
+            .join("sessions/2026/12/01/rollout-2026-12-01T10-00-00-cid1.jsonl");
+        std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+        std::fs::write(&f, "{}").unwrap();
+        let pat = d.path().join("sessions/*/*/*/rollout-*-cid1.jsonl");
+        assert_eq!(glob(&pat), vec![f]);
+        assert!(glob(&d.path().join("sessions/*/*/*/rollout-*-cid2.jsonl")).is_empty());
+        assert!(glob(&d.path().join("nowhere/*/x")).is_empty());
     }
 }

@@ -32,9 +32,12 @@ pub static CLAUDE: Agent = Agent {
     resume_argv,
     bare_argv,
     transcript_path,
+    transcript_glob: false,
+    env_vars: &[CONFIG_DIR_VAR, PROJECT_DIR_NAME_VAR],
     status_path: Some(status_path),
     parse_status: Some(parse_status),
     resume_env: RESUME_ENV,
+    start_env: &[],
     hook_settings,
     process_tree: "claude is one native process (no node): the pane's process when started as \
                    words, the child of `sh -c` when started as one shell string (its status file \

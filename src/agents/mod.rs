@@ -15,11 +15,40 @@
 use std::path::{Path, PathBuf};
 
 pub mod claude;
+pub mod codex;
+pub mod gemini;
+mod turns;
 
 pub use claude::CLAUDE;
+pub use codex::CODEX;
+pub use gemini::GEMINI;
+
+/// The agent of a pane's start command as tmux shows it (`#{pane_start_command}`: the words
+/// joined by spaces, a word with spaces or quotes in it quoted): its words split on spaces,
+/// surrounding quotes dropped. Best effort, for the record only.
+pub fn of_start_command(cmd: &str) -> Option<&'static Agent> {
+    let words: Vec<String> = cmd
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '"' || c == '\'').to_string())
+        .collect();
+    let at = words
+        .iter()
+        .position(|w| ALL.iter().any(|a| (a.is_program_word)(w)))?;
+    of_argv(&words[..=at])
+}
 
 /// Every agent ccs-reap knows, in the order a name is looked up.
-pub const ALL: &[&Agent] = &[&CLAUDE];
+pub const ALL: &[&Agent] = &[&CLAUDE, &CODEX, &GEMINI];
+
+/// The agent whose program a command line runs (behind `env`, `npx`, `node`), in [`ALL`]'s order.
+pub fn of_argv(argv: &[String]) -> Option<&'static Agent> {
+    let words = words_of_shell_string(argv)
+        .ok()?
+        .unwrap_or_else(|| argv.to_vec());
+    ALL.iter()
+        .copied()
+        .find(|a| program_index(a, &words).is_ok())
+}
 
 /// The agent called `name` (its [`Agent::name`], as recorded in a tombstone or `@ccs_` option).
 pub fn by_name(name: &str) -> Option<&'static Agent> {
@@ -65,12 +94,22 @@ pub struct Agent {
     /// Where the transcript of `cid` lives, for an agent running in `cwd` (canonical: the agent
     /// resolves links) with `env` (its environment; `HOME` among it).
     pub transcript_path: TranscriptPathFn,
+    /// Whether [`Agent::transcript_path`] is a glob pattern (`*` in its components) that the
+    /// caller expands, not one path: an agent whose file name holds a date or a project name it
+    /// chose (Codex, Gemini CLI). The transcript exists when the pattern matches a file.
+    pub transcript_glob: bool,
+    /// The variables of the agent's environment that its paths ([`Agent::transcript_path`],
+    /// [`Agent::status_path`]) depend on beside `HOME`: what the caller reads for them.
+    pub env_vars: &'static [&'static str],
     /// Where the agent's per-process status file for `pid` lives, if it writes one.
     pub status_path: Option<StatusPathFn>,
     /// Parse a status file's text (garbage, a torn read and an unknown version are errors).
     pub parse_status: Option<ParseStatusFn>,
     /// Environment for a claude that ccs-reap resumes, and why (set for that process only).
     pub resume_env: &'static [(&'static str, &'static str)],
+    /// Environment for every chat of this agent that ccs-reap starts, fresh or resumed (Gemini
+    /// CLI: `GEMINI_CLI_NO_RELAUNCH=true`, one process instead of two).
+    pub start_env: &'static [(&'static str, &'static str)],
     /// The hook settings fragment, given the one command every wired event runs.
     pub hook_settings: fn(&str) -> serde_json::Value,
     /// How its process tree looks, for the people reading the docs and the teardown.
@@ -183,6 +222,12 @@ pub enum ArgvError {
     ShellString(String),
     #[error("the command {argv:?} runs its program through {launcher:?}, which ccs-reap does not rewrite")]
     Launcher { launcher: String, argv: Vec<String> },
+    #[error("the command {argv:?} runs the {agent} subcommand {word:?}, which is not a chat ccs-reap can resume")]
+    Subcommand {
+        agent: &'static str,
+        word: String,
+        argv: Vec<String>,
+    },
     #[error("{word:?} in {argv:?} combines short flags with one ccs-reap must replace; spell them apart")]
     Combined { word: String, argv: Vec<String> },
 }

@@ -128,6 +128,35 @@ pub(super) enum Cmd {
         #[arg(long, value_name = "PREFIX")]
         prefix: Option<String>,
     },
+    /// Any agent's hook (claude, codex, gemini): read one hook event (JSON on stdin) and mark the
+    /// conversation id, the agent (`@ccs_agent`) and the turns of the chat whose pane it runs in.
+    /// As claude-hook: exit 0 whatever happens, but exit 2 on a prompt sent to a chat being reaped.
+    Hook {
+        /// The agent that runs the hook: claude, codex or gemini.
+        #[arg(long, value_name = "NAME", default_value = "claude")]
+        agent: String,
+        /// Say on stderr which action it would take; touch nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+    /// Print the agent's own hook settings that run `hook --agent <name>` (Codex:
+    /// `$CODEX_HOME/hooks.json`; Gemini CLI: `~/.gemini/settings.json`, with hooksConfig.enabled;
+    /// Claude Code: what claude-settings prints), and what trust step is the user's to take.
+    HookSettings {
+        /// claude, codex or gemini.
+        #[arg(long, value_name = "NAME")]
+        agent: String,
+        /// Instead, merge them into this file (created if missing), keeping every other key and
+        /// hook; running it again changes nothing.
+        #[arg(long, value_name = "FILE")]
+        write: Option<PathBuf>,
+        /// The tmux server the hooks report to, as for claude-settings.
+        #[arg(long, value_name = "PATH|NAME")]
+        socket: Option<String>,
+        /// The session prefix the hooks act on, as for claude-settings.
+        #[arg(long, value_name = "PREFIX")]
+        prefix: Option<String>,
+    },
     /// Print every setting in effect, with where it came from (default, FILE:LINE, environment).
     Config,
     /// Run every check once and say why chats would not be reaped (no server at the socket, no

@@ -147,48 +147,51 @@ fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<Stri
     Ok((cfg.socket.canonical_path(), None))
 }
 
-/// `claude-settings [--write FILE] [--socket PATH|NAME] [--prefix P]`.
-pub(super) fn claude_settings(
+/// What the hooks a settings command writes run with: this binary's path, the settings as
+/// environment assignments (the socket and the prefix as chosen), the socket they report to.
+pub(super) struct HookSetup {
+    pub bin: PathBuf,
+    pub assigns: Vec<(String, String)>,
+    pub socket: PathBuf,
+}
+
+/// [`HookSetup`] for `who` (`claude-settings`, `hook-settings`), from `--socket` and `--prefix`;
+/// `Err`: refused and said (the exit code to return).
+pub(super) fn hook_setup(
     json: bool,
     cfg: &Config,
-    write: Option<&std::path::Path>,
+    who: &str,
     socket: Option<&str>,
     prefix: Option<&str>,
-) -> ExitCode {
+) -> Result<HookSetup, ExitCode> {
     let refuse = |m: String| {
-        say!("ccs-reap claude-settings: {m}");
+        say!("ccs-reap {who}: {m}");
         if json {
             print_json(&serde_json::json!({"ok": false, "error": m, "exit": exit::CONFIG}));
         }
         ExitCode::from(exit::CONFIG)
     };
-    let (socket_path, chosen_by) = match hook_socket(cfg, socket) {
-        Ok(s) => s,
-        Err(e) => return refuse(e),
-    };
+    let (socket_path, chosen_by) = hook_socket(cfg, socket).map_err(refuse)?;
     if let Some(p) = prefix {
         if !crate::core::policy::valid_id(p) || p.len() > crate::core::policy::MAX_PREFIX_LEN {
-            return refuse(format!(
+            return Err(refuse(format!(
                 "--prefix {p:?}: a non-empty prefix of letters, digits, '_' and '-', at most {} bytes",
                 crate::core::policy::MAX_PREFIX_LEN
-            ));
+            )));
         }
     }
     if chosen_by.is_none() {
         say!(
-            "ccs-reap claude-settings: the hooks report to the tmux server at {} (the default: not run inside tmux, no CCS_TMUX_SOCKET set); to choose another, run this inside that tmux or pass --socket PATH (or --socket NAME for tmux -L NAME)",
+            "ccs-reap {who}: the hooks report to the tmux server at {} (the default: not run inside tmux, no CCS_TMUX_SOCKET set); to choose another, run this inside that tmux or pass --socket PATH (or --socket NAME for tmux -L NAME)",
             socket_path.display()
         );
     }
-    let bin = match std::env::current_exe() {
-        Ok(b) => b,
-        Err(e) => {
-            return command_error(
-                json,
-                CommandError::Refused(format!("failed to find this binary's path: {e}")),
-            )
-        }
-    };
+    let bin = std::env::current_exe().map_err(|e| {
+        command_error(
+            json,
+            CommandError::Refused(format!("failed to find this binary's path: {e}")),
+        )
+    })?;
     // The settings in effect, from the settings file or the environment; and the file itself,
     // which the hook then reads as every command does.
     let env: Vec<(String, String)> = cfg
@@ -208,6 +211,29 @@ pub(super) fn claude_settings(
         let f = std::fs::canonicalize(f).unwrap_or_else(|_| f.clone());
         assigns.push(("CCS_CONFIG".into(), f.to_string_lossy().into_owned()));
     }
+    Ok(HookSetup {
+        bin,
+        assigns,
+        socket: socket_path,
+    })
+}
+
+/// `claude-settings [--write FILE] [--socket PATH|NAME] [--prefix P]`.
+pub(super) fn claude_settings(
+    json: bool,
+    cfg: &Config,
+    write: Option<&std::path::Path>,
+    socket: Option<&str>,
+    prefix: Option<&str>,
+) -> ExitCode {
+    let HookSetup {
+        bin,
+        assigns,
+        socket: socket_path,
+    } = match hook_setup(json, cfg, "claude-settings", socket, prefix) {
+        Ok(s) => s,
+        Err(code) => return code,
+    };
     let command = claude_hook::hook_command(&bin, &assigns);
     let Some(file) = write else {
         print_json(&claude_hook::fragment(&command));

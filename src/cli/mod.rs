@@ -23,6 +23,7 @@ macro_rules! say {
     }};
 }
 
+mod agents;
 mod args;
 mod claude;
 pub mod exit;
@@ -32,6 +33,7 @@ mod output;
 pub mod render;
 mod wayback;
 
+use agents::*;
 use args::*;
 use claude::*;
 use logging::*;
@@ -53,7 +55,7 @@ fn parse_error(e: clap::Error) -> ExitCode {
 }
 
 /// The refusal of `--dry-run` where it means nothing (exit 2).
-pub const DRY_RUN_GOES_WITH: &str = "--dry-run goes with the daemon, --once, status, reap and claude-hook; turn, spawn, pin, unpin, claude-settings and events always act, config only prints";
+pub const DRY_RUN_GOES_WITH: &str = "--dry-run goes with the daemon, --once, status, reap, claude-hook and hook; turn, spawn, pin, unpin, claude-settings, hook-settings and events always act, config only prints";
 
 /// A batch of reaps holds a pidfd per victim: take the hard limit of open files, not the soft one.
 fn raise_fd_limit() {
@@ -84,6 +86,9 @@ pub fn main() -> ExitCode {
     }
     if let Some(Cmd::ClaudeHook { dry_run }) = cli.cmd {
         return claude_hook_main(cli.dry_run || dry_run, cli.config.as_deref());
+    }
+    if let Some(Cmd::Hook { agent, dry_run }) = &cli.cmd {
+        return agent_hook_main(agent, cli.dry_run || *dry_run, cli.config.as_deref());
     }
     // Before the settings are read, a refusal of them is said as the logs will be.
     if std::env::var("CCS_LOG_FORMAT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("json")) {
@@ -147,7 +152,9 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     if talks_to_tmux
         && !matches!(
             cli.cmd,
-            Some(Cmd::Formats | Cmd::ClaudeSettings { .. } | Cmd::Config)
+            Some(
+                Cmd::Formats | Cmd::ClaudeSettings { .. } | Cmd::HookSettings { .. } | Cmd::Config
+            )
         )
     {
         if let Err(e) = crate::adapters::tmux::version::check(&cfg.socket, cfg.tmux_timeout).await {
@@ -159,7 +166,20 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         // Printed before the configuration is read: generated().
         Some(Cmd::Completions { .. } | Cmd::Man { .. }) => ExitCode::SUCCESS,
         // Handled in main(), before anything that could exit with another code.
-        Some(Cmd::ClaudeHook { .. }) => ExitCode::SUCCESS,
+        Some(Cmd::ClaudeHook { .. } | Cmd::Hook { .. }) => ExitCode::SUCCESS,
+        Some(Cmd::HookSettings {
+            agent,
+            write,
+            socket,
+            prefix,
+        }) => hook_settings(
+            cli.json,
+            &cfg,
+            &agent,
+            write.as_deref(),
+            socket.as_deref(),
+            prefix.as_deref(),
+        ),
         Some(Cmd::ClaudeSettings {
             write,
             socket,

@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::core::policy::Policy;
+use crate::core::policy::{Lease, Policy};
 
 pub mod file;
 mod load;
@@ -169,21 +169,13 @@ impl Config {
         }
     }
 
-    /// A `@ccs_reaping` mark older than this was left by a reaper that died mid-teardown: the
-    /// next sweep clears it and decides the session afresh. A live teardown takes at most the
-    /// grace, two seconds for the kills to land, and a few tmux calls (3×grace + 3×tmux timeout +
-    /// the hook's timeout + 2000 ms).
-    pub fn lease_limit_ms(&self) -> i64 {
-        (self.grace.as_millis() as i64) * 3
-            + (self.tmux_timeout.as_millis() as i64) * 3
-            + self.hook_ms()
-            + 2000
-    }
-
-    /// How long a teardown may still take once past the fence: the grace, the kills landing, and
-    /// the tmux calls that follow (grace + 2×tmux timeout + 2000 ms).
-    pub fn lease_rest_ms(&self) -> i64 {
-        (self.grace.as_millis() as i64) + 2 * (self.tmux_timeout.as_millis() as i64) + 2000
+    /// The lease of this reaper's marks, from the grace, the tmux timeout and the hook's timeout.
+    pub fn lease(&self) -> Lease {
+        Lease::of(
+            self.grace.as_millis() as i64,
+            self.tmux_timeout.as_millis() as i64,
+            self.hook_ms(),
+        )
     }
 
     /// A lease that leaves a reap less than [`MIN_FENCE_SPARE_MS`] between its mark and its
@@ -195,8 +187,8 @@ impl Config {
             self.tmux_timeout.as_millis() as i64,
             self.hook_ms(),
         );
-        let (limit, rest) = (self.lease_limit_ms(), self.lease_rest_ms());
-        let spare = limit - rest;
+        let lease = self.lease();
+        let (limit, rest, spare) = (lease.limit_ms, lease.rest_ms, lease.spare_ms());
         if spare >= MIN_FENCE_SPARE_MS {
             return Ok(());
         }
@@ -776,7 +768,7 @@ mod tests {
             }
         }
         let c = cfg(&[]).unwrap();
-        assert_eq!(c.lease_limit_ms() - c.lease_rest_ms(), 20_000);
+        assert_eq!(c.lease().spare_ms(), 20_000);
     }
 
     /// The rules the start line names: each active one with its threshold as written.

@@ -11,6 +11,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::core::policy::ReapReason;
+use crate::core::records::Tombstone;
+
 /// An entry not seen alive for this long is dropped, whatever became of its server: Claude Code
 /// deletes conversations older than 30 days by default (`cleanupPeriodDays`), so its cid would
 /// not resume anyway.
@@ -100,6 +103,21 @@ pub struct KnownChat {
     /// is seen again) or [`KNOWN_MAX_AGE_MS`] passed, for `status`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub lost: bool,
+}
+
+impl KnownChat {
+    /// The tombstone of this chat lost with its tmux server (reason `server-died`), written at
+    /// `at_ms` for the server at `socket`: its last known conversation and cwd, no reap's token
+    /// (nothing was signalled).
+    pub fn lost_tombstone(&self, socket: &str, at_ms: i64) -> Tombstone {
+        Tombstone {
+            cid: Some(self.cid.clone()),
+            cwd: self.cwd.clone(),
+            session: Some(self.session.clone()),
+            socket: Some(socket.to_string()),
+            ..Tombstone::new(&self.id, at_ms, ReapReason::ServerDied)
+        }
+    }
 }
 
 /// The whole record, by chat id.
@@ -443,6 +461,25 @@ mod tests {
             seen: NOW - 1000,
             lost: false,
         }
+    }
+
+    #[test]
+    fn a_lost_chat_leaves_its_last_known_conversation_and_no_token() {
+        let t = entry("7", 3, "cid-7", srv(10, 20)).lost_tombstone("/s", 0);
+        assert_eq!(
+            (t.id.as_str(), t.cid.as_deref(), t.cwd.as_deref()),
+            ("7", Some("cid-7"), Some("/w/7"))
+        );
+        assert_eq!(
+            (t.session.as_deref(), t.socket.as_deref()),
+            (Some("ccs-7"), Some("/s"))
+        );
+        assert_eq!(
+            (t.reason, t.token.as_deref(), t.argv.as_deref()),
+            (ReapReason::ServerDied, None, None)
+        );
+        assert_eq!(t.reaped_at, "1970-01-01T00:00:00.000Z");
+        assert_eq!(t.validate("7"), Ok(()));
     }
 
     fn seen(id: &'static str, n: u32, cid: Option<&'static str>) -> Seen<'static> {

@@ -5,6 +5,7 @@ pub mod doctor;
 pub mod known;
 pub mod listing;
 pub mod policy;
+pub mod protocol;
 pub mod reap_end;
 pub mod records;
 pub mod report;

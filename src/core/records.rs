@@ -180,6 +180,10 @@ pub struct Tombstone {
     /// finished only when this reap got as far as its tombstone, past its fence (see [`Journal::armed_by_tombstone`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
+    /// The agent the chat ran (`claude`, `codex`, `gemini`), as its pane's command names it
+    /// (absent in older tombstones, and when no agent's program is found there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<String>,
     /// The chat's command line (the words its pane ran, without its own `--resume` /
     /// `--session-id`), for `spawn <id>` with no command to replay (absent before 0.4, or when it
     /// could not be read).
@@ -267,6 +271,25 @@ fn check_cid(cid: &Option<String>) -> Result<(), String> {
 }
 
 impl Tombstone {
+    /// The tombstone of chat `id`, written at `at_ms` (Unix ms) for `reason`: the one constructor;
+    /// what else is known is set by the caller ([`Journal::tombstone`],
+    /// [`crate::core::known::KnownChat::lost_tombstone`], or field by field).
+    pub fn new(id: &str, at_ms: i64, reason: ReapReason) -> Tombstone {
+        Tombstone {
+            id: id.to_string(),
+            cid: None,
+            reaped_at: crate::core::time::rfc3339(at_ms),
+            reason,
+            cwd: None,
+            session: None,
+            socket: None,
+            token: None,
+            agent: None,
+            argv: None,
+            start_failed: None,
+        }
+    }
+
     /// Whether this tombstone may be used for chat `id`.
     pub fn validate(&self, id: &str) -> Result<(), String> {
         if self.id != id {
@@ -281,6 +304,20 @@ impl Tombstone {
 }
 
 impl Journal {
+    /// The tombstone this reap leaves, written at `at_ms` on the server at `socket`: the chat,
+    /// its conversation, cwd and command line as the journal keeps them, and the reap's token.
+    pub fn tombstone(&self, socket: &str, at_ms: i64) -> Tombstone {
+        Tombstone {
+            cid: self.cid.clone(),
+            cwd: self.cwd.clone(),
+            session: Some(self.session.clone()),
+            socket: Some(socket.to_string()),
+            token: Some(self.token.clone()),
+            argv: self.argv.clone(),
+            ..Tombstone::new(&self.id, at_ms, self.reason)
+        }
+    }
+
     /// Whether this journal may be acted on by the studio of `prefix`. (Its victims are checked
     /// against the live server before any signal, elsewhere.)
     pub fn validate(&self, stem: &str, prefix: &str) -> Result<(), String> {
@@ -320,4 +357,48 @@ impl Journal {
 pub struct Ident {
     pub pid: i32,
     pub start: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_journal_leaves_the_tombstone_of_its_reap() {
+        let j = Journal {
+            id: "4".into(),
+            session: "ccs-4".into(),
+            tmux_id: 9,
+            cid: Some("cid-4".into()),
+            reason: ReapReason::Idle,
+            idle_ms: Some(1),
+            cwd: Some("/w".into()),
+            started_at: "t".into(),
+            owner: Ident { pid: 1, start: 2 },
+            victims: Vec::new(),
+            server_pid: None,
+            token: "tok".into(),
+            armed_by_tombstone: true,
+            argv: Some(vec!["claude".into()]),
+            path: None,
+        };
+        let t = j.tombstone("/s", 1_000);
+        assert_eq!((t.id.as_str(), t.cid.as_deref()), ("4", Some("cid-4")));
+        assert_eq!(
+            (t.cwd.as_deref(), t.argv),
+            (Some("/w"), Some(vec!["claude".to_string()]))
+        );
+        assert_eq!(
+            (t.session.as_deref(), t.socket.as_deref()),
+            (Some("ccs-4"), Some("/s"))
+        );
+        assert_eq!(
+            (t.token.as_deref(), t.reason),
+            (Some("tok"), ReapReason::Idle)
+        );
+        assert_eq!(
+            (t.reaped_at.as_str(), t.start_failed),
+            ("1970-01-01T00:00:01.000Z", None)
+        );
+    }
 }

@@ -7,6 +7,7 @@ use serde::Serialize;
 
 use crate::core::policy::{Decision, HostMemory};
 use crate::core::records::AuditLine;
+use crate::core::time::rfc3339_checked;
 
 pub use crate::core::schema::SCHEMA_VERSION;
 
@@ -151,12 +152,6 @@ pub struct ViewerReport {
     pub orphaned: Option<bool>,
 }
 
-/// Unix milliseconds as RFC 3339 (UTC, milliseconds), the schema's points in time.
-pub fn rfc3339_ms(ms: i64) -> Option<String> {
-    chrono::DateTime::from_timestamp_millis(ms)
-        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
-}
-
 /// The JSON of a [`SweepReport`] (schema [`SCHEMA_VERSION`]).
 #[derive(Serialize)]
 struct SweepJson<'a> {
@@ -221,7 +216,7 @@ impl Serialize for SweepReport {
                     cid: &c.cid,
                     cwd: &c.cwd,
                     server: &c.server,
-                    seen_at: rfc3339_ms(c.seen),
+                    seen_at: rfc3339_checked(c.seen),
                 })
                 .collect(),
             asleep: &self.asleep,
@@ -273,10 +268,10 @@ impl Serialize for SessionReport {
             reap_reason: d.reap_reason,
             why: &d.why,
             idle_ms: d.idle_ms,
-            reap_at: d.deadline_ms.and_then(rfc3339_ms),
+            reap_at: d.deadline_ms.and_then(rfc3339_checked),
             cid: &d.cid,
             viewers: d.viewers,
-            turn_started_at: d.turn_since_ms.and_then(rfc3339_ms),
+            turn_started_at: d.turn_since_ms.and_then(rfc3339_checked),
             override_turn: d.override_turn,
             override_viewers: d.override_viewers,
             warning: &d.warning,

@@ -233,7 +233,11 @@ pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<Outcome, Comm
 /// asks tmux, from [`where_from`]), said exactly and done not: the one line `claude-hook
 /// --dry-run` prints. It reads the pane's session (one tmux call) and writes nothing.
 pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -> String {
-    let what = action(ev);
+    dry_run_of(r, action(ev), pane).await
+}
+
+/// [`dry_run`] of an action already mapped (any agent's: `hook --agent <name> --dry-run`).
+pub async fn dry_run_of(r: &Reaper, what: Action, pane: Result<String, String>) -> String {
     let pane = match (pane, &what) {
         (Err(why), _) => return format!("nothing: {why}"),
         (Ok(_), Action::Nothing(why)) => return format!("nothing: {why}"),
@@ -251,7 +255,7 @@ pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -
         Err(e) => return format!("nothing: tmux failed: {e}"),
     };
     let name = &s.name;
-    let held = !s.reaping.trim().is_empty();
+    let held = s.is_marked();
     let turn = !s.turn.trim().is_empty();
     match what {
         Action::SetCid(c) => format!("would set @ccs_cid of {name} to {c}"),
@@ -287,7 +291,11 @@ pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -
     }
 }
 
-async fn act_on(r: &Reaper, what: &Action, s: &Session) -> Result<Outcome, CommandError> {
+pub(crate) async fn act_on(
+    r: &Reaper,
+    what: &Action,
+    s: &Session,
+) -> Result<Outcome, CommandError> {
     let name = &s.name;
     match what {
         Action::Nothing(why) => Ok(Outcome::Skipped(why.clone())),
@@ -398,12 +406,17 @@ pub fn hook_env(cfg: &Config, env: &[(String, String)]) -> Vec<(String, String)>
 /// assignments, not flags: a flag that an older or newer binary does not know would make clap
 /// exit 2, and exit 2 on `UserPromptSubmit` blocks every prompt.
 pub fn hook_command(bin: &Path, env: &[(String, String)]) -> String {
+    hook_command_with(bin, env, &[SUBCOMMAND])
+}
+
+/// [`hook_command`] ending in other words of ours (`hook --agent codex`), never a user's value.
+pub(crate) fn hook_command_with(bin: &Path, env: &[(String, String)], sub: &[&str]) -> String {
     let mut words: Vec<String> = env
         .iter()
         .map(|(k, v)| format!("{k}={}", sh_quote(v)))
         .collect();
     words.push(sh_quote(&bin.to_string_lossy()));
-    words.push(SUBCOMMAND.to_string());
+    words.extend(sub.iter().map(|w| w.to_string()));
     words.join(" ")
 }
 
@@ -430,7 +443,36 @@ fn is_ours(hook: &serde_json::Value) -> bool {
 /// Merge our hooks into `settings` (a settings file's JSON): every other key, event and hook is
 /// kept; our earlier entries (whatever binary or settings they named) are replaced by one group
 /// per event, appended. Merging twice gives the same document.
-pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_json::Value, String> {
+pub fn merge(settings: serde_json::Value, command: &str) -> Result<serde_json::Value, String> {
+    merge_events(settings, command, EVENTS)
+}
+
+/// `claude-settings --write <file>`: merge into the file (created when missing) through
+/// [`write_merged`]. `Ok(true)` when it changed.
+pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
+    write_merged(file, |v| merge(v, command))
+}
+
+/// Whether a hook entry's command is one of ours, by any of our hook subcommands
+/// (`claude-hook`, `hook --agent <name>`).
+pub(crate) fn is_ours_any(hook: &serde_json::Value) -> bool {
+    is_ours(hook)
+        || hook
+            .get("command")
+            .and_then(|c| c.as_str())
+            .is_some_and(|c| {
+                let c = c.trim_end();
+                c.rsplit_once(" hook --agent ")
+                    .is_some_and(|(_, a)| !a.is_empty() && !a.contains(' '))
+            })
+}
+
+/// [`merge`] for the events `events`, our entries known by [`is_ours_any`].
+pub(crate) fn merge_events(
+    mut settings: serde_json::Value,
+    command: &str,
+    events: &[&str],
+) -> Result<serde_json::Value, String> {
     let obj = settings
         .as_object_mut()
         .ok_or("the settings are not a JSON object")?;
@@ -439,7 +481,7 @@ pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_jso
         .or_insert_with(|| serde_json::json!({}))
         .as_object_mut()
         .ok_or("\"hooks\" is not a JSON object")?;
-    for ev in EVENTS {
+    for ev in events {
         let groups = hooks
             .entry((*ev).to_string())
             .or_insert_with(|| serde_json::json!([]))
@@ -447,10 +489,9 @@ pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_jso
             .ok_or_else(|| format!("\"hooks\".{ev:?} is not a list"))?;
         for g in groups.iter_mut() {
             if let Some(list) = g.get_mut("hooks").and_then(|h| h.as_array_mut()) {
-                list.retain(|h| !is_ours(h));
+                list.retain(|h| !is_ours_any(h));
             }
         }
-        // A group left empty by that was ours alone.
         groups.retain(|g| {
             g.get("hooks")
                 .and_then(|h| h.as_array())
@@ -461,11 +502,16 @@ pub fn merge(mut settings: serde_json::Value, command: &str) -> Result<serde_jso
     Ok(settings)
 }
 
-/// `claude-settings --write <file>`: merge into the file (created when missing) and replace it
-/// through [`user_file`]: a symlink is followed (the file it names is written, the link kept);
-/// its owner, group and mode are kept; a FIFO, socket or device, a file with other hard links and
-/// a file that cannot be written back are refused, left alone. `Ok(true)` when it changed.
-pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
+/// Merge into a JSON settings file with `f` (the document, `{}` when the file is missing or
+/// empty) and replace it through [`user_file`], the way `claude-settings --write` does: garbage
+/// is left alone; an unchanged document is not written; a symlink is followed (the file it names
+/// is written, the link kept); its owner, group and mode are kept (0600 for a new file); a FIFO,
+/// socket or device, a file with other hard links and a file that cannot be written back are
+/// refused, left alone. `Ok(true)` when it changed.
+pub fn write_merged(
+    file: &Path,
+    merge: impl FnOnce(serde_json::Value) -> Result<serde_json::Value, String>,
+) -> Result<bool, String> {
     let f = user_file::read(file)?;
     let target = f.path.display();
     let current = match f.text.as_deref().map(str::trim) {
@@ -473,8 +519,7 @@ pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
         Some(t) => serde_json::from_str(t)
             .map_err(|e| format!("{target} is not valid JSON ({e}): left alone"))?,
     };
-    let merged =
-        merge(current.clone(), command).map_err(|e| format!("{target}: {e}: left alone"))?;
+    let merged = merge(current.clone()).map_err(|e| format!("{target}: {e}: left alone"))?;
     if f.text.is_some() && merged == current {
         return Ok(false);
     }

@@ -13,7 +13,6 @@ use crate::adapters::tmux::{TmuxError, TurnBegin};
 use crate::core::policy::{
     self, Changed, Decision, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
-use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 use crate::engine::observe::{find_cids, observe, Mode, Observation};
 use crate::engine::teardown::{self, Abort, Failure, Finished, ReapEnd};
@@ -155,10 +154,10 @@ fn name_of(r: &Reaper, id: &str) -> Result<String, CommandError> {
     Ok(format!("{}{id}", r.cfg.prefix))
 }
 
-/// How long `turn begin` and `spawn` wait for a reap in flight: past the point where a mark
-/// counts as stale, and one more sweep for the daemon to clear it.
+/// How long `turn begin` and `spawn` wait for a reap in flight ([`policy::Lease::wait_ms`]).
 fn reap_wait(r: &Reaper) -> Duration {
-    Duration::from_millis(r.stale_after() as u64) + r.cfg.interval + Duration::from_secs(5)
+    let ms = r.cfg.lease().wait_ms(r.cfg.interval.as_millis() as i64);
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// `turn begin <id>`: `Ok(true)` the turn is marked; `Ok(false)` the session is gone or was
@@ -272,7 +271,7 @@ pub async fn spawn(
     };
     wait_for_teardown(r, id, deadline).await?;
     let mut tomb = r.state.read_tombstone(id)?;
-    let own = (crate::agents::CLAUDE.cid_in_argv)(cmd);
+    let own = crate::agents::of_argv(cmd).and_then(|a| (a.cid_in_argv)(cmd));
     if tomb.is_none() && cid.is_none() && own.is_none() {
         tomb = lost_before_a_sweep(r, id, &server);
     }
@@ -368,7 +367,7 @@ async fn make_way(
         };
         match listing.sessions.into_iter().find(|s| s.name == name) {
             None => return Ok(Some(view)),
-            Some(s) if !s.reaping.trim().is_empty() => {
+            Some(s) if s.is_marked() => {
                 if Instant::now() >= deadline {
                     return Err(CommandError::Refused(format!(
                         "{name} is still being reaped"
@@ -444,18 +443,7 @@ fn lost_before_a_sweep(
         return None;
     }
     tracing::warn!(session = %e.session, cid = %e.cid, server_pid = e.server.pid, "its tmux server died before a sweep saw it: resuming its last known conversation");
-    Some(Tombstone {
-        id: e.id.clone(),
-        cid: Some(e.cid.clone()),
-        reaped_at: rfc3339(now_ms()),
-        reason: ReapReason::ServerDied,
-        cwd: e.cwd.clone(),
-        session: Some(e.session.clone()),
-        socket: Some(r.socket_path()),
-        token: None,
-        argv: None,
-        start_failed: None,
-    })
+    Some(e.lost_tombstone(&r.socket_path(), now_ms()))
 }
 
 /// `pin <id>` / `unpin <id>`: set `@ccs_pin` (to 1) or clear it. `Ok(false)` when the session

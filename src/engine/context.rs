@@ -125,10 +125,9 @@ impl Reaper {
     }
 
     /// A `@ccs_reaping` mark older than this was left by a reaper that died mid-teardown: the
-    /// next sweep clears it and decides the session afresh. A live teardown takes at most the
-    /// grace, two seconds for the kills to land, and a few tmux calls.
+    /// next sweep clears it and decides the session afresh (the lease's limit).
     pub(crate) fn stale_after(&self) -> i64 {
-        self.cfg.lease_limit_ms()
+        self.cfg.lease().limit_ms
     }
 
     /// The owner this reaper writes into its marks: itself, and the limit after which a reader
@@ -188,7 +187,7 @@ impl Reaper {
     /// How long this process has seen the mark on `s` unchanged, when that is what decides (its
     /// owner cannot be checked from here).
     fn observed_mark(&self, s: &Session, seen: OwnerSeen) -> Option<i64> {
-        if seen != OwnerSeen::Unknowable || s.reaping.trim().is_empty() {
+        if seen != OwnerSeen::Unknowable || !s.is_marked() {
             return None;
         }
         let key = observer::mark_key(&s.id, &s.reaping, &s.reaper);
@@ -213,7 +212,7 @@ impl Reaper {
 
     fn owner_of(&self, s: &Session) -> (Option<MarkOwner>, OwnerSeen) {
         // Most sessions carry no mark: nothing to parse.
-        if s.reaping.trim().is_empty() {
+        if !s.is_marked() {
             return (None, OwnerSeen::Unknowable);
         }
         match s.options().mark {

@@ -1,5 +1,6 @@
 //! The engine: the stages that observe, decide (through the core) and act (through the adapters).
 
+pub mod agent_hook;
 pub mod agent_status;
 pub mod claude_hook;
 pub mod commands;
@@ -8,6 +9,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod observe;
 pub(crate) mod observer;
+pub(crate) mod record;
 pub mod sweep;
 pub mod teardown;
 pub mod wayback;

@@ -7,15 +7,17 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use crate::adapters::agent_proc;
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, Ended, Outcome, StateError, Tombstone};
 use crate::adapters::tmux::{Created, TmuxError};
-use crate::agents::claude::{is_uuid, CONFIG_DIR_VAR, PROJECT_DIR_NAME_VAR};
+use crate::agents::claude::is_uuid;
 use crate::agents::{self, Agent, ArgvError, StartMode};
 use crate::core::policy::ReapReason;
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
+use crate::engine::record::record;
 
 /// Why the way back did not go through (the commands turn it into their error).
 #[derive(Debug, thiserror::Error)]
@@ -63,10 +65,12 @@ enum Verdict {
     Died(Option<i32>),
 }
 
-/// The agent's environment as far as its files go (`HOME`, the config dir): ours, then the tmux
-/// server's global environment (what a new pane gets), then the `env` words of the command.
-async fn agent_env(r: &Reaper, cmd: &[String]) -> Vec<(String, String)> {
-    let names = ["HOME", CONFIG_DIR_VAR, PROJECT_DIR_NAME_VAR];
+/// The agent's environment as far as its files go (`HOME`, its [`Agent::env_vars`]): ours, then
+/// the tmux server's global environment (what a new pane gets), then the `env` words of the
+/// command.
+async fn agent_env(r: &Reaper, agent: &Agent, cmd: &[String]) -> Vec<(String, String)> {
+    let mut names = vec!["HOME"];
+    names.extend(agent.env_vars);
     let mut env: Vec<(String, String)> = names
         .iter()
         .filter_map(|n| std::env::var(n).ok().map(|v| (n.to_string(), v)))
@@ -88,12 +92,20 @@ async fn agent_env(r: &Reaper, cmd: &[String]) -> Vec<(String, String)> {
 }
 
 /// Whether the transcript of `cid` is where the agent keeps it: `None` when that cannot be told
-/// (no HOME, an unreadable directory), and the agent is left to say.
+/// (no HOME, an unreadable directory), and the agent is left to say. A pattern
+/// ([`Agent::transcript_glob`]) is there when it matches a file.
 fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) -> Option<bool> {
     let canon = std::fs::canonicalize(cwd).ok()?;
     let p = (agent.transcript_path)(env, &canon, cid)
         .map_err(|e| tracing::warn!(cid, error = %e, "cannot tell where the transcript is"))
         .ok()?;
+    if agent.transcript_glob {
+        let found = agent_proc::glob(&p);
+        if found.is_empty() {
+            tracing::info!(cid, pattern = %p.display(), "no transcript");
+        }
+        return Some(!found.is_empty());
+    }
     match std::fs::metadata(&p) {
         Ok(m) => Some(m.is_file()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -110,9 +122,9 @@ fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) ->
 /// Start the chat and check it is up. `Ok(false)`: a session of that name exists (a concurrent
 /// spawn won).
 pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
-    let agent: &Agent = &agents::CLAUDE;
+    let (agent, runs) = agent_of(s.cmd, s.tomb);
     let own = (agent.cid_in_argv)(s.cmd);
-    let cid = own
+    let mut cid = own
         .clone()
         .or(s.flag_cid.map(String::from))
         .or(s.tomb_cid.clone());
@@ -126,11 +138,11 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         ),
         _ => format!("the command {:?}", s.cmd),
     };
-    let env = agent_env(r, s.cmd).await;
+    let env = agent_env(r, agent, s.cmd).await;
     let mut mode = None;
     let mut argv = s.cmd.to_vec();
     if let Some(c) = &cid {
-        // Claude Code's ids are UUIDs: another id names no transcript of its, and is passed on.
+        // The agents' ids are UUIDs: another id names no transcript of theirs, and is passed on.
         let t = if is_uuid(c) {
             transcript(agent, &env, s.cwd, c)
         } else {
@@ -149,31 +161,30 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
                 Err(e) => return Err(WaybackError::Refused(format!("{}: {e}", where_from()))),
             }
         }
+        let why = if failed_before {
+            "a resume from this tombstone failed before"
+        } else {
+            "it has no transcript (it never had a turn, or its transcript was cleaned up)"
+        };
         if mode == Some(StartMode::Fresh) {
-            let why = if failed_before {
-                "a resume from this tombstone failed before"
-            } else {
-                "it has no transcript (it never had a turn, or its transcript was cleaned up)"
-            };
-            tracing::warn!(session = s.name, cid = %c, "{why}: starting it afresh under the same id (--session-id {c}); nothing is lost");
+            tracing::warn!(session = s.name, cid = %c, "{why}: starting it afresh under the same id ({argv:?}); nothing is lost");
+        }
+        if mode == Some(StartMode::FreshNewId) {
+            // The agent picks the new id; its own hook tells it, as for any new chat.
+            tracing::warn!(session = s.name, cid = %c, agent = agent.name, "{why}: starting it afresh under a new id, which {} cannot be given ({argv:?})", agent.display);
         }
     }
-    let extra: Vec<(String, String)> = if mode == Some(StartMode::Resume) {
-        agent
-            .resume_env
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    } else {
-        Vec::new()
-    };
+    if mode == Some(StartMode::FreshNewId) {
+        cid = None;
+    }
+    let extra = extra_env(agent, runs.is_some(), mode);
     let long = cid.as_deref().is_some_and(is_uuid) && (mode.is_some() || own.is_some());
     let settle = if long { RESUME_SETTLE } else { SETTLE };
     let t0 = Instant::now();
     for attempt in 1..=3 {
         let Some(c) = r
             .tmux
-            .new_session_kept(s.name, s.cwd, &extra, &argv, None)
+            .new_session_kept(s.name, s.cwd, &extra, &argv, runs.map(|a| a.name), None)
             .await?
         else {
             return Ok(false);
@@ -193,7 +204,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
             Verdict::Died(status) => {
-                return Err(failed(r, &s, c, cid, mode, status, &argv, t0).await);
+                return Err(failed(r, &s, agent, c, cid, mode, status, &argv, t0).await);
             }
         }
     }
@@ -201,6 +212,35 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         "{} exited as soon as it was created (three times); the tombstone is kept",
         s.name
     )))
+}
+
+/// The agent of a start: the one the command runs (`Some` beside it), else the one the
+/// tombstone names, else Claude Code.
+fn agent_of(cmd: &[String], tomb: Option<&Tombstone>) -> (&'static Agent, Option<&'static Agent>) {
+    let runs = agents::of_argv(cmd);
+    let agent = runs
+        .or_else(|| {
+            tomb.and_then(|t| t.agent.as_deref())
+                .and_then(agents::by_name)
+        })
+        .unwrap_or(&agents::CLAUDE);
+    (agent, runs)
+}
+
+/// The environment the agent is started with: its start environment when the command runs it
+/// (Gemini CLI: one process, not two), then a resume's ([`Agent::resume_env`]).
+fn extra_env(agent: &Agent, runs_it: bool, mode: Option<StartMode>) -> Vec<(String, String)> {
+    let start_env = if runs_it { agent.start_env } else { &[] };
+    let resume_env = if mode == Some(StartMode::Resume) {
+        agent.resume_env
+    } else {
+        &[]
+    };
+    start_env
+        .iter()
+        .chain(resume_env)
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 /// Watch the new session until the agent is up (its hook set the cid, its status file names the
@@ -287,6 +327,7 @@ async fn up(r: &Reaper, c: Created, cid: Option<&str>) -> Result<(), TmuxError> 
 async fn failed(
     r: &Reaper,
     s: &Start<'_>,
+    agent: &Agent,
     c: Created,
     cid: Option<String>,
     mode: Option<StartMode>,
@@ -318,26 +359,18 @@ async fn failed(
     line.exit_status = status;
     line.took_ms = t0.elapsed().as_millis() as u64;
     line.error = Some(last.clone());
-    if let Err(e) = r.state.append_audit(&line) {
-        tracing::error!(session = s.name, error = %e, "failed to write the resume-failed audit line");
-    }
+    let _ = record(&r.state, &r.metrics, &line);
     let mut next = String::new();
     if let Some(cid) = &cid {
         let mut t = s.tomb.cloned().unwrap_or_else(|| Tombstone {
-            id: s.id.to_string(),
-            cid: None,
-            reaped_at: rfc3339(now_ms()),
-            reason,
-            cwd: None,
             session: Some(s.name.to_string()),
             socket: Some(r.socket_path()),
-            token: None,
-            argv: None,
-            start_failed: None,
+            ..Tombstone::new(s.id, now_ms(), reason)
         });
         t.cid = Some(cid.clone());
         t.cwd = s.cwd.to_str().map(String::from).or(t.cwd);
-        t.argv = (agents::CLAUDE.bare_argv)(argv).ok().or(t.argv);
+        t.argv = (agent.bare_argv)(argv).ok().or(t.argv);
+        t.agent = agent_name(t.argv.as_deref()).or(t.agent);
         t.start_failed = Some(last.clone());
         let path = r.state.tombstone_path(s.id);
         next = match r.state.write_tombstone(&t) {
@@ -347,7 +380,7 @@ async fn failed(
                 path.display()
             ),
             Ok(()) => format!(
-                "; the tombstone {} is marked: the next spawn starts afresh (--session-id {cid})",
+                "; the tombstone {} is marked: the next spawn starts it afresh under the same id",
                 path.display()
             ),
             Err(e) => format!("; the tombstone could not be marked: {e}"),
@@ -362,17 +395,22 @@ async fn failed(
 }
 
 /// The command line a reaped chat's tombstone keeps: what `spawn` ran it with (`@ccs_argv`),
-/// else its pane process's (`sh -c '<cmd>'` is `<cmd>`), without its own id flags; `None` when
-/// neither starts the agent.
+/// else its pane process's (`sh -c '<cmd>'` is `<cmd>`), without its own id flags (by the
+/// descriptor of the agent it runs); `None` when neither starts an agent.
 pub fn kept_argv(option: Option<&Vec<String>>, pane_pids: &[u32]) -> Option<Vec<String>> {
-    let bare = agents::CLAUDE.bare_argv;
-    if let Some(a) = option.and_then(|a| bare(a).ok()) {
+    let bare = |a: &[String]| (agents::of_argv(a)?.bare_argv)(a).ok();
+    if let Some(a) = option.and_then(|a| bare(a)) {
         return Some(a);
     }
     pane_pids.iter().find_map(|&pid| {
         let words = agents::pane_words(&procs::cmdline(pid as i32)?);
-        bare(&words).ok()
+        bare(&words)
     })
+}
+
+/// The name of the agent a kept command line runs, for the tombstone.
+pub fn agent_name(argv: Option<&[String]>) -> Option<String> {
+    agents::of_argv(argv?).map(|a| a.name.to_string())
 }
 
 /// What `resume <id>` did before it attaches.
@@ -421,7 +459,7 @@ pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
     r.state.remove_tombstone(id)?;
     let mut l = tomb_line(r, id, t.as_ref(), Outcome::Forgotten);
     l.error = Some(format!("tombstone {} removed by forget", path.display()));
-    r.state.append_audit(&l)?;
+    record(&r.state, &r.metrics, &l)?;
     Ok(t)
 }
 
@@ -457,10 +495,74 @@ pub fn age_out(r: &Reaper) -> usize {
             path.display()
         ));
         tracing::info!(id = %id, path = %path.display(), "tombstone aged out");
-        if let Err(e) = r.state.append_audit(&l) {
-            tracing::warn!(error = %e, "failed to write the aged-out audit line");
-        }
+        let _ = record(&r.state, &r.metrics, &l);
         n += 1;
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn w(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn the_agent_is_the_commands_else_the_tombstones_else_claude() {
+        let tomb = |agent: Option<&str>| Tombstone {
+            id: "1".into(),
+            cid: None,
+            reaped_at: String::new(),
+            reason: ReapReason::Manual,
+            cwd: None,
+            session: None,
+            socket: None,
+            token: None,
+            agent: agent.map(String::from),
+            argv: None,
+            start_failed: None,
+        };
+        let gem = tomb(Some("gemini"));
+        let unknown = tomb(Some("vim"));
+        let table: &[(&[&str], Option<&Tombstone>, &str, bool)] = &[
+            (&["codex", "-m", "o3"], Some(&gem), "codex", true),
+            (&["env", "X=1", "gemini"], None, "gemini", true),
+            (&["claude"], None, "claude", true),
+            (&["my-wrapper"], Some(&gem), "gemini", false),
+            (&["my-wrapper"], Some(&unknown), "claude", false),
+            (&["my-wrapper"], None, "claude", false),
+        ];
+        for (cmd, t, want, runs) in table {
+            let (a, r) = agent_of(&w(cmd), *t);
+            assert_eq!((a.name, r.is_some()), (*want, *runs), "{cmd:?}");
+        }
+    }
+
+    #[test]
+    fn the_start_environment_and_a_resumes() {
+        let kv = |v: Vec<(String, String)>| {
+            v.into_iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kv(extra_env(&agents::GEMINI, true, Some(StartMode::Resume))),
+            ["GEMINI_CLI_NO_RELAUNCH=true"]
+        );
+        // Not given to a command that does not run the agent.
+        assert!(extra_env(&agents::GEMINI, false, Some(StartMode::Fresh)).is_empty());
+        assert!(extra_env(&agents::CLAUDE, true, Some(StartMode::Fresh)).is_empty());
+        let resume: Vec<String> = agents::CLAUDE
+            .resume_env
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        assert_eq!(
+            kv(extra_env(&agents::CLAUDE, true, Some(StartMode::Resume))),
+            resume
+        );
+        assert!(extra_env(&agents::CODEX, true, None).is_empty());
+    }
 }

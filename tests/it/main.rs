@@ -6,6 +6,8 @@
 
 mod common;
 
+mod agents_cli;
+mod agents_e2e;
 mod audit;
 mod claude_e2e;
 mod claude_hook;

@@ -28,6 +28,7 @@ use ccs_reap::core::policy::{
     self, Action as Act, AtPid, Decision, FenceFail, Handoff, Here, MarkOwner, OwnerSeen, Pane,
     Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
+use ccs_reap::core::protocol::Phase;
 use stateright::{Checker, HasDiscoveries, Model, Property};
 
 /// Milliseconds at tick 0 (any time after 1970: the idle stamps must parse).
@@ -156,14 +157,22 @@ pub enum Pc {
     Recovering(Journal, Option<Mark>),
     /// Stale marks cleared: deciding, then the test-and-set.
     Cleared,
-    Marked,
-    Rechecked,
-    Journaled,
-    Hooked,
-    Fenced,
-    Tombstoned,
-    Signalled,
+    /// A step of the reap is done (the mark, the re-check, ...): the next one is the code's
+    /// (`ccs_reap::core::protocol::Phase`), see [`Protocol::after`].
+    Done(Phase),
 }
+
+/// The protocol before fencing (`Rules::Today`), as it was: no journal before the hook and no
+/// fence; the journal is written with the tombstone, after the hook (its tombstone step is
+/// `Step::Journal`). Kept by hand, as history; the fenced order is the code's.
+const TODAY: [Phase; 6] = [
+    Phase::Mark,
+    Phase::Recheck,
+    Phase::Hook,
+    Phase::Tombstone,
+    Phase::Signal,
+    Phase::Finish,
+];
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Reaper {
@@ -472,12 +481,46 @@ impl Protocol {
         self.pidns[0] != self.pidns[1] || self.timens[0] != self.timens[1]
     }
 
+    /// The step after `done`: the code's order for the fenced rules, without the victims' scan
+    /// (it reads the process table only; the model's tree is the chat itself); [`TODAY`] for the
+    /// rules before fencing.
+    fn after(&self, done: Phase) -> Option<Phase> {
+        match self.rules {
+            Rules::Fenced => match done.next()? {
+                Phase::Victims => Phase::Victims.next(),
+                p => Some(p),
+            },
+            Rules::Today => {
+                let k = TODAY.iter().position(|p| *p == done)?;
+                TODAY.get(k + 1).copied()
+            }
+        }
+    }
+
+    /// The model's step for a phase of the reap.
+    fn step_of(&self, p: Phase, i: usize) -> Step {
+        match p {
+            Phase::Mark => Step::DecideAndMark(i),
+            Phase::Recheck => Step::Recheck(i),
+            // `after` never names the victims' scan; were it to, the journal comes next.
+            Phase::Victims | Phase::Journal => Step::Journal(i),
+            Phase::Hook => Step::Hook(i),
+            Phase::Fence => Step::Fence(i),
+            Phase::Tombstone => match self.rules {
+                Rules::Fenced => Step::Tombstone(i),
+                Rules::Today => Step::Journal(i),
+            },
+            Phase::Signal => Step::Signal(i),
+            Phase::Finish => Step::Finish(i),
+        }
+    }
+
     /// The clock may tick: no reaper past its fence would be carried past its lease.
     fn may_tick(&self, s: &St) -> bool {
         !self.leases_matter()
             || s.reapers.iter().enumerate().all(|(i, r)| {
                 !r.alive
-                    || !matches!(r.pc, Pc::Fenced | Pc::Tombstoned)
+                    || !matches!(r.pc, Pc::Done(Phase::Fence | Phase::Tombstone))
                     || r.mark.is_none_or(|m| s.now + 1 - m.at <= self.limits[i])
             })
     }
@@ -587,20 +630,7 @@ impl Model for Protocol {
                 Pc::Observed => Some(Step::ClearStale(i)),
                 Pc::Recovering(..) => Some(Step::RecoverSignal(i)),
                 Pc::Cleared => Some(Step::DecideAndMark(i)),
-                Pc::Marked => Some(Step::Recheck(i)),
-                Pc::Rechecked => Some(match self.rules {
-                    Rules::Fenced => Step::Journal(i),
-                    Rules::Today => Step::Hook(i),
-                }),
-                Pc::Journaled => Some(Step::Hook(i)),
-                Pc::Hooked => Some(match self.rules {
-                    Rules::Fenced => Step::Fence(i),
-                    // Today: journal and tombstone together, after the hook, and no fence.
-                    Rules::Today => Step::Journal(i),
-                }),
-                Pc::Fenced => Some(Step::Tombstone(i)),
-                Pc::Tombstoned => Some(Step::Signal(i)),
-                Pc::Signalled => Some(Step::Finish(i)),
+                Pc::Done(p) => self.after(p).map(|next| self.step_of(next, i)),
             };
             out.extend(step);
             if self.deaths && r.pc != Pc::Idle {
@@ -679,17 +709,17 @@ impl Model for Protocol {
                     armed_by_tombstone: self.rules == Rules::Fenced,
                 });
                 match self.rules {
-                    Rules::Fenced => r.pc = Pc::Journaled,
+                    Rules::Fenced => r.pc = Pc::Done(Phase::Journal),
                     Rules::Today => {
                         s.tombstone = Some(Tombstone {
                             gen: c.gen,
                             tok: m.tok,
                         });
-                        r.pc = Pc::Tombstoned;
+                        r.pc = Pc::Done(Phase::Tombstone);
                     }
                 }
             }
-            Step::Hook(i) => s.reapers[i].pc = Pc::Hooked,
+            Step::Hook(i) => s.reapers[i].pc = Pc::Done(Phase::Hook),
             Step::Tombstone(i) => {
                 let r = &mut s.reapers[i];
                 let (Some(m), Some((c, _))) = (r.mark, r.seen) else {
@@ -699,13 +729,13 @@ impl Model for Protocol {
                     gen: c.gen,
                     tok: m.tok,
                 });
-                r.pc = Pc::Tombstoned;
+                r.pc = Pc::Done(Phase::Tombstone);
             }
             Step::Fence(i) => self.fence(&mut s, i),
             Step::Signal(i) => {
                 let (c, _) = s.reapers[i].seen?;
                 self.signal(&mut s, c.gen, true);
-                s.reapers[i].pc = Pc::Signalled;
+                s.reapers[i].pc = Pc::Done(Phase::Signal);
             }
             Step::Finish(i) => {
                 // kill-session (a no-op: the session went with its pane), the audit line, the
@@ -867,7 +897,7 @@ impl Protocol {
                 };
                 c.mark = Some(m);
                 r.mark = Some(m);
-                r.pc = Pc::Marked;
+                r.pc = Pc::Done(Phase::Mark);
             }
             _ => end_sweep(r),
         }
@@ -898,7 +928,7 @@ impl Protocol {
             _ => false,
         };
         if ok {
-            s.reapers[i].pc = Pc::Rechecked;
+            s.reapers[i].pc = Pc::Done(Phase::Recheck);
         } else {
             self.abort(s, i);
         }
@@ -914,14 +944,13 @@ impl Protocol {
             .chat
             .is_some_and(|c| c.gen == seen.gen && c.mark == Some(m) && !c.attached);
         // The lease on the owner's own clock, from the mark (set at this tick).
-        let ok = policy::fence(
-            held,
-            (s.now - m.at) * TICK,
-            self.limits[i] * TICK,
-            self.rest * TICK,
-        );
+        let lease = policy::Lease {
+            limit_ms: self.limits[i] * TICK,
+            rest_ms: self.rest * TICK,
+        };
+        let ok = lease.fence(held, (s.now - m.at) * TICK);
         match ok {
-            Ok(()) => s.reapers[i].pc = Pc::Fenced,
+            Ok(()) => s.reapers[i].pc = Pc::Done(Phase::Fence),
             Err(FenceFail::MarkLost | FenceFail::LeaseExpired) => self.abort(s, i),
         }
     }

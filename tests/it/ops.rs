@@ -287,6 +287,7 @@ fn dry_run_is_offered_only_where_it_means_something() {
         "config",
         "events",
         "claude-settings",
+        "hook-settings",
     ] {
         let h = s.run(&[cmd, "--help"], &[]).stdout;
         assert!(
@@ -294,7 +295,7 @@ fn dry_run_is_offered_only_where_it_means_something() {
             "{cmd} --help offers --dry-run:\n{h}"
         );
     }
-    for cmd in ["status", "reap", "claude-hook"] {
+    for cmd in ["status", "reap", "claude-hook", "hook"] {
         let h = s.run(&[cmd, "--help"], &[]).stdout;
         assert!(
             h.contains("--dry-run"),
@@ -306,7 +307,8 @@ fn dry_run_is_offered_only_where_it_means_something() {
     assert!(o.stderr.contains("--dry-run"), "{}", o.stderr);
     let o = s.run_expect(CONFIG, &["--dry-run", "turn", "begin", "1"], &[]);
     assert!(
-        o.stderr.contains("status, reap and claude-hook") && o.stderr.contains("turn, spawn, pin"),
+        o.stderr.contains("status, reap, claude-hook and hook")
+            && o.stderr.contains("turn, spawn, pin"),
         "{}",
         o.stderr
     );

@@ -56,6 +56,32 @@ fn a_polite_tree_does_not_wait_for_the_grace() {
 }
 
 #[test]
+fn the_teardown_takes_its_steps_in_the_cores_protocol_order() {
+    use ccs_reap::core::protocol::Phase;
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, 10_000_000);
+    let out = s.sweep(
+        DONE,
+        &["-v"],
+        &[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "20000"),
+            ("CCS_LOG", "warn,ccs_reap::engine::teardown=debug"),
+        ],
+    );
+    assert_eq!(s.audit()[0]["outcome"], "reaped", "{}", out.stderr);
+    // Each step's DEBUG line, in the order the teardown logged them.
+    let seen: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter_map(|l| l.split("phase=\"").nth(1)?.split('"').next())
+        .collect();
+    let want: Vec<&str> = Phase::ORDER.iter().map(|p| p.name()).collect();
+    assert_eq!(seen, want, "{}", out.stderr);
+}
+
+#[test]
 fn strangers_and_other_sessions_are_never_signalled() {
     let s = Server::new();
     let victim = s.chat("ccs-1", "c1", "plain,daemon");

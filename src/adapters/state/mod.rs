@@ -521,6 +521,7 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            agent: None,
             argv: None,
             start_failed: None,
         };
@@ -602,6 +603,7 @@ mod tests {
             session: None,
             socket: None,
             token: None,
+            agent: None,
             argv: None,
             start_failed: None,
         }

@@ -11,6 +11,10 @@ use crate::core::listing::parse_sid;
 /// The `@` option that keeps the words `spawn` ran a chat with (JSON, one array of strings).
 pub const ARGV_OPTION: &str = "@ccs_argv";
 
+/// The option that names a chat's agent (`claude`, `codex`, `gemini`): set by `spawn` and by the
+/// agent's hook when it tells the conversation id.
+pub const AGENT_OPTION: &str = "@ccs_agent";
+
 /// A session just created by [`Tmux::new_session_kept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Created {
@@ -32,14 +36,16 @@ pub struct Probe {
 
 impl Tmux {
     /// `new-session -d -s <name> -c <cwd> -- [env K=V ...] <argv...>`, with the pane kept after it
-    /// exits (`remain-on-exit on`, so a start that fails can be read), `@ccs_argv` set to `argv`
-    /// and, when given, `@ccs_cid`; all in one call. `None` when a session of that name exists.
+    /// exits (`remain-on-exit on`, so a start that fails can be read), `@ccs_argv` set to `argv`,
+    /// and, when given, `@ccs_agent` and `@ccs_cid`; all in one call. `None` when a
+    /// session of that name exists.
     pub async fn new_session_kept(
         &self,
         name: &str,
         cwd: &std::path::Path,
         env: &[(String, String)],
         argv: &[String],
+        agent: Option<&str>,
         cid: Option<&str>,
     ) -> Result<Option<Created>, TmuxError> {
         let cwd = cwd.to_str().ok_or_else(|| TmuxError::BadArgument {
@@ -82,6 +88,9 @@ impl Tmux {
             .push_param("remain-on-exit")
             .push_param("on");
         let mut cmds = vec![c, keep, set_opt(&target, ARGV_OPTION, &argv_json)];
+        if let Some(agent) = agent {
+            cmds.push(set_opt(&target, AGENT_OPTION, agent));
+        }
         if let Some(cid) = cid {
             cmds.push(set_opt(&target, "@ccs_cid", cid));
         }

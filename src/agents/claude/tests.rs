@@ -17,9 +17,9 @@ const CID: &str = "537d40fb-07a9-49a2-a899-e9b200b7a0a5";
 fn descriptor_is_found_by_name() {
     assert_eq!(by_name("claude").map(|a| a.display), Some("Claude Code"));
     assert!(by_name("Claude").is_none());
-    assert!(by_name("codex").is_none());
+    assert!(by_name("Codex").is_none());
     let names: Vec<&str> = ALL.iter().map(|a| a.name).collect();
-    assert_eq!(names, ["claude"]);
+    assert_eq!(names, ["claude", "codex", "gemini"]);
     assert!(CLAUDE.id_sources.contains(&IdSource::Hook {
         event: "SessionStart",
         field: "session_id"

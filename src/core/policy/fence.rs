@@ -240,6 +240,44 @@ impl FenceFail {
     }
 }
 
+/// A reap mark's lease, one type for every use of it: how long a mark holds (`limit_ms`, written
+/// into its token for readers who cannot see its owner: past it, a mark is stale), and how long a
+/// teardown may still take once past its fence (`rest_ms`: the grace, the kills landing, the tmux
+/// calls that follow). Made from the timing settings by [`Lease::of`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease {
+    pub limit_ms: i64,
+    pub rest_ms: i64,
+}
+
+impl Lease {
+    /// A live teardown takes at most three graces (SIGTERM, SIGKILL, the late-born sweep), three
+    /// tmux calls, the before-hook and two seconds for the kills to land: the limit. After the
+    /// fence it needs one grace, two tmux calls and the same two seconds: the rest.
+    pub fn of(grace_ms: i64, tmux_timeout_ms: i64, hook_ms: i64) -> Lease {
+        Lease {
+            limit_ms: grace_ms * 3 + tmux_timeout_ms * 3 + hook_ms + 2000,
+            rest_ms: grace_ms + 2 * tmux_timeout_ms + 2000,
+        }
+    }
+
+    /// The time a reap has between its mark and its fence.
+    pub fn spare_ms(&self) -> i64 {
+        self.limit_ms - self.rest_ms
+    }
+
+    /// [`fence`] under this lease.
+    pub fn fence(&self, held: bool, elapsed_ms: i64) -> Result<(), FenceFail> {
+        fence(held, elapsed_ms, self.limit_ms, self.rest_ms)
+    }
+
+    /// How long `turn begin` and `spawn` wait for a reap in flight: past the point where its mark
+    /// counts as stale, one more sweep (`interval_ms`) for the daemon to clear it, and 5 s.
+    pub fn wait_ms(&self, interval_ms: i64) -> i64 {
+        self.limit_ms + interval_ms + 5000
+    }
+}
+
 /// The fence, right before the first signal: the server says whether the session still carries
 /// our mark and token (`held`, read in one guarded tmux call), and the mark, set `elapsed_ms` ago
 /// by our own monotonic clock (read before the mark was set), with our `limit_ms` must still have
@@ -302,6 +340,43 @@ mod tests {
         timens: Some(4026531834),
         limit_ms: 30_000,
     };
+
+    #[test]
+    fn a_lease_from_the_timing_settings() {
+        // (grace, tmux timeout, hook) -> (limit, rest, spare, wait with a 5 s interval)
+        let table = [
+            ((5000, 5000, 0), (32_000, 17_000, 15_000, 42_000)),
+            ((5000, 5000, 10_000), (42_000, 17_000, 25_000, 52_000)),
+            ((500, 1000, 0), (6_500, 4_500, 2_000, 16_500)),
+            ((0, 0, 0), (2_000, 2_000, 0, 12_000)),
+        ];
+        for ((g, t, h), (limit, rest, spare, wait)) in table {
+            let l = Lease::of(g, t, h);
+            assert_eq!(
+                (l.limit_ms, l.rest_ms, l.spare_ms(), l.wait_ms(5000)),
+                (limit, rest, spare, wait),
+                "grace {g}, tmux {t}, hook {h}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_lease_fences_off_a_lost_mark_and_one_too_old_to_finish_under() {
+        let l = Lease {
+            limit_ms: 10_000,
+            rest_ms: 4_000,
+        };
+        let table = [
+            (true, 0, Ok(())),
+            (true, 6_000, Ok(())),
+            (true, 6_001, Err(FenceFail::LeaseExpired)),
+            (false, 0, Err(FenceFail::MarkLost)),
+            (false, 9_000, Err(FenceFail::MarkLost)),
+        ];
+        for (held, elapsed, want) in table {
+            assert_eq!(l.fence(held, elapsed), want, "held {held}, {elapsed} ms");
+        }
+    }
 
     #[test]
     fn tokens_name_their_owner() {

@@ -294,7 +294,7 @@ impl Session {
                     at,
                     owner: MarkOwner::from_token(&self.reaper),
                 },
-                None if self.reaping.trim().is_empty() => MarkState::Free,
+                None if !self.is_marked() => MarkState::Free,
                 None => MarkState::Garbage,
             },
         }
@@ -357,7 +357,7 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     // the floor, oldest-idle first (ties: lowest tmux id, the older session). A session that a
     // reap in flight holds (`@ccs_reaping`) is going already: never taken twice, and its memory
     // counts as freed.
-    let going = |s: &Session| !s.reaping.trim().is_empty();
+    let going = |s: &Session| s.is_marked();
     let mut eligible: Vec<usize> = out
         .iter()
         .enumerate()

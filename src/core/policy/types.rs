@@ -158,7 +158,14 @@ impl Session {
     /// token alone proves nothing: it may come from tmux's global environment, or stay behind
     /// when a mark is cleared by hand.
     pub fn holds_mark_of(&self, token: &str) -> bool {
-        !token.is_empty() && !self.reaping.trim().is_empty() && self.reaper.trim() == token
+        !token.is_empty() && self.is_marked() && self.reaper.trim() == token
+    }
+
+    /// Whether a reap mark (`@ccs_reaping`) is on the session, whoever's: the one test of it.
+    /// Whose it is and whether it still holds is [`super::mark_holds`] and
+    /// [`super::mark_is_stale`]'s to judge.
+    pub fn is_marked(&self) -> bool {
+        !self.reaping.trim().is_empty()
     }
 }
 

@@ -131,10 +131,7 @@ pub(super) fn keep_known(
     };
     lines.extend(respawned_lines(&plan, now));
     for l in &lines {
-        if let Err(e) = r.state.append_audit(l) {
-            tracing::error!(error = %e, session = %l.session, "failed to append the lost line");
-        }
-        r.metrics.record_reap(l);
+        let _ = record(&r.state, &r.metrics, l);
     }
     let written = plan.changed;
     if written {
@@ -189,18 +186,7 @@ pub(super) fn tombstone_lost(
             }
             _ => {}
         }
-        let t = Tombstone {
-            id: c.id.clone(),
-            cid: Some(c.cid.clone()),
-            reaped_at: rfc3339(now),
-            reason: ReapReason::ServerDied,
-            cwd: c.cwd.clone(),
-            session: Some(c.session.clone()),
-            socket: Some(socket.to_string()),
-            token: None,
-            argv: None,
-            start_failed: None,
-        };
+        let t = c.lost_tombstone(socket, now);
         if let Err(e) = state.write_tombstone(&t) {
             // Not marked lost: the next sweep tries again.
             tracing::error!(session = %c.session, cid = %c.cid, error = %e, "{gone}: failed to write its tombstone");

@@ -10,15 +10,14 @@ use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
 
 use crate::adapters::metrics::Metrics;
-use crate::adapters::state::{
-    self as st, AuditLine, Known, KnownChat, Outcome, StateDir, Tombstone,
-};
+use crate::adapters::state::{self as st, AuditLine, Known, KnownChat, Outcome, StateDir};
 use crate::adapters::tmux::{Listing, Tmux};
 use crate::core::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::core::report::{SessionReport, Summary, SweepReport, ViewerReport};
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 use crate::engine::observe::{observe, Mode, Observation};
+use crate::engine::record::record;
 use crate::engine::teardown;
 
 /// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
@@ -266,10 +265,7 @@ fn warn_before_reaps(state: &StateDir, metrics: &Metrics, decisions: &[Decision]
         l.outcome = Outcome::Warned;
         l.reap_at = d.deadline_ms.map(rfc3339);
         tracing::info!(session = %d.name, reap_at = l.reap_at.as_deref(), "warned: this chat will be reaped soon");
-        if let Err(e) = state.append_audit(&l) {
-            tracing::error!(error = %e, session = %d.name, "failed to append the warned line");
-        }
-        metrics.record_reap(&l);
+        let _ = record(state, metrics, &l);
     }
 }
 

@@ -7,6 +7,7 @@ use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, Outcome};
 use crate::core::reap_end::{Failure, ReapEnd};
 use crate::engine::context::Reaper;
+use crate::engine::record::record;
 
 /// How a reap past its signals ended, from what survived (recorded in `line`): `reaped` only
 /// when no victim lives and nothing failed (`failure`, an earlier step's).
@@ -43,9 +44,6 @@ pub(crate) fn finish(r: &Reaper, mut line: AuditLine, t0: Instant) -> AuditLine 
             tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = line.error.as_deref(), survivors = ?line.survivors, "reap failed")
         }
     }
-    if let Err(e) = r.state.append_audit(&line) {
-        tracing::error!(error = %e, session = %line.session, "failed to append the audit line");
-    }
-    r.metrics.record_reap(&line);
+    let _ = record(&r.state, &r.metrics, &line);
     line
 }

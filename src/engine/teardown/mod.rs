@@ -22,10 +22,10 @@ use tracing::Instrument;
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs, Tombstone};
+use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs};
 use crate::adapters::tmux::Listing;
 use crate::core::policy::{self, Decision, ReapReason, Session, Snapshot};
-use crate::core::time::rfc3339;
+use crate::core::protocol::Phase;
 use crate::engine::context::Reaper;
 
 mod finish;
@@ -113,13 +113,6 @@ fn nonce() -> String {
     format!("{n}x{t}")
 }
 
-/// How long a teardown may still take once past the fence: the grace, the kills landing, and the
-/// tmux calls that follow. A mark with less than this left under its owner's limit is not signalled
-/// under.
-fn rest_ms(r: &Reaper) -> i64 {
-    r.cfg.lease_rest_ms()
-}
-
 /// The mark of a batch: its value (Unix ms, for people and the guarded tmux calls), its token,
 /// and when it was set by this process's own monotonic clock (read before the test-and-set), on
 /// which alone its lease is measured.
@@ -163,12 +156,10 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u3
             return;
         }
     };
-    let elapsed = mark.elapsed();
-    let limit = r.stale_after();
-    let rest = rest_ms(r);
+    let (elapsed, lease) = (mark.elapsed(), r.cfg.lease());
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let held = held.contains(&j.n());
-        if let Err(why) = policy::fence(held, elapsed, limit, rest) {
+        if let Err(why) = lease.fence(held, elapsed) {
             tracing::warn!(session = %j.req.decision.name, tmux_id = %format!("${}", j.n()), why = why.as_str(), "fenced off: nothing signalled");
             unmark.push(j.n());
             j.abort(Abort::FencedOff(why));
@@ -176,13 +167,13 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u3
     }
 }
 
-/// The reaps still on whose lease ([`policy::fence`], the mark as held) has too little left to
-/// finish under: aborted, nothing signalled. Returns their sessions.
+/// The reaps still on whose lease (the fence, the mark as held) has too little left to finish
+/// under: aborted, nothing signalled. Returns their sessions.
 fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>) -> Vec<u32> {
-    let (elapsed, limit, rest) = (mark.elapsed(), r.stale_after(), rest_ms(r));
+    let (elapsed, lease) = (mark.elapsed(), r.cfg.lease());
     let mut late = Vec::new();
     for j in jobs.iter_mut().filter(|j| !j.over) {
-        if let Err(why) = policy::fence(true, elapsed, limit, rest) {
+        if let Err(why) = lease.fence(true, elapsed) {
             tracing::warn!(session = %j.req.decision.name, why = why.as_str(), "fenced off right before the first signal: nothing signalled");
             late.push(j.n());
             j.abort(Abort::FencedOff(why));
@@ -307,17 +298,13 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         }
         return p.finish_all(r, jobs, t0);
     }
-    tracing::debug!(
-        phase = "mark",
-        ms = t0.elapsed().as_millis() as u64,
-        "teardown"
-    );
+    phase_done(Phase::Mark, t0);
     // 2. The re-check, on one listing and one read of the activity files taken after the marks.
     let mut unmark: Vec<u32> = Vec::new();
     let listing = recheck(r, &mut jobs, &tok, &mut unmark).await;
 
     tracing::debug!(
-        phase = "re-check",
+        phase = Phase::Recheck.name(),
         ms = t0.elapsed().as_millis() as u64,
         marked = jobs.iter().filter(|j| j.fresh.is_some()).count(),
         "teardown"
@@ -327,11 +314,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     collect_victims(r, &mut jobs, &listing, &mut unmark);
     let world = procs::World::of(&listing);
 
-    tracing::debug!(
-        phase = "victims",
-        ms = t0.elapsed().as_millis() as u64,
-        "teardown"
-    );
+    phase_done(Phase::Victims, t0);
     // 4. The journals, before the hook: from here on a reaper that dies or stalls leaves a
     // journal, and its live mark keeps everyone else off the session.
     let dirs = r.state.reap_dirs();
@@ -345,10 +328,12 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         &mut unmark,
     )
     .await;
+    phase_done(Phase::Journal, t0);
     // The studio's hook may veto a reap before anything is touched.
     if let Some(hook) = &r.cfg.hook {
         before_hooks(r, hook, &mut jobs, &mut unmark).await;
     }
+    phase_done(Phase::Hook, t0);
     // 5. The fence: every mark of the batch must still be exactly ours, with time left under it.
     // A reaper held up anywhere above (a stalled hook, a paused container) finds out here, and
     // signals nothing. Only then the tombstones (each a chat's cid, and for a reaper that finds
@@ -361,7 +346,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         boot_ms: mark_boot,
     };
     fence(r, &mut jobs, mark, &mut unmark).await;
-    write_tombstones(r, &dirs, &mut jobs, &tok, &mut unmark);
+    phase_done(Phase::Fence, t0);
+    write_tombstones(r, &dirs, &mut jobs, &mut unmark);
     release(r, &mut jobs, &unmark, p);
     test_panic("journals");
     if !unmark.is_empty() {
@@ -381,19 +367,11 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         }
     }
 
-    tracing::debug!(
-        phase = "journals",
-        ms = t0.elapsed().as_millis() as u64,
-        "teardown"
-    );
+    phase_done(Phase::Tombstone, t0);
     // 6-9. Stop every tree of the batch together, one grace for all; each chat is finished as
     // soon as its tree is gone.
     stop_and_finish(r, &mut jobs, &tok, p, t0, &world).await;
-    tracing::debug!(
-        phase = "stop",
-        ms = t0.elapsed().as_millis() as u64,
-        "teardown"
-    );
+    phase_done(Phase::Signal, t0);
     // The lines of the reaps that stopped before any signal (written here, not between the fence
     // and the first signal); every other line is written by now, and its journal removed.
     let lines = p.finish_all(r, jobs, t0);
@@ -401,12 +379,18 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     if let Some(hook) = &r.cfg.hook {
         after_hooks(r, hook, &lines).await;
     }
+    phase_done(Phase::Finish, t0);
+    lines
+}
+
+/// The DEBUG line that ends a step of the protocol: its name and the milliseconds since the batch
+/// began (scripts/bench-mass reads them; tests/it/teardown.rs checks their order is the core's).
+fn phase_done(p: Phase, t0: Instant) {
     tracing::debug!(
-        phase = "audit",
+        phase = p.name(),
         ms = t0.elapsed().as_millis() as u64,
         "teardown"
     );
-    lines
 }
 
 /// Step 6: SIGTERM to every tree of the batch at once, then one grace for all, SIGKILL for what

@@ -7,9 +7,8 @@ use std::time::Instant;
 use super::{audit_line, finish, verify, Abort, Failure, ReapEnd};
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Journal, Tombstone};
+use crate::adapters::state::{AuditLine, Ended, Journal};
 use crate::adapters::tmux::Listing;
-use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 
 /// Finish the teardowns that a reaper left behind when it died (their journals remain and their
@@ -129,18 +128,8 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
             .iter()
             .any(|s| s.name == j.session && (!same_server || s.tmux_id != j.tmux_id));
         if !back && r.state.read_tombstone(&j.id).ok().flatten().is_none() {
-            let tomb = Tombstone {
-                id: j.id.clone(),
-                cid: j.cid.clone(),
-                reaped_at: rfc3339(now_ms()),
-                reason: j.reason,
-                cwd: j.cwd.clone(),
-                session: Some(j.session.clone()),
-                socket: Some(r.socket_path()),
-                token: Some(j.token.clone()),
-                argv: j.argv.clone(),
-                start_failed: None,
-            };
+            let mut tomb = j.tombstone(&r.socket_path(), now_ms());
+            tomb.agent = crate::engine::wayback::agent_name(j.argv.as_deref());
             if let Err(e) = r.state.write_tombstone(&tomb) {
                 tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
                 continue;

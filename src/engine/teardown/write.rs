@@ -116,42 +116,21 @@ pub(super) fn write_tombstones(
     r: &Reaper,
     dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
     jobs: &mut [Job],
-    tok: &str,
     unmark: &mut Vec<u32>,
 ) {
     let mut live = Vec::new();
     let mut tombs = Vec::new();
     for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
-        let Some(jn) = &j.journal else {
-            unmark.push(j.n());
-            j.fail(Failure::NotAttempted("no journal was written".into()));
-            continue;
-        };
-        // The cleanup of exited panes has no living process to read a cwd or command line
-        // from: it keeps those of the tombstone it replaces.
-        let before = (j.req.reason == ReapReason::Exited
-            && (jn.cwd.is_none() || jn.argv.is_none()))
-        .then(|| r.state.read_tombstone(&jn.id).ok().flatten())
-        .flatten();
-        live.push(i);
-        tombs.push(Tombstone {
-            id: jn.id.clone(),
-            cid: j.line.cid.clone(),
-            reaped_at: rfc3339(now_ms()),
-            reason: j.req.reason,
-            cwd: jn
-                .cwd
-                .clone()
-                .or_else(|| before.as_ref().and_then(|b| b.cwd.clone())),
-            session: Some(jn.session.clone()),
-            socket: Some(r.socket_path()),
-            token: Some(tok.to_string()),
-            argv: jn
-                .argv
-                .clone()
-                .or_else(|| before.as_ref().and_then(|b| b.argv.clone())),
-            start_failed: None,
-        });
+        match tombstone(r, j) {
+            Ok(t) => {
+                live.push(i);
+                tombs.push(t);
+            }
+            Err(e) => {
+                unmark.push(j.n());
+                j.fail(Failure::NotAttempted(e));
+            }
+        }
     }
     let written: Vec<Result<(), String>> = match dirs {
         Ok(d) => r
@@ -169,4 +148,31 @@ pub(super) fn write_tombstones(
             j.fail(Failure::NotAttempted(e));
         }
     }
+}
+
+/// One reap's tombstone, from its journal.
+fn tombstone(r: &Reaper, j: &Job) -> Result<crate::core::records::Tombstone, String> {
+    let Some(jn) = &j.journal else {
+        return Err("no journal was written".into());
+    };
+    // The cleanup of exited panes has no living process to read a cwd or command line from:
+    // it keeps those of the tombstone it replaces.
+    let before = (j.req.reason == ReapReason::Exited && (jn.cwd.is_none() || jn.argv.is_none()))
+        .then(|| r.state.read_tombstone(&jn.id).ok().flatten())
+        .flatten();
+    let mut tomb = jn.tombstone(&r.socket_path(), now_ms());
+    // The agent its command line runs, else its pane's start command's, else the one before.
+    let start_command = j.fresh.as_ref().and_then(|s| s.panes.first());
+    tomb.agent = crate::engine::wayback::agent_name(tomb.argv.as_deref())
+        .or_else(|| {
+            start_command
+                .and_then(|p| crate::agents::of_start_command(&p.start_command))
+                .map(|a| a.name.to_string())
+        })
+        .or_else(|| before.as_ref().and_then(|b| b.agent.clone()));
+    if let Some(b) = before {
+        tomb.cwd = tomb.cwd.or(b.cwd);
+        tomb.argv = tomb.argv.or(b.argv);
+    }
+    Ok(tomb)
 }

@@ -1,0 +1,147 @@
+//! `hook --agent <name>` and `hook-settings --agent <name>`: any agent's hook event, and the
+//! agent's own hook settings (Codex's `hooks.json`, Gemini CLI's `settings.json`).
+
+use super::*;
+use crate::engine::agent_hook;
+
+/// `hook --agent <name>`: as `claude-hook` (one line on stderr and exit 0 whatever fails, exit 2
+/// only for a prompt sent to a chat that a reap holds, nothing on stdout), by the agent's rules.
+pub(super) fn agent_hook_main(
+    agent: &str,
+    dry_run: bool,
+    config: Option<&std::path::Path>,
+) -> ExitCode {
+    let started = Instant::now();
+    let fail = |m: &str| {
+        say!("ccs-reap hook --agent {agent}: {m}");
+        ExitCode::SUCCESS
+    };
+    let Some(a) = crate::agents::by_name(agent) else {
+        return fail(&format!("no agent {agent:?} (expected one of {})", names()));
+    };
+    if a.name == crate::agents::CLAUDE.name {
+        return claude_hook_main(dry_run, config);
+    }
+    let cfg = match Config::load(config) {
+        Ok(c) => c,
+        Err(e) => return fail(&e.to_string()),
+    };
+    let budget = cfg.tmux_timeout;
+    let ev = match read_stdin_within(budget).and_then(|t| {
+        serde_json::from_str::<serde_json::Value>(&t)
+            .map_err(|e| format!("the hook event is not valid JSON: {e}"))
+    }) {
+        Ok(ev) => ev,
+        Err(e) => return fail(&e),
+    };
+    let tmux = std::env::var("TMUX").ok();
+    let pane = std::env::var("TMUX_PANE").ok();
+    let pane = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref());
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return fail(&format!("failed to start the async runtime: {e}")),
+    };
+    let left = budget.saturating_sub(started.elapsed());
+    if dry_run {
+        let r = Reaper::new(cfg, true);
+        let what = agent_hook::action(a, &ev);
+        let said = rt.block_on(async {
+            tokio::time::timeout(left, claude_hook::dry_run_of(&r, what, pane)).await
+        });
+        return fail(&format!(
+            "dry run: {}",
+            said.unwrap_or_else(|_| format!(
+                "nothing: gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS)"
+            ))
+        ));
+    }
+    // Outside tmux, on another server: nothing to do, nothing to say.
+    let Ok(pane) = pane else {
+        return ExitCode::SUCCESS;
+    };
+    let r = Reaper::new(cfg, false);
+    let done =
+        rt.block_on(async { tokio::time::timeout(left, agent_hook::act(&r, a, &ev, &pane)).await });
+    match done {
+        Ok(Ok(Outcome::Blocked(why))) => {
+            // For the user, as the agent shows it: always plain text.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "{why}");
+            ExitCode::from(exit::BLOCKED)
+        }
+        Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,
+        Ok(Err(e)) => fail(&e.to_string()),
+        Err(_) => fail(&format!(
+            "gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS): the chat's marks may be stale"
+        )),
+    }
+}
+
+fn names() -> String {
+    crate::agents::ALL
+        .iter()
+        .map(|a| a.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `hook-settings --agent <name> [--write FILE] [--socket PATH|NAME] [--prefix P]`: for Claude
+/// Code, `claude-settings` itself.
+pub(super) fn hook_settings(
+    json: bool,
+    cfg: &Config,
+    agent: &str,
+    write: Option<&std::path::Path>,
+    socket: Option<&str>,
+    prefix: Option<&str>,
+) -> ExitCode {
+    let Some(a) = crate::agents::by_name(agent) else {
+        say!("ccs-reap: no agent {agent:?} (expected one of {})", names());
+        return ExitCode::from(exit::CONFIG);
+    };
+    if a.name == crate::agents::CLAUDE.name {
+        return claude_settings(json, cfg, write, socket, prefix);
+    }
+    let HookSetup { bin, assigns, .. } =
+        match hook_setup(json, cfg, "hook-settings", socket, prefix) {
+            Ok(s) => s,
+            Err(code) => return code,
+        };
+    let command = agent_hook::hook_command(a, &bin, &assigns);
+    let note = agent_hook::trust_note(a, write);
+    let Some(file) = write else {
+        print_json(&(a.hook_settings)(&command));
+        if let Some(n) = &note {
+            say!("ccs-reap: {n}");
+        }
+        return ExitCode::SUCCESS;
+    };
+    match agent_hook::write_settings(a, file, &command) {
+        Ok(changed) => {
+            if json {
+                print_json(&serde_json::json!({
+                    "ok": true,
+                    "agent": a.name,
+                    "file": file,
+                    "changed": changed,
+                    "command": command,
+                    "trust": note,
+                }));
+            } else {
+                if changed {
+                    out(&format!("{}: ccs-reap's hooks written\n", file.display()));
+                } else {
+                    out(&format!("{}: already up to date\n", file.display()));
+                }
+                if let Some(n) = &note {
+                    say!("ccs-reap: {n}");
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => command_error(json, CommandError::Refused(e)),
+    }
+}
