@@ -205,12 +205,12 @@ fn claim_all(
         }
     }
     if let Some((socket, server)) = tmux_env {
-        let needles: Vec<(u32, Vec<u8>)> = env_for
+        let needles: HashMap<Vec<u8>, u32> = env_for
             .iter()
             .map(|(n, _)| {
                 (
-                    *n,
                     format!("TMUX={}", tmux_env_value(socket, server, *n)).into_bytes(),
+                    *n,
                 )
             })
             .collect();
@@ -225,15 +225,21 @@ fn claim_all(
             let Ok(env) = std::fs::read(format!("/proc/{}/environ", p.pid)) else {
                 continue;
             };
-            for (n, needle) in &needles {
-                if env.split(|&b| b == 0).any(|kv| kv == needle.as_slice()) {
-                    claim(p, *n, &mut owner, &mut out);
-                    break;
-                }
+            if let Some(n) = tmux_entry_of(&env, &needles) {
+                claim(p, n, &mut owner, &mut out);
             }
         }
     }
     out
+}
+
+/// The session number whose `TMUX=` entry the environment `env` (as `/proc/<pid>/environ` has
+/// it) carries, among `needles` (each chat's whole entry, to its number): one split of the
+/// environment and a lookup per `TMUX=` entry, whatever the number of chats in the batch.
+pub(crate) fn tmux_entry_of(env: &[u8], needles: &HashMap<Vec<u8>, u32>) -> Option<u32> {
+    env.split(|&b| b == 0)
+        .filter(|kv| kv.starts_with(b"TMUX="))
+        .find_map(|kv| needles.get(kv).copied())
 }
 
 /// Whether process `pid`'s environment holds one of `needles` (`TMUX=...` entries).
@@ -592,6 +598,31 @@ mod tests {
             start: pid as u64 * 10,
             state: 'S',
             uid: Some(0),
+        }
+    }
+
+    #[test]
+    fn the_tmux_entry_names_its_chat_by_one_lookup() {
+        let needles: HashMap<Vec<u8>, u32> = [1u32, 2, 30]
+            .iter()
+            .map(|&n| (format!("TMUX=/s,9,{n}").into_bytes(), n))
+            .collect();
+        let rows: &[(&[u8], Option<u32>)] = &[
+            (b"A=1\0TMUX=/s,9,2\0B=2\0", Some(2)),
+            (b"TMUX=/s,9,30", Some(30)),
+            (b"A=1\0TMUX=/s,8,2\0", None),
+            (b"TMUX=/s,9,2x\0", None),
+            (b"TMUX_PANE=%1\0XTMUX=/s,9,1\0", None),
+            (b"", None),
+            (b"TMUX=/other,9,1\0TMUX=/s,9,1\0", Some(1)),
+        ];
+        for (env, want) in rows {
+            assert_eq!(
+                tmux_entry_of(env, &needles),
+                *want,
+                "{}",
+                String::from_utf8_lossy(env)
+            );
         }
     }
 

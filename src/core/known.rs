@@ -27,14 +27,64 @@ pub const KNOWN_REFRESH_MS: i64 = 3600 * 1000;
 pub const MAX_KNOWN_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A tmux server's identity: its pid, its start time (clock ticks after boot, from
-/// `/proc/<pid>/stat`; 0 when it could not be read) and the boot it ran in (`boot_id`; empty
-/// when unknown). Another pid, start time or boot at the socket is another server.
+/// `/proc/<pid>/stat`; `None`, written `null`, when it could not be read: a reaper in another
+/// pid namespace cannot see the server's pid) and the boot it ran in (`boot_id`; empty when
+/// unknown). Another pid, or another start time or boot where both are known, is another
+/// server; an unknown start time or boot is "cannot tell" ([`ServerId::same_as`]), never another
+/// server.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ServerId {
     pub pid: u32,
-    pub start: u64,
+    /// `0` in a record written before 0.3 (by a reaper that could not read it) reads as unknown.
+    #[serde(default, deserialize_with = "start_or_unknown")]
+    pub start: Option<u64>,
     #[serde(default)]
     pub boot: String,
+}
+
+/// A recorded start time: `null`, missing, or the `0` earlier versions wrote for "could not be
+/// read" are all unknown.
+fn start_or_unknown<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+    Ok(Option::<u64>::deserialize(d)?.filter(|&s| s != 0))
+}
+
+impl ServerId {
+    /// Whether `self` and `other` are the same server: `Some(false)` when they differ in the pid
+    /// (tmux's own, the same in every namespace), or in a start time or boot both know;
+    /// `Some(true)` when everything is known and equal; `None` when it cannot be told (the pid
+    /// matches, a start time or boot is unknown on one side).
+    pub fn same_as(&self, other: &ServerId) -> Option<bool> {
+        if self.pid != other.pid {
+            return Some(false);
+        }
+        let known = |a: &str, b: &str| !a.is_empty() && !b.is_empty();
+        if known(&self.boot, &other.boot) && self.boot != other.boot {
+            return Some(false);
+        }
+        match (self.start, other.start) {
+            (Some(a), Some(b)) if a != b => Some(false),
+            (Some(_), Some(_)) if self.boot == other.boot => Some(true),
+            _ => None,
+        }
+    }
+
+    /// `other`, as far as it is known, completed from `self` where `self` is the same server as
+    /// far as can be told: what a reaper that cannot read the start time records (the previous
+    /// value kept, never an unknown one in its place).
+    pub fn completed_by(&self, other: &ServerId) -> ServerId {
+        if self.same_as(other) == Some(false) {
+            return other.clone();
+        }
+        ServerId {
+            pid: other.pid,
+            start: other.start.or(self.start),
+            boot: if other.boot.is_empty() {
+                self.boot.clone()
+            } else {
+                other.boot.clone()
+            },
+        }
+    }
 }
 
 /// One chat's last known conversation.
@@ -175,7 +225,11 @@ pub fn server_gone(
 /// then its cwd is read; otherwise the old entry's is kept.
 pub fn needs_cwd(old: &Known, s: &Seen, current: Option<&ServerId>) -> bool {
     match old.chats.get(s.id) {
-        Some(e) => e.lost || e.tmux_id != s.tmux_id || Some(&e.server) != current,
+        Some(e) => {
+            e.lost
+                || e.tmux_id != s.tmux_id
+                || current.is_none_or(|c| c.same_as(&e.server) == Some(false))
+        }
         None => true,
     }
 }
@@ -198,9 +252,14 @@ fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<b
     }
     match &view.current {
         // The very server answers (the same pid, start time and boot): it lives, whatever /proc
-        // says of a pid it cannot see.
-        Some(c) if c == s => Fate::Here,
-        Some(_) => Fate::Gone,
+        // says of a pid it cannot see. The same pid with a start time unknown on one side (a
+        // reaper in another pid namespace wrote it, or reads it now): cannot be told, never
+        // another server.
+        Some(c) => match c.same_as(s) {
+            Some(true) => Fate::Here,
+            Some(false) => Fate::Gone,
+            None => Fate::Unknown,
+        },
         None => match living(s) {
             Some(false) => Fate::Gone,
             // A server without our sessions (or any) answers, and the old one runs: the same
@@ -254,8 +313,21 @@ pub fn plan(
 
     // The chats seen. (In the steady state: one lookup and one comparison each, nothing made.)
     for s in seen {
+        // The same session on the same server, as far as can be told (a start time this
+        // reaper cannot read is not another server).
         let same = |e: &KnownChat| {
-            !e.lost && e.tmux_id == s.tmux_id && Some(&e.server) == view.current.as_ref()
+            !e.lost
+                && e.tmux_id == s.tmux_id
+                && view
+                    .current
+                    .as_ref()
+                    .is_some_and(|c| c.same_as(&e.server) != Some(false))
+        };
+        // Known better now than in the entry (the start time read here, not by its writer).
+        let better = |e: &KnownChat| {
+            view.current
+                .as_ref()
+                .is_some_and(|c| e.server.completed_by(c) != e.server)
         };
         let cid = s
             .cid
@@ -264,11 +336,18 @@ pub fn plan(
         let old_e = chats.get_mut(s.id);
         match (cid, old_e, &view.current) {
             // The same session with the same cid (or none read this sweep): kept as it is.
-            (Some(cid), Some(e), Some(_)) if same(e) && e.cid == cid => {
+            (Some(cid), Some(e), Some(_)) if same(e) && e.cid == cid && !better(e) => {
                 if refresh {
                     e.seen = now;
                     out.changed = true;
                 }
+            }
+            (None, Some(e), Some(c)) if same(e) && better(e) => {
+                e.server = e.server.completed_by(c);
+                if refresh {
+                    e.seen = now;
+                }
+                out.changed = true;
             }
             (None, Some(e), _) if same(e) => {
                 if refresh {
@@ -287,7 +366,11 @@ pub fn plan(
                         Some(e) => e.cwd.clone().or_else(|| s.cwd.clone()),
                         None => s.cwd.clone(),
                     },
-                    server: server.clone(),
+                    // The previous value kept where this reaper cannot read it.
+                    server: match kept {
+                        Some(e) => e.server.completed_by(server),
+                        None => server.clone(),
+                    },
                     seen: match kept {
                         Some(e) if !refresh => e.seen,
                         _ => now,
@@ -362,7 +445,7 @@ mod tests {
     fn srv(pid: u32, start: u64) -> ServerId {
         ServerId {
             pid,
-            start,
+            start: (start != 0).then_some(start),
             boot: "b".into(),
         }
     }
@@ -775,5 +858,116 @@ mod tests {
             let e = k.validate("ccs-").unwrap_err();
             assert!(e.contains(what), "{what}: {e}");
         }
+    }
+
+    #[test]
+    fn an_unknown_start_time_is_cannot_tell_never_another_server() {
+        let unknown = |pid| ServerId {
+            pid,
+            start: None,
+            boot: "b".into(),
+        };
+        // (a, b, same_as)
+        let rows: &[(ServerId, ServerId, Option<bool>)] = &[
+            (srv(1, 5), srv(1, 5), Some(true)),
+            (srv(1, 5), srv(1, 6), Some(false)),
+            (srv(1, 5), srv(2, 5), Some(false)),
+            (srv(1, 5), unknown(1), None),
+            (unknown(1), srv(1, 5), None),
+            (unknown(1), unknown(2), Some(false)),
+            (
+                srv(1, 5),
+                ServerId {
+                    boot: String::new(),
+                    ..srv(1, 5)
+                },
+                None,
+            ),
+            (
+                srv(1, 5),
+                ServerId {
+                    boot: "other boot".into(),
+                    ..srv(1, 5)
+                },
+                Some(false),
+            ),
+        ];
+        for (a, b, want) in rows {
+            assert_eq!(a.same_as(b), *want, "{a:?} against {b:?}");
+        }
+        // What a reaper in another pid namespace wrote (0 in earlier versions, null now) reads
+        // as unknown; an unknown one is written as null, never 0.
+        for text in [
+            r#"{"pid":1,"start":0,"boot":"b"}"#,
+            r#"{"pid":1,"start":null,"boot":"b"}"#,
+            r#"{"pid":1,"boot":"b"}"#,
+        ] {
+            let s: ServerId = serde_json::from_str(text).unwrap();
+            assert_eq!(s, unknown(1), "{text}");
+            assert_eq!(
+                serde_json::to_string(&s).unwrap(),
+                r#"{"pid":1,"start":null,"boot":"b"}"#
+            );
+        }
+        // Reader: the entry written with the start unknown, read by a reaper that knows it: the
+        // chat seen is kept (its server completed), and the chat not seen (deleted by the
+        // studio, or not yet listed) is neither lost nor dropped: cannot tell.
+        let a = srv(100, 5);
+        let old = known(&[
+            entry("1", 1, "c1", unknown(100)),
+            entry("2", 2, "c2", unknown(100)),
+        ]);
+        let here = ServerView {
+            up: Some(true),
+            current: Some(a.clone()),
+        };
+        static A: std::sync::LazyLock<[ServerId; 1]> = std::sync::LazyLock::new(|| [srv(100, 5)]);
+        let p = plan(
+            old.clone(),
+            &[seen("1", 1, Some("c1"))],
+            &here,
+            living(&*A),
+            NOW,
+        );
+        assert!(p.lost.is_empty() && p.respawned.is_empty(), "{p:?}");
+        assert_eq!(p.known.chats["1"].server, a, "completed from the reader");
+        assert_eq!(
+            p.known.chats["1"].cwd.as_deref(),
+            Some("/w/1"),
+            "the same entry"
+        );
+        assert!(!p.known.chats["2"].lost);
+        // Writer: a reaper that cannot read the start time keeps the previous value, and sees
+        // no replaced server in its own listing.
+        let blind = ServerView {
+            up: Some(true),
+            current: Some(unknown(100)),
+        };
+        let old = known(&[
+            entry("1", 1, "c1", a.clone()),
+            entry("2", 2, "c2", a.clone()),
+        ]);
+        let p = plan(
+            old.clone(),
+            &[seen("1", 1, Some("c1")), seen("3", 3, Some("c3"))],
+            &blind,
+            |_: &ServerId| None,
+            NOW,
+        );
+        assert!(p.lost.is_empty() && p.respawned.is_empty(), "{p:?}");
+        assert_eq!(p.known.chats["1"], old.chats["1"], "kept as it was");
+        assert!(!p.known.chats["2"].lost, "cannot tell: kept, not lost");
+        assert_eq!(
+            p.known.chats["3"].server,
+            unknown(100),
+            "a new one: unknown"
+        );
+        // Another pid at the socket is another server, whatever is unknown.
+        let other = ServerView {
+            up: Some(true),
+            current: Some(unknown(300)),
+        };
+        let p = plan(old, &[], &other, |_: &ServerId| None, NOW);
+        assert_eq!(ids(&p.lost), ["1", "2"]);
     }
 }

@@ -297,7 +297,29 @@ fn idle_connections_neither_exhaust_descriptors_nor_stop_metrics_or_sweeps() {
     let (d, port) = metrics_daemon(&s);
     let pid = d.0.id();
     let log = || tail(&s.path("daemon.log"));
+    // What the daemon did meanwhile, for a failure: how many idle connections it closed to make
+    // room (the crowd drains 16 at a time, each after 200 ms of silence), and its last lines
+    // that are not about that.
+    let story = || {
+        let text = std::fs::read_to_string(s.path("daemon.log")).unwrap_or_default();
+        let crowd = |l: &&str| l.contains("metrics: ") && l.contains("silent");
+        let closed = text
+            .lines()
+            .filter(|l| l.contains("closed a silent connection"))
+            .count();
+        let other: Vec<&str> = text.lines().filter(|l| !crowd(l)).collect();
+        format!(
+            "{closed} idle connections closed to make room; the rest of the log:\n{}",
+            other[other.len().saturating_sub(30)..].join("\n")
+        )
+    };
     let sweeps = |r: &Response| sample(&r.body, "ccs_reap_sweeps_total").unwrap_or(-1.0);
+    let reaped = |r: &Response| {
+        sample(
+            &r.body,
+            r#"ccs_reap_reaps_total{reason="idle",outcome="reaped"}"#,
+        )
+    };
     let first = get(port, "/metrics", Duration::from_secs(5)).expect("a first scrape");
     let baseline = fd_count(pid);
 
@@ -331,37 +353,43 @@ fn idle_connections_neither_exhaust_descriptors_nor_stop_metrics_or_sweeps() {
             scrape = get(port, "/metrics", Duration::from_secs(10));
             scrape.is_some()
         }),
-        "/metrics did not answer behind 200 idle connections: {}",
-        log()
+        "/metrics did not answer behind 200 idle connections within {:?}: {}",
+        t0.elapsed(),
+        story()
     );
     let took = t0.elapsed();
     let scrape = scrape.unwrap();
     assert!(scrape.status.contains(" 200"), "{}", scrape.status);
     assert!(
         took < Duration::from_secs(8),
-        "/metrics took {took:?} behind the crowd"
+        "/metrics took {took:?} behind the crowd: {}",
+        story()
     );
     assert!(
         wait_until(10.0, || !s.has("ccs-1")),
         "the daemon stopped reaping under the crowd: {}",
         log()
     );
-    let later = get(port, "/metrics", Duration::from_secs(10)).expect("a later scrape");
+    // The session goes at its `kill-session`; the reap is counted once it is finished (its
+    // survivors checked, its audit line written), a moment later: wait for the count.
+    let mut later = None;
+    assert!(
+        wait_until(10.0, || {
+            later = get(port, "/metrics", Duration::from_secs(5));
+            later.as_ref().and_then(reaped).is_some_and(|n| n >= 1.0)
+        }),
+        "the reap was never counted: {}\n{}",
+        later.as_ref().map_or("no scrape", |r| r.body.as_str()),
+        log()
+    );
+    let later = later.expect("a later scrape");
     assert!(
         sweeps(&later) > sweeps(&first),
         "no sweep ran: {} then {}",
         sweeps(&first),
         sweeps(&later)
     );
-    assert_eq!(
-        sample(
-            &later.body,
-            r#"ccs_reap_reaps_total{reason="idle",outcome="reaped"}"#
-        ),
-        Some(1.0),
-        "{}",
-        later.body
-    );
+    assert_eq!(reaped(&later), Some(1.0), "{}", later.body);
     stop.store(true, Ordering::Relaxed);
     sampler.join().unwrap();
     let peak = peak.load(Ordering::Relaxed);

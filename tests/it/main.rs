@@ -33,6 +33,7 @@ mod ops;
 mod policies;
 mod pressure;
 mod prometheus;
+mod records;
 mod scale;
 mod sidecar;
 mod snapshots;

@@ -408,7 +408,31 @@ fn a_tombstone_that_cannot_be_written_stops_the_reap_before_any_signal() {
     let s = Server::new();
     let n = s.chat("ccs-1", "c1", "plain");
     s.idle_since(n, 10_000_000);
-    std::fs::create_dir_all(s.studio().join("sessions").join("1.json")).unwrap();
+    // A tombstone that cannot be written: the studio's `sessions/` made immutable (as root,
+    // `chattr +i`; a directory at the tombstone's path no longer does, since a state file that
+    // is not a regular file is moved aside).
+    let sessions = s.studio().join("sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    struct Mutable(std::path::PathBuf);
+    impl Drop for Mutable {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.0)
+                .status();
+        }
+    }
+    let ok = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&sessions)
+        .status()
+        .is_ok_and(|st| st.success());
+    let _undo = Mutable(sessions.clone());
+    assert!(
+        ok,
+        "this test needs root and chattr (e2fsprogs) on a file system with the immutable \
+         attribute (ext4, xfs, btrfs); skip it with --skip teardown::a_tombstone_that_cannot_be_written"
+    );
     s.once(FAILED, 500, &[]);
     assert!(s.has("ccs-1"));
     for (kind, pid) in s.pids("ccs-1") {

@@ -116,15 +116,15 @@ pub fn late_members(
             Some(_) => None,
         }
     };
-    let needles: Vec<(u32, Vec<u8>)> = match tmux_env {
+    let needles: HashMap<Vec<u8>, u32> = match tmux_env {
         Some((socket, server)) => chats
             .iter()
             .map(|(n, _)| {
                 let v = tmux_env_value(socket, server, *n);
-                (*n, format!("TMUX={v}").into_bytes())
+                (format!("TMUX={v}").into_bytes(), *n)
             })
             .collect(),
-        None => Vec::new(),
+        None => HashMap::new(),
     };
     let mut out: HashMap<u32, Vec<Ident>> = HashMap::new();
     let mut seeds: Vec<(i32, u32)> = Vec::new();
@@ -140,10 +140,7 @@ pub fn late_members(
                 return None;
             }
             let env = std::fs::read(format!("/proc/{}/environ", p.pid)).ok()?;
-            needles
-                .iter()
-                .find(|(_, needle)| env.split(|&b| b == 0).any(|kv| kv == needle.as_slice()))
-                .map(|(n, _)| *n)
+            super::tmux_entry_of(&env, &needles)
         });
         if let Some(n) = n {
             owner.insert(p.pid, Some(n));

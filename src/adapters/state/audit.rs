@@ -8,9 +8,10 @@
 //! at most the limit (or one line, when a single line is bigger), and a reader that holds the lock
 //! (shared) sees the files at rest: nothing half-written, no rename half-done.
 //!
-//! A writer that cannot take the lock within [`AUDIT_LOCK_WAIT`] (a holder stopped by SIGSTOP or a
-//! frozen container) or cannot open the lock file still appends its line, unlocked and without
-//! rotating: a line is worth more than the size bound.
+//! A writer that cannot take the lock while the log stands still for [`AUDIT_LOCK_WAIT`] (a holder
+//! stopped by SIGSTOP or a frozen container), or within [`AUDIT_LOCK_MAX_WAIT`] at all, or cannot
+//! open the lock file, still appends its line, unlocked and without rotating: a line is worth more
+//! than the size bound. While other writers append (the lock is busy, not stuck) it waits on.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -26,8 +27,11 @@ pub const DEFAULT_AUDIT_MAX_BYTES: u64 = 10 << 20;
 pub const DEFAULT_AUDIT_KEEP: usize = 5;
 /// The most rotated files `CCS_AUDIT_KEEP` may ask for (a rotation renames each of them).
 pub const MAX_AUDIT_KEEP: usize = 1000;
-/// How long a writer waits for the audit lock before it appends without it.
+/// How long a writer waits for the audit lock while the log does not change (its holder is
+/// stuck) before it appends without it.
 pub const AUDIT_LOCK_WAIT: Duration = Duration::from_secs(2);
+/// How long a writer waits for the audit lock at most, however busy the other writers keep it.
+pub const AUDIT_LOCK_MAX_WAIT: Duration = Duration::from_secs(30);
 
 /// Which `flock` to take on the audit lock.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,7 +82,11 @@ impl StateDir {
         Ok(f)
     }
 
-    /// Take the audit lock, waiting up to [`AUDIT_LOCK_WAIT`]. Held until the file is dropped.
+    /// Take the audit lock. Held until the file is dropped. Waits while it is busy: given up on
+    /// once the log (`reaped.jsonl`: its file, its length) has not changed for [`AUDIT_LOCK_WAIT`]
+    /// (the holder is stuck, not busy appending), or after [`AUDIT_LOCK_MAX_WAIT`] in all. A lock
+    /// handed from one live writer to another is not a stuck one: on a loaded machine a writer
+    /// may wait longer than [`AUDIT_LOCK_WAIT`] behind others that keep taking it.
     pub fn lock_audit(&self, kind: LockKind) -> Result<File, StateError> {
         use rustix::fs::{flock, FlockOperation};
         private_dir(&self.dir)?;
@@ -88,7 +96,9 @@ impl StateDir {
             LockKind::Exclusive => FlockOperation::NonBlockingLockExclusive,
             LockKind::Shared => FlockOperation::NonBlockingLockShared,
         };
-        let deadline = Instant::now() + AUDIT_LOCK_WAIT;
+        let t0 = Instant::now();
+        let mut deadline = t0 + AUDIT_LOCK_WAIT;
+        let mut log = self.audit_progress();
         let mut pause = Duration::from_micros(200);
         loop {
             match flock(&f, op) {
@@ -102,22 +112,42 @@ impl StateDir {
                     })
                 }
             }
-            if Instant::now() >= deadline {
-                return Err(StateError::Io {
-                    what: "lock",
-                    path: p,
-                    source: std::io::Error::new(
-                        std::io::ErrorKind::TimedOut,
+            let now = Instant::now();
+            if now >= deadline {
+                let busy = self.audit_progress();
+                let waited = now.duration_since(t0);
+                if busy == log || waited >= AUDIT_LOCK_MAX_WAIT {
+                    let why = if waited >= AUDIT_LOCK_MAX_WAIT {
                         format!(
-                            "held by another process for more than {} ms",
+                            "held by other processes for more than {} ms in all",
+                            AUDIT_LOCK_MAX_WAIT.as_millis()
+                        )
+                    } else {
+                        format!(
+                            "held by another process for more than {} ms, the log unchanged",
                             AUDIT_LOCK_WAIT.as_millis()
-                        ),
-                    ),
-                });
+                        )
+                    };
+                    return Err(StateError::Io {
+                        what: "lock",
+                        path: p,
+                        source: std::io::Error::new(std::io::ErrorKind::TimedOut, why),
+                    });
+                }
+                // Others appended meanwhile: the lock is busy, not stuck.
+                log = busy;
+                deadline = (now + AUDIT_LOCK_WAIT).min(t0 + AUDIT_LOCK_MAX_WAIT);
             }
             std::thread::sleep(pause);
-            pause = (pause * 2).min(Duration::from_millis(10));
+            pause = (pause * 2).min(Duration::from_millis(2));
         }
+    }
+
+    /// What tells that writers are appending: `reaped.jsonl`'s identity and length (`None`
+    /// when it is not there, as for a moment during a rotation).
+    fn audit_progress(&self) -> Option<(FileId, u64)> {
+        let m = std::fs::symlink_metadata(self.audit_path()).ok()?;
+        Some((file_id(&m), m.len()))
     }
 
     /// Rotate: drop `.<keep>`, shift `.<n>` to `.<n+1>`, move `reaped.jsonl` to `.1`, and remove
@@ -362,5 +392,35 @@ mod tests {
         assert!(e.contains("reaped.jsonl.lock"), "{e}");
         drop((shared, shared2));
         assert!(s.lock_audit(LockKind::Exclusive).is_ok());
+    }
+
+    /// A lock held past [`AUDIT_LOCK_WAIT`] by a holder that keeps appending (live writers
+    /// handing it on, on a loaded machine) is busy, not stuck: waited for, then taken.
+    #[test]
+    fn a_busy_lock_is_waited_for_past_the_stuck_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-");
+        s.create_audit().unwrap();
+        let held = s.lock_audit(LockKind::Exclusive).unwrap();
+        let hold = AUDIT_LOCK_WAIT + Duration::from_millis(1500);
+        let log = s.audit_path();
+        let busy = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let mut f = OpenOptions::new().append(true).open(&log).unwrap();
+            while t0.elapsed() < hold {
+                f.write_all(b"{}\n").unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            drop(held);
+        });
+        let t0 = Instant::now();
+        let got = s.lock_audit(LockKind::Exclusive);
+        let waited = t0.elapsed();
+        busy.join().unwrap();
+        assert!(got.is_ok(), "gave up on a busy lock: {:?}", got.err());
+        assert!(
+            waited >= AUDIT_LOCK_WAIT,
+            "{waited:?}: the lock was not held"
+        );
     }
 }

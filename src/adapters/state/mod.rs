@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 mod asleep;
+mod atomic;
 mod audit;
 pub mod follow;
 use crate::core::known;
@@ -210,24 +211,45 @@ impl StateDir {
         Self::write_atomic(d, &format!("{id}.json"), &text)
     }
 
-    /// Write `text` to `d/name` atomically: a private temp file, then rename.
+    /// Write `text` to `d/name` atomically and durably ([`atomic::write`]).
     fn write_atomic(d: &Path, name: &str, text: &[u8]) -> Result<(), StateError> {
-        let p = d.join(name);
-        let tmp = d.join(format!(".{name}.{}", std::process::id()));
-        // A temp file left by a crash (or planted) is removed, never written through.
-        let _ = std::fs::remove_file(&tmp);
-        let written = open_flags(OpenOptions::new().write(true).create_new(true))
-            .open(&tmp)
-            .map_err(io("create", &tmp))
-            .and_then(|mut f| {
-                private_file(&f, &tmp)?;
-                f.write_all(text).map_err(io("write", &tmp))
-            })
-            .and_then(|()| std::fs::rename(&tmp, &p).map_err(io("rename into", &p)));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
+        atomic::write(d, name, text)
+    }
+
+    /// Write many `<id>.json` files into `d` ([`atomic::write_many`]: in parallel, fsynced, the
+    /// directory fsynced once). Each result in order.
+    fn write_json_many<'a, T: Serialize + 'a>(
+        d: &Path,
+        items: impl Iterator<Item = (&'a str, &'a T)>,
+    ) -> Vec<Result<(), StateError>> {
+        let mut out: Vec<Option<Result<(), StateError>>> = Vec::new();
+        let mut files = Vec::new();
+        let mut at = Vec::new();
+        for (id, v) in items {
+            let p = d.join(format!("{id}.json"));
+            if !crate::core::policy::valid_id(id) {
+                out.push(Some(Err(refuse("write", d, format!("invalid id {id:?}")))));
+                continue;
+            }
+            match serde_json::to_vec_pretty(v) {
+                Ok(text) => {
+                    at.push(out.len());
+                    out.push(None);
+                    files.push((format!("{id}.json"), text));
+                }
+                Err(e) => out.push(Some(Err(StateError::Io {
+                    what: "encode",
+                    path: p,
+                    source: std::io::Error::other(e),
+                }))),
+            }
         }
-        written
+        for (i, r) in at.into_iter().zip(atomic::write_many(d, &files)) {
+            out[i] = Some(r);
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(refuse("write", d, "not written".into()))))
+            .collect()
     }
 
     /// Remove a file; one that is not there is fine.
@@ -374,6 +396,25 @@ impl StateDir {
     /// [`StateDir::write_tombstone`] into the checked `dirs`.
     pub fn write_tombstone_in(&self, dirs: &ReapDirs, t: &Tombstone) -> Result<(), StateError> {
         Self::write_json_in(&dirs.sessions, &t.id, t)
+    }
+
+    /// A batch's journals into the checked `dirs`, in parallel, each durable (file and directory
+    /// fsynced) before this returns. Each result in order.
+    pub fn write_journals_in(
+        &self,
+        dirs: &ReapDirs,
+        js: &[&Journal],
+    ) -> Vec<Result<(), StateError>> {
+        Self::write_json_many(&dirs.reaping, js.iter().map(|j| (j.id.as_str(), *j)))
+    }
+
+    /// A batch's tombstones into the checked `dirs`, as [`StateDir::write_journals_in`].
+    pub fn write_tombstones_in(
+        &self,
+        dirs: &ReapDirs,
+        ts: &[Tombstone],
+    ) -> Vec<Result<(), StateError>> {
+        Self::write_json_many(&dirs.sessions, ts.iter().map(|t| (t.id.as_str(), t)))
     }
 
     /// Remove a journal: the file it was read from (never a path made from its contents).

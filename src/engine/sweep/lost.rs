@@ -14,13 +14,13 @@ pub(super) fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownCha
         .collect()
 }
 
-/// The identity of the tmux server of `pid`: its start time from `/proc/<pid>/stat` (0 when it
-/// cannot be read) and this boot's id.
+/// The identity of the tmux server of `pid`: its start time from `/proc/<pid>/stat` (unknown,
+/// never 0, when it cannot be read: another pid namespace) and this boot's id.
 pub(crate) fn server_id(pid: u32) -> st::ServerId {
     let start = procfs::process::Process::new(pid as i32)
         .and_then(|p| p.stat())
-        .map(|s| s.starttime)
-        .unwrap_or(0);
+        .ok()
+        .map(|s| s.starttime);
     st::ServerId {
         pid,
         start,
@@ -45,12 +45,10 @@ pub(crate) fn server_living(s: &st::ServerId) -> Option<bool> {
         return Some(false);
     }
     // A start time never read: the server's pid was not visible here (another pid namespace).
-    if s.start == 0 {
-        return None;
-    }
+    let start = s.start?;
     match procfs::process::Process::new(s.pid as i32).and_then(|p| p.stat()) {
         Ok(p) if p.state == 'Z' || p.state == 'X' => Some(false),
-        Ok(p) => Some(p.starttime == s.start),
+        Ok(p) => Some(p.starttime == start),
         Err(procfs::ProcError::NotFound(_)) => Some(false),
         Err(_) => None,
     }

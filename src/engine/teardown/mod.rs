@@ -318,25 +318,16 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // 4. The journals, before the hook: from here on a reaper that dies or stalls leaves a
     // journal, and its live mark keeps everyone else off the session.
     let dirs = r.state.reap_dirs();
-    let going: Vec<u32> = jobs.iter().filter(|j| !j.over).map(Job::n).collect();
-    let kept = r.tmux.kept_argvs(&going).await;
-    for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
-        let written = match &dirs {
-            Ok(d) => write_journal(r, d, j, &tok, listing.server_pid, kept.get(&j.n())),
-            Err(e) => Err(e.to_string()),
-        };
-        match written {
-            Ok(()) => {
-                if let Some(jn) = &j.journal {
-                    p.journal_written(i, jn.clone());
-                }
-            }
-            Err(e) => {
-                unmark.push(j.n());
-                j.fail(Failure::NotAttempted(e));
-            }
-        }
-    }
+    write_journals(
+        r,
+        &dirs,
+        &mut jobs,
+        &tok,
+        listing.server_pid,
+        p,
+        &mut unmark,
+    )
+    .await;
     phase_done(Phase::Journal, t0);
     // The studio's hook may veto a reap before anything is touched.
     if let Some(hook) = &r.cfg.hook {
@@ -356,16 +347,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     };
     fence(r, &mut jobs, mark, &mut unmark).await;
     phase_done(Phase::Fence, t0);
-    for j in jobs.iter_mut().filter(|j| !j.over) {
-        let written = match &dirs {
-            Ok(d) => write_tombstone(r, d, j),
-            Err(e) => Err(e.to_string()),
-        };
-        if let Err(e) = written {
-            unmark.push(j.n());
-            j.fail(Failure::NotAttempted(e));
-        }
-    }
+    write_tombstones(r, &dirs, &mut jobs, &mut unmark);
     release(r, &mut jobs, &unmark, p);
     test_panic("journals");
     if !unmark.is_empty() {

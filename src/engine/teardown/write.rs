@@ -23,17 +23,57 @@ pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> En
     }
 }
 
-/// The journal goes down before the `before` hook runs: a reaper that dies or stalls from here
-/// on leaves it, and its pids are what a later sweep finishes from (only once the tombstone
-/// carries this reap's token: see [`write_tombstone`]).
-pub(super) fn write_journal(
+/// The journals go down before the `before` hook runs: a reaper that dies or stalls from here
+/// on leaves them, and their pids are what a later sweep finishes from (only once the tombstone
+/// carries this reap's token: see [`write_tombstones`]). One file per chat (so that a dead
+/// reaper's batch is finished chat by chat, and `turn begin` waits on its chat's alone), all of
+/// the batch's written at once, in parallel, each fsynced, the directory fsynced once. A reap
+/// whose journal cannot be written is not attempted.
+pub(super) async fn write_journals(
     r: &Reaper,
-    dirs: &ReapDirs,
-    j: &mut Job,
+    dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
+    jobs: &mut [Job],
     tok: &str,
     server_pid: Option<u32>,
-    argv: Option<&Vec<String>>,
-) -> Result<(), String> {
+    p: &mut Progress<'_>,
+    unmark: &mut Vec<u32>,
+) {
+    let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
+    // The command lines the way back restarts (one tmux call for the batch).
+    let going: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
+    let kept = r.tmux.kept_argvs(&going).await;
+    let journals: Vec<Journal> = live
+        .iter()
+        .map(|&i| journal(&jobs[i], tok, server_pid, kept.get(&jobs[i].n())))
+        .collect();
+    let written: Vec<Result<(), String>> = match dirs {
+        Ok(d) => {
+            let refs: Vec<&Journal> = journals.iter().collect();
+            r.state
+                .write_journals_in(d, &refs)
+                .into_iter()
+                .map(|w| w.map_err(|e| e.to_string()))
+                .collect()
+        }
+        Err(e) => live.iter().map(|_| Err(e.to_string())).collect(),
+    };
+    for ((i, jn), w) in live.into_iter().zip(journals).zip(written) {
+        let j = &mut jobs[i];
+        match w {
+            Ok(()) => {
+                p.journal_written(i, jn.clone());
+                j.journal = Some(jn);
+            }
+            Err(e) => {
+                unmark.push(j.n());
+                j.fail(Failure::NotAttempted(e));
+            }
+        }
+    }
+}
+
+/// One reap's journal.
+fn journal(j: &Job, tok: &str, server_pid: Option<u32>, argv: Option<&Vec<String>>) -> Journal {
     let d = &j.req.decision;
     let cwd = j.fresh.as_ref().and_then(|s| {
         s.panes.iter().find_map(|p| {
@@ -48,7 +88,7 @@ pub(super) fn write_journal(
         .map(|s| s.panes.iter().map(|p| p.pid).collect())
         .unwrap_or_default();
     let argv = crate::engine::wayback::kept_argv(argv, &pane_pids);
-    let journal = Journal {
+    Journal {
         id: d.id.clone(),
         session: d.name.clone(),
         tmux_id: d.tmux_id,
@@ -64,18 +104,54 @@ pub(super) fn write_journal(
         armed_by_tombstone: true,
         argv,
         path: None,
-    };
-    r.state
-        .write_journal_in(dirs, &journal)
-        .map_err(|e| e.to_string())?;
-    j.journal = Some(journal);
-    Ok(())
+    }
 }
 
-/// The tombstone goes down after the fence, right before the first signal: the pane dies with
+/// The tombstones go down after the fence, right before the first signal: the pane dies with
 /// claude, so the session may vanish long before the teardown ends, and whoever sees it gone must
-/// find the cid. It carries the reap's token: the sign that the reap went on past its fence.
-pub(super) fn write_tombstone(r: &Reaper, dirs: &ReapDirs, j: &mut Job) -> Result<(), String> {
+/// find the cid. Each carries the reap's token: the sign that the reap went on past its fence.
+/// One file per chat (what `spawn` reads by id), the batch's written in parallel and durable
+/// before this returns; a reap whose tombstone cannot be written is not attempted.
+pub(super) fn write_tombstones(
+    r: &Reaper,
+    dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
+    jobs: &mut [Job],
+    unmark: &mut Vec<u32>,
+) {
+    let mut live = Vec::new();
+    let mut tombs = Vec::new();
+    for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
+        match tombstone(r, j) {
+            Ok(t) => {
+                live.push(i);
+                tombs.push(t);
+            }
+            Err(e) => {
+                unmark.push(j.n());
+                j.fail(Failure::NotAttempted(e));
+            }
+        }
+    }
+    let written: Vec<Result<(), String>> = match dirs {
+        Ok(d) => r
+            .state
+            .write_tombstones_in(d, &tombs)
+            .into_iter()
+            .map(|w| w.map_err(|e| e.to_string()))
+            .collect(),
+        Err(e) => live.iter().map(|_| Err(e.to_string())).collect(),
+    };
+    for (i, w) in live.into_iter().zip(written) {
+        if let Err(e) = w {
+            let j = &mut jobs[i];
+            unmark.push(j.n());
+            j.fail(Failure::NotAttempted(e));
+        }
+    }
+}
+
+/// One reap's tombstone, from its journal.
+fn tombstone(r: &Reaper, j: &Job) -> Result<crate::core::records::Tombstone, String> {
     let Some(jn) = &j.journal else {
         return Err("no journal was written".into());
     };
@@ -98,8 +174,5 @@ pub(super) fn write_tombstone(r: &Reaper, dirs: &ReapDirs, j: &mut Job) -> Resul
         tomb.cwd = tomb.cwd.or(b.cwd);
         tomb.argv = tomb.argv.or(b.argv);
     }
-    r.state
-        .write_tombstone_in(dirs, &tomb)
-        .map_err(|e| e.to_string())?;
-    Ok(())
+    Ok(tomb)
 }
