@@ -41,6 +41,11 @@
 //!     needed).
 //!   - [`engine::teardown`]: a batch of reaps, from the mark to the audit line (`recheck`: the
 //!     re-check on fresh data; `write`: journal and tombstone), and a dead reaper's recovery.
+//!   - [`engine::wayback`]: the way back: `spawn` (the resume planned by the chat's own agent,
+//!     verified), `resume`, `forget`, tombstones aging out.
+//!   - `engine::record`: the one path of every audit line (the audit log, the metrics).
+//!   - [`engine::agent_status`]: an agent's own status file (Claude Code's), for turns that end
+//!     without a hook.
 //!   - [`engine::context`]: the context the stages share (config, tmux handle, state dir, metrics,
 //!     reaps in flight).
 //! - [`config`]: the settings, from one table (`config::table`), read from the settings file and
@@ -65,8 +70,10 @@
 //!   its id is learned, its hook events, how it resumes, where its transcripts and status files
 //!   live (docs/agents.md).
 //! - [`core`]: data and decisions.
-//!   - [`core::policy`]: `decide`, the re-check, the fence of reap marks, ids and cids, the world
-//!     as data (`Session`, `Snapshot`, `Decision`).
+//!   - [`core::policy`]: `decide`, the re-check, the fence of reap marks and their `Lease`, ids
+//!     and cids, the world as data (`Session`, `Snapshot`, `Decision`).
+//!   - [`core::protocol`]: a reap's steps in their one order (`Phase`), which the teardown and
+//!     the model of the handoff both follow.
 //!   - [`core::listing`]: tmux's listing as data (`Listing`), parsed from its text.
 //!   - [`core::records`]: what is written down: `AuditLine`, `Tombstone`, `Journal`, a process's
 //!     `Ident`.

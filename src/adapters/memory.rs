@@ -19,7 +19,7 @@ use crate::core::policy::HostMemory;
 
 /// Where the memory figure comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub enum MemorySource {
     V2(PathBuf),
     V1(PathBuf),
     Meminfo,
@@ -28,16 +28,16 @@ pub enum Source {
 /// The memory watched, and why that one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Watched {
-    pub source: Source,
+    pub source: MemorySource,
     pub why: String,
 }
 
 impl std::fmt::Display for Watched {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match &self.source {
-            Source::V2(d) => write!(f, "cgroup v2 {} ({})", d.display(), self.why),
-            Source::V1(d) => write!(f, "cgroup v1 {} ({})", d.display(), self.why),
-            Source::Meminfo => write!(f, "/proc/meminfo ({})", self.why),
+            MemorySource::V2(d) => write!(f, "cgroup v2 {} ({})", d.display(), self.why),
+            MemorySource::V1(d) => write!(f, "cgroup v1 {} ({})", d.display(), self.why),
+            MemorySource::Meminfo => write!(f, "/proc/meminfo ({})", self.why),
         }
     }
 }
@@ -59,9 +59,9 @@ pub fn stat_value(text: &str, key: &str) -> Option<u64> {
 
 /// The key of `memory.stat` that holds the inactive page cache: v1's `total_` one counts the
 /// cgroups below too, as `memory.usage_in_bytes` does.
-fn inactive_file_key(s: &Source) -> &'static str {
+fn inactive_file_key(s: &MemorySource) -> &'static str {
     match s {
-        Source::V1(_) => "total_inactive_file",
+        MemorySource::V1(_) => "total_inactive_file",
         _ => "inactive_file",
     }
 }
@@ -73,11 +73,11 @@ pub fn working_set(usage: u64, inactive_file: Option<u64>) -> u64 {
 }
 
 /// A directory as a memory cgroup: v2 if it has `memory.current`, v1 if `memory.usage_in_bytes`.
-pub fn cgroup_dir(dir: &Path) -> Option<Source> {
+pub fn cgroup_dir(dir: &Path) -> Option<MemorySource> {
     if dir.join("memory.current").is_file() {
-        Some(Source::V2(dir.to_path_buf()))
+        Some(MemorySource::V2(dir.to_path_buf()))
     } else if dir.join("memory.usage_in_bytes").is_file() {
-        Some(Source::V1(dir.to_path_buf()))
+        Some(MemorySource::V1(dir.to_path_buf()))
     } else {
         None
     }
@@ -186,8 +186,8 @@ fn under_root(root: &str, path: &str) -> Option<PathBuf> {
 pub fn cgroup_from_proc(
     text: &str,
     mounts: &[CgroupMount],
-    exists: impl Fn(&Path) -> Option<Source>,
-) -> Option<Source> {
+    exists: impl Fn(&Path) -> Option<MemorySource>,
+) -> Option<MemorySource> {
     let find = |path: &str, v2: bool| {
         mounts.iter().filter(|m| m.v2 == v2).find_map(|m| {
             let rel = under_root(&m.root, path)?;
@@ -197,8 +197,8 @@ pub fn cgroup_from_proc(
                 m.point.join(rel)
             };
             match exists(&d)? {
-                s @ Source::V2(_) if v2 => Some(s),
-                s @ Source::V1(_) if !v2 => Some(s),
+                s @ MemorySource::V2(_) if v2 => Some(s),
+                s @ MemorySource::V1(_) if !v2 => Some(s),
                 _ => None,
             }
         })
@@ -233,7 +233,7 @@ fn outside_namespace(text: &str) -> Vec<&str> {
 /// in its own, through `/proc/<pid>/root`. A sidecar in a private cgroup namespace sees the
 /// server's cgroup as `/../<studio>`, which only the studio's own `/sys/fs/cgroup` shows. `Err`
 /// says why none was found.
-pub fn cgroup_of(pid: u32) -> Result<Source, String> {
+pub fn cgroup_of(pid: u32) -> Result<MemorySource, String> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
         .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
     let ours = std::fs::read_to_string("/proc/self/mountinfo")
@@ -270,7 +270,7 @@ pub fn cgroup_of(pid: u32) -> Result<Source, String> {
 /// Decide what to watch: `configured` (`CCS_ENGINE_MEM_CGROUP`), else the tmux server's cgroup,
 /// else ours, else `/proc/meminfo`. A source that cannot be read now is passed over.
 pub fn resolve(configured: Option<&Path>, server_pid: Option<u32>) -> Watched {
-    let readable = |s: &Source| read(s).is_some();
+    let readable = |s: &MemorySource| read(s).is_some();
     if let Some(d) = configured {
         match cgroup_dir(d) {
             Some(s) if readable(&s) => {
@@ -309,7 +309,7 @@ pub fn resolve(configured: Option<&Path>, server_pid: Option<u32>) -> Watched {
         }
     }
     Watched {
-        source: Source::Meminfo,
+        source: MemorySource::Meminfo,
         why: format!("no memory cgroup could be read: {why_not}"),
     }
 }
@@ -334,16 +334,16 @@ pub fn percent_without_limit(
 }
 
 /// The inactive page cache of a cgroup, from its `memory.stat`.
-fn inactive_file(s: &Source, d: &Path) -> Option<u64> {
+fn inactive_file(s: &MemorySource, d: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(d.join("memory.stat")).ok()?;
     stat_value(&text, inactive_file_key(s))
 }
 
 /// Read the memory in use (the working set: see the module's doc) and its limit. `None` when the
 /// source cannot be read (a cgroup that vanished, say).
-pub fn read(s: &Source) -> Option<HostMemory> {
+pub fn read(s: &MemorySource) -> Option<HostMemory> {
     match s {
-        Source::V2(d) => {
+        MemorySource::V2(d) => {
             let usage = read_u64(&d.join("memory.current"))?;
             let used = working_set(usage, inactive_file(s, d));
             // "max" = no limit.
@@ -353,7 +353,7 @@ pub fn read(s: &Source) -> Option<HostMemory> {
                 limit_bytes: limit,
             })
         }
-        Source::V1(d) => {
+        MemorySource::V1(d) => {
             let usage = read_u64(&d.join("memory.usage_in_bytes"))?;
             let used = working_set(usage, inactive_file(s, d));
             // v1 says "no limit" with a huge number.
@@ -364,7 +364,7 @@ pub fn read(s: &Source) -> Option<HostMemory> {
             })
         }
         // MemAvailable already leaves out what the kernel can reclaim.
-        Source::Meminfo => {
+        MemorySource::Meminfo => {
             let mi = <procfs::Meminfo as procfs::Current>::current().ok()?;
             Some(HostMemory {
                 used_bytes: mi
@@ -377,11 +377,11 @@ pub fn read(s: &Source) -> Option<HostMemory> {
 }
 
 /// The files that hold the usage and the page cache (none for `/proc/meminfo`).
-fn used_files(s: &Source) -> Option<(PathBuf, PathBuf)> {
+fn used_files(s: &MemorySource) -> Option<(PathBuf, PathBuf)> {
     match s {
-        Source::V2(d) => Some((d.join("memory.current"), d.join("memory.stat"))),
-        Source::V1(d) => Some((d.join("memory.usage_in_bytes"), d.join("memory.stat"))),
-        Source::Meminfo => None,
+        MemorySource::V2(d) => Some((d.join("memory.current"), d.join("memory.stat"))),
+        MemorySource::V1(d) => Some((d.join("memory.usage_in_bytes"), d.join("memory.stat"))),
+        MemorySource::Meminfo => None,
     }
 }
 
@@ -418,12 +418,12 @@ fn pread_all(f: &std::fs::File, buf: &mut Vec<u8>) -> Option<()> {
 /// back). Without a readable `memory.stat` the working set is the usage, as [`read`] takes it.
 #[derive(Default)]
 pub struct UsedReader {
-    open: Option<(Source, std::fs::File, Option<std::fs::File>)>,
+    open: Option<(MemorySource, std::fs::File, Option<std::fs::File>)>,
     buf: Vec<u8>,
 }
 
 impl UsedReader {
-    pub fn read(&mut self, s: &Source) -> Option<Used> {
+    pub fn read(&mut self, s: &MemorySource) -> Option<Used> {
         let Some((usage_path, stat_path)) = used_files(s) else {
             return read(s).map(|h| Used {
                 usage: h.used_bytes,
@@ -468,10 +468,10 @@ pub struct Threshold {
     _usage: std::fs::File,
 }
 
-pub fn threshold(s: &Source, bytes: u64) -> Option<Threshold> {
+pub fn threshold(s: &MemorySource, bytes: u64) -> Option<Threshold> {
     use std::io::Write;
     use std::os::fd::AsRawFd;
-    let Source::V1(d) = s else { return None };
+    let MemorySource::V1(d) = s else { return None };
     let fd = rustix::event::eventfd(
         0,
         rustix::event::EventfdFlags::CLOEXEC | rustix::event::EventfdFlags::NONBLOCK,
@@ -499,9 +499,9 @@ pub fn psi_some_avg10(text: &str) -> Option<f64> {
 
 /// Memory pressure stall (`some avg10`, %) of the watched cgroup (v2 `memory.pressure`), else
 /// of the host (`/proc/pressure/memory`).
-pub fn pressure(s: &Source) -> Option<f64> {
+pub fn pressure(s: &MemorySource) -> Option<f64> {
     let cg = match s {
-        Source::V2(d) => std::fs::read_to_string(d.join("memory.pressure")).ok(),
+        MemorySource::V2(d) => std::fs::read_to_string(d.join("memory.pressure")).ok(),
         _ => None,
     };
     let text = cg.or_else(|| std::fs::read_to_string("/proc/pressure/memory").ok())?;
@@ -514,22 +514,24 @@ mod tests {
 
     #[test]
     fn the_memory_cgroup_of_a_process() {
-        let v1 = |d: &Path| Some(Source::V1(d.to_path_buf()));
-        let v2 = |d: &Path| Some(Source::V2(d.to_path_buf()));
+        let v1 = |d: &Path| Some(MemorySource::V1(d.to_path_buf()));
+        let v2 = |d: &Path| Some(MemorySource::V2(d.to_path_buf()));
         let none = |_: &Path| None;
         let p = |s: &str| PathBuf::from(s);
         let m = default_mounts();
         assert_eq!(
             cgroup_from_proc("4:memory:/docker/abc\n3:cpu:/x\n", &m, v1),
-            Some(Source::V1(p("/sys/fs/cgroup/memory/docker/abc")))
+            Some(MemorySource::V1(p("/sys/fs/cgroup/memory/docker/abc")))
         );
         assert_eq!(
             cgroup_from_proc("5:cpuacct,memory:/\n", &m, v1),
-            Some(Source::V1(p("/sys/fs/cgroup/memory")))
+            Some(MemorySource::V1(p("/sys/fs/cgroup/memory")))
         );
         assert_eq!(
             cgroup_from_proc("0::/system.slice/studio.service\n", &m, v2),
-            Some(Source::V2(p("/sys/fs/cgroup/system.slice/studio.service")))
+            Some(MemorySource::V2(p(
+                "/sys/fs/cgroup/system.slice/studio.service"
+            )))
         );
         assert_eq!(cgroup_from_proc("0::/x\n4:memory:/y\n", &m, none), None);
         assert_eq!(cgroup_from_proc("garbage\n\n", &m, v1), None);
@@ -543,8 +545,8 @@ mod tests {
     /// of the host's hierarchy.
     #[test]
     fn a_cgroup_outside_our_namespace_is_found_through_a_mount_that_shows_it() {
-        let v2 = |d: &Path| Some(Source::V2(d.to_path_buf()));
-        let v1 = |d: &Path| Some(Source::V1(d.to_path_buf()));
+        let v2 = |d: &Path| Some(MemorySource::V2(d.to_path_buf()));
+        let v1 = |d: &Path| Some(MemorySource::V1(d.to_path_buf()));
         let mount = |root: &str, point: &str, v2: bool| CgroupMount {
             root: root.into(),
             point: PathBuf::from(point),
@@ -589,7 +591,7 @@ mod tests {
             ),
         ];
         for (text, mounts, want) in table {
-            let want = want.map(|w| Source::V2(PathBuf::from(w)));
+            let want = want.map(|w| MemorySource::V2(PathBuf::from(w)));
             assert_eq!(
                 cgroup_from_proc(text, mounts, v2),
                 want,
@@ -602,7 +604,7 @@ mod tests {
                 &[mount("/../studio", "/m", false)],
                 v1
             ),
-            Some(Source::V1(PathBuf::from("/m")))
+            Some(MemorySource::V1(PathBuf::from("/m")))
         );
         assert_eq!(outside_namespace("0::/../a\n4:memory:/b\n"), vec!["/../a"]);
     }
@@ -666,11 +668,11 @@ mod tests {
         // The two files are read one after the other: never below zero.
         assert_eq!(working_set(1000, Some(3000)), 0);
         assert_eq!(
-            inactive_file_key(&Source::V1(PathBuf::new())),
+            inactive_file_key(&MemorySource::V1(PathBuf::new())),
             "total_inactive_file"
         );
         assert_eq!(
-            inactive_file_key(&Source::V2(PathBuf::new())),
+            inactive_file_key(&MemorySource::V2(PathBuf::new())),
             "inactive_file"
         );
     }
@@ -679,7 +681,7 @@ mod tests {
     fn a_percentage_without_a_limit_is_a_rule_that_cannot_fire() {
         use crate::core::policy::MemThreshold;
         let w = Watched {
-            source: Source::V1(PathBuf::from("/sys/fs/cgroup/memory/x")),
+            source: MemorySource::V1(PathBuf::from("/sys/fs/cgroup/memory/x")),
             why: "CCS_ENGINE_MEM_CGROUP".into(),
         };
         let host = |limit| {
@@ -715,7 +717,7 @@ mod tests {
         write(10_000, 4_000);
         std::fs::write(d.join("memory.max"), "max\n").unwrap();
         let src = cgroup_dir(d).unwrap();
-        assert_eq!(src, Source::V2(d.to_path_buf()));
+        assert_eq!(src, MemorySource::V2(d.to_path_buf()));
         let mut r = UsedReader::default();
         assert_eq!(
             r.read(&src),
@@ -744,8 +746,8 @@ mod tests {
 
     #[test]
     fn meminfo_is_always_there() {
-        let m = read(&Source::Meminfo).unwrap();
+        let m = read(&MemorySource::Meminfo).unwrap();
         assert!(m.used_bytes > 0 && m.limit_bytes.unwrap() >= m.used_bytes);
-        assert!(read(&Source::V1(PathBuf::from("/nonexistent"))).is_none());
+        assert!(read(&MemorySource::V1(PathBuf::from("/nonexistent"))).is_none());
     }
 }

@@ -66,13 +66,13 @@ pub(super) fn agent_hook_main(
     let done =
         rt.block_on(async { tokio::time::timeout(left, agent_hook::act(&r, a, &ev, &pane)).await });
     match done {
-        Ok(Ok(Outcome::Blocked(why))) => {
+        Ok(Ok(HookOutcome::Blocked(why))) => {
             // For the user, as the agent shows it: always plain text.
             use std::io::Write as _;
             let _ = writeln!(std::io::stderr(), "{why}");
             ExitCode::from(exit::BLOCKED)
         }
-        Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,
+        Ok(Ok(HookOutcome::Done(_) | HookOutcome::Skipped(_))) => ExitCode::SUCCESS,
         Ok(Err(e)) => fail(&e.to_string()),
         Err(_) => fail(&format!(
             "gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS): the chat's marks may be stale"

@@ -86,13 +86,13 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     let done =
         rt.block_on(async { tokio::time::timeout(left, claude_hook::act(&r, &ev, &pane)).await });
     match done {
-        Ok(Ok(Outcome::Blocked(why))) => {
+        Ok(Ok(HookOutcome::Blocked(why))) => {
             // For the user, as Claude Code shows it: always plain text.
             use std::io::Write as _;
             let _ = writeln!(std::io::stderr(), "{why}");
             ExitCode::from(exit::BLOCKED)
         }
-        Ok(Ok(Outcome::Done(_) | Outcome::Skipped(_))) => ExitCode::SUCCESS,
+        Ok(Ok(HookOutcome::Done(_) | HookOutcome::Skipped(_))) => ExitCode::SUCCESS,
         Ok(Err(e)) => fail(&e.to_string()),
         Err(_) => fail(&format!(
             "gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS): the chat's marks may be stale"
@@ -104,7 +104,7 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
 /// `$TMUX`'s first field, else the default. The path, and what chose it (`None`: the default,
 /// which is said on stderr).
 fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<String>), String> {
-    use crate::config::{Socket, Source};
+    use crate::config::{Socket, ValueSource};
     if let Some(f) = flag {
         let s = if f.contains('/') {
             let p = PathBuf::from(f);
@@ -126,7 +126,7 @@ fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<Stri
     let configured = cfg.sources.iter().find(|e| {
         matches!(e.name, "CCS_TMUX_SOCKET" | "CCS_TMUX_SOCKET_PATH")
             && e.value.is_some()
-            && e.source != Source::Default
+            && e.source != ValueSource::Default
     });
     if let Some(e) = configured {
         return Ok((

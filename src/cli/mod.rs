@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 
 use crate::config::{Config, LogFormat};
-use crate::engine::claude_hook::{self, HookInput, Outcome};
+use crate::engine::claude_hook::{self, HookInput, HookOutcome};
 use crate::engine::commands::{self, CommandError, ReapNow};
 use crate::engine::context::Reaper;
 

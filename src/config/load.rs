@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{file, log, Config, ConfigError, Draft, Effective, Socket, Source, VARS};
+use super::{file, log, Config, ConfigError, Draft, Effective, Socket, ValueSource, VARS};
 
 /// `CCS_` variables that are not settings, and never warned about: the reap token tmux sets in a
 /// session's environment, the studio's own `CCS_CFG`, and the switches of the project's own tests
@@ -99,14 +99,14 @@ impl SettingsFile {
 struct Given {
     name: String,
     value: String,
-    source: Source,
+    source: ValueSource,
 }
 
-impl Source {
+impl ValueSource {
     /// `FILE:LINE` for a value from the settings file, for messages.
     fn place(&self) -> Option<String> {
         match self {
-            Source::File { .. } => Some(self.to_string()),
+            ValueSource::File { .. } => Some(self.to_string()),
             _ => None,
         }
     }
@@ -121,14 +121,16 @@ fn gather(
     let ours = |k: &str| k.starts_with("CCS_") || k == "RUST_LOG";
     let from_file = file.into_iter().flat_map(|f| {
         f.entries.iter().map(|e| {
-            let source = Source::File {
+            let source = ValueSource::File {
                 path: f.path.clone(),
                 line: e.line,
             };
             (e.key.clone(), e.value.clone(), source)
         })
     });
-    let from_env = vars.into_iter().map(|(k, v)| (k, v, Source::Environment));
+    let from_env = vars
+        .into_iter()
+        .map(|(k, v)| (k, v, ValueSource::Environment));
     let mut given: Vec<Given> = Vec::new();
     for (name, value, source) in from_file.chain(from_env) {
         if !ours(&name) {
@@ -160,7 +162,7 @@ fn apply(g: &[Given]) -> Result<(Draft, Vec<Effective>), ConfigError> {
             sources.push(Effective {
                 name: s.name,
                 value: None,
-                source: Source::Default,
+                source: ValueSource::Default,
             });
             continue;
         };

@@ -102,18 +102,18 @@ pub struct Config {
 
 /// Where a setting's value came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
+pub enum ValueSource {
     Default,
     File { path: PathBuf, line: usize },
     Environment,
 }
 
-impl std::fmt::Display for Source {
+impl std::fmt::Display for ValueSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Source::Default => write!(f, "default"),
-            Source::File { path, line } => write!(f, "{}:{line}", path.display()),
-            Source::Environment => write!(f, "environment"),
+            ValueSource::Default => write!(f, "default"),
+            ValueSource::File { path, line } => write!(f, "{}:{line}", path.display()),
+            ValueSource::Environment => write!(f, "environment"),
         }
     }
 }
@@ -124,7 +124,7 @@ impl std::fmt::Display for Source {
 pub struct Effective {
     pub name: &'static str,
     pub value: Option<String>,
-    pub source: Source,
+    pub source: ValueSource,
 }
 
 /// What turns reaping on (`Policy::enabled`), as every message that says it is off names it.
@@ -710,9 +710,9 @@ mod tests {
                 .source
                 .clone()
         };
-        assert_eq!(src("CCS_REAP_GRACE_MS"), Source::Environment);
+        assert_eq!(src("CCS_REAP_GRACE_MS"), ValueSource::Environment);
         assert_eq!(src("CCS_AUDIT_KEEP").to_string(), "/etc/ccs-reap/env:2");
-        assert_eq!(src("CCS_REAP_INTERVAL_MS"), Source::Default);
+        assert_eq!(src("CCS_REAP_INTERVAL_MS"), ValueSource::Default);
         assert_eq!(c.file.as_deref(), Some(Path::new("/etc/ccs-reap/env")));
 
         let bad = file("\nCCS_AUDIT_KEEP=0\nCCS_ENGINE_IDLE_KIL_MS=1\n");

@@ -1,6 +1,6 @@
 //! What is in effect, for an operator: `ccs-reap config` and the daemon's start line.
 
-use super::{setting, Config, Source};
+use super::{setting, Config, ValueSource};
 
 impl Config {
     /// The rules in effect, each with its threshold as written: the daemon's start line.
@@ -86,9 +86,9 @@ impl Config {
             .iter()
             .map(|e| {
                 let (source, path, line) = match &e.source {
-                    Source::Default => ("default", None, None),
-                    Source::Environment => ("environment", None, None),
-                    Source::File { path, line } => ("file", Some(path.clone()), Some(*line)),
+                    ValueSource::Default => ("default", None, None),
+                    ValueSource::Environment => ("environment", None, None),
+                    ValueSource::File { path, line } => ("file", Some(path.clone()), Some(*line)),
                 };
                 serde_json::json!({
                     "name": e.name,

@@ -37,7 +37,7 @@ impl Reason {
 
 /// What one sweep saw, for the degraded states.
 #[derive(Debug, Clone, Default)]
-pub struct Seen {
+pub struct SweepSeen {
     /// Why an activity file could not be read, if one could not.
     pub activity_problem: Option<String>,
     /// Whether a tmux server answered (`None`: tmux failed otherwise; not judged here).
@@ -68,7 +68,7 @@ pub struct Tracker {
 
 impl Tracker {
     /// One sweep's facts: the states that started or ended with it.
-    pub fn sweep(&mut self, seen: &Seen) -> Vec<Change> {
+    pub fn sweep(&mut self, seen: &SweepSeen) -> Vec<Change> {
         let all_no_cid = seen.chats > 0 && seen.no_cid > 0 && !seen.any_cid;
         self.no_cid_run = if all_no_cid {
             self.no_cid_run.saturating_add(1)
@@ -129,8 +129,8 @@ impl Tracker {
 mod tests {
     use super::*;
 
-    fn seen(activity: bool, up: Option<bool>, chats: usize, no_cid: usize) -> Seen {
-        Seen {
+    fn seen(activity: bool, up: Option<bool>, chats: usize, no_cid: usize) -> SweepSeen {
+        SweepSeen {
             activity_problem: activity.then(|| "/x: No such file".into()),
             server_up: up,
             socket: "/s".into(),
@@ -144,7 +144,7 @@ mod tests {
     fn each_state_is_said_once_when_it_starts_and_once_when_it_ends() {
         let mut t = Tracker::default();
         // (what the sweep saw, the changes it makes)
-        let table: Vec<(Seen, Vec<Reason>, Vec<Reason>)> = vec![
+        let table: Vec<(SweepSeen, Vec<Reason>, Vec<Reason>)> = vec![
             (seen(false, Some(true), 2, 0), vec![], vec![]),
             (
                 seen(true, Some(true), 2, 0),

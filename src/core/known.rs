@@ -165,7 +165,7 @@ impl Known {
 /// A chat session as one listing shows it (borrowed from the listing: nothing is made for a chat
 /// whose entry does not change).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen<'a> {
+pub struct ChatSeen<'a> {
     pub id: &'a str,
     pub session: &'a str,
     pub tmux_id: u32,
@@ -223,7 +223,7 @@ pub fn server_gone(
 
 /// Whether the entry for chat `s` has to be made afresh (new, or another session or server):
 /// then its cwd is read; otherwise the old entry's is kept.
-pub fn needs_cwd(old: &Known, s: &Seen, current: Option<&ServerId>) -> bool {
+pub fn needs_cwd(old: &Known, s: &ChatSeen, current: Option<&ServerId>) -> bool {
     match old.chats.get(s.id) {
         Some(e) => {
             e.lost
@@ -292,7 +292,7 @@ fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<b
 /// in the order of the cases above.
 pub fn plan(
     old: Known,
-    seen: &[Seen<'_>],
+    seen: &[ChatSeen<'_>],
     view: &ServerView,
     living: impl Fn(&ServerId) -> Option<bool>,
     now: i64,
@@ -305,7 +305,7 @@ pub fn plan(
         return out;
     }
     let chats = &mut out.known.chats;
-    let by_id: HashMap<&str, &Seen> = seen.iter().map(|s| (s.id, s)).collect();
+    let by_id: HashMap<&str, &ChatSeen> = seen.iter().map(|s| (s.id, s)).collect();
     let refresh = chats
         .values()
         .filter(|e| !e.lost && by_id.contains_key(e.id.as_str()))
@@ -482,8 +482,8 @@ mod tests {
         assert_eq!(t.validate("7"), Ok(()));
     }
 
-    fn seen(id: &'static str, n: u32, cid: Option<&'static str>) -> Seen<'static> {
-        Seen {
+    fn seen(id: &'static str, n: u32, cid: Option<&'static str>) -> ChatSeen<'static> {
+        ChatSeen {
             id,
             session: Box::leak(format!("ccs-{id}").into_boxed_str()),
             tmux_id: n,
@@ -540,7 +540,7 @@ mod tests {
             &'a str,
             ServerView,
             &'static [ServerId],
-            Vec<Seen<'static>>,
+            Vec<ChatSeen<'static>>,
             Vec<&'a str>,
             Vec<&'a str>,
             Vec<&'a str>,
@@ -746,7 +746,7 @@ mod tests {
             current: Some(a.clone()),
         };
         let old = known(&[entry("1", 1, "c1", a.clone())]);
-        let run = |k: &Known, seen: &[Seen<'static>], now: i64| {
+        let run = |k: &Known, seen: &[ChatSeen<'static>], now: i64| {
             let p = plan(k.clone(), seen, &view, living(&*A), now);
             assert_eq!(p.changed, p.known != *k, "changed says {}", p.changed);
             p

@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use crate::agents::{Agent, HookAction};
-use crate::engine::claude_hook::{self, Outcome};
+use crate::engine::claude_hook::{self, HookOutcome};
 use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
 
@@ -25,13 +25,13 @@ pub async fn act(
     agent: &Agent,
     ev: &serde_json::Value,
     pane: &str,
-) -> Result<Outcome, CommandError> {
+) -> Result<HookOutcome, CommandError> {
     let what = action(agent, ev);
     if let HookAction::Nothing(why) = what {
-        return Ok(Outcome::Skipped(why));
+        return Ok(HookOutcome::Skipped(why));
     }
     let Some(s) = r.tmux.session_of_pane(pane, &r.cfg.prefix).await? else {
-        return Ok(Outcome::Skipped(format!(
+        return Ok(HookOutcome::Skipped(format!(
             "pane {pane} is not in a {}<id> session",
             r.cfg.prefix
         )));
@@ -42,7 +42,7 @@ pub async fn act(
             .set_named(&s.name, AGENT_OPTION, Some(agent.name))
             .await?
     {
-        return Ok(Outcome::Skipped(format!("{} is gone", s.name)));
+        return Ok(HookOutcome::Skipped(format!("{} is gone", s.name)));
     }
     claude_hook::act_on(r, &what, &s).await
 }

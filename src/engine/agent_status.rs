@@ -43,7 +43,7 @@ pub fn candidates(snap: &Snapshot, decisions: &[Decision], now: i64) -> Vec<usiz
 
 /// What the status file of a session's agent says, when it can be trusted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Seen {
+pub struct StatusSeen {
     /// The agent's pid (the pane's process, or its child).
     pub pid: u32,
     pub state: AgentState,
@@ -52,7 +52,7 @@ pub struct Seen {
 /// The agent of one of `s`'s live panes (the pane's process or one of its children, this user's
 /// only) and its status file, checked: `Ok(None)` when no pane runs an agent that writes one, or
 /// it has not written it (yet); `Err` why the file is not used.
-pub fn read(s: &Session) -> Result<Option<Seen>, String> {
+pub fn read(s: &Session) -> Result<Option<StatusSeen>, String> {
     for pane in s.panes.iter().filter(|p| !p.dead) {
         for p in agent_proc::pane_and_children(pane.pid) {
             let Some(agent) = agent_of(&p.argv) else {
@@ -87,7 +87,7 @@ pub fn read(s: &Session) -> Result<Option<Seen>, String> {
                                 st.proc_start
                             ));
                         }
-                        return Ok(Some(Seen {
+                        return Ok(Some(StatusSeen {
                             pid: p.pid,
                             state: st.state,
                         }));

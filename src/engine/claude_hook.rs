@@ -6,7 +6,7 @@
 //! The event → action mapping is [`action`], pure. Where the hook runs is read from `TMUX` (the
 //! server's socket, first) and `TMUX_PANE` ([`where_from`]): another server, another session or no
 //! tmux at all is nothing to do. The hook never breaks claude: the caller turns every failure into
-//! one line on stderr and exit 0; only [`Outcome::Blocked`] (a prompt typed into a chat that a reap
+//! one line on stderr and exit 0; only [`HookOutcome::Blocked`] (a prompt typed into a chat that a reap
 //! holds) is exit 2, which Claude Code documents as "block the prompt, show stderr to the user".
 
 use std::path::{Path, PathBuf};
@@ -81,7 +81,7 @@ pub fn action(ev: &HookInput) -> HookAction {
 
 /// What the hook did.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Outcome {
+pub enum HookOutcome {
     /// Acted on the chat (what).
     Done(String),
     /// Nothing to do here (why): not in tmux, another server, not a chat session, ...
@@ -169,13 +169,13 @@ fn reap_reason_of(r: &Reaper, name: &str) -> Option<ReapReason> {
 }
 
 /// Act on one event from the pane `pane` (see [`where_from`]) of `r`'s server.
-pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<Outcome, CommandError> {
+pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<HookOutcome, CommandError> {
     let what = action(ev);
     if let HookAction::Nothing(why) = what {
-        return Ok(Outcome::Skipped(why));
+        return Ok(HookOutcome::Skipped(why));
     }
     let Some(s) = r.tmux.session_of_pane(pane, &r.cfg.prefix).await? else {
-        return Ok(Outcome::Skipped(format!(
+        return Ok(HookOutcome::Skipped(format!(
             "pane {pane} is not in a {}<id> session",
             r.cfg.prefix
         )));
@@ -249,56 +249,56 @@ pub(crate) async fn act_on(
     r: &Reaper,
     what: &HookAction,
     s: &Session,
-) -> Result<Outcome, CommandError> {
+) -> Result<HookOutcome, CommandError> {
     let name = &s.name;
     match what {
-        HookAction::Nothing(why) => Ok(Outcome::Skipped(why.clone())),
+        HookAction::Nothing(why) => Ok(HookOutcome::Skipped(why.clone())),
         HookAction::SetCid(c) => Ok(if r.tmux.set_named(name, "@ccs_cid", Some(c)).await? {
-            Outcome::Done(format!("@ccs_cid of {name} = {c}"))
+            HookOutcome::Done(format!("@ccs_cid of {name} = {c}"))
         } else {
-            Outcome::Skipped(format!("{name} is gone"))
+            HookOutcome::Skipped(format!("{name} is gone"))
         }),
         HookAction::TurnBegin => match r.tmux.turn_begin(name, now_ms()).await? {
-            TurnBegin::Started => Ok(Outcome::Done(format!("turn begun on {name}"))),
-            TurnBegin::Gone => Ok(Outcome::Skipped(format!("{name} is gone"))),
+            TurnBegin::Started => Ok(HookOutcome::Done(format!("turn begun on {name}"))),
+            TurnBegin::Gone => Ok(HookOutcome::Skipped(format!("{name} is gone"))),
             // Any reap mark on the chat, found by the test-and-set itself: blocked. (Judging the
             // mark from the session read before that call could judge another mark than the one
             // found; a stale mark blocks only until the next sweep clears it.)
-            TurnBegin::Reaping => Ok(Outcome::Blocked(blocked_reason(
+            TurnBegin::Reaping => Ok(HookOutcome::Blocked(blocked_reason(
                 &s.id,
                 reap_reason_of(r, &s.name),
             ))),
         },
         HookAction::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
-            Outcome::Done(format!("turn ended on {name}"))
+            HookOutcome::Done(format!("turn ended on {name}"))
         } else {
-            Outcome::Skipped(format!("{name} is gone"))
+            HookOutcome::Skipped(format!("{name} is gone"))
         }),
         HookAction::Busy => Ok(if r.tmux.mark_busy(name, now_ms()).await? {
-            Outcome::Done(format!("{name} kept busy"))
+            HookOutcome::Done(format!("{name} kept busy"))
         } else {
-            Outcome::Skipped(format!("{name} is gone"))
+            HookOutcome::Skipped(format!("{name} is gone"))
         }),
         HookAction::CompactBegin => Ok(if r.tmux.mark_compact(name, now_ms()).await? {
-            Outcome::Done(format!("{name} kept busy (a compaction)"))
+            HookOutcome::Done(format!("{name} kept busy (a compaction)"))
         } else {
-            Outcome::Skipped(format!("{name} is gone"))
+            HookOutcome::Skipped(format!("{name} is gone"))
         }),
         HookAction::CompactEnd => match r.tmux.end_compact(name).await? {
             Some(true) => Ok(if commands::turn_end(r, &s.id).await? {
-                Outcome::Done(format!("turn ended on {name} (its compaction ended)"))
+                HookOutcome::Done(format!("turn ended on {name} (its compaction ended)"))
             } else {
-                Outcome::Skipped(format!("{name} is gone"))
+                HookOutcome::Skipped(format!("{name} is gone"))
             }),
-            Some(false) => Ok(Outcome::Skipped(format!(
+            Some(false) => Ok(HookOutcome::Skipped(format!(
                 "the compaction ran inside a turn already running on {name}: that turn's own end closes it"
             ))),
-            None => Ok(Outcome::Skipped(format!("{name} is gone"))),
+            None => Ok(HookOutcome::Skipped(format!("{name} is gone"))),
         },
         HookAction::ClearTurn => Ok(if r.tmux.set_named(name, "@ccs_turn", None).await? {
-            Outcome::Done(format!("turn cleared on {name}"))
+            HookOutcome::Done(format!("turn cleared on {name}"))
         } else {
-            Outcome::Skipped(format!("{name} is gone"))
+            HookOutcome::Skipped(format!("{name} is gone"))
         }),
     }
 }

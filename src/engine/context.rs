@@ -357,11 +357,11 @@ impl Reaper {
 pub(crate) fn pressure_file(w: &Watched) -> std::path::PathBuf {
     use crate::adapters::psi;
     match &w.source {
-        memory::Source::V2(d) => d.join("memory.pressure"),
-        memory::Source::V1(d) => {
+        memory::MemorySource::V2(d) => d.join("memory.pressure"),
+        memory::MemorySource::V1(d) => {
             psi::twin(d).map_or(psi::HOST_PRESSURE.into(), |t| t.join("memory.pressure"))
         }
-        memory::Source::Meminfo => psi::HOST_PRESSURE.into(),
+        memory::MemorySource::Meminfo => psi::HOST_PRESSURE.into(),
     }
 }
 

@@ -167,9 +167,9 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
 pub fn degraded_seen(
     r: &Reaper,
     rep: &crate::core::report::SweepReport,
-) -> crate::core::degraded::Seen {
+) -> crate::core::degraded::SweepSeen {
     use crate::core::policy::State;
-    crate::core::degraded::Seen {
+    crate::core::degraded::SweepSeen {
         activity_problem: r.activity_problem(),
         server_up: rep.tmux_server_up,
         socket: rep.socket_path.clone(),

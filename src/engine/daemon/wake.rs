@@ -9,7 +9,7 @@ use std::os::fd::OwnedFd;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use crate::adapters::memory::{Source, Watched};
+use crate::adapters::memory::{MemorySource, Watched};
 use crate::adapters::psi;
 use crate::core::policy::Policy;
 
@@ -33,7 +33,7 @@ impl Wakers {
     pub fn new(w: &Watched, p: &Policy) -> Wakers {
         let pressure = crate::engine::context::pressure_file(w);
         let events_dir = match &w.source {
-            Source::V2(d) => Some(d.clone()),
+            MemorySource::V2(d) => Some(d.clone()),
             _ => None,
         };
         let mut said = Vec::new();
@@ -108,18 +108,18 @@ impl Wakers {
     pub fn how(&self, p: &Policy, w: &Watched, eventfd: bool) -> String {
         let threshold = match (&w.source, p.mem_high.is_some(), eventfd) {
             (_, false, _) => None,
-            (Source::V1(d), true, true) => Some(format!(
+            (MemorySource::V1(d), true, true) => Some(format!(
                 "cgroup v1 threshold eventfd on {}",
                 d.join("memory.usage_in_bytes").display()
             )),
-            (Source::V1(d), true, false) => Some(format!(
+            (MemorySource::V1(d), true, false) => Some(format!(
                 "no cgroup v1 threshold notification ({} could not be written, or no limit): CCS_ENGINE_MEM_HIGH polled every {} ms",
                 d.join("cgroup.event_control").display(),
                 super::WATCH_EVERY.as_millis()
             )),
             (_, true, _) => Some(format!(
                 "no threshold notification on {}: CCS_ENGINE_MEM_HIGH polled every {} ms",
-                if matches!(w.source, Source::V2(_)) { "cgroup v2" } else { "/proc/meminfo" },
+                if matches!(w.source, MemorySource::V2(_)) { "cgroup v2" } else { "/proc/meminfo" },
                 super::WATCH_EVERY.as_millis()
             )),
         };

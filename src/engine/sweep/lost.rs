@@ -67,12 +67,12 @@ pub(super) fn plan_known(
         up: listing.server_up,
         current: listing.server_pid.map(server_id),
     };
-    let seen: Vec<st::Seen> = decisions
+    let seen: Vec<st::ChatSeen> = decisions
         .iter()
         .zip(&snap.sessions)
         .filter(|(_, s)| crate::core::policy::valid_id(&s.id))
         .map(|(d, s)| {
-            let mut e = st::Seen {
+            let mut e = st::ChatSeen {
                 id: &s.id,
                 session: &s.name,
                 tmux_id: s.tmux_id,
