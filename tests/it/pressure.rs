@@ -53,7 +53,11 @@ impl Cgroup {
         let how = "this test needs root and a writable memory cgroup (v1 /sys/fs/cgroup/memory or \
                    v2 /sys/fs/cgroup with the memory controller); set CCS_SKIP_CGROUP_TESTS=1 to skip it";
         assert!(rustix::process::geteuid().is_root(), "not root: {how}");
-        let name = format!("ccs-reap-test-{}-{}", std::process::id(), now_ms());
+        // A count as well as the pid and the millisecond: two tests of this process (or one test's
+        // two cgroups) may make theirs in the same millisecond.
+        static SEQ: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let seq = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let name = format!("ccs-reap-test-{}-{}-{seq}", std::process::id(), now_ms());
         let v1 = Path::new("/sys/fs/cgroup/memory");
         let (dir, v2) = if v1.join("memory.limit_in_bytes").exists() {
             (v1.join(&name), false)
