@@ -11,8 +11,8 @@
 //! unreadable. The read itself runs on a detached thread ([`read_all_detached`]): a read stuck in
 //! the kernel (a hung mount) costs that thread, never the sweep's deadline or the shutdown.
 
+use crate::core::capped::{self, Capped};
 use std::collections::HashSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -178,14 +178,10 @@ fn read_file(p: &Path, name: &str, cap: u64) -> Result<String, ActivityError> {
     }
     // The size can lie (a file growing under us, a /proc file that says 0): read at most one
     // byte past the cap, and refuse if that byte came.
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    std::fs::File::from(fd)
-        .take(cap.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(failed)?;
-    if bytes.len() as u64 > cap {
-        return Err(too_large());
-    }
+    let bytes = match capped::read(std::fs::File::from(fd), cap, size).map_err(failed)? {
+        Capped::Whole(b) => b,
+        Capped::TooLarge => return Err(too_large()),
+    };
     String::from_utf8(bytes).map_err(|e| ActivityError::Malformed {
         path: name.to_string(),
         why: format!("not UTF-8 ({e})"),

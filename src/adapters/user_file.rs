@@ -12,6 +12,7 @@
 //!   the original's owner, group and mode (`fchown`, `fchmod` on the descriptor; a new file: mode
 //!   0600, the directory's owner), fsynced, renamed over the target, and the directory fsynced.
 
+use crate::core::capped::{self, Capped};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -87,15 +88,16 @@ pub fn read(file: &Path) -> Result<UserFile, String> {
             "{shown} cannot be written back (mode {mode:04o}): left alone; make it writable to let ccs-reap change it"
         ));
     }
-    let mut buf = Vec::new();
-    f.take(MAX_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("failed to read {shown}: {e}"))?;
-    if buf.len() as u64 > MAX_BYTES {
-        return Err(format!(
-            "{shown} is larger than {MAX_BYTES} bytes: left alone"
-        ));
-    }
+    let buf = match capped::read(f, MAX_BYTES, m.len())
+        .map_err(|e| format!("failed to read {shown}: {e}"))?
+    {
+        Capped::Whole(b) => b,
+        Capped::TooLarge => {
+            return Err(format!(
+                "{shown} is larger than {MAX_BYTES} bytes: left alone"
+            ))
+        }
+    };
     let text =
         String::from_utf8(buf).map_err(|e| format!("{shown} is not UTF-8 ({e}): left alone"))?;
     Ok(UserFile {

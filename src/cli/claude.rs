@@ -2,6 +2,7 @@
 //! a deadline), the answer, and the settings fragment.
 
 use super::*;
+use crate::core::capped::{self, Capped};
 
 /// The largest hook event read (a `Stop` carries the last reply, a `UserPromptSubmit` the prompt).
 pub(super) const MAX_EVENT_BYTES: u64 = 64 << 20;
@@ -11,20 +12,16 @@ pub(super) const MAX_EVENT_BYTES: u64 = 64 << 20;
 pub(super) fn read_stdin_within(limit: Duration) -> Result<String, String> {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        use std::io::Read;
-        let mut buf = Vec::new();
-        let r = std::io::stdin()
-            .lock()
-            .take(MAX_EVENT_BYTES + 1)
-            .read_to_end(&mut buf)
-            .map(|_| buf);
+        let r = capped::read(std::io::stdin().lock(), MAX_EVENT_BYTES, 0);
         let _ = tx.send(r);
     });
     match rx.recv_timeout(limit) {
-        Ok(Ok(b)) if b.len() as u64 > MAX_EVENT_BYTES => Err(format!(
+        Ok(Ok(Capped::TooLarge)) => Err(format!(
             "the hook event on stdin is larger than {MAX_EVENT_BYTES} bytes"
         )),
-        Ok(Ok(b)) => String::from_utf8(b).map_err(|e| format!("the hook event is not UTF-8: {e}")),
+        Ok(Ok(Capped::Whole(b))) => {
+            String::from_utf8(b).map_err(|e| format!("the hook event is not UTF-8: {e}"))
+        }
         Ok(Err(e)) => Err(format!("failed to read the hook event on stdin: {e}")),
         Err(_) => Err(format!(
             "no complete hook event on stdin within {limit:?} (CCS_TMUX_TIMEOUT_MS)"

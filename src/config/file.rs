@@ -1,7 +1,7 @@
 //! The settings file: where it is, reading it safely, and its lines (systemd's EnvironmentFile=
 //! format, so one file serves the units and every other caller).
 
-use std::io::Read;
+use crate::core::capped::{self, Capped};
 use std::path::{Path, PathBuf};
 
 /// The largest settings file read; a larger one is refused, never read to its end.
@@ -107,16 +107,17 @@ pub fn read(path: &Path) -> Result<String, String> {
         me,
         st.st_size.max(0) as u64,
     )?;
-    let mut buf = Vec::new();
-    std::fs::File::from(fd)
-        .take(MAX_FILE_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    if buf.len() as u64 > MAX_FILE_BYTES {
-        return Err(format!(
-            "it grew past the {MAX_FILE_BYTES} bytes a settings file may be while it was read"
-        ));
-    }
+    let hint = st.st_size.max(0) as u64;
+    let buf = match capped::read(std::fs::File::from(fd), MAX_FILE_BYTES, hint)
+        .map_err(|e| format!("cannot be read: {e}"))?
+    {
+        Capped::Whole(b) => b,
+        Capped::TooLarge => {
+            return Err(format!(
+                "it grew past the {MAX_FILE_BYTES} bytes a settings file may be while it was read"
+            ))
+        }
+    };
     String::from_utf8(buf).map_err(|e| format!("it is not UTF-8 text: {e}"))
 }
 

@@ -4,6 +4,7 @@
 //! to another state dir, prefix or socket), an activity file missing, no memory limit visible.
 //! Reads only; writes nothing. The verdicts are `core::doctor`'s.
 
+use crate::core::capped::{self, Capped};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -272,7 +273,6 @@ fn what(var: &str) -> &'static str {
 }
 
 fn read_bounded(path: &std::path::Path) -> Result<String, String> {
-    use std::io::Read;
     let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let meta = f
         .metadata()
@@ -280,11 +280,17 @@ fn read_bounded(path: &std::path::Path) -> Result<String, String> {
     if !meta.is_file() {
         return Err(format!("{} is not a regular file", path.display()));
     }
-    let mut s = String::new();
-    f.take(MAX_SETTINGS_BYTES)
-        .read_to_string(&mut s)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(s)
+    match capped::read(f, MAX_SETTINGS_BYTES, meta.len())
+        .map_err(|e| format!("{}: {e}", path.display()))?
+    {
+        Capped::Whole(b) => {
+            String::from_utf8(b).map_err(|e| format!("{} is not UTF-8 text: {e}", path.display()))
+        }
+        Capped::TooLarge => Err(format!(
+            "{} is larger than {MAX_SETTINGS_BYTES} bytes",
+            path.display()
+        )),
+    }
 }
 
 /// The memory limit the pressure rules see.

@@ -386,6 +386,52 @@ fn the_release_is_0_3_0_with_a_dated_changelog_section_and_working_readme_snippe
         chrono::NaiveDate::parse_from_str(date, "%Y-%m-%d").is_ok(),
         "no dated section for {v}: {dated:?}"
     );
+    // Every install snippet, image tag and package names this version, never an older one.
+    let tagged = [
+        ("README.md", format!("ccs-reap_{v}-1_amd64.deb")),
+        ("README.md", format!("ccs-reap:{v}")),
+        ("docs/docker.md", format!("ccs-reap:{v}")),
+        ("contrib/docker/Dockerfile", format!("ccs-reap:{v}")),
+        ("contrib/docker/studio.Dockerfile", format!("ccs-reap:{v}")),
+    ];
+    for (file, want) in &tagged {
+        let text = read(file);
+        assert!(text.contains(want.as_str()), "{file} does not name {want}");
+        for pre in ["ccs-reap:", "ccs-reap_"] {
+            for (i, _) in text.match_indices(pre) {
+                let named: String = text[i + pre.len()..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_digit() || *c == '.')
+                    .collect();
+                let named = named.trim_end_matches('.');
+                assert!(
+                    named.is_empty() || named == v,
+                    "{file}: {pre}{named} names another version than {v}"
+                );
+            }
+        }
+    }
+    let deb = read("contrib/debian/changelog");
+    assert!(
+        deb.starts_with(&format!("ccs-reap ({v}-1) ")),
+        "contrib/debian/changelog's first entry is not {v}-1: {}",
+        deb.lines().next().unwrap_or_default()
+    );
+    for pkg in [
+        "ccs-reap",
+        "linux-x64-gnu",
+        "linux-x64-musl",
+        "linux-arm64-gnu",
+        "linux-arm64-musl",
+    ] {
+        let j: serde_json::Value = serde_json::from_str(&read(&format!("npm/{pkg}/package.json")))
+            .unwrap_or_else(|e| panic!("npm/{pkg}/package.json: {e}"));
+        assert_eq!(j["version"], v, "npm/{pkg}/package.json");
+    }
+    assert!(
+        read("LICENSE").contains("MIT License"),
+        "LICENSE is not the MIT license Cargo.toml names"
+    );
     let readme = read("README.md");
     for (i, l) in readme.lines().enumerate() {
         if let Some(rest) = l.split("ccs-reap man --dir ").nth(1) {

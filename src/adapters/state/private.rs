@@ -1,6 +1,7 @@
 //! Private files: directories 0700 and files 0600 of ours whatever the umask, opened without
 //! following symlinks and without blocking, read back capped.
 
+use crate::core::capped::{self, Capped};
 use std::fs::{File, OpenOptions};
 use std::path::Path;
 
@@ -86,7 +87,6 @@ pub(super) fn read_private(p: &Path) -> Result<Option<Vec<u8>>, StateError> {
 
 /// [`read_private`], at most `max` bytes.
 pub(super) fn read_private_max(p: &Path, max: u64) -> Result<Option<Vec<u8>>, StateError> {
-    use std::io::Read;
     let f = match open_flags(OpenOptions::new().read(true)).open(p) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -100,10 +100,8 @@ pub(super) fn read_private_max(p: &Path, max: u64) -> Result<Option<Vec<u8>>, St
             format!("{} bytes, more than {max}", m.len()),
         ));
     }
-    let mut b = Vec::new();
-    f.take(max + 1).read_to_end(&mut b).map_err(io("read", p))?;
-    if b.len() as u64 > max {
-        return Err(refuse("read", p, "grew past the size limit".into()));
+    match capped::read(f, max, m.len()).map_err(io("read", p))? {
+        Capped::Whole(b) => Ok(Some(b)),
+        Capped::TooLarge => Err(refuse("read", p, "grew past the size limit".into())),
     }
-    Ok(Some(b))
 }
