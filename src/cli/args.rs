@@ -18,7 +18,7 @@ pub(super) const VERSION: &str = concat!(
     about = "Opt-in reaper of idle Claude Code chat sessions on a tmux server"
 )]
 #[command(
-    after_help = "Configured from the environment over the settings file (--config, CCS_CONFIG, ~/.config/ccs-reap/env, /etc/ccs-reap/env): `ccs-reap --help` lists every CCS_* variable with its default, `ccs-reap config` what is in effect; `man ccs-reap` (install it with `ccs-reap man --dir`) has them too."
+    after_help = "Configured from the environment over the settings file (--config, CCS_CONFIG, ~/.config/ccs-reap/env, /etc/ccs-reap/$USER.env, /etc/ccs-reap/env): `ccs-reap --help` lists every CCS_* variable with its default, `ccs-reap config` what is in effect; `man ccs-reap` (install it with `ccs-reap man --dir`) has them too."
 )]
 pub(super) struct Cli {
     /// One sweep, then exit (for scripts and cron).
@@ -32,7 +32,8 @@ pub(super) struct Cli {
     #[arg(long, global = true)]
     pub(super) json: bool,
     /// The settings file (KEY=value lines, as systemd's EnvironmentFile=), instead of CCS_CONFIG,
-    /// ~/.config/ccs-reap/env or /etc/ccs-reap/env; the environment wins over it.
+    /// ~/.config/ccs-reap/env, /etc/ccs-reap/$USER.env or /etc/ccs-reap/env; the environment wins
+    /// over it.
     #[arg(long, global = true, value_name = "FILE")]
     pub(super) config: Option<PathBuf>,
     /// INFO lines on stderr too (the daemon always logs them; a command says only its warnings

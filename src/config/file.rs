@@ -16,13 +16,17 @@ pub struct Entry {
 }
 
 /// Where the settings come from, in order: `--config FILE`, else `CCS_CONFIG` (either must
-/// exist), else the first of `$XDG_CONFIG_HOME/ccs-reap/env` (`$HOME/.config` when unset) and
-/// `/etc/ccs-reap/env` that exists, else none. `bool`: whether the file was named explicitly.
+/// exist), else the first of `$XDG_CONFIG_HOME/ccs-reap/env` (`$HOME/.config` when unset),
+/// `/etc/ccs-reap/<user>.env` (the template unit's instance for that user) and
+/// `/etc/ccs-reap/env` that exists, else none. One file is read whole: files are never layered,
+/// so every caller of one user (the daemon, cron, the CLI, the hooks) reads the same one. `bool`:
+/// whether the file was named explicitly.
 pub fn locate(
     flag: Option<&Path>,
     ccs_config: Option<&str>,
     xdg_config_home: Option<&str>,
     home: Option<&str>,
+    user: Option<&str>,
 ) -> Option<(PathBuf, bool)> {
     if let Some(f) = flag {
         return Some((f.to_path_buf(), true));
@@ -30,23 +34,38 @@ pub fn locate(
     if let Some(f) = ccs_config.map(str::trim).filter(|f| !f.is_empty()) {
         return Some((PathBuf::from(f), true));
     }
-    candidates(xdg_config_home, home)
+    candidates(xdg_config_home, home, user)
         .into_iter()
         .find(|p| std::fs::symlink_metadata(p).is_ok())
         .map(|p| (p, false))
 }
 
-/// The default places, in order.
-pub fn candidates(xdg_config_home: Option<&str>, home: Option<&str>) -> Vec<PathBuf> {
+/// The default places, in order (`user`: the user name, `$USER`; one that could leave
+/// `/etc/ccs-reap/` is ignored).
+pub fn candidates(
+    xdg_config_home: Option<&str>,
+    home: Option<&str>,
+    user: Option<&str>,
+) -> Vec<PathBuf> {
     let nonempty = |v: Option<&str>| v.filter(|v| !v.is_empty()).map(PathBuf::from);
     // A relative $XDG_CONFIG_HOME is ignored, as the XDG base directory spec says.
-    let user = nonempty(xdg_config_home)
+    let mine = nonempty(xdg_config_home)
         .filter(|p| p.is_absolute())
         .or_else(|| nonempty(home).map(|h| h.join(".config")));
-    user.map(|d| d.join("ccs-reap/env"))
+    let instance = user
+        .filter(|u| plain_user_name(u))
+        .map(|u| PathBuf::from(format!("/etc/ccs-reap/{u}.env")));
+    mine.map(|d| d.join("ccs-reap/env"))
         .into_iter()
+        .chain(instance)
         .chain(std::iter::once(PathBuf::from("/etc/ccs-reap/env")))
         .collect()
+}
+
+/// A user name that names a file of its own under `/etc/ccs-reap/` or `/var/lib/ccs-reap/` (no
+/// `/`, not hidden, at most 64 bytes).
+pub fn plain_user_name(u: &str) -> bool {
+    !u.is_empty() && !u.starts_with('.') && !u.contains('/') && u.len() <= 64
 }
 
 /// Whether a file of this kind, mode, owner and size may be read as settings; `Err` says why not.
@@ -316,23 +335,37 @@ mod tests {
 
     #[test]
     fn where_the_file_is() {
-        let c = candidates(Some("/x"), Some("/h"));
+        let c = candidates(Some("/x"), Some("/h"), None);
         assert_eq!(
             c,
             vec![PathBuf::from("/x/ccs-reap/env"), "/etc/ccs-reap/env".into()]
         );
-        let c = candidates(None, Some("/h"));
+        let c = candidates(None, Some("/h"), None);
         assert_eq!(c[0], PathBuf::from("/h/.config/ccs-reap/env"));
-        let c = candidates(Some("rel"), Some("/h"));
+        let c = candidates(Some("rel"), Some("/h"), None);
         assert_eq!(c[0], PathBuf::from("/h/.config/ccs-reap/env"));
-        let c = candidates(Some(""), None);
+        let c = candidates(Some(""), None, None);
         assert_eq!(c, vec![PathBuf::from("/etc/ccs-reap/env")]);
+        // The template unit's instance file, for the user's own name only.
+        let c = candidates(None, Some("/h"), Some("studio"));
         assert_eq!(
-            locate(Some(Path::new("/f")), Some("/g"), None, None),
+            c,
+            vec![
+                PathBuf::from("/h/.config/ccs-reap/env"),
+                "/etc/ccs-reap/studio.env".into(),
+                "/etc/ccs-reap/env".into()
+            ]
+        );
+        for odd in ["", "../x", "a/b", ".hidden", &"u".repeat(65)] {
+            let c = candidates(None, None, Some(odd));
+            assert_eq!(c, vec![PathBuf::from("/etc/ccs-reap/env")], "{odd:?}");
+        }
+        assert_eq!(
+            locate(Some(Path::new("/f")), Some("/g"), None, None, None),
             Some(("/f".into(), true))
         );
         assert_eq!(
-            locate(None, Some("/g"), None, None),
+            locate(None, Some("/g"), None, None, None),
             Some(("/g".into(), true))
         );
     }

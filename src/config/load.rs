@@ -72,6 +72,7 @@ impl SettingsFile {
             var("CCS_CONFIG").as_deref(),
             var("XDG_CONFIG_HOME").as_deref(),
             var("HOME").as_deref(),
+            var("USER").as_deref(),
         ) else {
             return Ok(None);
         };
@@ -216,7 +217,7 @@ impl Config {
     /// process environment, which wins over it.
     pub fn load(flag: Option<&Path>) -> Result<Config, ConfigError> {
         let file = SettingsFile::load(flag)?;
-        Self::from_sources(std::env::vars(), file.as_ref(), default_state_base())
+        Self::from_sources(std::env::vars(), file.as_ref(), default_state_dir())
     }
 
     /// [`Config::load`] with no `--config`.
@@ -224,20 +225,20 @@ impl Config {
         Self::load(None)
     }
 
-    /// Parse from an explicit list of variables (tests use this; `state_base` is the default
-    /// state-dir parent when `CCS_REAP_STATE_DIR` is unset).
+    /// Parse from an explicit list of variables (tests use this; `default_dir` is the state dir
+    /// when `CCS_REAP_STATE_DIR` is unset, [`default_state_dir`]'s answer).
     pub fn from_vars(
         vars: impl IntoIterator<Item = (String, String)>,
-        state_base: Option<PathBuf>,
+        default_dir: Option<PathBuf>,
     ) -> Result<Config, ConfigError> {
-        Self::from_sources(vars, None, state_base)
+        Self::from_sources(vars, None, default_dir)
     }
 
     /// Parse from the environment `vars` over the settings file `file`.
     pub fn from_sources(
         vars: impl IntoIterator<Item = (String, String)>,
         file: Option<&SettingsFile>,
-        state_base: Option<PathBuf>,
+        default_dir: Option<PathBuf>,
     ) -> Result<Config, ConfigError> {
         let given_vars = gather(vars, file);
         let (mut d, sources) = apply(&given_vars)?;
@@ -257,9 +258,9 @@ impl Config {
             (None, Some(n)) => Socket::Name(n),
             (None, None) => Socket::Name("ccstudio".into()),
         };
-        let state_dir = match (d.state_dir.take(), state_base) {
+        let state_dir = match (d.state_dir.take(), default_dir) {
             (Some(dir), _) => dir,
-            (None, Some(base)) => base.join("ccs-reap"),
+            (None, Some(dir)) => dir,
             (None, None) => {
                 return Err(ConfigError {
                     var: "CCS_REAP_STATE_DIR".into(),
@@ -300,10 +301,28 @@ impl Config {
     }
 }
 
-/// `$XDG_STATE_HOME`, else `$HOME/.local/state`.
-pub fn default_state_base() -> Option<PathBuf> {
+/// The state dir when `CCS_REAP_STATE_DIR` is unset: `/var/lib/ccs-reap/<user>` when it is a
+/// directory of this user's (the template unit's `StateDirectory=` made it, so the daemon of
+/// `ccs-reap@<user>` and that user's own calls find the same one), else
+/// `$XDG_STATE_HOME/ccs-reap`, else `$HOME/.local/state/ccs-reap`.
+pub fn default_state_dir() -> Option<PathBuf> {
     let nonempty = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty());
+    let me = rustix::process::geteuid().as_raw();
+    let user = std::env::var("USER").ok();
+    if let Some(dir) = instance_state_dir(user.as_deref()) {
+        use std::os::unix::fs::MetadataExt;
+        if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir() && m.uid() == me) {
+            return Some(dir);
+        }
+    }
     nonempty("XDG_STATE_HOME")
         .map(PathBuf::from)
         .or_else(|| nonempty("HOME").map(|h| PathBuf::from(h).join(".local/state")))
+        .map(|base| base.join("ccs-reap"))
+}
+
+/// `/var/lib/ccs-reap/<user>` for a user name that stays inside it.
+pub fn instance_state_dir(user: Option<&str>) -> Option<PathBuf> {
+    user.filter(|u| file::plain_user_name(u))
+        .map(|u| PathBuf::from(format!("/var/lib/ccs-reap/{u}")))
 }

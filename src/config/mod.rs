@@ -21,7 +21,7 @@ mod show;
 mod table;
 
 pub use crate::adapters::tmux::Socket;
-pub use load::{default_state_base, known_vars, unknown_var_note, SettingsFile};
+pub use load::{default_state_dir, known_vars, unknown_var_note, SettingsFile};
 pub use parse::Draft;
 pub use table::{setting, Setting, VARS};
 
@@ -136,7 +136,8 @@ pub const ENABLED_BY: &str = "CCS_ENGINE_IDLE_KILL_MS, CCS_ENGINE_MEM_HIGH, CCS_
 pub fn vars_help() -> String {
     let mut s = String::from(
         "Configuration: the environment, over the settings file (--config FILE, else CCS_CONFIG, else \
-         $XDG_CONFIG_HOME/ccs-reap/env or ~/.config/ccs-reap/env, else /etc/ccs-reap/env; KEY=value \
+         $XDG_CONFIG_HOME/ccs-reap/env or ~/.config/ccs-reap/env, else /etc/ccs-reap/$USER.env, else \
+         /etc/ccs-reap/env; KEY=value \
          lines as systemd reads them). An empty value counts as unset; durations \
          *_MS take 500ms, 90s, 30m, 1h, 2d or bare milliseconds. Reaping is off until ",
     );
@@ -241,7 +242,7 @@ mod tests {
     fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
         Config::from_vars(
             vars.iter().map(|(k, v)| (k.to_string(), v.to_string())),
-            Some(PathBuf::from("/st")),
+            Some(PathBuf::from("/st/ccs-reap")),
         )
     }
 
@@ -691,7 +692,7 @@ mod tests {
             let c = Config::from_sources(
                 env.iter().map(|(k, v)| (k.to_string(), v.to_string())),
                 Some(&f),
-                Some("/st".into()),
+                Some("/st/ccs-reap".into()),
             )
             .unwrap();
             assert!(check(&c), "{env:?}: {c:?}");
@@ -699,7 +700,7 @@ mod tests {
         let c = Config::from_sources(
             [("CCS_REAP_GRACE_MS".to_string(), "2s".to_string())],
             Some(&f),
-            Some("/st".into()),
+            Some("/st/ccs-reap".into()),
         )
         .unwrap();
         let src = |n: &str| {
@@ -716,13 +717,15 @@ mod tests {
         assert_eq!(c.file.as_deref(), Some(Path::new("/etc/ccs-reap/env")));
 
         let bad = file("\nCCS_AUDIT_KEEP=0\nCCS_ENGINE_IDLE_KIL_MS=1\n");
-        let e = Config::from_sources(Vec::new(), Some(&bad), Some("/st".into())).unwrap_err();
+        let e =
+            Config::from_sources(Vec::new(), Some(&bad), Some("/st/ccs-reap".into())).unwrap_err();
         assert_eq!(
             e.to_string(),
             "/etc/ccs-reap/env:2: invalid CCS_AUDIT_KEEP=\"0\": a whole number of rotated files, from 1 to 1000"
         );
         let unknown = file("CCS_ENGINE_IDLE_KIL_MS=1\nCCS_CFG=x\n");
-        let c = Config::from_sources(Vec::new(), Some(&unknown), Some("/st".into())).unwrap();
+        let c =
+            Config::from_sources(Vec::new(), Some(&unknown), Some("/st/ccs-reap".into())).unwrap();
         assert_eq!(
             c.warnings(),
             vec!["/etc/ccs-reap/env:1: CCS_ENGINE_IDLE_KIL_MS is not a ccs-reap setting and is ignored: did you mean CCS_ENGINE_IDLE_KILL_MS?".to_string()]

@@ -57,13 +57,15 @@ impl Config {
         }
     }
 
-    /// `ccs-reap config`: every setting, `NAME=value` where it is set (a line a settings file
-    /// takes), `# NAME` with its default where not, each with its source.
+    /// `ccs-reap config`: the settings file and the state dir in effect, then every setting,
+    /// `NAME=value` where it is set (a line a settings file takes), `# NAME` with its default
+    /// where not, each with its source.
     pub fn render(&self) -> String {
         let mut s = match &self.file {
             Some(f) => format!("# settings file: {}\n", f.display()),
             None => "# settings file: none\n".to_string(),
         };
+        s.push_str(&format!("# state dir: {}\n", self.state_dir.display()));
         s.push_str(&format!("# rules: {}\n", self.rules()));
         for e in &self.sources {
             let line = match &e.value {
@@ -103,6 +105,7 @@ impl Config {
         serde_json::json!({
             "ok": true,
             "file": self.file,
+            "state_dir": self.state_dir,
             "settings": settings,
             "rules": self.rules(),
             "warnings": self.warnings(),

@@ -52,7 +52,7 @@ pub const VARS: &[Setting] = &[
     Setting {
         name: "CCS_CONFIG",
         group: FILE,
-        default: "$XDG_CONFIG_HOME/ccs-reap/env (else ~/.config/ccs-reap/env) if it exists, else /etc/ccs-reap/env if it exists",
+        default: "$XDG_CONFIG_HOME/ccs-reap/env (else ~/.config/ccs-reap/env), else /etc/ccs-reap/$USER.env, else /etc/ccs-reap/env: the first that exists",
         help: "The settings file (KEY=value lines, as systemd's EnvironmentFile=); the environment wins over it; --config FILE wins over this.",
         parse: |d, s| {
             d.config_file = Some(PathBuf::from(s.trim()));
@@ -260,7 +260,7 @@ pub const VARS: &[Setting] = &[
     Setting {
         name: "CCS_REAP_STATE_DIR",
         group: STATE,
-        default: "$XDG_STATE_HOME/ccs-reap, else $HOME/.local/state/ccs-reap",
+        default: "/var/lib/ccs-reap/$USER if it is a directory of this user's (the system unit's), else $XDG_STATE_HOME/ccs-reap, else $HOME/.local/state/ccs-reap",
         help: "Audit log, lock, tombstones, journals (files.md).",
         parse: |d, s| {
             d.state_dir = Some(absolute(s)?);

@@ -323,3 +323,66 @@ fn claude_settings_hands_the_settings_file_and_its_values_to_the_hook() {
         o.stdout
     );
 }
+
+/// A user's instance of the system unit (`ccs-reap@USER`), as root: `/etc/ccs-reap/USER.env`
+/// and `/var/lib/ccs-reap/USER`, removed on drop. The user name is this test's own.
+struct Instance {
+    file: std::path::PathBuf,
+    dir: std::path::PathBuf,
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.file);
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+#[test]
+fn the_system_units_instance_file_and_state_dir_are_found_by_every_call_of_its_user() {
+    const HOW: &str = "this test writes /etc/ccs-reap/<user>.env and /var/lib/ccs-reap/<user> \
+                       for a user name of its own: run the suite as root (CI does), or skip it \
+                       with --skip the_system_units_instance";
+    assert!(rustix::process::geteuid().is_root(), "not root: {HOW}");
+    let user = format!("ccs-test-{}", std::process::id());
+    let inst = Instance {
+        file: format!("/etc/ccs-reap/{user}.env").into(),
+        dir: format!("/var/lib/ccs-reap/{user}").into(),
+    };
+    std::fs::create_dir_all("/etc/ccs-reap").unwrap();
+    std::fs::write(&inst.file, "CCS_ENGINE_IDLE_KILL_MS=7m\n").unwrap();
+    std::fs::set_permissions(&inst.file, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::create_dir_all(&inst.dir).unwrap();
+    std::fs::set_permissions(&inst.dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let s = Server::new();
+    let xdg_state = s.path("xdg-state");
+    let config = |env: &[(&str, &str)]| -> serde_json::Value {
+        let o = s
+            .reap(env)
+            .env_remove("CCS_REAP_STATE_DIR")
+            .env("USER", &user)
+            .env("XDG_STATE_HOME", &xdg_state)
+            .args(["config", "--json"])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        serde_json::from_slice(&o.stdout).unwrap()
+    };
+    let j = config(&[]);
+    assert_eq!(j["file"], path_str(&inst.file), "{j}");
+    assert_eq!(entry(&j, "CCS_ENGINE_IDLE_KILL_MS")["value"], "7m", "{j}");
+    assert_eq!(j["state_dir"], path_str(&inst.dir), "{j}");
+    // A user file of the user's own comes first, whole: nothing of the instance file is read.
+    settings(&s, "xdg-config/ccs-reap/env", "CCS_REAP_GRACE_MS=3s\n");
+    let j = config(&[]);
+    assert_eq!(
+        entry(&j, "CCS_ENGINE_IDLE_KILL_MS")["value"],
+        serde_json::Value::Null,
+        "{j}"
+    );
+    assert_eq!(entry(&j, "CCS_REAP_GRACE_MS")["value"], "3s", "{j}");
+    // The instance dir of another owner is not this user's state dir.
+    std::os::unix::fs::chown(&inst.dir, Some(65534), None).unwrap();
+    let j = config(&[]);
+    assert_eq!(j["state_dir"], path_str(&xdg_state.join("ccs-reap")), "{j}");
+}

@@ -226,10 +226,17 @@ fn the_units_give_a_stop_and_a_sweep_the_time_they_take() {
         want("ProtectSystem", "strict");
         want("PrivateTmp", "no");
         assert!(directive(&u, "ReadWritePaths").is_some(), "{name}");
+        // The reaper reads its settings file itself, by the search every other caller makes:
+        // a file systemd read too would be read twice, and could differ from the CLI's.
         assert!(
-            directive(&u, "EnvironmentFile").is_some_and(|v| v.starts_with('-')),
-            "{name}: an optional EnvironmentFile"
+            directive(&u, "EnvironmentFile").is_none(),
+            "{name}: an EnvironmentFile (the binary finds its settings file itself)"
         );
+        assert!(
+            !u.lines().any(|l| l.starts_with("Environment=CCS_")),
+            "{name}: a CCS_ setting only the daemon would see"
+        );
+        assert!(directive(&u, "StateDirectory").is_some(), "{name}");
         // A stop lets the sweep in flight and every teardown finish: the grace and a few tmux
         // calls (a teardown's mark, re-check, kill and clear, after the sweep's listing).
         let stop = span_ms(&directive(&u, "TimeoutStopSec").unwrap());
