@@ -98,6 +98,10 @@ pub fn main() -> ExitCode {
     let cfg = match Config::load(cli.config.as_deref()) {
         Ok(c) => c,
         Err(e) => {
+            if std::env::var_os("CCS_LOG_FORMAT").is_none() && file_asks_json(cli.config.as_deref())
+            {
+                set_json_stderr(true);
+            }
             say!("ccs-reap: {e}");
             if cli.json {
                 // One JSON document whatever the outcome, a refused setting too.
@@ -454,4 +458,17 @@ async fn daemon(r: Arc<Reaper>) -> ExitCode {
             ExitCode::from(exit::FAILED)
         }
     }
+}
+
+/// Whether the settings file (when it can be read) sets `CCS_LOG_FORMAT=json`: a refused value
+/// elsewhere in it is then said as JSON too, as the logs would have been.
+fn file_asks_json(flag: Option<&std::path::Path>) -> bool {
+    let Ok(Some(f)) = crate::config::SettingsFile::load(flag) else {
+        return false;
+    };
+    f.entries
+        .iter()
+        .rev()
+        .find(|e| e.key == "CCS_LOG_FORMAT")
+        .is_some_and(|e| e.value.trim().eq_ignore_ascii_case("json"))
 }

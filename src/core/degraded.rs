@@ -1,5 +1,6 @@
 //! Degraded states: ccs-reap runs but cannot do its job, and must say so (a metric, `/healthz`,
-//! one log line when it starts and one when it ends, never one per sweep). Pure: the daemon feeds
+//! one log line when it starts and one when it ends, never one per sweep; it ends only once clear
+//! for [`CLEAR_SWEEPS`] sweeps, so a flapping state is said once). Pure: the daemon feeds
 //! each sweep's facts to a [`Tracker`] and acts on the [`Change`]s it returns.
 
 use std::collections::BTreeMap;
@@ -8,6 +9,10 @@ use std::collections::BTreeMap;
 /// default 30 s interval, 5 minutes): a studio just started, whose chats have not answered yet,
 /// is not one; a studio whose hook never marks a cid is.
 pub const NO_CID_SWEEPS: u32 = 10;
+
+/// How many sweeps in a row a degraded state must be clear before it ends: a state that flaps
+/// (an activity file on a flaky mount, a server restarting) is said once, not twice a sweep.
+pub const CLEAR_SWEEPS: u32 = 3;
 
 /// Why nothing can be reaped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -64,6 +69,8 @@ pub struct Tracker {
     active: BTreeMap<Reason, String>,
     /// Sweeps in a row in which every chat was `no-cid`.
     no_cid_run: u32,
+    /// For each state still on: sweeps in a row that found it clear.
+    clear_run: BTreeMap<Reason, u32>,
 }
 
 impl Tracker {
@@ -108,12 +115,20 @@ impl Tracker {
                     self.active.insert(reason, why.clone());
                     changes.push(Change::Started(reason, why));
                 }
-                (None, true) => {
-                    self.active.remove(&reason);
-                    changes.push(Change::Ended(reason));
-                }
                 // Still on: the first message stands (it is not said again).
-                _ => {}
+                (Some(_), true) => {
+                    self.clear_run.remove(&reason);
+                }
+                (None, true) => {
+                    let run = self.clear_run.entry(reason).or_insert(0);
+                    *run += 1;
+                    if *run >= CLEAR_SWEEPS {
+                        self.clear_run.remove(&reason);
+                        self.active.remove(&reason);
+                        changes.push(Change::Ended(reason));
+                    }
+                }
+                (None, false) => {}
             }
         }
         changes
@@ -157,6 +172,12 @@ mod tests {
                 vec![Reason::NoServer],
                 vec![],
             ),
+            // Clear: they end only after CLEAR_SWEEPS (3) clear sweeps in a row.
+            (seen(false, Some(true), 2, 0), vec![], vec![]),
+            // A flap: on again is not said again, and restarts the clear run.
+            (seen(true, Some(false), 0, 0), vec![], vec![]),
+            (seen(false, Some(true), 2, 0), vec![], vec![]),
+            (seen(false, Some(true), 2, 0), vec![], vec![]),
             (
                 seen(false, Some(true), 2, 0),
                 vec![],
@@ -203,7 +224,10 @@ mod tests {
             "{c:?}"
         );
         assert!(t.sweep(&seen(false, Some(true), 3, 3)).is_empty());
-        // No chat at all: not a no-cid studio.
+        // No chat at all: not a no-cid studio (once clear for CLEAR_SWEEPS sweeps).
+        for _ in 1..CLEAR_SWEEPS {
+            assert!(t.sweep(&seen(false, Some(true), 0, 0)).is_empty());
+        }
         assert_eq!(
             t.sweep(&seen(false, Some(true), 0, 0)),
             vec![Change::Ended(Reason::NoCid)]

@@ -229,6 +229,16 @@ fn under_json_logs_every_stderr_line_is_json() {
     }
     let o = s.run_any(&["--once"], &env);
     assert!(o.stderr.contains("no tmux server at"), "{}", o.stderr);
+    // JSON asked for in the settings file only: a refused value there is said as JSON too.
+    let f = s.path("json.env");
+    std::fs::write(&f, "CCS_LOG_FORMAT=json\nCCS_REAP_INTERVAL_MS=soon\n").unwrap();
+    let o = s.run_expect(CONFIG, &["status", "--config", &path_str(&f)], &[]);
+    assert!(o.stderr.contains("CCS_REAP_INTERVAL_MS"), "{}", o.stderr);
+    for l in o.stderr.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}\n{}", o.stderr));
+        assert!(v["level"].is_string(), "{l}");
+    }
 }
 
 #[test]
@@ -497,4 +507,21 @@ fn a_relative_socket_or_state_dir_is_refused_naming_it() {
         );
         assert!(!s.path("rel").exists() && !std::path::Path::new("rel").exists());
     }
+}
+
+#[test]
+fn status_claims_no_write_it_does_not_make_for_a_chat_at_first_sight() {
+    let s = Server::new();
+    let n = s.session("ccs-1", "sleep 600");
+    let env = [("CCS_ENGINE_IDLE_KILL_MS", "30m")];
+    let st = s.status(&env);
+    let row = &by_name(&st)["ccs-1"];
+    let why = row["why"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("no idle clock yet") && !why.contains("started"),
+        "{row}"
+    );
+    assert_eq!(s.show(n, "@ccs_idle"), None, "status wrote the idle stamp");
+    let human = s.run(&["status"], &env).stdout;
+    assert!(!human.contains("clock started"), "{human}");
 }

@@ -193,9 +193,11 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     // 4. No clock yet (or garbage): start it. Never kill on first sight.
     let Stamp::At(idle_since) = o.idle else {
         let why = if o.idle == Stamp::Unset {
-            "first sight: idle clock started"
+            // True where the decision is only shown (`status`, `--dry-run`) as where a sweep
+            // then writes the stamp: the decision itself writes nothing.
+            "first sight: no idle clock yet (a sweep starts it)"
         } else {
-            "idle stamp did not parse: idle clock restarted"
+            "idle stamp did not parse: a sweep restarts the idle clock"
         };
         let mut d = new(s, State::New, why);
         d.stamp_idle = Some(now);
