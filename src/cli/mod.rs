@@ -147,6 +147,8 @@ pub fn main() -> ExitCode {
     exit_code(rt.block_on(run(cli, cfg)))
 }
 
+/// Run the command. Over 80 lines: the dispatch, one arm per command, each handing its arguments to
+/// its own function; split, the table of commands would be in several places.
 async fn run(cli: Cli, cfg: Config) -> ExitCode {
     for w in cfg.warnings() {
         tracing::warn!("{w}");
@@ -239,10 +241,14 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             reap(cfg, cli.json, cli.dry_run || dry_run, &id, force).await
         }
         Some(Cmd::Events { from_start }) => {
-            match crate::adapters::state::follow::run(&Reaper::new(cfg, true).state, from_start)
-                .await
-            {
+            let mut sink = output::Stdout;
+            let state = &Reaper::new(cfg, true).state;
+            match crate::adapters::state::follow::run(state, from_start, &mut sink).await {
                 Ok(()) => ExitCode::SUCCESS,
+                // The writer said so already, once.
+                Err(crate::adapters::state::follow::EventsError::Write(_)) => {
+                    ExitCode::from(exit::FAILED)
+                }
                 Err(e) => {
                     say!("ccs-reap: {e}");
                     ExitCode::from(exit::FAILED)

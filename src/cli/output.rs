@@ -14,12 +14,18 @@ pub(super) const OUT_FAILED: u8 = 2;
 /// is said once on stderr and makes the exit code 1 (see [`exit_code`]). After either, nothing
 /// more is written.
 pub(super) fn out(text: &str) {
+    out_bytes(text.as_bytes());
+}
+
+/// [`out`] for bytes; what became of the writes so far (0, [`OUT_CLOSED`] or [`OUT_FAILED`]).
+pub(super) fn out_bytes(bytes: &[u8]) -> u8 {
     use std::io::Write;
-    if OUT.load(Ordering::Relaxed) != 0 {
-        return;
+    let was = OUT.load(Ordering::Relaxed);
+    if was != 0 {
+        return was;
     }
     let mut o = std::io::stdout().lock();
-    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+    match o.write_all(bytes).and_then(|()| o.flush()) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
             OUT.store(OUT_CLOSED, Ordering::Relaxed);
@@ -27,6 +33,33 @@ pub(super) fn out(text: &str) {
         Err(e) => {
             OUT.store(OUT_FAILED, Ordering::Relaxed);
             say!("ccs-reap: failed to write to stdout: {e}");
+        }
+    }
+    OUT.load(Ordering::Relaxed)
+}
+
+/// `events`' stdout: the same writer as every other command's ([`out_bytes`]), and a look,
+/// without writing, at whether its reader is gone.
+pub(super) struct Stdout;
+
+impl crate::adapters::state::follow::Sink for Stdout {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match out_bytes(bytes) {
+            0 => Ok(()),
+            OUT_CLOSED => Err(std::io::ErrorKind::BrokenPipe.into()),
+            _ => Err(std::io::Error::other("stdout could not be written")),
+        }
+    }
+
+    fn closed(&self) -> bool {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let fd = std::io::stdout();
+        let mut fds = [PollFd::new(&fd, PollFlags::empty())];
+        match poll(&mut fds, Some(&rustix::event::Timespec::default())) {
+            Ok(_) => fds[0]
+                .revents()
+                .intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL),
+            Err(_) => false,
         }
     }
 }

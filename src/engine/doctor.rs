@@ -180,6 +180,9 @@ fn cid_check(chats: usize, no_cid: &[&str]) -> Check {
 
 /// The claude-hook in Claude Code's settings file, and whether it shares our state dir, prefix
 /// and socket. Without it, a problem when some chat lacks a cid (or there is none yet).
+///
+/// Over 80 lines: one check per thing the hook must agree on (the file, the event, the binary, the
+/// state dir, the prefix, the socket), each a few lines that say what is wrong and how to fix it.
 fn hook_checks(r: &Reaper, needed: bool) -> Vec<Check> {
     let missing = if needed {
         Verdict::Problem

@@ -121,6 +121,10 @@ fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) ->
 
 /// Start the chat and check it is up. `Ok(false)`: a session of that name exists (a concurrent
 /// spawn won).
+///
+/// About 90 lines: the start is one guarded `new-session` and the look that it came up, with the
+/// tombstone's argv, the agent's words and the options set in between; kept on one screen so that
+/// what is written before the check and what after reads in its order.
 pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
     let (agent, runs) = agent_of(s.cmd, s.tomb);
     let own = (agent.cid_in_argv)(s.cmd);

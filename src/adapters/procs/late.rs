@@ -55,6 +55,10 @@ pub struct LateReport {
 /// the stop reports), or a process of a live pane of a session not in `chats` (`others`, as the
 /// victims' scan listed them). Pure over `table` except for environ reads, only of processes of
 /// our uid (`uid`), and only with a `tmux_env` key.
+///
+/// Long (about 110 lines) on purpose: one pass over the table, and each exclusion above is one
+/// guard in that pass, in the order the module's comment argues them; split, the guards would read
+/// as independent filters, which they are not (each relies on the ones before it).
 pub fn late_members(
     table: &[Proc],
     chats: &[(u32, &[Ident])],

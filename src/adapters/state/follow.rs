@@ -12,7 +12,7 @@
 //! stderr.
 
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -259,23 +259,23 @@ fn emit(line: &[u8], path: &Path, out: &mut Vec<u8>) {
     }
 }
 
-/// Whether stdout's reader is gone (a pipe whose other end closed, a terminal hung up): found
-/// without writing, so an `events` with nothing to print does not outlive its reader.
-fn stdout_closed() -> bool {
-    use rustix::event::{poll, PollFd, PollFlags};
-    let fd = std::io::stdout();
-    let mut fds = [PollFd::new(&fd, PollFlags::empty())];
-    match poll(&mut fds, Some(&rustix::event::Timespec::default())) {
-        Ok(_) => fds[0]
-            .revents()
-            .intersects(PollFlags::ERR | PollFlags::HUP | PollFlags::NVAL),
-        Err(_) => false,
-    }
+/// Where `events` writes what it follows: the cli's one stdout writer ([`crate::cli`]), which
+/// knows a closed or failed stdout.
+pub trait Sink {
+    /// Write `bytes` whole; an `Err` of kind `BrokenPipe` means the reader went away.
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()>;
+    /// Whether the reader is gone, found without writing (so an `events` with nothing to print
+    /// does not outlive its reader).
+    fn closed(&self) -> bool;
 }
 
-/// Follow the audit log onto stdout until SIGTERM or SIGINT, or until stdout closes (all
+/// Follow the audit log into `sink` (stdout) until SIGTERM or SIGINT, or until it closes (all
 /// `Ok`).
-pub async fn run(state: &StateDir, from_start: bool) -> Result<(), EventsError> {
+pub async fn run(
+    state: &StateDir,
+    from_start: bool,
+    sink: &mut impl Sink,
+) -> Result<(), EventsError> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term =
         signal(SignalKind::terminate()).map_err(|e| EventsError::Signal("SIGTERM", e))?;
@@ -286,14 +286,13 @@ pub async fn run(state: &StateDir, from_start: bool) -> Result<(), EventsError> 
     loop {
         follower.poll(&mut out)?;
         if !out.is_empty() {
-            let mut stdout = std::io::stdout().lock();
-            match stdout.write_all(&out).and_then(|()| stdout.flush()) {
+            match sink.write(&out) {
                 Ok(()) => out.clear(),
                 Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
                 Err(e) => return Err(EventsError::Write(e)),
             }
         }
-        if stdout_closed() {
+        if sink.closed() {
             tracing::debug!("stdout closed: stopping");
             return Ok(());
         }
@@ -308,6 +307,7 @@ pub async fn run(state: &StateDir, from_start: bool) -> Result<(), EventsError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn line(n: usize) -> String {
         format!("{}\n", serde_json::json!({"n": n, "pad": "x".repeat(40)}))
