@@ -202,7 +202,8 @@ pub async fn read_all_detached(
         .map(|p| p.display().to_string())
         .collect::<Vec<_>>()
         .join(", ");
-    detached(&STUCK, MAX_STUCK_READERS, timeout, &names, move || {
+    let what = format!("the activity files ({names})");
+    within(&STUCK, MAX_STUCK_READERS, timeout, &what, move || {
         read_all(&paths).map_err(|e| e.to_string())
     })
     .await
@@ -212,9 +213,12 @@ const RUNNING: u8 = 0;
 const DONE: u8 = 1;
 const ABANDONED: u8 = 2;
 
-/// Run `read` on its own thread, wait up to `timeout`. `stuck` counts the abandoned threads still
-/// running; at `max`, nothing new is started.
-async fn detached<T: Send + 'static>(
+/// The one thread with a deadline: run `read` on a thread of its own and wait up to `timeout`;
+/// past it the thread is abandoned, not joined (a read stuck on a hung mount or a stdin that never
+/// closes must hold up neither the sweep nor the hook). `stuck` counts the abandoned threads still
+/// running; at `max`, nothing new is started. `what` names what is read ("the activity files
+/// (...)", "the hook event on stdin"). Used for the activity files and for the hooks' stdin.
+pub async fn within<T: Send + 'static>(
     stuck: &'static AtomicUsize,
     max: usize,
     timeout: Duration,
@@ -224,14 +228,14 @@ async fn detached<T: Send + 'static>(
     let n = stuck.load(Ordering::SeqCst);
     if n >= max {
         return Err(format!(
-            "{n} earlier reads of the activity files ({what}) are still stuck (a hung mount?): not starting another"
+            "{n} earlier reads of {what} are still stuck (a hung mount?): not starting another"
         ));
     }
     let state = Arc::new(AtomicU8::new(RUNNING));
     let theirs = Arc::clone(&state);
     let (tx, rx) = tokio::sync::oneshot::channel();
     std::thread::Builder::new()
-        .name("ccs-activity".into())
+        .name("ccs-read".into())
         .spawn(move || {
             let r = read();
             if theirs.swap(DONE, Ordering::SeqCst) == ABANDONED {
@@ -240,14 +244,10 @@ async fn detached<T: Send + 'static>(
             // The waiter may have given up: nobody to tell.
             let _ = tx.send(r);
         })
-        .map_err(|e| {
-            format!("failed to start a thread to read the activity files ({what}): {e}")
-        })?;
+        .map_err(|e| format!("failed to start a thread to read {what}: {e}"))?;
     match tokio::time::timeout(timeout, rx).await {
         Ok(Ok(r)) => r,
-        Ok(Err(_)) => Err(format!(
-            "the thread reading the activity files ({what}) ended without an answer"
-        )),
+        Ok(Err(_)) => Err(format!("the thread reading {what} ended without an answer")),
         Err(_) => {
             // Count first, then mark: the thread subtracts only after it saw the mark, so the
             // count never dips below zero.
@@ -259,9 +259,7 @@ async fn detached<T: Send + 'static>(
                 // It finished just now after all.
                 stuck.fetch_sub(1, Ordering::SeqCst);
             }
-            Err(format!(
-                "the activity files ({what}) could not be read within {timeout:?}"
-            ))
+            Err(format!("{what} could not be read within {timeout:?}"))
         }
     }
 }
@@ -442,14 +440,14 @@ mod tests {
         let quick = Duration::from_millis(50);
         let ample = Duration::from_secs(10);
         // An answer in time comes back.
-        let r = detached(&STUCK, 2, ample, "x", || Ok::<_, String>(7)).await;
+        let r = within(&STUCK, 2, ample, "x", || Ok::<_, String>(7)).await;
         assert_eq!(r, Ok(7));
         // Reads that hang are abandoned at the deadline, up to the bound; then none is started.
         let (release, hang) = std::sync::mpsc::channel::<()>();
         let hang = Arc::new(Mutex::new(hang));
         for _ in 0..2 {
             let h = Arc::clone(&hang);
-            let e = detached(&STUCK, 2, quick, "/hung/a.json", move || {
+            let e = within(&STUCK, 2, quick, "/hung/a.json", move || {
                 let _ = h.lock().unwrap().recv();
                 Ok::<_, String>(0)
             })
@@ -460,7 +458,7 @@ mod tests {
         assert_eq!(STUCK.load(Ordering::SeqCst), 2);
         let started = Arc::new(AtomicUsize::new(0));
         let s = Arc::clone(&started);
-        let e = detached(&STUCK, 2, quick, "/hung/a.json", move || {
+        let e = within(&STUCK, 2, quick, "/hung/a.json", move || {
             s.fetch_add(1, Ordering::SeqCst);
             Ok::<_, String>(0)
         })
@@ -481,7 +479,7 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let r = detached(&STUCK, 2, ample, "x", || Ok::<_, String>(8)).await;
+        let r = within(&STUCK, 2, ample, "x", || Ok::<_, String>(8)).await;
         assert_eq!(r, Ok(8));
     }
 }

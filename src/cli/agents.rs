@@ -27,7 +27,11 @@ pub(super) fn agent_hook_main(
         Err(e) => return fail(&e.to_string()),
     };
     let budget = cfg.tmux_timeout;
-    let ev = match read_stdin_within(budget).and_then(|t| {
+    let rt = match hook_runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    let ev = match rt.block_on(read_stdin_within(budget)).and_then(|t| {
         serde_json::from_str::<serde_json::Value>(&t)
             .map_err(|e| format!("the hook event is not valid JSON: {e}"))
     }) {
@@ -37,13 +41,6 @@ pub(super) fn agent_hook_main(
     let tmux = std::env::var("TMUX").ok();
     let pane = std::env::var("TMUX_PANE").ok();
     let pane = claude_hook::where_from(&cfg.socket, tmux.as_deref(), pane.as_deref());
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("failed to start the async runtime: {e}")),
-    };
     let left = budget.saturating_sub(started.elapsed());
     if dry_run {
         let r = Reaper::new(cfg, true);

@@ -7,26 +7,36 @@ use crate::core::capped::{self, Capped};
 /// The largest hook event read (a `Stop` carries the last reply, a `UserPromptSubmit` the prompt).
 pub(super) const MAX_EVENT_BYTES: u64 = 64 << 20;
 
-/// Read stdin to its end on a thread of its own, waiting at most `limit`: a stdin that never
-/// closes must not hold claude (the thread is left behind; the process exits without it).
-pub(super) fn read_stdin_within(limit: Duration) -> Result<String, String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let r = capped::read(std::io::stdin().lock(), MAX_EVENT_BYTES, 0);
-        let _ = tx.send(r);
-    });
-    match rx.recv_timeout(limit) {
-        Ok(Ok(Capped::TooLarge)) => Err(format!(
-            "the hook event on stdin is larger than {MAX_EVENT_BYTES} bytes"
-        )),
-        Ok(Ok(Capped::Whole(b))) => {
+/// Read stdin to its end, waiting at most `limit`, through the one thread with a deadline
+/// ([`crate::adapters::activity::within`]): a stdin that never closes must not hold claude (the
+/// thread is left behind; the process exits without it).
+pub(super) async fn read_stdin_within(limit: Duration) -> Result<String, String> {
+    static STUCK: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let read = || {
+        capped::read(std::io::stdin().lock(), MAX_EVENT_BYTES, 0)
+            .map_err(|e| format!("failed to read the hook event on stdin: {e}"))
+    };
+    match crate::adapters::activity::within(&STUCK, 1, limit, "the hook event on stdin", read).await
+    {
+        Ok(Capped::Whole(b)) => {
             String::from_utf8(b).map_err(|e| format!("the hook event is not UTF-8: {e}"))
         }
-        Ok(Err(e)) => Err(format!("failed to read the hook event on stdin: {e}")),
-        Err(_) => Err(format!(
+        Ok(Capped::TooLarge) => Err(format!(
+            "the hook event on stdin is larger than {MAX_EVENT_BYTES} bytes"
+        )),
+        Err(e) if e.contains("could not be read within") => Err(format!(
             "no complete hook event on stdin within {limit:?} (CCS_TMUX_TIMEOUT_MS)"
         )),
+        Err(e) => Err(e),
     }
+}
+
+/// The hooks' runtime: one thread, started before stdin is read (the read waits on it).
+pub(super) fn hook_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("failed to start the async runtime: {e}"))
 }
 
 /// `claude-hook`: whatever fails is one line on stderr and exit 0, so claude goes on; only a
@@ -44,7 +54,14 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
         Err(e) => return fail(&e.to_string()),
     };
     let budget = cfg.tmux_timeout;
-    let ev = match read_stdin_within(budget).and_then(|t| HookInput::parse(&t)) {
+    let rt = match hook_runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e),
+    };
+    let ev = match rt
+        .block_on(read_stdin_within(budget))
+        .and_then(|t| HookInput::parse(&t))
+    {
         Ok(ev) => ev,
         Err(e) => return fail(&e),
     };
@@ -55,13 +72,6 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     if let Some(why) = claude_hook::refused(&ev) {
         return fail(&why);
     }
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => return fail(&format!("failed to start the async runtime: {e}")),
-    };
     let left = budget.saturating_sub(started.elapsed());
     if dry_run {
         let r = Reaper::new(cfg, true);
