@@ -85,6 +85,8 @@
 //!   - [`core::schema`]: the version of the JSON that others read.
 //!   - [`core::units`]: durations and memory sizes, parsed.
 //!   - [`core::time`]: time stamps, formatted.
+//!   - [`core::capped`]: the one bounded read (settings, activity, state and user files, stdin).
+//!   - [`core::compat`]: what earlier versions wrote that is still read, and how.
 
 pub mod adapters;
 pub mod agents;

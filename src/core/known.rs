@@ -45,7 +45,9 @@ pub struct ServerId {
 /// A recorded start time: `null`, missing, or the `0` earlier versions wrote for "could not be
 /// read" are all unknown.
 fn start_or_unknown<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
-    Ok(Option::<u64>::deserialize(d)?.filter(|&s| s != 0))
+    Ok(crate::core::compat::start_or_unknown(
+        Option::<u64>::deserialize(d)?,
+    ))
 }
 
 impl ServerId {

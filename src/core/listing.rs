@@ -30,7 +30,8 @@ pub const SESSION_FMT: &str = concat!(
     clean!("@ccs_reaping"),
     "\t",
     // The reap token, from the session's environment, else from the `@ccs_reaper` option
-    // where earlier versions kept it (a mark left by one of them is still told apart).
+    // where earlier versions kept it (`core::compat::TOKEN_OPTION`; a mark left by one of them
+    // is still told apart).
     "#{?#{CCS_REAP_TOKEN},",
     clean!("CCS_REAP_TOKEN"),
     ",",
@@ -281,6 +282,14 @@ pub fn mark_unreported_exits(l: &mut Listing, collected: ExitCollected) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_listing_reads_the_token_where_earlier_versions_kept_it_too() {
+        // The format is built by concat!, which takes literals only: the option's name is
+        // checked against the one place that names it.
+        let want = format!(":{}}}", crate::core::compat::TOKEN_OPTION);
+        assert!(SESSION_FMT.contains(&want), "{SESSION_FMT}");
+    }
 
     #[test]
     fn listing_parses_and_filters() {

@@ -1,6 +1,7 @@
 //! The pure core: data and decisions. No I/O, no clock reads, runs nothing.
 
 pub mod capped;
+pub mod compat;
 pub mod degraded;
 pub mod doctor;
 pub mod known;

@@ -94,8 +94,8 @@ pub struct AuditLine {
     /// When a `warned` session will be reaped (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reap_at: Option<String>,
-    /// [`crate::core::schema::SCHEMA_VERSION`]; 0 when read from a line written before it. Last, so
-    /// that a line is 0.1.0's with one field more.
+    /// [`crate::core::schema::SCHEMA_VERSION`]; [`crate::core::compat::SCHEMA_UNVERSIONED`] when
+    /// read from a line written before it. Last, so that a line is 0.1.0's with one field more.
     #[serde(default)]
     pub schema_version: u32,
 }

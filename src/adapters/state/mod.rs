@@ -11,6 +11,7 @@ mod asleep;
 mod atomic;
 mod audit;
 pub mod follow;
+use crate::core::compat;
 use crate::core::known;
 mod observed;
 mod private;
@@ -116,9 +117,9 @@ impl StateDir {
         self.studio.join("sessions").join(format!("{id}.json"))
     }
 
-    /// Where 0.1.0 put tombstones, keyed by chat id alone.
+    /// Where 0.1.0 put tombstones, keyed by chat id alone ([`compat`]).
     fn legacy_tombstone_path(&self, id: &str) -> PathBuf {
-        self.dir.join("sessions").join(format!("{id}.json"))
+        compat::tombstone_path(&self.dir, id)
     }
 
     /// The state dir (private), and `sub` of the studio's directory when given.
@@ -282,8 +283,8 @@ impl StateDir {
         Ok(t)
     }
 
-    /// Whether the 0.1.0 layout's files can only be this studio's: no other studio has a
-    /// directory here, and every lock file in the dir is this socket's.
+    /// Whether the 0.1.0 layout's files can only be this studio's ([`compat::layout_is_only_ours`]):
+    /// no other studio has a directory here, and every lock file in the dir is this socket's.
     fn legacy_is_ours(&self) -> bool {
         let mine = self.studio.file_name();
         let others = std::fs::read_dir(self.dir.join("studios"))
@@ -296,12 +297,11 @@ impl StateDir {
         let other_locks = std::fs::read_dir(&self.dir)
             .map(|rd| {
                 rd.flatten().any(|e| {
-                    let n = e.file_name().to_string_lossy().into_owned();
-                    n.starts_with("reaper-") && n.ends_with(".lock") && n != my_lock
+                    compat::is_other_sockets_lock(&e.file_name().to_string_lossy(), &my_lock)
                 })
             })
             .unwrap_or(false);
-        !others && !other_locks
+        compat::layout_is_only_ours(others, other_locks)
     }
 
     /// Read chat `id`'s tombstone, validated. `Ok(None)` when there is none. A tombstone written
@@ -435,7 +435,7 @@ impl StateDir {
         // 0.1.0's journals (keyed by id alone) only while the dir can only be this studio's.
         let mut dirs = vec![self.studio.join("reaping")];
         if self.legacy_is_ours() {
-            dirs.push(self.dir.join("reaping"));
+            dirs.push(compat::journals_dir(&self.dir));
         }
         for d in dirs {
             let Ok(rd) = std::fs::read_dir(&d) else {

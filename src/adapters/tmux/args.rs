@@ -1,6 +1,7 @@
 //! Arguments and commands as tmux must receive them: literal where tmux would expand or split,
 //! and the per-session commands of a reap (mark, clear, kill), each checked in the server.
 
+use crate::core::compat::TOKEN_OPTION as OLD_TOKEN;
 use tmux_interface::{IfShell, KillSession, TmuxCommand};
 
 /// An argument as tmux should receive it, literally: tmux reads an argument that ends in `;` as
@@ -90,7 +91,7 @@ pub(super) fn mark_command(
 /// (`@ccs_reaper`), so a teardown one of them left is finished.
 fn ours(token: &str) -> String {
     format!(
-        "#{{&&:#{{!=:#{{@ccs_reaping}},}},#{{||:#{{==:#{{{TOKEN_VAR}}},{token}}},#{{==:#{{@ccs_reaper}},{token}}}}}}}"
+        "#{{&&:#{{!=:#{{@ccs_reaping}},}},#{{||:#{{==:#{{{TOKEN_VAR}}},{token}}},#{{==:#{{{OLD_TOKEN}}},{token}}}}}}}"
     )
 }
 
@@ -121,7 +122,7 @@ fn same_mark(value: &str, token: &str) -> String {
     };
     if plain_token(token) {
         format!(
-            "#{{&&:{value_cond},#{{||:#{{==:#{{{TOKEN_VAR}}},{token}}},#{{==:#{{@ccs_reaper}},{token}}}}}}}"
+            "#{{&&:{value_cond},#{{||:#{{==:#{{{TOKEN_VAR}}},{token}}},#{{==:#{{{OLD_TOKEN}}},{token}}}}}}}"
         )
     } else {
         value_cond
@@ -137,7 +138,7 @@ pub(super) fn clear_stale_command(n: u32, value: &str, token: &str) -> TmuxComma
         n,
         &same_mark(value, token),
         format!(
-            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-option -q -u -t {t} @ccs_reaper"
+            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-option -q -u -t {t} {OLD_TOKEN}"
         ),
     )
 }
@@ -170,7 +171,7 @@ pub(super) fn takeover_command(
         n,
         &same_mark(value, token),
         format!(
-            "set-option -t {t} @ccs_reaping {now_ms} ; set-environment -t {s} {TOKEN_VAR} {new_token} ; set-option -q -u -t {t} @ccs_reaper"
+            "set-option -t {t} @ccs_reaping {now_ms} ; set-environment -t {s} {TOKEN_VAR} {new_token} ; set-option -q -u -t {t} {OLD_TOKEN}"
         ),
     )
 }
