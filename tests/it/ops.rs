@@ -525,3 +525,51 @@ fn status_claims_no_write_it_does_not_make_for_a_chat_at_first_sight() {
     let human = s.run(&["status"], &env).stdout;
     assert!(!human.contains("clock started"), "{human}");
 }
+
+#[test]
+fn a_studio_whose_chats_never_get_a_cid_is_degraded_once_and_no_longer_when_one_does() {
+    let s = Server::new();
+    // Idle chats with no conversation id anywhere (no @ccs_cid, no claude command line).
+    let a = s.session("ccs-1", "sleep 600");
+    s.session("ccs-2", "sleep 600");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let log = s.path("daemon.log");
+    let _d = KillOnDrop(
+        s.reap(&[
+            ("CCS_ENGINE_IDLE_KILL_MS", "3600000"),
+            ("CCS_REAP_INTERVAL_MS", "100"),
+            ("CCS_METRICS_ADDR", addr.as_str()),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap(),
+    );
+    let health = || get(port, "/healthz", Duration::from_secs(2));
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    // Ten sweeps in a row, 100 ms apart: degraded, said once, the 503 names it.
+    assert!(
+        wait_until(15.0, || health()
+            .is_some_and(|r| r.status.contains("503") && r.body.contains("no-cid"))),
+        "no 503 naming no-cid: {:?}\n{}",
+        health().map(|r| (r.status, r.body)),
+        text()
+    );
+    let m = samples(&get(port, "/metrics", Duration::from_secs(2)).unwrap().body);
+    assert_eq!(m.get("ccs_reap_degraded{reason=\"no-cid\"}"), Some(&1.0), "{m:?}");
+    // A chat gets its cid (the hook wired at last): healthy again after the clear sweeps, each
+    // way said once.
+    s.set(a, "@ccs_cid", "11111111-2222-3333-4444-555555555555");
+    assert!(
+        wait_until(15.0, || health().is_some_and(|r| r.status.contains("200"))),
+        "{:?}\n{}",
+        health().map(|r| (r.status, r.body)),
+        text()
+    );
+    assert!(wait_until(5.0, || text().contains("no longer degraded (no-cid)")));
+    let t = text();
+    let said = |needle: &str| t.lines().filter(|l| l.contains(needle)).count();
+    assert_eq!(said("has had no conversation id for"), 1, "{t}");
+    assert_eq!(said("no longer degraded (no-cid)"), 1, "{t}");
+}
