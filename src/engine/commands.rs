@@ -472,17 +472,12 @@ async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished
         reap_exited: true,
         ..r.cfg.policy.clone()
     };
-    let mut d = policy::decide(&snap, now_ms(), &policy).remove(0);
+    // The one session put in above, its cid looked up.
+    let s = snap.sessions.swap_remove(0);
+    let (mut d, s) = policy::decide_session(s, &Default::default(), now_ms(), &policy)
+        .expect("a session decided on its own gets its decision");
     d.override_turn = true;
-    reap(
-        r,
-        &d,
-        &snap.sessions[0],
-        ReapReason::Exited,
-        true,
-        server_pid,
-    )
-    .await
+    reap(r, &d, &s, ReapReason::Exited, true, server_pid).await
 }
 
 #[cfg(test)]

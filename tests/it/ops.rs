@@ -550,14 +550,19 @@ fn a_studio_whose_chats_never_get_a_cid_is_degraded_once_and_no_longer_when_one_
     let text = || std::fs::read_to_string(&log).unwrap_or_default();
     // Ten sweeps in a row, 100 ms apart: degraded, said once, the 503 names it.
     assert!(
-        wait_until(15.0, || health()
-            .is_some_and(|r| r.status.contains("503") && r.body.contains("no-cid"))),
+        wait_until(15.0, || health().is_some_and(
+            |r| r.status.contains("503") && r.body.contains("no-cid")
+        )),
         "no 503 naming no-cid: {:?}\n{}",
         health().map(|r| (r.status, r.body)),
         text()
     );
     let m = samples(&get(port, "/metrics", Duration::from_secs(2)).unwrap().body);
-    assert_eq!(m.get("ccs_reap_degraded{reason=\"no-cid\"}"), Some(&1.0), "{m:?}");
+    assert_eq!(
+        m.get("ccs_reap_degraded{reason=\"no-cid\"}"),
+        Some(&1.0),
+        "{m:?}"
+    );
     // A chat gets its cid (the hook wired at last): healthy again after the clear sweeps, each
     // way said once.
     s.set(a, "@ccs_cid", "11111111-2222-3333-4444-555555555555");

@@ -341,6 +341,25 @@ pub fn mem_limit(policy: &Policy, host: Option<HostMemory>) -> Option<u64> {
     }
 }
 
+/// Decide one session on its own, on fresh data: what the re-check before a reap and the reap of
+/// an exited chat ask. `busy`: the ids the activity files mark running. The pressure rules see no
+/// other session (they rank a sweep's candidates, which a lone session is not).
+pub fn decide_session(
+    s: Session,
+    busy: &std::collections::HashSet<String>,
+    now: i64,
+    policy: &Policy,
+) -> Option<(Decision, Session)> {
+    let snap = Snapshot {
+        busy_ids: busy.get(&s.id).cloned().into_iter().collect(),
+        sessions: vec![s],
+        ..Snapshot::default()
+    };
+    let d = decide(&snap, now, policy).pop()?;
+    let s = snap.sessions.into_iter().next()?;
+    Some((d, s))
+}
+
 /// Decide every session of the snapshot. One decision per session, in snapshot order.
 ///
 /// Long (about 115 lines) on purpose: the pressure rules in their order (max-idle, bloat, then
@@ -856,6 +875,33 @@ mod tests {
         s.cid = "--dangerously-skip-permissions".into();
         let d = one(s, &pol());
         assert_eq!((d.state, d.cid), (State::NoCid, None));
+    }
+
+    #[test]
+    fn a_session_decided_on_its_own_is_decided_as_in_a_snapshot_of_it_alone() {
+        let busy: std::collections::HashSet<String> = ["1".to_string(), "9".to_string()].into();
+        let none = std::collections::HashSet::new();
+        // (session, busy ids, the state)
+        let table = [
+            (sess(1), &none, State::Idle),
+            (sess(1), &busy, State::Busy),
+            (sess(2), &busy, State::Idle),
+        ];
+        for (s, b, want) in table {
+            let snap = Snapshot {
+                busy_ids: b.iter().filter(|i| **i == s.id).cloned().collect(),
+                sessions: vec![s.clone()],
+                ..Snapshot::default()
+            };
+            let whole = decide(&snap, NOW, &pol()).pop().unwrap();
+            let (d, back) = decide_session(s.clone(), b, NOW, &pol()).unwrap();
+            assert_eq!(d.state, want, "{}", s.name);
+            assert_eq!(
+                (d.state, d.action, d.why),
+                (whole.state, whole.action, whole.why)
+            );
+            assert_eq!(back.tmux_id, s.tmux_id);
+        }
     }
 
     #[test]

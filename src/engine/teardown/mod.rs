@@ -24,7 +24,7 @@ use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs};
 use crate::adapters::tmux::Listing;
-use crate::core::policy::{self, Decision, ReapReason, Session, Snapshot};
+use crate::core::policy::{self, Decision, ReapReason, Session};
 use crate::core::protocol::Phase;
 use crate::engine::context::Reaper;
 

@@ -76,12 +76,7 @@ pub(super) async fn recheck(
                 c.orphaned = procs::orphaned(c.pid);
             }
         }
-        let snap = Snapshot {
-            busy_ids: busy.get(&s.id).cloned().into_iter().collect(),
-            sessions: vec![s],
-            ..Snapshot::default()
-        };
-        let Some(fresh) = policy::decide(&snap, now_ms(), &r.cfg.policy).pop() else {
+        let Some((fresh, s)) = policy::decide_session(s, &busy, now_ms(), &r.cfg.policy) else {
             unmark.push(j.n());
             j.abort(Abort::NoFreshDecision);
             continue;
@@ -98,7 +93,7 @@ pub(super) async fn recheck(
         if fresh.cid.is_some() {
             j.line.cid = fresh.cid.clone();
         }
-        j.fresh = snap.sessions.into_iter().next();
+        j.fresh = Some(s);
     }
     Some(listing)
 }
