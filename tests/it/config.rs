@@ -329,12 +329,18 @@ fn claude_settings_hands_the_settings_file_and_its_values_to_the_hook() {
 struct Instance {
     file: std::path::PathBuf,
     dir: std::path::PathBuf,
+    /// The parents this test made (`/etc/ccs-reap`, `/var/lib/ccs-reap`), removed after it when
+    /// empty: a machine is left as it was (scripts/check-deb checks a purge leaves no /etc/ccs-reap).
+    made: Vec<std::path::PathBuf>,
 }
 
 impl Drop for Instance {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.file);
         let _ = std::fs::remove_dir(&self.dir);
+        for d in &self.made {
+            let _ = std::fs::remove_dir(d);
+        }
     }
 }
 
@@ -345,9 +351,15 @@ fn the_system_units_instance_file_and_state_dir_are_found_by_every_call_of_its_u
                        with --skip the_system_units_instance";
     assert!(rustix::process::geteuid().is_root(), "not root: {HOW}");
     let user = format!("ccs-test-{}", std::process::id());
+    let made = ["/etc/ccs-reap", "/var/lib/ccs-reap"]
+        .iter()
+        .map(std::path::PathBuf::from)
+        .filter(|d| !d.exists())
+        .collect();
     let inst = Instance {
         file: format!("/etc/ccs-reap/{user}.env").into(),
         dir: format!("/var/lib/ccs-reap/{user}").into(),
+        made,
     };
     std::fs::create_dir_all("/etc/ccs-reap").unwrap();
     std::fs::write(&inst.file, "CCS_ENGINE_IDLE_KILL_MS=7m\n").unwrap();
