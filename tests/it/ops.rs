@@ -7,6 +7,28 @@ use crate::common::*;
 use std::process::Stdio;
 use std::time::Duration;
 
+/// The daemon on `s`, reaping after an hour, sweeping every 100 ms, serving metrics on a free
+/// port and logging to `daemon.log`, with `extra` settings: (the daemon, its port, its log).
+fn watched_daemon(s: &Server, extra: &[(&str, &str)]) -> (KillOnDrop, u16, std::path::PathBuf) {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let log = s.path("daemon.log");
+    let mut env = vec![
+        ("CCS_ENGINE_IDLE_KILL_MS", "3600000"),
+        ("CCS_REAP_INTERVAL_MS", "100"),
+        ("CCS_METRICS_ADDR", addr.as_str()),
+    ];
+    env.extend_from_slice(extra);
+    let d = KillOnDrop(
+        s.reap(&env)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    (d, port, log)
+}
+
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
 fn read(rel: &str) -> String {
@@ -17,23 +39,9 @@ fn read(rel: &str) -> String {
 fn a_missing_activity_file_is_degraded_said_once_each_way_with_a_metric_and_a_503() {
     let s = Server::new();
     s.chat("ccs-1", "c1", "");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
     let act = s.path("activity.json");
     let act_s = path_str(&act);
-    let log = s.path("daemon.log");
-    let _d = KillOnDrop(
-        s.reap(&[
-            ("CCS_ENGINE_IDLE_KILL_MS", "3600000"),
-            ("CCS_REAP_INTERVAL_MS", "100"),
-            ("CCS_METRICS_ADDR", addr.as_str()),
-            ("CCS_ACTIVITY_FILES", act_s.as_str()),
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap(),
-    );
+    let (_d, port, log) = watched_daemon(&s, &[("CCS_ACTIVITY_FILES", act_s.as_str())]);
     let health = || get(port, "/healthz", Duration::from_secs(2));
     assert!(
         wait_until(10.0, || health().is_some_and(
@@ -532,20 +540,7 @@ fn a_studio_whose_chats_never_get_a_cid_is_degraded_once_and_no_longer_when_one_
     // Idle chats with no conversation id anywhere (no @ccs_cid, no claude command line).
     let a = s.session("ccs-1", "sleep 600");
     s.session("ccs-2", "sleep 600");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let log = s.path("daemon.log");
-    let _d = KillOnDrop(
-        s.reap(&[
-            ("CCS_ENGINE_IDLE_KILL_MS", "3600000"),
-            ("CCS_REAP_INTERVAL_MS", "100"),
-            ("CCS_METRICS_ADDR", addr.as_str()),
-        ])
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).unwrap())
-        .spawn()
-        .unwrap(),
-    );
+    let (_d, port, log) = watched_daemon(&s, &[]);
     let health = || get(port, "/healthz", Duration::from_secs(2));
     let text = || std::fs::read_to_string(&log).unwrap_or_default();
     // Ten sweeps in a row, 100 ms apart: degraded, said once, the 503 names it.
