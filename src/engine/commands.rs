@@ -133,13 +133,13 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
             d.why
         )));
     }
-    if !r.inflight().insert(d.tmux_id) {
+    if !r.inflight.insert(d.tmux_id) {
         return Err(CommandError::Refused(format!(
             "{name} is already being reaped"
         )));
     }
     let Finished { end, line } = reap(r, &d, &s, reason, force, listing.server_pid).await;
-    r.inflight().remove(&d.tmux_id);
+    r.inflight.remove(d.tmux_id);
     match end {
         ReapEnd::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
         ReapEnd::Aborted(why) => Err(CommandError::Aborted { name, why }),
@@ -208,7 +208,7 @@ fn teardown_running(r: &Reaper, id: &str) -> bool {
         .journals()
         .into_iter()
         .flatten()
-        .any(|j| j.id == id && r.journal_live(&j, false))
+        .any(|j| j.id == id && r.ownership.journal_live(&j, false))
 }
 
 /// Wait while a live reaper's teardown of chat `id` is under way (its journal is there and

@@ -104,7 +104,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             // every watch; the interval, or a while, will tell.
             // A short pause only while a teardown it started is under way (the watcher waits
             // for it anyway); a reap decided but not started (held, dry run) waits the long one.
-            let pause = if reaping > 0 && r.inflight_count() > 0 {
+            let pause = if reaping > 0 && r.inflight.count() > 0 {
                 WATCH_EVERY
             } else {
                 PRESSURE_PAUSE
@@ -152,7 +152,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     if !batches.is_empty() {
         tracing::info!(
             batches = batches.len(),
-            reaps = r.inflight_count(),
+            reaps = r.inflight.count(),
             "finishing the reaps in flight before exit"
         );
     }
@@ -170,7 +170,7 @@ pub fn degraded_seen(
 ) -> crate::core::degraded::SweepSeen {
     use crate::core::policy::State;
     crate::core::degraded::SweepSeen {
-        activity_problem: r.activity_problem(),
+        activity_problem: r.watching.activity_problem(),
         server_up: rep.tmux_server_up,
         socket: rep.socket_path.clone(),
         chats: rep.sessions.len(),
@@ -295,7 +295,7 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
     let mut last_over = false;
     loop {
         let quiet =
-            r.inflight_count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed);
+            r.inflight.count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed);
         // By event alone when the kernel notifies everything the rules need (and at most
         // LIMIT_REREAD, to follow changes); else one poll period, cut short by any event.
         let by_event = !last_over
@@ -313,11 +313,13 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
                 _ = tokio::time::sleep(period) => Cause::Poll,
             }
         };
-        if r.inflight_count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {
+        if r.inflight.count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {
             continue;
         }
         // Resolved by the sweeps (the tmux server's cgroup needs its pid).
-        let Some(w) = r.watched() else { continue };
+        let Some(w) = r.watching.watched() else {
+            continue;
+        };
         if wakers.as_ref().is_none_or(|k| k.watched != w) {
             wakers = Some(wake::Wakers::new(&w, p));
             said = None;
@@ -359,7 +361,8 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
         let fired = cause == Cause::Psi;
         if let (true, Some(k)) = (fired, &wakers) {
             if let Some(t) = &k.psi {
-                r.psi_fired(t.pct, now_ms() + (t.window_us / 1000) as i64);
+                r.watching
+                    .psi_fired(t.pct, now_ms() + (t.window_us / 1000) as i64);
             }
         }
         // The threshold is on the working set; v1's notification is on the usage (a superset),
@@ -370,7 +373,7 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
         // Its share is CCS_ENGINE_MEM_PSI's; without a trigger this look, `some avg10` judges.
         let stalled = p.mem_psi.is_some_and(|max| {
             (fired && wakers.as_ref().is_some_and(|k| k.psi.is_some()))
-                || crate::engine::context::stall_now(&w).is_some_and(|now| now >= max)
+                || crate::engine::watching::stall_now(&w).is_some_and(|now| now >= max)
         });
         if over || stalled {
             let cause = cause.as_str();

@@ -91,7 +91,7 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
     out.push(if cfg.activity_files.is_empty() {
         Check::new("activity", Verdict::Ok, "no activity file configured")
     } else {
-        match r.activity_problem() {
+        match r.watching.activity_problem() {
             Some(e) => Check::new(
                 "activity",
                 Verdict::Problem,

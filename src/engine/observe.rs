@@ -71,7 +71,7 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         tracing::warn!(problems = %why, "tmux rows did not parse: keeping every session this sweep");
         snap.global_problem = Some(why);
     }
-    match r.read_activity().await {
+    match r.watching.read_activity(&r.cfg).await {
         Ok(busy) => snap.busy_ids = busy,
         Err(e) => {
             // A degraded state: the daemon says it once when it starts and once when it ends
@@ -99,16 +99,17 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         // server would count strangers (or nothing) and take 0 bytes for a chat; unknown sizes
         // make the memory rules take at most one chat (and nothing is signalled anyway).
         let sees = listing.server_pid.is_none()
-            || r.check_sight(listing.server_pid, listing.socket_path.as_deref())
+            || r.ownership
+                .check_sight(listing.server_pid, listing.socket_path.as_deref())
                 .is_ok();
         if sees {
             measure(&mut snap, &listing);
         }
-        let w = r.watch_memory(listing.server_pid);
+        let w = r.watching.watch_memory(&r.cfg, listing.server_pid);
         snap.host = memory::read(&w.source);
         if p.mem_psi.is_some() {
-            snap.stall_pct = r.stall_pct(
-                crate::engine::context::stall_now(&w),
+            snap.stall_pct = r.watching.stall_pct(
+                crate::engine::watching::stall_now(&w),
                 crate::adapters::clock::now_ms(),
             );
         }

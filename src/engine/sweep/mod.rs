@@ -20,21 +20,6 @@ use crate::engine::observe::{observe, Mode, Observation};
 use crate::engine::record::record;
 use crate::engine::teardown;
 
-/// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
-struct Inflight {
-    r: Arc<Reaper>,
-    ns: Vec<u32>,
-}
-
-impl Drop for Inflight {
-    fn drop(&mut self) {
-        let mut set = self.r.inflight();
-        for n in &self.ns {
-            set.remove(n);
-        }
-    }
-}
-
 /// Where a sweep's batch of reaps goes.
 pub enum Batches<'a> {
     /// Awaited, and returned in the report (`--once`); each audit line (a dead reaper's
@@ -100,7 +85,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     // What this sweep saw of marks and journals it cannot check, kept for the next one (a sweep
     // that could not read tmux saw nothing, and forgets nothing).
     if snap.global_problem.is_none() {
-        r.end_observation();
+        r.ownership.end_observation();
     }
     start_batch(r, reqs, batches, &mut fates, &mut reaps).await;
 
@@ -156,7 +141,7 @@ fn journals_by_owner(r: &Reaper) -> (HashSet<String>, Vec<st::Journal>) {
             j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
                 .ok()
         })
-        .partition(|j| r.journal_live(j, true));
+        .partition(|j| r.ownership.journal_live(j, true));
     (live.into_iter().map(|j| j.id).collect(), dead)
 }
 
@@ -187,7 +172,9 @@ async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, live: &HashSet<String>) 
     let mut stale: Vec<(u32, String, String, String)> = snap
         .sessions
         .iter()
-        .filter(|s| r.mark_is_stale(s) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
+        .filter(|s| {
+            r.ownership.mark_is_stale(s) && !r.inflight.contains(s.tmux_id) && !live.contains(&s.id)
+        })
         .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone(), s.id.clone()))
         .collect();
     if stale.is_empty() {
@@ -294,13 +281,13 @@ fn choose(
             fates.insert(d.tmux_id, Fate::WouldReap);
             continue;
         }
-        let held = live.contains(&s.id) || r.mark_holds(s);
+        let held = live.contains(&s.id) || r.ownership.mark_holds(s);
         if held {
             tracing::debug!(session = %d.name, "another reap holds this session");
             fates.insert(d.tmux_id, Fate::Held);
             continue;
         }
-        if !r.inflight().insert(d.tmux_id) {
+        if !r.inflight.insert(d.tmux_id) {
             fates.insert(d.tmux_id, Fate::Held);
             continue;
         }
@@ -331,10 +318,9 @@ async fn start_batch(
     if reqs.is_empty() {
         return;
     }
-    let guard = Inflight {
-        r: Arc::clone(r),
-        ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
-    };
+    let guard = r
+        .inflight
+        .hold(reqs.iter().map(|q| q.decision.tmux_id).collect());
     match batches {
         Batches::Wait(sink) => {
             // One line per request, in order.
@@ -533,7 +519,7 @@ fn report(
         tmux_server_up,
         sessions,
         host: snap.host,
-        watching: snap.host.and(r.watched()).map(|w| w.to_string()),
+        watching: snap.host.and(r.watching.watched()).map(|w| w.to_string()),
         total_rss_bytes,
         total_pss_bytes,
         reaps,

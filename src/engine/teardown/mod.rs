@@ -269,8 +269,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     }
 
     // 1. The marks: the atomic test-and-set, in the server. The token names us and our limit.
-    let tok = r.mark_owner().token(&nonce());
-    let _live = r.hold_token(&tok);
+    let tok = r.ownership.mark_owner().token(&nonce());
+    let _live = r.ownership.hold_token(&tok);
     // The lease runs from before the mark, on our own clock.
     let mark_boot = crate::adapters::clock::boot_ms();
     let mark_at = now_ms();

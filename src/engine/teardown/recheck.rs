@@ -24,7 +24,7 @@ pub(super) async fn recheck(
         Err(e) => Err(e.to_string()),
     };
     let fresh = match fresh {
-        Ok(l) => r.read_activity().await.map(|busy| (l, busy)),
+        Ok(l) => r.watching.read_activity(&r.cfg).await.map(|busy| (l, busy)),
         Err(e) => Err(e),
     };
     let (listing, busy) = match fresh {
@@ -115,7 +115,10 @@ pub(super) fn collect_victims(
     }
     // The pids tmux lists name its processes here only in its own pid namespace: proven once
     // for the batch, before anything is collected, let alone signalled.
-    if let Err(why) = r.check_sight(listing.server_pid, listing.socket_path.as_deref()) {
+    if let Err(why) = r
+        .ownership
+        .check_sight(listing.server_pid, listing.socket_path.as_deref())
+    {
         for j in jobs.iter_mut().filter(|j| !j.over) {
             unmark.push(j.n());
             j.fail(Failure::NotAttempted(format!(

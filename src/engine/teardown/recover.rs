@@ -25,7 +25,10 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
     // A reaper that cannot see the server's processes as they are signals nothing: the journals
     // stay for a reaper that can.
     if listing.server_pid.is_some() {
-        if let Err(why) = r.check_sight(listing.server_pid, listing.socket_path.as_deref()) {
+        if let Err(why) = r
+            .ownership
+            .check_sight(listing.server_pid, listing.socket_path.as_deref())
+        {
             tracing::warn!(why = %why, "reap journals left alone: this reaper cannot see the tmux server's processes");
             return lines;
         }
@@ -40,7 +43,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         }
     };
     for j in journals {
-        if r.is_inflight(j.tmux_id) {
+        if r.inflight.contains(j.tmux_id) {
             continue;
         }
         // The session the journal names (its `$N`, under any name: one renamed since is the same
@@ -86,8 +89,8 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // still exactly that mark), so that no other reader clears it while we finish; what we
         // do not then hold is not ours to signal.
         let mut token = j.token.clone();
-        let mine = r.mark_owner().token(&super::nonce());
-        let _live = r.hold_token(&mine);
+        let mine = r.ownership.mark_owner().token(&super::nonce());
+        let _live = r.ownership.hold_token(&mine);
         if still && held {
             let mark = listing
                 .sessions
