@@ -7,9 +7,10 @@ use std::time::Instant;
 use super::{audit_line, finish, verify, Abort, Failure, ReapEnd};
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Journal};
+use crate::adapters::state::{AuditLine, Ended, Journal, StateDir};
 use crate::adapters::tmux::Listing;
-use crate::engine::context::Reaper;
+use crate::config::Config;
+use crate::engine::context::{socket_path, Reaper};
 
 /// Finish the teardowns that a reaper left behind when it died (their journals remain and their
 /// owner is gone). The session, if still there under the same name, is killed too. Called only
@@ -69,7 +70,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // A journal written before the `before` hook whose tombstone does not carry its token:
         // the reaper died before its hook and its fence let it go on, so nothing was
         // signalled. Release the chat: its mark goes, the journal goes, nothing is signalled.
-        if j.armed_by_tombstone && !tombstone_of(r, &j) {
+        if j.armed_by_tombstone && !tombstone_of(&r.state, &j) {
             tracing::warn!(session = %j.session, "a reaper stopped before its first signal: its mark is released, nothing signalled");
             if still {
                 if let Err(e) = r.tmux.clear_reaping_many(&[j.tmux_id], &j.token).await {
@@ -79,7 +80,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
             }
             let line = AuditLine::of_journal(&j, now_ms());
             let line = audit_line(line, &ReapEnd::Aborted(Abort::Released));
-            lines.push(finish(r, line, t0));
+            lines.push(finish(&r.state, &r.metrics, line, t0));
             if let Err(e) = r.state.remove_journal(&j) {
                 tracing::warn!(error = %e, "failed to remove the reap journal");
             }
@@ -119,7 +120,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         }
         tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
         let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
-        let pinned = journal_victims(r, &table, &j, listing, same_server);
+        let pinned = journal_victims(&r.cfg, &table, &j, listing, same_server);
         let victims = procs::pin(&pinned);
         let mut line = AuditLine::of_journal(&j, now_ms());
         line.ended = Some(Ended::Stopped);
@@ -154,7 +155,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // A reap that went through says whose it was.
         line.error
             .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
-        lines.push(finish(r, line, t0));
+        lines.push(finish(&r.state, &r.metrics, line, t0));
         if let Err(e) = r.state.remove_journal(&j) {
             tracing::warn!(error = %e, "failed to remove the reap journal");
         }
@@ -164,8 +165,8 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
 
 /// Whether the tombstone of the journal's chat carries the journal's token: the reap got past
 /// its `before` hook and its fence, and may have signalled.
-fn tombstone_of(r: &Reaper, j: &Journal) -> bool {
-    matches!(r.state.read_tombstone(&j.id), Ok(Some(t)) if t.token.as_deref() == Some(j.token.as_str()))
+fn tombstone_of(state: &StateDir, j: &Journal) -> bool {
+    matches!(state.read_tombstone(&j.id), Ok(Some(t)) if t.token.as_deref() == Some(j.token.as_str()))
 }
 
 /// A dead reaper's journal lists pids; none is signalled on its word alone (the file may have
@@ -173,7 +174,7 @@ fn tombstone_of(r: &Reaper, j: &Journal) -> bool {
 /// The TMUX marker is looked for under the socket path the server reports now, and the ones we
 /// would compute.
 fn journal_victims(
-    r: &Reaper,
+    cfg: &Config,
     table: &[procs::Proc],
     j: &Journal,
     listing: &Listing,
@@ -185,8 +186,8 @@ fn journal_victims(
     };
     let prot = procs::protected(table, listing.server_pid);
     let mut paths: Vec<String> = listing.socket_path.iter().cloned().collect();
-    paths.push(r.cfg.socket.path().to_string_lossy().into_owned());
-    paths.push(r.socket_path());
+    paths.push(cfg.socket.path().to_string_lossy().into_owned());
+    paths.push(socket_path(cfg));
     let needles: Vec<Vec<u8>> = paths
         .iter()
         .map(|p| format!("TMUX={}", procs::tmux_env_value(p, server, j.tmux_id)).into_bytes())
