@@ -15,6 +15,7 @@ use crate::adapters::memory;
 use crate::core::policy::Action;
 use crate::engine::context::Reaper;
 use crate::engine::sweep::{sweep, Batches};
+use crate::engine::watching::Watching;
 
 /// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,
 /// then return.
@@ -134,7 +135,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         }
         // A degraded state is said once when it starts, once when it ends; the metric and
         // /healthz follow it.
-        for c in degraded.sweep(&degraded_seen(&r, &rep)) {
+        for c in degraded.sweep(&degraded_seen(&r.watching, &rep)) {
             say_degraded(&c, &rep.socket_path);
         }
         r.metrics.set_degraded(degraded.active());
@@ -165,12 +166,12 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
 
 /// What a sweep saw, for the degraded states.
 pub fn degraded_seen(
-    r: &Reaper,
+    watching: &Watching,
     rep: &crate::core::report::SweepReport,
 ) -> crate::core::degraded::SweepSeen {
     use crate::core::policy::State;
     crate::core::degraded::SweepSeen {
-        activity_problem: r.watching.activity_problem(),
+        activity_problem: watching.activity_problem(),
         server_up: rep.tmux_server_up,
         socket: rep.socket_path.clone(),
         chats: rep.sessions.len(),

@@ -59,7 +59,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         // The last known conversation of every chat, and the chats a dead server took with it.
         reaps.extend(keep_known(r, &snap, &listing, &decisions, now));
         // Tombstones past CCS_REAP_TOMBSTONE_MAX_AGE: at the first sweep, then hourly.
-        crate::engine::wayback::age_out(r);
+        crate::engine::wayback::age_out(&r.cfg, &r.state, &r.metrics);
     }
 
     let warn = enabled && !r.dry_run;
