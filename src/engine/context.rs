@@ -36,6 +36,7 @@ pub struct Reaper {
 }
 
 impl Reaper {
+    /// The handles for `cfg`, made once (a dry run persists nothing of what it observes).
     pub fn new(cfg: Config, dry_run: bool) -> Arc<Reaper> {
         let tmux = Tmux::new(cfg.socket.clone(), cfg.tmux_timeout);
         let state = StateDir::new(
@@ -63,11 +64,6 @@ impl Reaper {
             ownership,
             watching: Watching::default(),
         })
-    }
-
-    /// The socket's path as the tombstones record it.
-    pub(crate) fn socket_path(&self) -> String {
-        socket_path(&self.cfg)
     }
 }
 

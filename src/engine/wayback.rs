@@ -18,7 +18,7 @@ use crate::agents::{self, Agent, ArgvError, StartMode};
 use crate::config::Config;
 use crate::core::policy::ReapReason;
 use crate::core::time::rfc3339;
-use crate::engine::context::Reaper;
+use crate::engine::context::{socket_path, Reaper};
 use crate::engine::record::record;
 
 /// Why the way back did not go through (the commands turn it into their error).
@@ -370,7 +370,7 @@ async fn failed(
     if let Some(cid) = &cid {
         let mut t = s.tomb.cloned().unwrap_or_else(|| Tombstone {
             session: Some(s.name.to_string()),
-            socket: Some(r.socket_path()),
+            socket: Some(socket_path(&r.cfg)),
             ..Tombstone::new(s.id, now_ms(), reason)
         });
         t.cid = Some(cid.clone());
