@@ -46,8 +46,14 @@
 //!   - `engine::record`: the one path of every audit line (the audit log, the metrics).
 //!   - [`engine::agent_status`]: an agent's own status file (Claude Code's), for turns that end
 //!     without a hook.
-//!   - [`engine::context`]: the context the stages share (config, tmux handle, state dir, metrics,
-//!     reaps in flight).
+//!   - [`engine::context`]: the handles the stages share (config, tmux handle, state dir, metrics,
+//!     known chats, and the three below), no logic of its own.
+//!   - [`engine::ownership`]: who owns a reap mark or a journal, judged from here (this
+//!     process's identity, its live tokens, the observer of marks it cannot check, blindness).
+//!   - [`engine::inflight`]: the sessions whose teardown is in flight here, and the guard that
+//!     takes a batch out of the set.
+//!   - [`engine::watching`]: what the daemon watches and reports (the memory watched, the PSI
+//!     stall, the activity files' problem).
 //! - [`config`]: the settings, from one table (`config::table`), read from the settings file and
 //!   the environment (`config::load`, `config::file`), checked once; `config::show` prints them.
 //! - [`adapters`]: one each for what is outside.

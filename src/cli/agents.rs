@@ -46,7 +46,7 @@ pub(super) fn agent_hook_main(
         let r = Reaper::new(cfg, true);
         let what = agent_hook::action(a, &ev);
         let said = rt.block_on(async {
-            tokio::time::timeout(left, claude_hook::dry_run_of(&r, what, pane)).await
+            tokio::time::timeout(left, claude_hook::dry_run_of(&r.cfg, &r.tmux, what, pane)).await
         });
         return fail(&format!(
             "dry run: {}",

@@ -86,7 +86,7 @@ pub(super) fn warn_no_server(rep: &crate::core::report::SweepReport) {
 
 /// `status` and `--once` could not read an activity file: every session is kept, said once.
 pub(super) fn warn_activity(r: &Reaper) {
-    if let Some(e) = r.activity_problem() {
+    if let Some(e) = r.watching.activity_problem() {
         say!("ccs-reap: warning: an activity file (CCS_ACTIVITY_FILES) is unreadable, every session is kept: {e}");
     }
 }

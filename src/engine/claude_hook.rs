@@ -14,7 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::adapters::clock::now_ms;
-use crate::adapters::tmux::TurnBegin;
+use crate::adapters::state::StateDir;
+use crate::adapters::tmux::{Tmux, TurnBegin};
 use crate::adapters::user_file;
 use crate::agents::HookAction;
 use crate::config::{Config, Socket};
@@ -159,8 +160,8 @@ fn blocked_reason(id: &str, reason: Option<ReapReason>) -> String {
 
 /// The reason of the reap under way on session `name`, from its journal (written before its
 /// first signal; `None` if none is found yet).
-fn reap_reason_of(r: &Reaper, name: &str) -> Option<ReapReason> {
-    r.state
+fn reap_reason_of(state: &StateDir, name: &str) -> Option<ReapReason> {
+    state
         .journals()
         .into_iter()
         .flatten()
@@ -187,23 +188,28 @@ pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<HookOutcome, 
 /// asks tmux, from [`where_from`]), said exactly and done not: the one line `claude-hook
 /// --dry-run` prints. It reads the pane's session (one tmux call) and writes nothing.
 pub async fn dry_run(r: &Reaper, ev: &HookInput, pane: Result<String, String>) -> String {
-    dry_run_of(r, action(ev), pane).await
+    dry_run_of(&r.cfg, &r.tmux, action(ev), pane).await
 }
 
 /// [`dry_run`] of an action already mapped (any agent's: `hook --agent <name> --dry-run`).
-pub async fn dry_run_of(r: &Reaper, what: HookAction, pane: Result<String, String>) -> String {
+pub async fn dry_run_of(
+    cfg: &Config,
+    tmux: &Tmux,
+    what: HookAction,
+    pane: Result<String, String>,
+) -> String {
     let pane = match (pane, &what) {
         (Err(why), _) => return format!("nothing: {why}"),
         (Ok(_), HookAction::Nothing(why)) => return format!("nothing: {why}"),
         (Ok(p), _) => p,
     };
-    let s = match r.tmux.session_of_pane(&pane, &r.cfg.prefix).await {
+    let s = match tmux.session_of_pane(&pane, &cfg.prefix).await {
         Ok(Some(s)) => s,
         Ok(None) => {
             return format!(
                 "nothing: this pane ({pane}) is not in a `{}<id>` session (or it, or the server at {}, is gone)",
-                r.cfg.prefix,
-                r.cfg.socket.canonical_path().display()
+                cfg.prefix,
+                cfg.socket.canonical_path().display()
             )
         }
         Err(e) => return format!("nothing: tmux failed: {e}"),
@@ -266,7 +272,7 @@ pub(crate) async fn act_on(
             // found; a stale mark blocks only until the next sweep clears it.)
             TurnBegin::Reaping => Ok(HookOutcome::Blocked(blocked_reason(
                 &s.id,
-                reap_reason_of(r, &s.name),
+                reap_reason_of(&r.state, &s.name),
             ))),
         },
         HookAction::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {

@@ -8,13 +8,15 @@ use std::time::{Duration, Instant};
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Tombstone};
+use crate::adapters::state::{AuditLine, StateDir, Tombstone};
 use crate::adapters::tmux::{TmuxError, TurnBegin};
+use crate::config::Config;
 use crate::core::policy::{
     self, Changed, Decision, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
-use crate::engine::context::Reaper;
+use crate::engine::context::{socket_path, Reaper};
 use crate::engine::observe::{find_cids, observe, Mode, Observation};
+use crate::engine::ownership::Ownership;
 use crate::engine::teardown::{self, Abort, Failure, Finished, ReapEnd};
 use crate::engine::wayback::{self, Resumed};
 
@@ -91,7 +93,7 @@ pub async fn reap(
 
 /// `reap <id> [--force]`: one session now, whatever its idle age.
 pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow, CommandError> {
-    let name = name_of(r, id)?;
+    let name = name_of(&r.cfg, id)?;
     let Observation {
         mut snap,
         mut decisions,
@@ -133,13 +135,13 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
             d.why
         )));
     }
-    if !r.inflight().insert(d.tmux_id) {
+    if !r.inflight.insert(d.tmux_id) {
         return Err(CommandError::Refused(format!(
             "{name} is already being reaped"
         )));
     }
     let Finished { end, line } = reap(r, &d, &s, reason, force, listing.server_pid).await;
-    r.inflight().remove(&d.tmux_id);
+    r.inflight.remove(d.tmux_id);
     match end {
         ReapEnd::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
         ReapEnd::Aborted(why) => Err(CommandError::Aborted { name, why }),
@@ -147,24 +149,24 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
     }
 }
 
-fn name_of(r: &Reaper, id: &str) -> Result<String, CommandError> {
+fn name_of(cfg: &Config, id: &str) -> Result<String, CommandError> {
     if let Some(why) = policy::invalid_id_why(id) {
         return Err(CommandError::Refused(why));
     }
-    Ok(format!("{}{id}", r.cfg.prefix))
+    Ok(format!("{}{id}", cfg.prefix))
 }
 
 /// How long `turn begin` and `spawn` wait for a reap in flight ([`policy::Lease::wait_ms`]).
-fn reap_wait(r: &Reaper) -> Duration {
-    let ms = r.cfg.lease().wait_ms(r.cfg.interval.as_millis() as i64);
+fn reap_wait(cfg: &Config) -> Duration {
+    let ms = cfg.lease().wait_ms(cfg.interval.as_millis() as i64);
     Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 /// `turn begin <id>`: `Ok(true)` the turn is marked; `Ok(false)` the session is gone or was
 /// reaped while we waited: respawn it.
 pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
-    let name = name_of(r, id)?;
-    let deadline = Instant::now() + reap_wait(r);
+    let name = name_of(&r.cfg, id)?;
+    let deadline = Instant::now() + reap_wait(&r.cfg);
     let mut logged = false;
     loop {
         let seen = match r.tmux.turn_begin(&name, now_ms()).await? {
@@ -173,7 +175,7 @@ pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
             // Gone may mean "its pane died in a teardown that is still running".
             TurnBegin::Gone => TurnSeen::Gone,
         };
-        let running = seen == TurnSeen::Gone && teardown_running(r, id);
+        let running = seen == TurnSeen::Gone && teardown_running(&r.state, &r.ownership, id);
         // The answer is the core's (`policy::handoff`), the rule the model of the protocol checks.
         match policy::handoff(seen, running, Instant::now() >= deadline) {
             Handoff::Go => return Ok(true),
@@ -181,13 +183,13 @@ pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
             Handoff::TimedOut if seen == TurnSeen::Marked => {
                 return Err(CommandError::Refused(format!(
                     "{name} is still marked as being reaped after {:?}; the next sweep clears a stale mark",
-                    reap_wait(r)
+                    reap_wait(&r.cfg)
                 )))
             }
             Handoff::TimedOut => {
                 return Err(CommandError::Refused(format!(
                     "the teardown of {name} is still running after {:?}",
-                    reap_wait(r)
+                    reap_wait(&r.cfg)
                 )))
             }
             Handoff::Wait => {
@@ -203,26 +205,32 @@ pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
 
 /// Whether a live reaper's teardown of chat `id` is under way: its journal is there, and its
 /// owner alive.
-fn teardown_running(r: &Reaper, id: &str) -> bool {
-    r.state
+fn teardown_running(state: &StateDir, ownership: &Ownership, id: &str) -> bool {
+    state
         .journals()
         .into_iter()
         .flatten()
-        .any(|j| j.id == id && r.journal_live(&j, false))
+        .any(|j| j.id == id && ownership.journal_live(&j, false))
 }
 
 /// Wait while a live reaper's teardown of chat `id` is under way (its journal is there and
 /// its owner alive). When this returns, the old tree is gone and the tombstone written.
-async fn wait_for_teardown(r: &Reaper, id: &str, deadline: Instant) -> Result<(), CommandError> {
+async fn wait_for_teardown(
+    cfg: &Config,
+    state: &StateDir,
+    ownership: &Ownership,
+    id: &str,
+    deadline: Instant,
+) -> Result<(), CommandError> {
     loop {
-        if !teardown_running(r, id) {
+        if !teardown_running(state, ownership, id) {
             return Ok(());
         }
         if Instant::now() >= deadline {
             return Err(CommandError::Refused(format!(
                 "the teardown of {}{id} is still running after {:?}",
-                r.cfg.prefix,
-                reap_wait(r)
+                cfg.prefix,
+                reap_wait(cfg)
             )));
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -231,7 +239,7 @@ async fn wait_for_teardown(r: &Reaper, id: &str, deadline: Instant) -> Result<()
 
 /// `turn end <id>`: `Ok(false)` when the session is gone.
 pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
-    let name = name_of(r, id)?;
+    let name = name_of(&r.cfg, id)?;
     let Some(marked) = r.tmux.turn_end(&name, now_ms()).await? else {
         return Ok(false);
     };
@@ -257,7 +265,7 @@ pub async fn spawn(
     cwd: Option<PathBuf>,
     cmd: &[String],
 ) -> Result<bool, CommandError> {
-    let name = name_of(r, id)?;
+    let name = name_of(&r.cfg, id)?;
     if let Some(c) = cid {
         if !policy::valid_cid(c) {
             return Err(CommandError::Refused(format!(
@@ -265,15 +273,15 @@ pub async fn spawn(
             )));
         }
     }
-    let deadline = Instant::now() + reap_wait(r);
+    let deadline = Instant::now() + reap_wait(&r.cfg);
     let Some(server) = make_way(r, &name, deadline).await? else {
         return Ok(false);
     };
-    wait_for_teardown(r, id, deadline).await?;
+    wait_for_teardown(&r.cfg, &r.state, &r.ownership, id, deadline).await?;
     let mut tomb = r.state.read_tombstone(id)?;
     let own = crate::agents::of_argv(cmd).and_then(|a| (a.cid_in_argv)(cmd));
     if tomb.is_none() && cid.is_none() && own.is_none() {
-        tomb = lost_before_a_sweep(r, id, &server);
+        tomb = lost_before_a_sweep(&r.cfg, &r.state, id, &server);
     }
     let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
         let ok = policy::valid_cid(c);
@@ -425,12 +433,12 @@ fn spawn_cwd(cwd: Option<PathBuf>, tomb: Option<&Tombstone>) -> Result<PathBuf, 
 /// the record of last known conversations, as the tombstone the next sweep would write (only
 /// read here: the sweep writes the audit line, and finds the chat back on its conversation).
 fn lost_before_a_sweep(
-    r: &Reaper,
+    cfg: &Config,
+    state: &StateDir,
     id: &str,
     server: &crate::adapters::state::ServerView,
 ) -> Option<Tombstone> {
-    let known = r
-        .state
+    let known = state
         .read_known()
         .map_err(
             |e| tracing::warn!(error = %e, "the record of last known conversations is unreadable"),
@@ -443,13 +451,13 @@ fn lost_before_a_sweep(
         return None;
     }
     tracing::warn!(session = %e.session, cid = %e.cid, server_pid = e.server.pid, "its tmux server died before a sweep saw it: resuming its last known conversation");
-    Some(e.lost_tombstone(&r.socket_path(), now_ms()))
+    Some(e.lost_tombstone(&socket_path(cfg), now_ms()))
 }
 
 /// `pin <id>` / `unpin <id>`: set `@ccs_pin` (to 1) or clear it. `Ok(false)` when the session
 /// is gone.
 pub async fn pin(r: &Reaper, id: &str, on: bool) -> Result<bool, CommandError> {
-    let name = name_of(r, id)?;
+    let name = name_of(&r.cfg, id)?;
     let done = r
         .tmux
         .set_named(&name, "@ccs_pin", on.then_some("1"))

@@ -15,6 +15,7 @@ use crate::adapters::memory;
 use crate::core::policy::Action;
 use crate::engine::context::Reaper;
 use crate::engine::sweep::{sweep, Batches};
+use crate::engine::watching::Watching;
 
 /// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,
 /// then return.
@@ -104,7 +105,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             // every watch; the interval, or a while, will tell.
             // A short pause only while a teardown it started is under way (the watcher waits
             // for it anyway); a reap decided but not started (held, dry run) waits the long one.
-            let pause = if reaping > 0 && r.inflight_count() > 0 {
+            let pause = if reaping > 0 && r.inflight.count() > 0 {
                 WATCH_EVERY
             } else {
                 PRESSURE_PAUSE
@@ -134,7 +135,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         }
         // A degraded state is said once when it starts, once when it ends; the metric and
         // /healthz follow it.
-        for c in degraded.sweep(&degraded_seen(&r, &rep)) {
+        for c in degraded.sweep(&degraded_seen(&r.watching, &rep)) {
             say_degraded(&c, &rep.socket_path);
         }
         r.metrics.set_degraded(degraded.active());
@@ -152,7 +153,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     if !batches.is_empty() {
         tracing::info!(
             batches = batches.len(),
-            reaps = r.inflight_count(),
+            reaps = r.inflight.count(),
             "finishing the reaps in flight before exit"
         );
     }
@@ -165,12 +166,12 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
 
 /// What a sweep saw, for the degraded states.
 pub fn degraded_seen(
-    r: &Reaper,
+    watching: &Watching,
     rep: &crate::core::report::SweepReport,
 ) -> crate::core::degraded::SweepSeen {
     use crate::core::policy::State;
     crate::core::degraded::SweepSeen {
-        activity_problem: r.activity_problem(),
+        activity_problem: watching.activity_problem(),
         server_up: rep.tmux_server_up,
         socket: rep.socket_path.clone(),
         chats: rep.sessions.len(),
@@ -295,7 +296,7 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
     let mut last_over = false;
     loop {
         let quiet =
-            r.inflight_count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed);
+            r.inflight.count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed);
         // By event alone when the kernel notifies everything the rules need (and at most
         // LIMIT_REREAD, to follow changes); else one poll period, cut short by any event.
         let by_event = !last_over
@@ -313,11 +314,13 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
                 _ = tokio::time::sleep(period) => Cause::Poll,
             }
         };
-        if r.inflight_count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {
+        if r.inflight.count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {
             continue;
         }
         // Resolved by the sweeps (the tmux server's cgroup needs its pid).
-        let Some(w) = r.watched() else { continue };
+        let Some(w) = r.watching.watched() else {
+            continue;
+        };
         if wakers.as_ref().is_none_or(|k| k.watched != w) {
             wakers = Some(wake::Wakers::new(&w, p));
             said = None;
@@ -359,7 +362,8 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
         let fired = cause == Cause::Psi;
         if let (true, Some(k)) = (fired, &wakers) {
             if let Some(t) = &k.psi {
-                r.psi_fired(t.pct, now_ms() + (t.window_us / 1000) as i64);
+                r.watching
+                    .psi_fired(t.pct, now_ms() + (t.window_us / 1000) as i64);
             }
         }
         // The threshold is on the working set; v1's notification is on the usage (a superset),
@@ -370,7 +374,7 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
         // Its share is CCS_ENGINE_MEM_PSI's; without a trigger this look, `some avg10` judges.
         let stalled = p.mem_psi.is_some_and(|max| {
             (fired && wakers.as_ref().is_some_and(|k| k.psi.is_some()))
-                || crate::engine::context::stall_now(&w).is_some_and(|now| now >= max)
+                || crate::engine::watching::stall_now(&w).is_some_and(|now| now >= max)
         });
         if over || stalled {
             let cause = cause.as_str();

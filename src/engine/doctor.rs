@@ -9,6 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use crate::adapters::procs;
+use crate::adapters::tmux::Tmux;
+use crate::config::Config;
 use crate::core::doctor::{assignments, hook_commands, near_misses, Check, Verdict};
 use crate::core::policy::MemThreshold;
 use crate::engine::context::Reaper;
@@ -66,7 +68,7 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
                 Verdict::Ok,
                 format!("a tmux server listens at {}", rep.socket_path),
             ));
-            out.push(sessions_check(r, chats).await);
+            out.push(sessions_check(&r.cfg, &r.tmux, chats).await);
             out.push(cid_check(chats, &no_cid));
         }
         Some(false) => out.push(Check::new(
@@ -87,11 +89,11 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
             ),
         )),
     }
-    out.extend(hook_checks(r, chats == 0 || !no_cid.is_empty()));
+    out.extend(hook_checks(cfg, chats == 0 || !no_cid.is_empty()));
     out.push(if cfg.activity_files.is_empty() {
         Check::new("activity", Verdict::Ok, "no activity file configured")
     } else {
-        match r.activity_problem() {
+        match r.watching.activity_problem() {
             Some(e) => Check::new(
                 "activity",
                 Verdict::Problem,
@@ -106,13 +108,13 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
             ),
         }
     });
-    out.push(memory_check(r, rep.host, rep.watching.as_deref()));
+    out.push(memory_check(cfg, rep.host, rep.watching.as_deref()));
     out
 }
 
 /// Sessions under the prefix; without any, the names that look meant for it.
-async fn sessions_check(r: &Reaper, chats: usize) -> Check {
-    let prefix = &r.cfg.prefix;
+async fn sessions_check(cfg: &Config, tmux: &Tmux, chats: usize) -> Check {
+    let prefix = &cfg.prefix;
     if chats > 0 {
         return Check::new(
             "sessions",
@@ -120,7 +122,7 @@ async fn sessions_check(r: &Reaper, chats: usize) -> Check {
             format!("{chats} session(s) named {prefix}<id>"),
         );
     }
-    let names: Vec<String> = match r.tmux.list("", procs::exit_collected).await {
+    let names: Vec<String> = match tmux.list("", procs::exit_collected).await {
         Ok(l) => l.sessions.into_iter().map(|s| s.name).collect(),
         Err(_) => Vec::new(),
     };
@@ -183,7 +185,7 @@ fn cid_check(chats: usize, no_cid: &[&str]) -> Check {
 ///
 /// Over 80 lines: one check per thing the hook must agree on (the file, the event, the binary, the
 /// state dir, the prefix, the socket), each a few lines that say what is wrong and how to fix it.
-fn hook_checks(r: &Reaper, needed: bool) -> Vec<Check> {
+fn hook_checks(cfg: &Config, needed: bool) -> Vec<Check> {
     let missing = if needed {
         Verdict::Problem
     } else {
@@ -230,7 +232,6 @@ fn hook_checks(r: &Reaper, needed: bool) -> Vec<Check> {
             ),
         )];
     }
-    let cfg = &r.cfg;
     let ours = [
         (
             "CCS_REAP_STATE_DIR",
@@ -298,13 +299,13 @@ fn read_bounded(path: &std::path::Path) -> Result<String, String> {
 
 /// The memory limit the pressure rules see.
 fn memory_check(
-    r: &Reaper,
+    cfg: &Config,
     host: Option<crate::core::policy::HostMemory>,
     watching: Option<&str>,
 ) -> Check {
     let at = watching.unwrap_or("the host");
     let limit = host.and_then(|h| h.limit_bytes);
-    let percent = matches!(r.cfg.policy.mem_high, Some(MemThreshold::Percent(_)));
+    let percent = matches!(cfg.policy.mem_high, Some(MemThreshold::Percent(_)));
     match limit {
         Some(l) => Check::new(
             "memory",

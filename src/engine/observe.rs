@@ -6,8 +6,9 @@ use std::collections::{BTreeSet, HashSet};
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::memory;
+use crate::adapters::metrics::Metrics;
 use crate::adapters::procs;
-use crate::adapters::tmux::Listing;
+use crate::adapters::tmux::{Listing, Tmux};
 use crate::core::policy::{self, Decision, Snapshot};
 use crate::engine::agent_status;
 use crate::engine::context::Reaper;
@@ -71,7 +72,7 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         tracing::warn!(problems = %why, "tmux rows did not parse: keeping every session this sweep");
         snap.global_problem = Some(why);
     }
-    match r.read_activity().await {
+    match r.watching.read_activity(&r.cfg).await {
         Ok(busy) => snap.busy_ids = busy,
         Err(e) => {
             // A degraded state: the daemon says it once when it starts and once when it ends
@@ -99,16 +100,17 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         // server would count strangers (or nothing) and take 0 bytes for a chat; unknown sizes
         // make the memory rules take at most one chat (and nothing is signalled anyway).
         let sees = listing.server_pid.is_none()
-            || r.check_sight(listing.server_pid, listing.socket_path.as_deref())
+            || r.ownership
+                .check_sight(listing.server_pid, listing.socket_path.as_deref())
                 .is_ok();
         if sees {
             measure(&mut snap, &listing);
         }
-        let w = r.watch_memory(listing.server_pid);
+        let w = r.watching.watch_memory(&r.cfg, listing.server_pid);
         snap.host = memory::read(&w.source);
         if p.mem_psi.is_some() {
-            snap.stall_pct = r.stall_pct(
-                crate::engine::context::stall_now(&w),
+            snap.stall_pct = r.watching.stall_pct(
+                crate::engine::watching::stall_now(&w),
                 crate::adapters::clock::now_ms(),
             );
         }
@@ -198,7 +200,17 @@ pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
         find_cids(&mut snap, &want);
         decisions = policy::decide(&snap, now, &r.cfg.policy);
     }
-    if end_interrupted_turns(r, mode, &mut snap, &mut decisions, now).await {
+    if end_interrupted_turns(
+        &r.tmux,
+        &r.metrics,
+        r.dry_run,
+        mode,
+        &mut snap,
+        &mut decisions,
+        now,
+    )
+    .await
+    {
         decisions = policy::decide(&snap, now, &r.cfg.policy);
     }
     Observation {
@@ -214,7 +226,9 @@ pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
 /// idle chat whose clock starts now. `status` and a dry run write nothing: the decision stays busy
 /// and its reason says what the next sweep will do. `true` when `snap` changed.
 async fn end_interrupted_turns(
-    r: &Reaper,
+    tmux: &Tmux,
+    metrics: &Metrics,
+    dry_run: bool,
     mode: Mode,
     snap: &mut Snapshot,
     decisions: &mut [Decision],
@@ -234,7 +248,7 @@ async fn end_interrupted_turns(
         if seen.state.keeps_busy() {
             continue;
         }
-        if mode == Mode::Status || r.dry_run {
+        if mode == Mode::Status || dry_run {
             decisions[i].why = format!(
                 "a turn is running by @ccs_turn, but the agent (pid {}) is idle by its status file: the next sweep ends the turn",
                 seen.pid
@@ -242,7 +256,7 @@ async fn end_interrupted_turns(
             continue;
         }
         let turn = s.turn.trim().to_string();
-        match r.tmux.end_turn_if(s.tmux_id, &turn, now).await {
+        match tmux.end_turn_if(s.tmux_id, &turn, now).await {
             Ok(true) => {
                 tracing::info!(session = %s.name, pid = seen.pid, "turn ended: the agent is idle by its status file and no hook ended the turn (interrupted)");
                 let s = &mut snap.sessions[i];
@@ -254,7 +268,7 @@ async fn end_interrupted_turns(
                 tracing::debug!(session = %s.name, "turn not ended: @ccs_turn changed (or a reap mark is on it)");
             }
             Err(e) => {
-                r.metrics.tmux_errors.inc();
+                metrics.tmux_errors.inc();
                 tracing::warn!(session = %s.name, error = %e, "failed to end an interrupted turn");
             }
         }

@@ -9,14 +9,16 @@ use std::time::{Duration, Instant};
 
 use crate::adapters::agent_proc;
 use crate::adapters::clock::now_ms;
+use crate::adapters::metrics::Metrics;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Outcome, StateError, Tombstone};
-use crate::adapters::tmux::{Created, TmuxError};
+use crate::adapters::state::{AuditLine, Ended, Outcome, StateDir, StateError, Tombstone};
+use crate::adapters::tmux::{Created, Tmux, TmuxError};
 use crate::agents::claude::is_uuid;
 use crate::agents::{self, Agent, ArgvError, StartMode};
+use crate::config::Config;
 use crate::core::policy::ReapReason;
 use crate::core::time::rfc3339;
-use crate::engine::context::Reaper;
+use crate::engine::context::{socket_path, Reaper};
 use crate::engine::record::record;
 
 /// Why the way back did not go through (the commands turn it into their error).
@@ -68,7 +70,7 @@ enum Verdict {
 /// The agent's environment as far as its files go (`HOME`, its [`Agent::env_vars`]): ours, then
 /// the tmux server's global environment (what a new pane gets), then the `env` words of the
 /// command.
-async fn agent_env(r: &Reaper, agent: &Agent, cmd: &[String]) -> Vec<(String, String)> {
+async fn agent_env(tmux: &Tmux, agent: &Agent, cmd: &[String]) -> Vec<(String, String)> {
     let mut names = vec!["HOME"];
     names.extend(agent.env_vars);
     let mut env: Vec<(String, String)> = names
@@ -86,7 +88,7 @@ async fn agent_env(r: &Reaper, agent: &Agent, cmd: &[String]) -> Vec<(String, St
             }
         }
     };
-    apply(r.tmux.global_env(&names).await);
+    apply(tmux.global_env(&names).await);
     apply(agents::argv_env(cmd));
     env
 }
@@ -142,7 +144,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         ),
         _ => format!("the command {:?}", s.cmd),
     };
-    let env = agent_env(r, agent, s.cmd).await;
+    let env = agent_env(&r.tmux, agent, s.cmd).await;
     let mut mode = None;
     let mut argv = s.cmd.to_vec();
     if let Some(c) = &cid {
@@ -193,9 +195,9 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         else {
             return Ok(false);
         };
-        match verify(r, agent, &env, c, cid.as_deref(), settle).await? {
+        match verify(&r.tmux, agent, &env, c, cid.as_deref(), settle).await? {
             Verdict::Up(how) => {
-                up(r, c, cid.as_deref()).await?;
+                up(&r.tmux, c, cid.as_deref()).await?;
                 tracing::info!(session = s.name, cid = cid.as_deref(), mode = ?mode, cwd = %s.cwd.display(), resumed = s.tomb.is_some(), ms = t0.elapsed().as_millis() as u64, "spawned: {how}");
                 return Ok(true);
             }
@@ -250,7 +252,7 @@ fn extra_env(agent: &Agent, runs_it: bool, mode: Option<StartMode>) -> Vec<(Stri
 /// Watch the new session until the agent is up (its hook set the cid, its status file names the
 /// conversation, or it lived past `settle`) or its pane died.
 async fn verify(
-    r: &Reaper,
+    tmux: &Tmux,
     agent: &Agent,
     env: &[(String, String)],
     c: Created,
@@ -260,7 +262,7 @@ async fn verify(
     let t0 = Instant::now();
     let mut dead_reads = 0;
     loop {
-        let Some(p) = r.tmux.probe(c.n).await? else {
+        let Some(p) = tmux.probe(c.n).await? else {
             return Ok(Verdict::Vanished);
         };
         if p.pane_dead {
@@ -313,12 +315,12 @@ fn status_names(agent: &Agent, env: &[(String, String)], pane_pid: u32, cid: &st
 }
 
 /// The agent is up: its pane goes when it exits again, and the chat carries its cid.
-async fn up(r: &Reaper, c: Created, cid: Option<&str>) -> Result<(), TmuxError> {
-    r.tmux.set_on(c.n, true, "remain-on-exit", None).await?;
+async fn up(tmux: &Tmux, c: Created, cid: Option<&str>) -> Result<(), TmuxError> {
+    tmux.set_on(c.n, true, "remain-on-exit", None).await?;
     if let Some(cid) = cid {
-        let set = r.tmux.probe(c.n).await?.is_some_and(|p| !p.cid.is_empty());
+        let set = tmux.probe(c.n).await?.is_some_and(|p| !p.cid.is_empty());
         if !set {
-            r.tmux.set_on(c.n, false, "@ccs_cid", Some(cid)).await?;
+            tmux.set_on(c.n, false, "@ccs_cid", Some(cid)).await?;
         }
     }
     Ok(())
@@ -368,7 +370,7 @@ async fn failed(
     if let Some(cid) = &cid {
         let mut t = s.tomb.cloned().unwrap_or_else(|| Tombstone {
             session: Some(s.name.to_string()),
-            socket: Some(r.socket_path()),
+            socket: Some(socket_path(&r.cfg)),
             ..Tombstone::new(s.id, now_ms(), reason)
         });
         t.cid = Some(cid.clone());
@@ -427,10 +429,10 @@ pub enum Resumed {
 }
 
 /// An audit line that is no reap: `outcome` for chat `id`, from its tombstone.
-fn tomb_line(r: &Reaper, id: &str, t: Option<&Tombstone>, outcome: Outcome) -> AuditLine {
+fn tomb_line(cfg: &Config, id: &str, t: Option<&Tombstone>, outcome: Outcome) -> AuditLine {
     let mut l = AuditLine::begin(
         rfc3339(now_ms()),
-        &format!("{}{id}", r.cfg.prefix),
+        &format!("{}{id}", cfg.prefix),
         id,
         0,
         t.and_then(|t| t.cid.clone()),
@@ -461,7 +463,7 @@ pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
         }
     };
     r.state.remove_tombstone(id)?;
-    let mut l = tomb_line(r, id, t.as_ref(), Outcome::Forgotten);
+    let mut l = tomb_line(&r.cfg, id, t.as_ref(), Outcome::Forgotten);
     l.error = Some(format!("tombstone {} removed by forget", path.display()));
     record(&r.state, &r.metrics, &l)?;
     Ok(t)
@@ -475,7 +477,7 @@ static LAST_AGE_OUT: Mutex<Option<Instant>> = Mutex::new(None);
 /// Remove the tombstones past their age, each with an audit line (`aged-out`): at the first
 /// sweep of this process and then once every [`AGE_OUT_EVERY`], never every sweep. Returns how
 /// many went.
-pub fn age_out(r: &Reaper) -> usize {
+pub fn age_out(cfg: &Config, state: &StateDir, metrics: &Metrics) -> usize {
     {
         let Ok(mut last) = LAST_AGE_OUT.lock() else {
             return 0;
@@ -485,21 +487,21 @@ pub fn age_out(r: &Reaper) -> usize {
         }
         *last = Some(Instant::now());
     }
-    let max = r.cfg.tombstone_max_age;
+    let max = cfg.tombstone_max_age;
     let mut n = 0;
-    for (id, path) in r.state.aged_tombstones(max) {
-        let t = r.state.read_tombstone(&id).ok().flatten();
-        if let Err(e) = r.state.remove_tombstone(&id) {
+    for (id, path) in state.aged_tombstones(max) {
+        let t = state.read_tombstone(&id).ok().flatten();
+        if let Err(e) = state.remove_tombstone(&id) {
             tracing::warn!(error = %e, "failed to remove an aged tombstone");
             continue;
         }
-        let mut l = tomb_line(r, &id, t.as_ref(), Outcome::AgedOut);
+        let mut l = tomb_line(cfg, &id, t.as_ref(), Outcome::AgedOut);
         l.error = Some(format!(
             "tombstone {} unused for more than {max:?} (CCS_REAP_TOMBSTONE_MAX_AGE): removed",
             path.display()
         ));
         tracing::info!(id = %id, path = %path.display(), "tombstone aged out");
-        let _ = record(&r.state, &r.metrics, &l);
+        let _ = record(state, metrics, &l);
         n += 1;
     }
     n

@@ -31,7 +31,7 @@ pub(super) struct Wakers {
 
 impl Wakers {
     pub fn new(w: &Watched, p: &Policy) -> Wakers {
-        let pressure = crate::engine::context::pressure_file(w);
+        let pressure = crate::engine::watching::pressure_file(w);
         let events_dir = match &w.source {
             MemorySource::V2(d) => Some(d.clone()),
             _ => None,

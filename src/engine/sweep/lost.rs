@@ -2,6 +2,7 @@
 //! tombstones and audit lines, and the server identity (pid, start, boot) they are judged by.
 
 use super::*;
+use crate::engine::context::socket_path;
 
 /// The chats of `known` lost with their server whose session is not there (yet).
 pub(super) fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownChat> {
@@ -127,7 +128,7 @@ pub(super) fn keep_known(
     let mut lines = if plan.lost.is_empty() {
         Vec::new()
     } else {
-        tombstone_lost(&r.state, &r.socket_path(), &mut plan, now)
+        tombstone_lost(&r.state, &socket_path(&r.cfg), &mut plan, now)
     };
     lines.extend(respawned_lines(&plan, now));
     for l in &lines {

@@ -12,28 +12,16 @@ use tokio::task::JoinSet;
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::{self as st, AuditLine, Known, KnownChat, Outcome, StateDir};
 use crate::adapters::tmux::{Listing, Tmux};
+use crate::config::Config;
 use crate::core::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::core::report::{SessionReport, Summary, SweepReport, ViewerReport};
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
+use crate::engine::inflight::InFlight;
 use crate::engine::observe::{observe, Mode, Observation};
+use crate::engine::ownership::Ownership;
 use crate::engine::record::record;
 use crate::engine::teardown;
-
-/// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
-struct Inflight {
-    r: Arc<Reaper>,
-    ns: Vec<u32>,
-}
-
-impl Drop for Inflight {
-    fn drop(&mut self) {
-        let mut set = self.r.inflight();
-        for n in &self.ns {
-            set.remove(n);
-        }
-    }
-}
 
 /// Where a sweep's batch of reaps goes.
 pub enum Batches<'a> {
@@ -63,15 +51,15 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     // Chats whose teardown a live reaper (another process, perhaps stalled) is running: its
     // mark is not stale, however old, and the session is not ours to start on. Journals whose
     // owner is gone are a dead reaper's: finished here.
-    let (live, dead) = journals_by_owner(r);
+    let (live, dead) = journals_by_owner(&r.state, &r.ownership);
     let mut reaps = Vec::new();
     if !r.dry_run {
         reaps = recover_dead_reapers(r, &snap, &listing, dead, &batches).await;
-        clear_stale_marks(r, &snap, &live).await;
+        clear_stale_marks(&r.tmux, &r.state, &r.ownership, &r.inflight, &snap, &live).await;
         // The last known conversation of every chat, and the chats a dead server took with it.
         reaps.extend(keep_known(r, &snap, &listing, &decisions, now));
         // Tombstones past CCS_REAP_TOMBSTONE_MAX_AGE: at the first sweep, then hourly.
-        crate::engine::wayback::age_out(r);
+        crate::engine::wayback::age_out(&r.cfg, &r.state, &r.metrics);
     }
 
     let warn = enabled && !r.dry_run;
@@ -84,7 +72,15 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     }
 
     let (mut fates, mut reqs) = if enabled {
-        choose(r, &decisions, &snap, &live, listing.server_pid)
+        choose(
+            r.dry_run,
+            &r.ownership,
+            &r.inflight,
+            &decisions,
+            &snap,
+            &live,
+            listing.server_pid,
+        )
     } else {
         (HashMap::new(), Vec::new())
     };
@@ -100,7 +96,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     // What this sweep saw of marks and journals it cannot check, kept for the next one (a sweep
     // that could not read tmux saw nothing, and forgets nothing).
     if snap.global_problem.is_none() {
-        r.end_observation();
+        r.ownership.end_observation();
     }
     start_batch(r, reqs, batches, &mut fates, &mut reaps).await;
 
@@ -147,16 +143,18 @@ async fn collect_exits(r: &Reaper, o: Observation) -> Observation {
 
 /// The reap journals in the state dir, split by their owner: the ids of the chats a live reaper
 /// is tearing down, and the journals of dead reapers. An unreadable journal is left alone.
-fn journals_by_owner(r: &Reaper) -> (HashSet<String>, Vec<st::Journal>) {
-    let (live, dead): (Vec<_>, Vec<_>) = r
-        .state
+fn journals_by_owner(
+    state: &StateDir,
+    ownership: &Ownership,
+) -> (HashSet<String>, Vec<st::Journal>) {
+    let (live, dead): (Vec<_>, Vec<_>) = state
         .journals()
         .into_iter()
         .filter_map(|j| {
             j.map_err(|e| tracing::warn!(error = %e, "unreadable reap journal left alone"))
                 .ok()
         })
-        .partition(|j| r.journal_live(j, true));
+        .partition(|j| ownership.journal_live(j, true));
     (live.into_iter().map(|j| j.id).collect(), dead)
 }
 
@@ -183,11 +181,20 @@ async fn recover_dead_reapers(
 /// Clear the reap marks whose owner cannot act any more (provably gone, or out of our sight and
 /// seen by this reaper for longer than the limit it wrote: see `policy::mark_is_stale`), but
 /// never one of ours in flight nor one a live reaper's journal names.
-async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, live: &HashSet<String>) {
+async fn clear_stale_marks(
+    tmux: &Tmux,
+    state: &StateDir,
+    ownership: &Ownership,
+    inflight: &InFlight,
+    snap: &Snapshot,
+    live: &HashSet<String>,
+) {
     let mut stale: Vec<(u32, String, String, String)> = snap
         .sessions
         .iter()
-        .filter(|s| r.mark_is_stale(s) && !r.is_inflight(s.tmux_id) && !live.contains(&s.id))
+        .filter(|s| {
+            ownership.mark_is_stale(s) && !inflight.contains(s.tmux_id) && !live.contains(&s.id)
+        })
         .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone(), s.id.clone()))
         .collect();
     if stale.is_empty() {
@@ -196,8 +203,7 @@ async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, live: &HashSet<String>) 
     // A journal still there after the recovery above (one it could not finish: the process
     // table unreadable, a tmux error) keeps its chat's mark: the dead reaper may have signalled
     // it, and the next sweep finishes that teardown first.
-    let left: HashSet<String> = r
-        .state
+    let left: HashSet<String> = state
         .journals()
         .into_iter()
         .flatten()
@@ -206,7 +212,7 @@ async fn clear_stale_marks(r: &Reaper, snap: &Snapshot, live: &HashSet<String>) 
     stale.retain(|(.., id)| !left.contains(id));
     for (n, v, tok, _) in stale {
         tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, token = %tok, "clearing a stale reap mark (its reaper is gone)");
-        if let Err(e) = r.tmux.clear_stale_reaping(n, &v, tok.trim()).await {
+        if let Err(e) = tmux.clear_stale_reaping(n, &v, tok.trim()).await {
             tracing::warn!(tmux_id = %format!("${n}"), error = %e, "failed to clear a stale reap mark");
         }
     }
@@ -274,7 +280,9 @@ fn warn_before_reaps(state: &StateDir, metrics: &Metrics, decisions: &[Decision]
 /// holds, a batch of ours in flight) is not ours to start. A stale mark was cleared before, and
 /// the test-and-set decides. Those started are put in the in-flight set here.
 fn choose(
-    r: &Reaper,
+    dry_run: bool,
+    ownership: &Ownership,
+    inflight: &InFlight,
     decisions: &[Decision],
     snap: &Snapshot,
     live: &HashSet<String>,
@@ -289,18 +297,18 @@ fn choose(
         let Some(reason) = d.reap_reason else {
             continue;
         };
-        if r.dry_run {
+        if dry_run {
             tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = d.idle_ms, "would reap (dry run)");
             fates.insert(d.tmux_id, Fate::WouldReap);
             continue;
         }
-        let held = live.contains(&s.id) || r.mark_holds(s);
+        let held = live.contains(&s.id) || ownership.mark_holds(s);
         if held {
             tracing::debug!(session = %d.name, "another reap holds this session");
             fates.insert(d.tmux_id, Fate::Held);
             continue;
         }
-        if !r.inflight().insert(d.tmux_id) {
+        if !inflight.insert(d.tmux_id) {
             fates.insert(d.tmux_id, Fate::Held);
             continue;
         }
@@ -331,10 +339,9 @@ async fn start_batch(
     if reqs.is_empty() {
         return;
     }
-    let guard = Inflight {
-        r: Arc::clone(r),
-        ns: reqs.iter().map(|q| q.decision.tmux_id).collect(),
-    };
+    let guard = r
+        .inflight
+        .hold(reqs.iter().map(|q| q.decision.tmux_id).collect());
     match batches {
         Batches::Wait(sink) => {
             // One line per request, in order.
@@ -377,7 +384,7 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     };
     let plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
     let lost = lost_chats(Some(&plan.known), &o.snap);
-    let asleep = asleep(r, &o.snap, &lost);
+    let asleep = asleep(&r.state, &r.cfg, &o.snap, &lost);
     let mut rep = report(
         r,
         &o.snap,
@@ -397,15 +404,19 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
 
 /// The chats that are asleep: a tombstone, and no live session (nor one lost with its server,
 /// which `status` lists apart), newest first. One listing of the tombstones' dir.
-fn asleep(r: &Reaper, snap: &Snapshot, lost: &[KnownChat]) -> Vec<crate::core::report::Asleep> {
+fn asleep(
+    state: &StateDir,
+    cfg: &Config,
+    snap: &Snapshot,
+    lost: &[KnownChat],
+) -> Vec<crate::core::report::Asleep> {
     let live: HashSet<&str> = snap
         .sessions
         .iter()
         .map(|s| s.id.as_str())
         .chain(lost.iter().map(|c| c.id.as_str()))
         .collect();
-    let mut out: Vec<_> = r
-        .state
+    let mut out: Vec<_> = state
         .tombstones()
         .into_iter()
         .filter_map(|t| {
@@ -413,7 +424,7 @@ fn asleep(r: &Reaper, snap: &Snapshot, lost: &[KnownChat]) -> Vec<crate::core::r
                 .ok()
         })
         .filter(|t| !live.contains(t.id.as_str()))
-        .map(|t| crate::core::report::Asleep::of(&t, &r.cfg.prefix))
+        .map(|t| crate::core::report::Asleep::of(&t, &cfg.prefix))
         .collect();
     let at = |a: &crate::core::report::Asleep| {
         chrono::DateTime::parse_from_rfc3339(&a.reaped_at)
@@ -533,7 +544,7 @@ fn report(
         tmux_server_up,
         sessions,
         host: snap.host,
-        watching: snap.host.and(r.watched()).map(|w| w.to_string()),
+        watching: snap.host.and(r.watching.watched()).map(|w| w.to_string()),
         total_rss_bytes,
         total_pss_bytes,
         reaps,

@@ -3,10 +3,11 @@
 
 use std::time::Instant;
 
+use crate::adapters::metrics::Metrics;
 use crate::adapters::procs;
+use crate::adapters::state::StateDir;
 use crate::adapters::state::{AuditLine, Outcome};
 use crate::core::reap_end::{Failure, ReapEnd};
-use crate::engine::context::Reaper;
 use crate::engine::record::record;
 
 /// How a reap past its signals ended, from what survived (recorded in `line`): `reaped` only
@@ -29,7 +30,12 @@ pub(crate) fn verify(
 }
 
 /// Log the line, append it to the audit log, count it.
-pub(crate) fn finish(r: &Reaper, mut line: AuditLine, t0: Instant) -> AuditLine {
+pub(crate) fn finish(
+    state: &StateDir,
+    metrics: &Metrics,
+    mut line: AuditLine,
+    t0: Instant,
+) -> AuditLine {
     line.took_ms = t0.elapsed().as_millis() as u64;
     match line.outcome {
         Outcome::Reaped => tracing::info!(
@@ -44,6 +50,6 @@ pub(crate) fn finish(r: &Reaper, mut line: AuditLine, t0: Instant) -> AuditLine 
             tracing::error!(session = %line.session, tmux_id = %line.tmux_id, error = line.error.as_deref(), survivors = ?line.survivors, "reap failed")
         }
     }
-    let _ = record(&r.state, &r.metrics, &line);
+    let _ = record(state, metrics, &line);
     line
 }

@@ -21,9 +21,11 @@ use std::time::Instant;
 use tracing::Instrument;
 
 use crate::adapters::clock::now_ms;
+use crate::adapters::metrics::Metrics;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs};
-use crate::adapters::tmux::Listing;
+use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs, StateDir};
+use crate::adapters::tmux::{Listing, Tmux};
+use crate::config::Config;
 use crate::core::policy::{self, Decision, ReapReason, Session};
 use crate::core::protocol::Phase;
 use crate::engine::context::Reaper;
@@ -133,7 +135,14 @@ impl Mark<'_> {
 /// exactly ours on sessions still called what the reap was decided for (and which chats no viewer has attached to since the mark, where the mark asked
 /// for none); a reap whose mark changed, went, or ran out of time, or whose chat is now watched,
 /// is aborted, nothing signalled.
-async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u32>) {
+async fn fence(
+    cfg: &Config,
+    tmux: &Tmux,
+    metrics: &Metrics,
+    jobs: &mut [Job],
+    mark: Mark<'_>,
+    unmark: &mut Vec<u32>,
+) {
     let ns: Vec<(u32, &str, bool)> = jobs
         .iter()
         .filter(|j| !j.over)
@@ -145,10 +154,10 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u3
     if ns.is_empty() {
         return;
     }
-    let held = match r.tmux.fence(&ns, mark.at, mark.tok).await {
+    let held = match tmux.fence(&ns, mark.at, mark.tok).await {
         Ok(h) => h,
         Err(e) => {
-            r.metrics.tmux_errors.inc();
+            metrics.tmux_errors.inc();
             for j in jobs.iter_mut().filter(|j| !j.over) {
                 unmark.push(j.n());
                 j.abort(Abort::FenceUnchecked(e.to_string()));
@@ -156,7 +165,7 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u3
             return;
         }
     };
-    let (elapsed, lease) = (mark.elapsed(), r.cfg.lease());
+    let (elapsed, lease) = (mark.elapsed(), cfg.lease());
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let held = held.contains(&j.n());
         if let Err(why) = lease.fence(held, elapsed) {
@@ -169,8 +178,8 @@ async fn fence(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>, unmark: &mut Vec<u3
 
 /// The reaps still on whose lease (the fence, the mark as held) has too little left to finish
 /// under: aborted, nothing signalled. Returns their sessions.
-fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>) -> Vec<u32> {
-    let (elapsed, lease) = (mark.elapsed(), r.cfg.lease());
+fn lease_ran_out(cfg: &Config, jobs: &mut [Job], mark: Mark<'_>) -> Vec<u32> {
+    let (elapsed, lease) = (mark.elapsed(), cfg.lease());
     let mut late = Vec::new();
     for j in jobs.iter_mut().filter(|j| !j.over) {
         if let Err(why) = lease.fence(true, elapsed) {
@@ -184,7 +193,7 @@ fn lease_ran_out(r: &Reaper, jobs: &mut [Job], mark: Mark<'_>) -> Vec<u32> {
 
 /// Take back the journals of the reaps that stopped before their first signal (vetoed, fenced
 /// off, or a tombstone that could not be written): the chat lives on.
-fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32], p: &mut Progress) {
+fn release(state: &StateDir, jobs: &mut [Job], unmark: &[u32], p: &mut Progress) {
     for (i, j) in jobs.iter_mut().enumerate() {
         if !j.over || !unmark.contains(&j.n()) {
             continue;
@@ -193,7 +202,7 @@ fn release(r: &Reaper, jobs: &mut [Job], unmark: &[u32], p: &mut Progress) {
             continue;
         };
         p.journal_removed(i);
-        if let Err(e) = r.state.remove_journal(&jn) {
+        if let Err(e) = state.remove_journal(&jn) {
             tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
         }
     }
@@ -230,7 +239,12 @@ pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<Sink<'_>>) -> 
     };
     match ran {
         Ok(lines) => lines,
-        Err(why) => progress.unwind(r, &why, t0).instrument(span).await,
+        Err(why) => {
+            progress
+                .unwind(&r.tmux, &r.state, &r.metrics, &why, t0)
+                .instrument(span)
+                .await
+        }
     }
 }
 
@@ -265,12 +279,12 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         for j in &mut jobs {
             j.fail(Failure::StateDirUnwritable(e.to_string()));
         }
-        return p.finish_all(r, jobs, t0);
+        return p.finish_all(&r.state, &r.metrics, jobs, t0);
     }
 
     // 1. The marks: the atomic test-and-set, in the server. The token names us and our limit.
-    let tok = r.mark_owner().token(&nonce());
-    let _live = r.hold_token(&tok);
+    let tok = r.ownership.mark_owner().token(&nonce());
+    let _live = r.ownership.hold_token(&tok);
     // The lease runs from before the mark, on our own clock.
     let mark_boot = crate::adapters::clock::boot_ms();
     let mark_at = now_ms();
@@ -296,12 +310,12 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         for j in &mut jobs {
             j.fail(Failure::Mark(e.to_string()));
         }
-        return p.finish_all(r, jobs, t0);
+        return p.finish_all(&r.state, &r.metrics, jobs, t0);
     }
     phase_done(Phase::Mark, t0);
     // 2. The re-check, on one listing and one read of the activity files taken after the marks.
     let mut unmark: Vec<u32> = Vec::new();
-    let listing = recheck(r, &mut jobs, &tok, &mut unmark).await;
+    let listing = recheck(&r.cfg, &r.tmux, &r.watching, &mut jobs, &tok, &mut unmark).await;
 
     tracing::debug!(
         phase = Phase::Recheck.name(),
@@ -311,7 +325,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     );
     // 3. The victims: one scan of the process table for the whole batch.
     let listing = listing.unwrap_or_default();
-    collect_victims(r, &mut jobs, &listing, &mut unmark);
+    collect_victims(&r.ownership, &mut jobs, &listing, &mut unmark);
     let world = procs::World::of(&listing);
 
     phase_done(Phase::Victims, t0);
@@ -319,7 +333,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // journal, and its live mark keeps everyone else off the session.
     let dirs = r.state.reap_dirs();
     write_journals(
-        r,
+        &r.tmux,
+        &r.state,
         &dirs,
         &mut jobs,
         &tok,
@@ -331,7 +346,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     phase_done(Phase::Journal, t0);
     // The studio's hook may veto a reap before anything is touched.
     if let Some(hook) = &r.cfg.hook {
-        before_hooks(r, hook, &mut jobs, &mut unmark).await;
+        before_hooks(&r.cfg, hook, &mut jobs, &mut unmark).await;
     }
     phase_done(Phase::Hook, t0);
     // 5. The fence: every mark of the batch must still be exactly ours, with time left under it.
@@ -345,10 +360,10 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         tok: &tok,
         boot_ms: mark_boot,
     };
-    fence(r, &mut jobs, mark, &mut unmark).await;
+    fence(&r.cfg, &r.tmux, &r.metrics, &mut jobs, mark, &mut unmark).await;
     phase_done(Phase::Fence, t0);
-    write_tombstones(r, &dirs, &mut jobs, &mut unmark);
-    release(r, &mut jobs, &unmark, p);
+    write_tombstones(&r.cfg, &r.state, &dirs, &mut jobs, &mut unmark);
+    release(&r.state, &mut jobs, &unmark, p);
     test_panic("journals");
     if !unmark.is_empty() {
         if let Err(e) = r.tmux.clear_reaping_many(&unmark, &tok).await {
@@ -359,9 +374,9 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     // The lease once more, right before the first signal: the tombstones' writes and the clears
     // above took time, and a reader that cannot see us (another pid namespace) clears our mark
     // once the lease runs out.
-    let late = lease_ran_out(r, &mut jobs, mark);
+    let late = lease_ran_out(&r.cfg, &mut jobs, mark);
     if !late.is_empty() {
-        release(r, &mut jobs, &late, p);
+        release(&r.state, &mut jobs, &late, p);
         if let Err(e) = r.tmux.clear_reaping_many(&late, &tok).await {
             tracing::warn!(error = %e, "failed to clear reap marks");
         }
@@ -374,10 +389,10 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     phase_done(Phase::Signal, t0);
     // The lines of the reaps that stopped before any signal (written here, not between the fence
     // and the first signal); every other line is written by now, and its journal removed.
-    let lines = p.finish_all(r, jobs, t0);
+    let lines = p.finish_all(&r.state, &r.metrics, jobs, t0);
     test_panic("audit");
     if let Some(hook) = &r.cfg.hook {
-        after_hooks(r, hook, &lines).await;
+        after_hooks(&r.cfg, hook, &lines).await;
     }
     phase_done(Phase::Finish, t0);
     lines
@@ -481,7 +496,7 @@ async fn finish_wave(
         let j = &mut jobs[*i];
         let end = verify(&mut j.line, &j.ids, j.failure.take());
         j.end = Some(end.clone());
-        p.complete(r, *i, j.line.clone(), end, t0);
+        p.complete(&r.state, &r.metrics, *i, j.line.clone(), end, t0);
     }
     tracing::debug!(
         chats = done.len(),

@@ -1,14 +1,14 @@
 //! The studio's `CCS_REAP_HOOK` around a batch: `before` may veto each reap, `after` is told.
 
 use super::{Abort, Finished, Job};
-use crate::engine::context::Reaper;
+use crate::config::Config;
 
 /// `<hook> before` for every reap still on, with its decision as JSON on stdin, all at once. One
 /// that exits non-zero vetoes its reap (aborted, naming the hook), and so does one that cannot be
 /// run at all (deleted, no longer executable): a configured veto fails closed. One that times out
 /// is killed and the reap goes on.
 pub(super) async fn before_hooks(
-    r: &Reaper,
+    cfg: &Config,
     hook: &std::path::Path,
     jobs: &mut [Job],
     unmark: &mut Vec<u32>,
@@ -21,8 +21,7 @@ pub(super) async fn before_hooks(
         .iter()
         .map(|&i| serde_json::to_vec(&jobs[i].req.decision).unwrap_or_default())
         .collect();
-    let ran =
-        crate::adapters::reap_hook::run_all(hook, "before", &inputs, r.cfg.hook_timeout).await;
+    let ran = crate::adapters::reap_hook::run_all(hook, "before", &inputs, cfg.hook_timeout).await;
     for (&i, ran) in live.iter().zip(ran) {
         let j = &mut jobs[i];
         match ran {
@@ -55,12 +54,12 @@ pub(super) async fn before_hooks(
 }
 
 /// `<hook> after` for every audit line of the batch; what it does changes nothing.
-pub(super) async fn after_hooks(r: &Reaper, hook: &std::path::Path, ends: &[Finished]) {
+pub(super) async fn after_hooks(cfg: &Config, hook: &std::path::Path, ends: &[Finished]) {
     let inputs: Vec<Vec<u8>> = ends
         .iter()
         .map(|f| serde_json::to_vec(&f.line).unwrap_or_default())
         .collect();
-    let ran = crate::adapters::reap_hook::run_all(hook, "after", &inputs, r.cfg.hook_timeout).await;
+    let ran = crate::adapters::reap_hook::run_all(hook, "after", &inputs, cfg.hook_timeout).await;
     for (l, ran) in ends.iter().map(|f| &f.line).zip(ran) {
         if !matches!(ran, crate::adapters::reap_hook::Ran::Ok) {
             tracing::warn!(session = %l.session, hook = %hook.display(), result = ?ran, "the after hook failed (nothing changes)");

@@ -2,6 +2,8 @@
 //! fresh data, and their victims collected.
 
 use super::*;
+use crate::engine::ownership::Ownership;
+use crate::engine::watching::Watching;
 
 /// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.
 /// A session we do not hold is aborted; one we hold that no longer passes is aborted and queued
@@ -10,7 +12,9 @@ use super::*;
 /// Long (about 90 lines) on purpose: the re-check's refusals in the order the fencing relies on
 /// (server, presence, our mark, the name, then the fresh decision).
 pub(super) async fn recheck(
-    r: &Reaper,
+    cfg: &Config,
+    tmux: &Tmux,
+    watching: &Watching,
     jobs: &mut [Job],
     token: &str,
     unmark: &mut Vec<u32>,
@@ -18,13 +22,13 @@ pub(super) async fn recheck(
     if jobs.iter().all(|j| j.over) {
         return None;
     }
-    let fresh = match r.tmux.list(&r.cfg.prefix, procs::exit_collected).await {
+    let fresh = match tmux.list(&cfg.prefix, procs::exit_collected).await {
         Ok(l) if l.problems.is_empty() => Ok(l),
         Ok(l) => Err(l.problems.join("; ")),
         Err(e) => Err(e.to_string()),
     };
     let fresh = match fresh {
-        Ok(l) => r.read_activity().await.map(|busy| (l, busy)),
+        Ok(l) => watching.read_activity(cfg).await.map(|busy| (l, busy)),
         Err(e) => Err(e),
     };
     let (listing, busy) = match fresh {
@@ -44,7 +48,7 @@ pub(super) async fn recheck(
             j.abort(Abort::ServerRestarted);
         }
     }
-    let ignore_orphans = r.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
+    let ignore_orphans = cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let old = &j.req.session;
         // Listed only under a name of ours: one renamed away may still carry our mark (the
@@ -76,14 +80,14 @@ pub(super) async fn recheck(
                 c.orphaned = procs::orphaned(c.pid);
             }
         }
-        let Some((fresh, s)) = policy::decide_session(s, &busy, now_ms(), &r.cfg.policy) else {
+        let Some((fresh, s)) = policy::decide_session(s, &busy, now_ms(), &cfg.policy) else {
             unmark.push(j.n());
             j.abort(Abort::NoFreshDecision);
             continue;
         };
         let d = &j.req.decision;
         if let Err(why) =
-            policy::still_reapable(&fresh, d.idle_ms, j.req.reason, j.req.force, &r.cfg.policy)
+            policy::still_reapable(&fresh, d.idle_ms, j.req.reason, j.req.force, &cfg.policy)
         {
             unmark.push(j.n());
             j.abort(Abort::Changed(why));
@@ -100,7 +104,7 @@ pub(super) async fn recheck(
 
 /// The victims of every session still to be reaped, from one scan of the process table, pinned.
 pub(super) fn collect_victims(
-    r: &Reaper,
+    ownership: &Ownership,
     jobs: &mut [Job],
     listing: &Listing,
     unmark: &mut Vec<u32>,
@@ -110,7 +114,7 @@ pub(super) fn collect_victims(
     }
     // The pids tmux lists name its processes here only in its own pid namespace: proven once
     // for the batch, before anything is collected, let alone signalled.
-    if let Err(why) = r.check_sight(listing.server_pid, listing.socket_path.as_deref()) {
+    if let Err(why) = ownership.check_sight(listing.server_pid, listing.socket_path.as_deref()) {
         for j in jobs.iter_mut().filter(|j| !j.over) {
             unmark.push(j.n());
             j.fail(Failure::NotAttempted(format!(

@@ -7,9 +7,10 @@ use std::time::Instant;
 use super::{audit_line, finish, verify, Abort, Failure, ReapEnd};
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Journal};
+use crate::adapters::state::{AuditLine, Ended, Journal, StateDir};
 use crate::adapters::tmux::Listing;
-use crate::engine::context::Reaper;
+use crate::config::Config;
+use crate::engine::context::{socket_path, Reaper};
 
 /// Finish the teardowns that a reaper left behind when it died (their journals remain and their
 /// owner is gone). The session, if still there under the same name, is killed too. Called only
@@ -25,7 +26,10 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
     // A reaper that cannot see the server's processes as they are signals nothing: the journals
     // stay for a reaper that can.
     if listing.server_pid.is_some() {
-        if let Err(why) = r.check_sight(listing.server_pid, listing.socket_path.as_deref()) {
+        if let Err(why) = r
+            .ownership
+            .check_sight(listing.server_pid, listing.socket_path.as_deref())
+        {
             tracing::warn!(why = %why, "reap journals left alone: this reaper cannot see the tmux server's processes");
             return lines;
         }
@@ -40,7 +44,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         }
     };
     for j in journals {
-        if r.is_inflight(j.tmux_id) {
+        if r.inflight.contains(j.tmux_id) {
             continue;
         }
         // The session the journal names (its `$N`, under any name: one renamed since is the same
@@ -66,7 +70,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // A journal written before the `before` hook whose tombstone does not carry its token:
         // the reaper died before its hook and its fence let it go on, so nothing was
         // signalled. Release the chat: its mark goes, the journal goes, nothing is signalled.
-        if j.armed_by_tombstone && !tombstone_of(r, &j) {
+        if j.armed_by_tombstone && !tombstone_of(&r.state, &j) {
             tracing::warn!(session = %j.session, "a reaper stopped before its first signal: its mark is released, nothing signalled");
             if still {
                 if let Err(e) = r.tmux.clear_reaping_many(&[j.tmux_id], &j.token).await {
@@ -76,7 +80,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
             }
             let line = AuditLine::of_journal(&j, now_ms());
             let line = audit_line(line, &ReapEnd::Aborted(Abort::Released));
-            lines.push(finish(r, line, t0));
+            lines.push(finish(&r.state, &r.metrics, line, t0));
             if let Err(e) = r.state.remove_journal(&j) {
                 tracing::warn!(error = %e, "failed to remove the reap journal");
             }
@@ -86,8 +90,8 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // still exactly that mark), so that no other reader clears it while we finish; what we
         // do not then hold is not ours to signal.
         let mut token = j.token.clone();
-        let mine = r.mark_owner().token(&super::nonce());
-        let _live = r.hold_token(&mine);
+        let mine = r.ownership.mark_owner().token(&super::nonce());
+        let _live = r.ownership.hold_token(&mine);
         if still && held {
             let mark = listing
                 .sessions
@@ -116,7 +120,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         }
         tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
         let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
-        let pinned = journal_victims(r, &table, &j, listing, same_server);
+        let pinned = journal_victims(&r.cfg, &table, &j, listing, same_server);
         let victims = procs::pin(&pinned);
         let mut line = AuditLine::of_journal(&j, now_ms());
         line.ended = Some(Ended::Stopped);
@@ -128,7 +132,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
             .iter()
             .any(|s| s.name == j.session && (!same_server || s.tmux_id != j.tmux_id));
         if !back && r.state.read_tombstone(&j.id).ok().flatten().is_none() {
-            let mut tomb = j.tombstone(&r.socket_path(), now_ms());
+            let mut tomb = j.tombstone(&socket_path(&r.cfg), now_ms());
             tomb.agent = crate::engine::wayback::agent_name(j.argv.as_deref());
             if let Err(e) = r.state.write_tombstone(&tomb) {
                 tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
@@ -151,7 +155,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
         // A reap that went through says whose it was.
         line.error
             .get_or_insert_with(|| "completed after the reaper that began it stopped".into());
-        lines.push(finish(r, line, t0));
+        lines.push(finish(&r.state, &r.metrics, line, t0));
         if let Err(e) = r.state.remove_journal(&j) {
             tracing::warn!(error = %e, "failed to remove the reap journal");
         }
@@ -161,8 +165,8 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
 
 /// Whether the tombstone of the journal's chat carries the journal's token: the reap got past
 /// its `before` hook and its fence, and may have signalled.
-fn tombstone_of(r: &Reaper, j: &Journal) -> bool {
-    matches!(r.state.read_tombstone(&j.id), Ok(Some(t)) if t.token.as_deref() == Some(j.token.as_str()))
+fn tombstone_of(state: &StateDir, j: &Journal) -> bool {
+    matches!(state.read_tombstone(&j.id), Ok(Some(t)) if t.token.as_deref() == Some(j.token.as_str()))
 }
 
 /// A dead reaper's journal lists pids; none is signalled on its word alone (the file may have
@@ -170,7 +174,7 @@ fn tombstone_of(r: &Reaper, j: &Journal) -> bool {
 /// The TMUX marker is looked for under the socket path the server reports now, and the ones we
 /// would compute.
 fn journal_victims(
-    r: &Reaper,
+    cfg: &Config,
     table: &[procs::Proc],
     j: &Journal,
     listing: &Listing,
@@ -182,8 +186,8 @@ fn journal_victims(
     };
     let prot = procs::protected(table, listing.server_pid);
     let mut paths: Vec<String> = listing.socket_path.iter().cloned().collect();
-    paths.push(r.cfg.socket.path().to_string_lossy().into_owned());
-    paths.push(r.socket_path());
+    paths.push(cfg.socket.path().to_string_lossy().into_owned());
+    paths.push(socket_path(cfg));
     let needles: Vec<Vec<u8>> = paths
         .iter()
         .map(|p| format!("TMUX={}", procs::tmux_env_value(p, server, j.tmux_id)).into_bytes())

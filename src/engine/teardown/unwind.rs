@@ -18,9 +18,11 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use super::{finish, Job, Sink};
+use crate::adapters::metrics::Metrics;
+use crate::adapters::state::StateDir;
 use crate::adapters::state::{AuditLine, Journal};
+use crate::adapters::tmux::Tmux;
 use crate::core::reap_end::{audit_line, Abort, Failure, Finished, ReapEnd};
-use crate::engine::context::Reaper;
 
 /// What a batch has done that must be undone or finished should it panic.
 pub(super) struct Progress<'s> {
@@ -89,13 +91,21 @@ impl<'s> Progress<'s> {
     /// Request `i` is over, as `end` says, with the facts of `line`: its audit line is built and
     /// written (log, audit file, metrics) unless it already was, then its journal removed (what
     /// `turn begin` and `spawn` wait for), then the line delivered.
-    pub fn complete(&mut self, r: &Reaper, i: usize, line: AuditLine, end: ReapEnd, t0: Instant) {
+    pub fn complete(
+        &mut self,
+        state: &StateDir,
+        metrics: &Metrics,
+        i: usize,
+        line: AuditLine,
+        end: ReapEnd,
+        t0: Instant,
+    ) {
         if self.lines[i].is_none() {
-            let line = finish(r, audit_line(line, &end), t0);
+            let line = finish(state, metrics, audit_line(line, &end), t0);
             self.lines[i] = Some(Finished { end, line });
         }
         if let Some(jn) = self.journals[i].take() {
-            if let Err(e) = r.state.remove_journal(&jn) {
+            if let Err(e) = state.remove_journal(&jn) {
                 tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
             }
         }
@@ -114,17 +124,30 @@ impl<'s> Progress<'s> {
 
     /// Complete every job not over yet, in order. Returns every request's end and line, in
     /// order.
-    pub fn finish_all(&mut self, r: &Reaper, jobs: Vec<Job>, t0: Instant) -> Vec<Finished> {
+    pub fn finish_all(
+        &mut self,
+        state: &StateDir,
+        metrics: &Metrics,
+        jobs: Vec<Job>,
+        t0: Instant,
+    ) -> Vec<Finished> {
         for (i, j) in jobs.into_iter().enumerate() {
             let end = j.end.unwrap_or(ReapEnd::Aborted(Abort::NotReached));
-            self.complete(r, i, j.line, end, t0);
+            self.complete(state, metrics, i, j.line, end, t0);
         }
         self.lines.iter().flatten().cloned().collect()
     }
 
     /// After a panic (`why`): clear the marks, remove the journals, write the lines not written.
     /// Returns one line per request, in order.
-    pub async fn unwind(mut self, r: &Reaper, why: &str, t0: Instant) -> Vec<Finished> {
+    pub async fn unwind(
+        mut self,
+        tmux: &Tmux,
+        state: &StateDir,
+        metrics: &Metrics,
+        why: &str,
+        t0: Instant,
+    ) -> Vec<Finished> {
         tracing::error!(
             panic = %why, sessions = self.begun.len(),
             written = self.lines.iter().flatten().count(),
@@ -144,7 +167,7 @@ impl<'s> Progress<'s> {
                 kept.push(jn.tmux_id);
                 continue;
             }
-            if let Err(e) = r.state.remove_journal(&jn) {
+            if let Err(e) = state.remove_journal(&jn) {
                 tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal of a batch that panicked");
             }
         }
@@ -155,15 +178,15 @@ impl<'s> Progress<'s> {
             .filter(|n| !kept.contains(n))
             .collect();
         if let Some(tok) = &self.token {
-            if let Err(e) = r.tmux.clear_reaping_many(&clear, tok).await {
-                r.metrics.tmux_errors.inc();
+            if let Err(e) = tmux.clear_reaping_many(&clear, tok).await {
+                metrics.tmux_errors.inc();
                 tracing::warn!(error = %e, sessions = ?self.marked, "failed to clear the reap marks of a batch that panicked");
             }
         }
         for (i, l) in std::mem::take(&mut self.begun).into_iter().enumerate() {
             // A line already written stays as it is (`complete` writes none twice).
             let end = ReapEnd::Failed(Failure::Panicked(why.to_string()));
-            self.complete(r, i, l, end, t0);
+            self.complete(state, metrics, i, l, end, t0);
         }
         self.lines.into_iter().flatten().collect()
     }

@@ -1,6 +1,7 @@
 //! What a reap writes: how the session ended, its journal, its tombstone.
 
 use super::*;
+use crate::engine::context::socket_path;
 
 /// How the session ended: `stopped` (we reaped it), or, for exited panes, `completed`/`failed`
 /// with the status recorded in the line.
@@ -29,8 +30,10 @@ pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> En
 /// reaper's batch is finished chat by chat, and `turn begin` waits on its chat's alone), all of
 /// the batch's written at once, in parallel, each fsynced, the directory fsynced once. A reap
 /// whose journal cannot be written is not attempted.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn write_journals(
-    r: &Reaper,
+    tmux: &Tmux,
+    state: &StateDir,
     dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
     jobs: &mut [Job],
     tok: &str,
@@ -41,7 +44,7 @@ pub(super) async fn write_journals(
     let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
     // The command lines the way back restarts (one tmux call for the batch).
     let going: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
-    let kept = r.tmux.kept_argvs(&going).await;
+    let kept = tmux.kept_argvs(&going).await;
     let journals: Vec<Journal> = live
         .iter()
         .map(|&i| journal(&jobs[i], tok, server_pid, kept.get(&jobs[i].n())))
@@ -49,7 +52,7 @@ pub(super) async fn write_journals(
     let written: Vec<Result<(), String>> = match dirs {
         Ok(d) => {
             let refs: Vec<&Journal> = journals.iter().collect();
-            r.state
+            state
                 .write_journals_in(d, &refs)
                 .into_iter()
                 .map(|w| w.map_err(|e| e.to_string()))
@@ -113,7 +116,8 @@ fn journal(j: &Job, tok: &str, server_pid: Option<u32>, argv: Option<&Vec<String
 /// One file per chat (what `spawn` reads by id), the batch's written in parallel and durable
 /// before this returns; a reap whose tombstone cannot be written is not attempted.
 pub(super) fn write_tombstones(
-    r: &Reaper,
+    cfg: &Config,
+    state: &StateDir,
     dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
     jobs: &mut [Job],
     unmark: &mut Vec<u32>,
@@ -121,7 +125,7 @@ pub(super) fn write_tombstones(
     let mut live = Vec::new();
     let mut tombs = Vec::new();
     for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
-        match tombstone(r, j) {
+        match tombstone(cfg, state, j) {
             Ok(t) => {
                 live.push(i);
                 tombs.push(t);
@@ -133,8 +137,7 @@ pub(super) fn write_tombstones(
         }
     }
     let written: Vec<Result<(), String>> = match dirs {
-        Ok(d) => r
-            .state
+        Ok(d) => state
             .write_tombstones_in(d, &tombs)
             .into_iter()
             .map(|w| w.map_err(|e| e.to_string()))
@@ -151,16 +154,20 @@ pub(super) fn write_tombstones(
 }
 
 /// One reap's tombstone, from its journal.
-fn tombstone(r: &Reaper, j: &Job) -> Result<crate::core::records::Tombstone, String> {
+fn tombstone(
+    cfg: &Config,
+    state: &StateDir,
+    j: &Job,
+) -> Result<crate::core::records::Tombstone, String> {
     let Some(jn) = &j.journal else {
         return Err("no journal was written".into());
     };
     // The cleanup of exited panes has no living process to read a cwd or command line from:
     // it keeps those of the tombstone it replaces.
     let before = (j.req.reason == ReapReason::Exited && (jn.cwd.is_none() || jn.argv.is_none()))
-        .then(|| r.state.read_tombstone(&jn.id).ok().flatten())
+        .then(|| state.read_tombstone(&jn.id).ok().flatten())
         .flatten();
-    let mut tomb = jn.tombstone(&r.socket_path(), now_ms());
+    let mut tomb = jn.tombstone(&socket_path(cfg), now_ms());
     // The agent its command line runs, else its pane's start command's, else the one before.
     let start_command = j.fresh.as_ref().and_then(|s| s.panes.first());
     tomb.agent = crate::engine::wayback::agent_name(tomb.argv.as_deref())
