@@ -9,9 +9,30 @@ use crate::adapters::memory;
 use crate::adapters::metrics::Metrics;
 use crate::adapters::procs;
 use crate::adapters::tmux::{Listing, Tmux};
+use crate::config::Config;
 use crate::core::policy::{self, Decision, Snapshot};
 use crate::engine::agent_status;
 use crate::engine::context::Reaper;
+use crate::engine::watching::Watching;
+
+/// One look at the world, as every decision takes it (a sweep's, the re-check's before a reap):
+/// tmux's listing, one call, and the activity files, read only once a listing came. Each says
+/// why it could not be had.
+pub struct Look {
+    pub listing: Result<Listing, crate::adapters::tmux::TmuxError>,
+    /// The ids the activity files mark running.
+    pub busy: Result<HashSet<String>, String>,
+}
+
+/// Take one [`Look`].
+pub async fn look(cfg: &Config, tmux: &Tmux, watching: &Watching) -> Look {
+    let listing = tmux.list(&cfg.prefix, procs::exit_collected).await;
+    let busy = match &listing {
+        Ok(_) => watching.read_activity(cfg).await,
+        Err(_) => Err("not read: tmux gave no listing".into()),
+    };
+    Look { listing, busy }
+}
 
 /// How much a sweep should look at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,7 +78,8 @@ fn warn_too_long(listing: &Listing) {
 /// Read tmux, the activity files and (where needed) /proc into a snapshot.
 async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
     let mut snap = Snapshot::default();
-    let listing = match r.tmux.list(&r.cfg.prefix, procs::exit_collected).await {
+    let Look { listing, busy } = look(&r.cfg, &r.tmux, &r.watching).await;
+    let listing = match listing {
         Ok(l) => l,
         Err(e) => {
             r.metrics.tmux_errors.inc();
@@ -72,7 +94,7 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         tracing::warn!(problems = %why, "tmux rows did not parse: keeping every session this sweep");
         snap.global_problem = Some(why);
     }
-    match r.watching.read_activity(&r.cfg).await {
+    match busy {
         Ok(busy) => snap.busy_ids = busy,
         Err(e) => {
             // A degraded state: the daemon says it once when it starts and once when it ends

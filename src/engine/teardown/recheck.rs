@@ -22,14 +22,12 @@ pub(super) async fn recheck(
     if jobs.iter().all(|j| j.over) {
         return None;
     }
-    let fresh = match tmux.list(&cfg.prefix, procs::exit_collected).await {
-        Ok(l) if l.problems.is_empty() => Ok(l),
+    // The same look as a sweep's; any part missing is liveness unknown.
+    let look = crate::engine::observe::look(cfg, tmux, watching).await;
+    let fresh = match look.listing {
+        Ok(l) if l.problems.is_empty() => look.busy.map(|busy| (l, busy)),
         Ok(l) => Err(l.problems.join("; ")),
         Err(e) => Err(e.to_string()),
-    };
-    let fresh = match fresh {
-        Ok(l) => watching.read_activity(cfg).await.map(|busy| (l, busy)),
-        Err(e) => Err(e),
     };
     let (listing, busy) = match fresh {
         Ok(x) => x,
