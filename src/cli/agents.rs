@@ -48,12 +48,7 @@ pub(super) fn agent_hook_main(
         let said = rt.block_on(async {
             tokio::time::timeout(left, claude_hook::dry_run_of(&r.cfg, &r.tmux, what, pane)).await
         });
-        return fail(&format!(
-            "dry run: {}",
-            said.unwrap_or_else(|_| format!(
-                "nothing: gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS)"
-            ))
-        ));
+        return hook_dry_run_said(said.ok(), budget, fail);
     }
     // Outside tmux, on another server: nothing to do, nothing to say.
     let Ok(pane) = pane else {
@@ -62,19 +57,7 @@ pub(super) fn agent_hook_main(
     let r = Reaper::new(cfg, false);
     let done =
         rt.block_on(async { tokio::time::timeout(left, agent_hook::act(&r, a, &ev, &pane)).await });
-    match done {
-        Ok(Ok(HookOutcome::Blocked(why))) => {
-            // For the user, as the agent shows it: always plain text.
-            use std::io::Write as _;
-            let _ = writeln!(std::io::stderr(), "{why}");
-            ExitCode::from(exit::BLOCKED)
-        }
-        Ok(Ok(HookOutcome::Done(_) | HookOutcome::Skipped(_))) => ExitCode::SUCCESS,
-        Ok(Err(e)) => fail(&e.to_string()),
-        Err(_) => fail(&format!(
-            "gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS): the chat's marks may be stale"
-        )),
-    }
+    hook_exit(done.ok(), budget, fail)
 }
 
 fn names() -> String {

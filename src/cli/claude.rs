@@ -78,12 +78,7 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
         let said = rt.block_on(async {
             tokio::time::timeout(left, claude_hook::dry_run(&r, &ev, pane)).await
         });
-        return fail(&format!(
-            "dry run: {}",
-            said.unwrap_or_else(|_| format!(
-                "nothing: gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS)"
-            ))
-        ));
+        return hook_dry_run_said(said.ok(), budget, fail);
     }
     // Outside tmux, on another server: nothing to do, nothing to say.
     let Ok(pane) = pane else {
@@ -92,16 +87,38 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     let r = Reaper::new(cfg, false);
     let done =
         rt.block_on(async { tokio::time::timeout(left, claude_hook::act(&r, &ev, &pane)).await });
+    hook_exit(done.ok(), budget, fail)
+}
+
+/// A hook's `--dry-run`: what it would do (`None`: it gave up at `budget`), said on stderr.
+pub(super) fn hook_dry_run_said(
+    said: Option<String>,
+    budget: Duration,
+    fail: impl Fn(&str) -> ExitCode,
+) -> ExitCode {
+    fail(&format!(
+        "dry run: {}",
+        said.unwrap_or_else(|| format!("nothing: gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS)"))
+    ))
+}
+
+/// A hook's exit: 2 with the reason (plain text, as the agent shows it to the user) for a prompt
+/// a reap holds, else 0, with one line on stderr for what failed (`None`: it gave up at
+/// `budget`).
+pub(super) fn hook_exit<E: std::fmt::Display>(
+    done: Option<Result<HookOutcome, E>>,
+    budget: Duration,
+    fail: impl Fn(&str) -> ExitCode,
+) -> ExitCode {
     match done {
-        Ok(Ok(HookOutcome::Blocked(why))) => {
-            // For the user, as Claude Code shows it: always plain text.
+        Some(Ok(HookOutcome::Blocked(why))) => {
             use std::io::Write as _;
             let _ = writeln!(std::io::stderr(), "{why}");
             ExitCode::from(exit::BLOCKED)
         }
-        Ok(Ok(HookOutcome::Done(_) | HookOutcome::Skipped(_))) => ExitCode::SUCCESS,
-        Ok(Err(e)) => fail(&e.to_string()),
-        Err(_) => fail(&format!(
+        Some(Ok(HookOutcome::Done(_) | HookOutcome::Skipped(_))) => ExitCode::SUCCESS,
+        Some(Err(e)) => fail(&e.to_string()),
+        None => fail(&format!(
             "gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS): the chat's marks may be stale"
         )),
     }
