@@ -393,6 +393,15 @@ fn the_system_units_instance_file_and_state_dir_are_found_by_every_call_of_its_u
         "{j}"
     );
     assert_eq!(entry(&j, "CCS_REAP_GRACE_MS")["value"], "3s", "{j}");
+    // A symlink in its place, even to a directory of ours, is not the instance's state dir.
+    let elsewhere = s.path("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    std::fs::remove_dir(&inst.dir).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, &inst.dir).unwrap();
+    let j = config(&[]);
+    assert_eq!(j["state_dir"], path_str(&xdg_state.join("ccs-reap")), "{j}");
+    std::fs::remove_file(&inst.dir).unwrap();
+    std::fs::create_dir(&inst.dir).unwrap();
     // The instance dir of another owner is not this user's state dir.
     std::os::unix::fs::chown(&inst.dir, Some(65534), None).unwrap();
     let j = config(&[]);
