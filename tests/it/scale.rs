@@ -107,16 +107,36 @@ fn one_sweep_reaps_a_batch_in_a_handful_of_tmux_calls() {
         s.idle_since(id, 10_000_000);
     }
     let calls = s.path("calls");
+    // One line per tmux call, its arguments on it.
     let bin = s.tmux_wrapper(&format!(
-        "echo x >>{}\nexec \"$REAL\" \"$@\"\n",
+        "{{ printf '%s ' \"$@\" | tr '\\n' ' '; echo; }} >>{}\nexec \"$REAL\" \"$@\"\n",
         shq(&path_str(&calls))
     ));
     s.sweep_via(&bin, DONE, &[], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
     assert_eq!(s.audit().len(), 30);
     assert!(s.audit().iter().all(|l| l["outcome"] == "reaped"));
-    // Listing, marks, re-check listing, listing before the kills, kills: not one per session.
-    let n = std::fs::read_to_string(&calls).unwrap().lines().count();
-    assert!(n <= 8, "{n} tmux calls for 30 reaps");
+    let log = std::fs::read_to_string(&calls).unwrap();
+    let (kills, rest): (Vec<&str>, Vec<&str>) =
+        log.lines().partition(|l| l.contains("kill-session"));
+    // The version, the listing, the marks, the re-check's listing, the argv listing, the fence:
+    // one call each, not one per session.
+    assert!(
+        rest.len() <= 6,
+        "{} tmux calls besides the kills:\n{log}",
+        rest.len()
+    );
+    // The kills go by wave (the chats whose trees the same look found gone), each wave one call:
+    // every session once, and far fewer calls than sessions however the 30 trees end.
+    let killed: usize = kills
+        .iter()
+        .map(|l| l.matches("kill-session").count())
+        .sum();
+    assert_eq!(killed, 30, "kill-session commands:\n{log}");
+    assert!(
+        kills.len() <= 10,
+        "{} kill calls for 30 reaps:\n{log}",
+        kills.len()
+    );
 }
 
 /// A `tmux` wrapper that counts the marking calls (only marks set `@ccs_reaping` to a time) in
