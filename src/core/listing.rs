@@ -261,6 +261,60 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
     l
 }
 
+/// What the fence prints for a session that passed its test in the server (see
+/// [`fence_format`]): its id, its client count and its name, cleaned.
+const FENCED: &str = "F";
+
+/// The format of the fence's one listing: for every session that carries exactly the mark
+/// `@ccs_reaping` = `mark_at` and the token `token` (in its own environment, `token_var`), a row
+/// `F<TAB>$N<TAB>clients<TAB>name`, the name [`clean!`]ed and last, so it can forge no row; an
+/// empty line for any other session. `token` is ours (`[A-Za-z0-9_]`): it goes into the format as
+/// it is. Which of a batch's sessions pass is then [`fenced`]'s to say.
+pub fn fence_format(mark_at: i64, token: &str, token_var: &str) -> String {
+    format!(
+        "#{{?#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{token_var}}},{token}}}}},\
+         {FENCED}{SEP}#{{session_id}}{SEP}#{{session_attached}}{SEP}{},}}",
+        clean!("session_name")
+    )
+}
+
+/// Whether a session name can be checked by the fence, and put in a format as it is: what
+/// [`id_chars`] allows (a prefix and an id of ours are made of nothing else), at most 255 bytes.
+/// Any other name (one a studio never gives) never passes the fence.
+pub fn plain_name(name: &str) -> bool {
+    id_chars(name) && name.len() <= 255
+}
+
+/// Which of `asked` (`(n, name, check_viewers)`) passed the fence, read from the rows of one
+/// [`fence_format`] listing: the session is listed as carrying the mark, under the very name the
+/// reap was decided for (a name that is not [`plain_name`] never passes), with no client attached
+/// where the reap asked for none. A session gone, renamed, taken or now watched is simply not in
+/// the set; a row that does not parse passes nothing.
+pub fn fenced(out: &str, asked: &[(u32, &str, bool)]) -> std::collections::HashSet<u32> {
+    let mut rows: HashMap<u32, (&str, &str)> = HashMap::new();
+    for line in out.lines() {
+        let mut f = line.splitn(4, SEP);
+        if f.next() != Some(FENCED) {
+            continue;
+        }
+        let (Some(n), Some(clients), Some(name)) =
+            (f.next().and_then(parse_sid), f.next(), f.next())
+        else {
+            continue;
+        };
+        rows.insert(n, (clients, name));
+    }
+    asked
+        .iter()
+        .filter(|&&(n, name, check_viewers)| {
+            rows.get(&n).is_some_and(|&(clients, listed)| {
+                plain_name(name) && listed == name && (!check_viewers || clients == "0")
+            })
+        })
+        .map(|&(n, ..)| n)
+        .collect()
+}
+
 /// Whether the tmux server `server` has collected the exit of its child `pid` (`None`: cannot
 /// tell): read from the process table by the adapter that can.
 pub type ExitCollected = fn(server: u32, pid: u32) -> Option<bool>;
@@ -289,6 +343,89 @@ mod tests {
         // checked against the one place that names it.
         let want = format!(":{}}}", crate::core::compat::TOKEN_OPTION);
         assert!(SESSION_FMT.contains(&want), "{SESSION_FMT}");
+    }
+
+    #[test]
+    fn the_fence_passes_only_the_mark_under_its_name_and_unwatched_where_asked() {
+        let out = "F\t$1\t0\tccs-1\n\
+                   \n\
+                   F\t$2\t1\tccs-2\n\
+                   F\t$3\t0\tother-3\n\
+                   F\t$4\t0\tccs-4 F\t$5\t0\tccs-5\n\
+                   F\t$6\t0\n\
+                   F\tx\t0\tccs-7\n\
+                   S\t$8\t0\tccs-8\n\
+                   F\t$9\t0\tccs 9\n\
+                   F\t$10\t0\tccs-10\tx\n";
+        // (asked, passes)
+        let table: &[((u32, &str, bool), bool)] = &[
+            ((1, "ccs-1", true), true),
+            // Not listed (no mark of ours, or gone).
+            ((11, "ccs-11", false), false),
+            // Watched: passes only where the reap was told to override the viewers.
+            ((2, "ccs-2", true), false),
+            ((2, "ccs-2", false), true),
+            // Renamed since the decision.
+            ((3, "ccs-3", false), false),
+            // A row forged by a name (one cleaned of its newline): the name is the whole rest.
+            ((4, "ccs-4", false), false),
+            ((5, "ccs-5", false), false),
+            // Rows that do not parse.
+            ((6, "ccs-6", false), false),
+            ((7, "ccs-7", false), false),
+            ((8, "ccs-8", false), false),
+            // A name the fence cannot check never passes, even as listed.
+            ((9, "ccs 9", false), false),
+            ((10, "ccs-10", false), false),
+            ((10, "ccs-10\tx", false), false),
+        ];
+        for &(asked, passes) in table {
+            assert_eq!(
+                fenced(out, &[asked]).contains(&asked.0),
+                passes,
+                "{asked:?}"
+            );
+        }
+        let all: Vec<_> = table.iter().map(|t| t.0).collect();
+        let want: std::collections::HashSet<u32> = [1, 2].into();
+        assert_eq!(fenced(out, &all), want);
+    }
+
+    #[test]
+    fn only_a_plain_name_can_pass_the_fence() {
+        // (name, plain: a format reads it as text, no `#`, `{`, `}` or `,`)
+        let table: &[(&str, bool)] = &[
+            ("ccs-1", true),
+            ("ccs-a_B-9", true),
+            ("", false),
+            ("ccs-1}", false),
+            ("ccs-#{session_id}", false),
+            ("ccs-1,x", false),
+            ("ccs-#(touch x)", false),
+            ("ccs 1", false),
+            ("ccs-\u{e9}", false),
+        ];
+        let long = format!("ccs-{}", "a".repeat(252));
+        assert!(plain_name(&long[..255]) && !plain_name(&long));
+        for &(name, plain) in table {
+            assert_eq!(plain_name(name), plain, "{name:?}");
+            // Listed as it is, with the mark: passes exactly when plain.
+            let out = format!("F\t$3\t0\t{name}\n");
+            assert_eq!(
+                fenced(&out, &[(3, name, true)]).contains(&3),
+                plain,
+                "{name:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_fence_format_tests_the_mark_and_the_token_and_cleans_the_name() {
+        let f = fence_format(1700000000000, "f2_1_2_3_4_5_ab", "CCS_REAP_TOKEN");
+        assert!(f.contains("#{==:#{@ccs_reaping},1700000000000}"), "{f}");
+        assert!(f.contains("#{==:#{CCS_REAP_TOKEN},f2_1_2_3_4_5_ab}"), "{f}");
+        assert!(f.ends_with(concat!(clean!("session_name"), ",}")), "{f}");
+        assert!(f.starts_with("#{?#{&&:"), "{f}");
     }
 
     #[test]

@@ -106,7 +106,7 @@ pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
 }
 
 /// Whether `token` can be put in a format and a command string as it is.
-fn plain_token(token: &str) -> bool {
+pub(super) fn plain_token(token: &str) -> bool {
     !token.is_empty() && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -176,32 +176,12 @@ pub(super) fn takeover_command(
     )
 }
 
-/// The fence of session `n`: prints `fenced-<n>` only while the session carries exactly our mark,
-/// `@ccs_reaping` = `mark_at` and our `token` in its environment, (with `name`) is still called
-/// `name`, and (with `check_viewers`) no client has attached since the mark.
-///
-/// A session name is user-controlled (`rename-session` takes anything): it goes into the format
-/// only when [`plain_name`] holds (`[A-Za-z0-9_-]`, which a format reads as text: no `#`, `{`,
-/// `}` or `,`); any other name is never fenced, so the reap is aborted and nothing signalled.
-pub(super) fn fence_command(
-    n: u32,
-    mark_at: i64,
-    token: &str,
-    name: Option<&str>,
-    check_viewers: bool,
-) -> TmuxCommand<'static> {
-    let mut cond =
+/// The fence of one session taken over from a dead reaper: prints `fenced-<n>` only while the
+/// session carries exactly our new mark, `@ccs_reaping` = `mark_at` and our `token` in its
+/// environment. (A batch's fence is one listing: [`crate::core::listing::fence_format`].)
+pub(super) fn fence_command(n: u32, mark_at: i64, token: &str) -> TmuxCommand<'static> {
+    let cond =
         format!("#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}}");
-    match name {
-        Some(name) if plain_name(name) => {
-            cond = format!("#{{&&:{cond},#{{==:#{{session_name}},{name}}}}}");
-        }
-        Some(_) => cond = "0".to_string(),
-        None => {}
-    }
-    if check_viewers {
-        cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
-    }
     on_session(n, &cond, format!("display-message -p {FENCED}{n}"))
 }
 
@@ -213,12 +193,6 @@ pub(super) fn set_if_unset_command(n: u32, opt: &str, value: i64) -> TmuxCommand
         &format!("#{{==:#{{{opt}}},}}"),
         format!("set-option -t {t} {opt} {value}"),
     )
-}
-
-/// Whether a session name can be put in a format as it is: what [`crate::core::policy::id_chars`]
-/// allows (a prefix and an id of ours are made of nothing else), at most 255 bytes.
-pub(super) fn plain_name(name: &str) -> bool {
-    crate::core::policy::id_chars(name) && name.len() <= 255
 }
 
 /// What [`fence_command`] prints for a session that passed.
@@ -256,33 +230,6 @@ mod tests {
         for (arg, lit, fmt) in table {
             assert_eq!(literal(arg), *lit, "{arg:?}");
             assert_eq!(format_literal(arg), *fmt, "{arg:?}");
-        }
-    }
-
-    #[test]
-    fn a_name_reaches_the_fences_format_only_when_plain() {
-        // (name, goes into the format as it is)
-        let table: &[(&str, bool)] = &[
-            ("ccs-1", true),
-            ("ccs-a_B-9", true),
-            ("", false),
-            ("ccs-1}", false),
-            ("ccs-#{session_id}", false),
-            ("ccs-1,x", false),
-            ("ccs-#(touch x)", false),
-            ("ccs 1", false),
-            ("ccs-\u{e9}", false),
-        ];
-        for (name, plain) in table {
-            assert_eq!(plain_name(name), *plain, "{name:?}");
-            let cmd = fence_command(3, 7, "f1_t", Some(name), false)
-                .to_vec()
-                .join(" ");
-            let has = cmd.contains(&format!("#{{==:#{{session_name}},{name}}}"));
-            assert_eq!(has && !name.is_empty(), *plain, "{name:?}: {cmd}");
-            if !plain {
-                assert!(!cmd.contains("session_name"), "{cmd}");
-            }
         }
     }
 }

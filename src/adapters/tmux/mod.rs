@@ -307,29 +307,28 @@ impl Tmux {
     /// The fence before a batch's first signal: which of `ns` (`(n, name, check_viewers)`) still
     /// carry exactly our mark (`@ccs_reaping` = `mark_at` and our `token`) under the name the reap
     /// was decided for (a name a format cannot hold as it is never passes), with no client attached
-    /// where the mark asked for none, in as few guarded tmux calls as the argv budget allows (one
-    /// for any usual batch). A session gone, taken or now watched is simply not in the set.
+    /// where the mark asked for none ([`listing::fenced`]). One `list-sessions` for the whole batch,
+    /// whatever its size: the server prints a row only for the sessions that carry the mark, at
+    /// one instant. A session gone, taken or now watched is simply not in the set.
     pub async fn fence(
         &self,
         ns: &[(u32, &str, bool)],
         mark_at: i64,
         token: &str,
     ) -> Result<HashSet<u32>, TmuxError> {
-        let token = token.to_string();
-        let of: HashMap<u32, (&str, bool)> =
-            ns.iter().map(|&(n, name, v)| (n, (name, v))).collect();
-        let only: Vec<u32> = ns.iter().map(|x| x.0).collect();
-        let out = self
-            .per_session(&only, |n| {
-                // A session we were not asked about is never fenced (an empty name is not plain).
-                let (name, check) = of.get(&n).copied().unwrap_or(("", true));
-                vec![fence_command(n, mark_at, &token, Some(name), check)]
-            })
-            .await?;
-        Ok(out
-            .lines()
-            .filter_map(|l| l.trim().strip_prefix(FENCED)?.parse().ok())
-            .collect())
+        if ns.is_empty() || !args::plain_token(token) {
+            return Ok(HashSet::new());
+        }
+        let fmt = listing::fence_format(mark_at, token, TOKEN_VAR);
+        match self.run(&[ListSessions::new().format(fmt).build()]).await {
+            Ok(out) => Ok(listing::fenced(&out, ns)),
+            // No server, or none of its sessions left: nothing carries the mark.
+            Err(TmuxError::NoServer(_)) => Ok(HashSet::new()),
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+                Ok(HashSet::new())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Take over a dead reaper's mark of session `n` (only while it is still `value` and
@@ -344,7 +343,7 @@ impl Tmux {
     ) -> Result<bool, TmuxError> {
         let cmds = [
             takeover_command(n, value, token, now_ms, new_token),
-            fence_command(n, now_ms, new_token, None, false),
+            fence_command(n, now_ms, new_token),
         ];
         let out = self.gone_is_ok(self.run(&cmds).await)?;
         Ok(out
