@@ -1,11 +1,13 @@
 //! The fence checks the name, and nothing born late survives (issue 29, items 3 and 4), on a real
-//! tmux: a session renamed during the `before` hook is never killed under its new name; helpers
-//! a chat starts after the victims were collected (during the hook, or during the grace from a
-//! parent that ignores SIGTERM and forks setsid'd children that ignore SIGTERM and SIGHUP) do not
-//! outlive the reap, and the audit line is `reaped` with `survivors: []` only when none lives.
+//! tmux: a session renamed during the `before` hook is never killed under its new name, nor one a
+//! viewer attached to during it; helpers a chat starts after the victims were collected (during
+//! the hook, or during the grace from a parent that ignores SIGTERM and forks setsid'd children
+//! that ignore SIGTERM and SIGHUP) do not outlive the reap, and the audit line is `reaped` with
+//! `survivors: []` only when none lives.
 
 use std::os::unix::fs::PermissionsExt;
 
+use crate::common::wrapper::shq;
 use crate::common::*;
 
 const HOUR: i64 = 3_600_000;
@@ -87,6 +89,57 @@ fn a_session_renamed_during_the_before_hook_is_never_killed_under_its_new_name()
         assert_eq!(n2, n);
         assert_eq!(s.show(n, "@ccs_reaping"), None, "{new_name}: mark left");
     }
+}
+
+/// The fence's other check, after the name: a viewer (a control-mode client) that attaches during
+/// the `before` hook, after the re-check passed, stops the reap before its first signal.
+#[test]
+fn a_viewer_that_attaches_during_the_before_hook_stops_the_reap_at_the_fence() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, HOUR);
+    let pids = s.pid_list("ccs-1");
+    // The viewer is cut off from the hook's output, which the reaper reads to its end; the hook
+    // writes down what it saw once the viewer is there.
+    let seen = s.path("attached");
+    let body = format!(
+        r#"(sleep 30 | $T -C attach -t =ccs-1 &) </dev/null >/dev/null 2>&1
+i=0
+while [ "$($T display -p -t =ccs-1: '#{{session_attached}}')" = 0 ] && [ $i -lt 500 ]; do
+  sleep 0.02; i=$((i+1))
+done
+$T display -p -t =ccs-1: '#{{session_attached}}' >{}"#,
+        shq(&path_str(&seen))
+    );
+    let h = before_hook(&s, &body);
+    let o = s.once(DONE_OR_FAILED, 300, &[("CCS_REAP_HOOK", h.as_str())]);
+    no_panic(&o);
+    let attached = std::fs::read_to_string(&seen).unwrap_or_default();
+    assert!(
+        !attached.trim().is_empty() && attached.trim() != "0",
+        "the viewer never attached during the hook ({attached:?}): {}",
+        o.stderr
+    );
+    for (kind, pid) in &pids {
+        assert!(
+            alive(*pid),
+            "the watched chat's {kind} ({pid}) was signalled: {}",
+            o.stderr
+        );
+    }
+    let lines = s.audit_of("ccs-1");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "aborted", "{}", lines[0]);
+    assert!(
+        lines[0]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("fenced off"),
+        "{}",
+        lines[0]
+    );
+    assert!(s.tombstone("1").is_none(), "a tombstone was written");
+    assert_eq!(s.show(n, "@ccs_reaping"), None, "mark left");
 }
 
 /// Wait for a pid file to name `want` processes; their pids.
