@@ -217,8 +217,8 @@ impl StateDir {
         atomic::write(d, name, text)
     }
 
-    /// Write many `<id>.json` files into `d` ([`atomic::write_many`]: in parallel, fsynced, the
-    /// directory fsynced once). Each result in order.
+    /// Write many `<id>.json` files into `d` ([`atomic::write_many`]: in parallel, made durable
+    /// together, the directory fsynced once). Each result in order.
     fn write_json_many<'a, T: Serialize + 'a>(
         d: &Path,
         items: impl Iterator<Item = (&'a str, &'a T)>,
@@ -398,7 +398,7 @@ impl StateDir {
         Self::write_json_in(&dirs.sessions, &t.id, t)
     }
 
-    /// A batch's journals into the checked `dirs`, in parallel, each durable (file and directory
+    /// A batch's journals into the checked `dirs`, in parallel, each durable (the files flushed, the directory
     /// fsynced) before this returns. Each result in order.
     pub fn write_journals_in(
         &self,

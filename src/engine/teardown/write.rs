@@ -28,7 +28,8 @@ pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> En
 /// on leaves them, and their pids are what a later sweep finishes from (only once the tombstone
 /// carries this reap's token: see [`write_tombstones`]). One file per chat (so that a dead
 /// reaper's batch is finished chat by chat, and `turn begin` waits on its chat's alone), all of
-/// the batch's written at once, in parallel, each fsynced, the directory fsynced once. A reap
+/// the batch's written at once, in parallel, made durable together (one `syncfs`, or an fsync
+/// each where that cannot be trusted: `atomic::write_many`), the directory fsynced once. A reap
 /// whose journal cannot be written is not attempted.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn write_journals(
