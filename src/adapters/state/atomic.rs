@@ -24,8 +24,8 @@ const SYNCERS: usize = 16;
 
 /// At most this much data dirty or under writeback, system-wide (`/proc/meminfo`), for a batch to
 /// be flushed by one `syncfs`: `syncfs` writes out everything dirty on the file system, other
-/// programs' data too, and a batch must not wait on a neighbour's gigabytes (the fsync of each
-/// file waits on its own data and the journal commit alone).
+/// programs' data too, and a batch must not wait on a neighbour's gigabytes (an fsync waits on
+/// its own file's data and the journal's commit).
 const SYNCFS_MAX_DIRTY: u64 = 64 << 20;
 
 /// Write `text` to `d/name` atomically and durably (see the module).
