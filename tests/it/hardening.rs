@@ -514,24 +514,29 @@ fn a_window_moved_to_another_session_survives_the_reap_of_its_first_session() {
         ),
     ]);
     let child = wait_pid(&pidfile, 10.0).expect("the moved window's pid file");
+    // `$!` is written as soon as the shell forks: until the child's exec has laid out its new
+    // stack, its /proc environ reads empty, so the marker is waited for, not read once.
     assert!(
-        environ_has(child, "TMUX="),
-        "the moved window's process does not carry TMUX"
+        wait_until(10.0, || environ_has(child, "TMUX=")),
+        "the moved window's process {child} does not carry TMUX"
     );
     s.ok(&["move-window", "-s", &format!("${n}:1"), "-t", "=other:"]);
     s.idle_since(n, 10_000_000);
     let o = s.once(DONE, GRACE, &[]);
     assert!(!s.has("ccs-1"), "{}", o.stderr);
-    assert!(!alive(s.pids("ccs-1")["claude"]));
+    assert!(!alive(s.pids("ccs-1")["claude"]), "{}", o.stderr);
     assert!(
         alive(child),
-        "a process of another session's window was killed"
+        "a process of another session's window was killed: {}",
+        o.stderr
     );
     assert_eq!(
         s.ok(&["list-windows", "-t", "=other", "-F", "x"])
             .lines()
             .count(),
-        2
+        2,
+        "{}",
+        o.stderr
     );
 }
 
