@@ -296,6 +296,10 @@ def main():
             try:
                 with open(p) as f:
                     t = json.load(f)
+                # A large batch's tombstones are batch files, each chat's name a link to the one
+                # holding its record (docs/files.md): the record of this chat is the one to check.
+                if isinstance(t, dict) and list(t) == ["batch"]:
+                    t = next((r for r in t["batch"] if r.get("id") == cid_id), {})
             except (OSError, ValueError) as e:
                 bad("tombstone", f"{cid_id}: reaped at {last_reaps[-1]['at']}, not respawned, and no tombstone ({e})")
                 continue

@@ -91,6 +91,8 @@
 //!   - [`core::schema`]: the version of the JSON that others read.
 //!   - [`core::units`]: durations and memory sizes, parsed.
 //!   - [`core::time`]: time stamps, formatted.
+//!   - [`core::batch`]: batch files (a large batch's journals or tombstones, each chat's
+//!     `<id>.json` a hard link to the file holding its record): their format and chunks.
 //!   - [`core::capped`]: the one bounded read (settings, activity, state and user files, stdin).
 //!   - [`core::compat`]: what earlier versions wrote that is still read, and how.
 

@@ -1,5 +1,6 @@
 //! The pure core: data and decisions. No I/O, no clock reads, runs nothing.
 
+pub mod batch;
 pub mod capped;
 pub mod compat;
 pub mod degraded;

@@ -9,6 +9,7 @@ mod common;
 mod agents_cli;
 mod agents_e2e;
 mod audit;
+mod batch_files;
 mod claude_e2e;
 mod claude_hook;
 mod claude_plain;

@@ -1,6 +1,6 @@
 //! The tombstones of this studio, listed: the chats that are asleep (reaped, not resumed yet),
 //! for `status`. One directory listing, then each tombstone read as [`StateDir::read_tombstone`]
-//! reads it (validated, private).
+//! reads it (validated, private), each batch file parsed once.
 
 use super::{StateDir, StateError, Tombstone};
 
@@ -11,6 +11,7 @@ impl StateDir {
         let Ok(rd) = std::fs::read_dir(self.studio.join("sessions")) else {
             return Vec::new();
         };
+        let mut reader = super::linked::Reader::new();
         rd.flatten()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
@@ -18,7 +19,7 @@ impl StateDir {
                 (!stem.starts_with('.') && crate::core::policy::valid_id(stem))
                     .then(|| stem.to_string())
             })
-            .filter_map(|id| self.read_tombstone(&id).transpose())
+            .filter_map(|id| self.read_tombstone_with(&mut reader, &id).transpose())
             .collect()
     }
 }

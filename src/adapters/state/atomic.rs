@@ -4,7 +4,8 @@
 //! write succeeds. [`write_many`] does the same for a batch's files: written in parallel, made
 //! durable by one `syncfs` of their file system where that is safe and cheap (one journal
 //! commit, not one a file; else an fsync each), renamed, and the directory fsynced once for all
-//! of them.
+//! of them; a batch of more than [`LINK_ABOVE`] files as a few batch files
+//! ([`crate::core::batch`]), each file's name a hard link to the one holding its record.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -13,6 +14,7 @@ use std::sync::OnceLock;
 
 use super::private::{open_flags, private_file};
 use super::{io, StateError};
+use crate::core::batch;
 
 /// How many files of a batch are written at once: without an fsync each, a write is CPU work.
 const WRITERS: usize = 4;
@@ -104,12 +106,112 @@ fn write_many_with(
     files: &[(String, Vec<u8>)],
     how: Flush,
 ) -> Vec<Result<(), StateError>> {
+    if files.len() > LINK_ABOVE {
+        return write_linked(d, files, how);
+    }
+    write_each(d, files, how)
+}
+
+/// Each of `files` a file of its own: written, made durable as `how` says, renamed into place;
+/// the directory fsynced once.
+fn write_each(d: &Path, files: &[(String, Vec<u8>)], how: Flush) -> Vec<Result<(), StateError>> {
     let mut out: Vec<Result<(), StateError>> = Vec::with_capacity(files.len());
     if files.len() <= 1 {
         out.extend(files.iter().map(|(n, t)| write(d, n, t)));
         return out;
     }
-    let temps = match how {
+    let temps = durable_temps(d, files, how);
+    for ((n, _), r) in files.iter().zip(temps) {
+        out.push(r.and_then(|tmp| put(d, n, &tmp)));
+    }
+    synced(d, out)
+}
+
+/// Above this many files, a batch is written as batch files ([`write_linked`]); at most this many
+/// are a file each, as every version of ccs-reap reads them.
+pub(super) const LINK_ABOVE: usize = 8;
+
+/// `files` (each one record's JSON) as a few batch files ([`batch`]: at most [`batch::MAX_RECORDS`]
+/// records and [`batch::MAX_BYTES`] bytes each), each written to a temporary file and made durable
+/// as `how` says, then every name `d/<name>` a hard link to the file holding its record (a name
+/// already there is replaced atomically: a link under a temporary name, renamed over it), the
+/// temporary names removed, and the directory fsynced once. One inode for 64 records: the
+/// allocation of 1000 inodes right after many were freed is what made a batch's files slow (ext4).
+/// A batch file that cannot be written fails each of its names.
+fn write_linked(d: &Path, files: &[(String, Vec<u8>)], how: Flush) -> Vec<Result<(), StateError>> {
+    let sizes: Vec<usize> = files.iter().map(|(_, t)| t.len()).collect();
+    let ranges = batch::chunks(&sizes);
+    let texts: Vec<(String, Vec<u8>)> = ranges
+        .iter()
+        .map(|r| {
+            let recs: Vec<&[u8]> = files[r.clone()].iter().map(|(_, t)| t.as_slice()).collect();
+            ("batch".to_string(), batch::text(&recs))
+        })
+        .collect();
+    let temps = durable_temps(d, &texts, how);
+    let mut out: Vec<Result<(), StateError>> = Vec::with_capacity(files.len());
+    for (r, tmp) in ranges.into_iter().zip(temps) {
+        match tmp {
+            Ok(src) => {
+                out.extend(files[r].iter().map(|(n, _)| link_into(d, n, &src)));
+                let _ = std::fs::remove_file(&src);
+            }
+            Err(e) => {
+                let why = e.to_string();
+                out.extend(files[r].iter().map(|(n, _)| {
+                    Err(StateError::Io {
+                        what: "write the batch file of",
+                        path: d.join(n),
+                        source: std::io::Error::other(why.clone()),
+                    })
+                }));
+            }
+        }
+    }
+    synced(d, out)
+}
+
+/// Name `d/name` a hard link to `src` (a batch file in `d`): moved aside first what is there and
+/// is not a regular file; a regular file there (an earlier reap's record) replaced atomically, by a
+/// link under a temporary name renamed over it, so a reader finds the old record or the new one,
+/// never none.
+fn link_into(d: &Path, name: &str, src: &Path) -> Result<(), StateError> {
+    let p = d.join(name);
+    move_aside(&p);
+    match std::fs::hard_link(src, &p) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io("link", &p)(e)),
+    }
+    let tmp = temp_path(d, name);
+    let _ = std::fs::remove_file(&tmp);
+    std::fs::hard_link(src, &tmp).map_err(io("link", &tmp))?;
+    put(d, name, &tmp)
+}
+
+/// The directory fsynced once for a batch: its failing fails every file renamed or linked.
+fn synced(d: &Path, mut out: Vec<Result<(), StateError>>) -> Vec<Result<(), StateError>> {
+    if let Err(e) = sync_dir(d) {
+        let why = e.to_string();
+        for r in out.iter_mut().filter(|r| r.is_ok()) {
+            *r = Err(StateError::Io {
+                what: "fsync",
+                path: d.to_path_buf(),
+                source: std::io::Error::other(why.clone()),
+            });
+        }
+    }
+    out
+}
+
+/// The temporary files of `files`, written in parallel and made durable: by one `syncfs` where
+/// `how` allows (written again, each fsynced, where it fails), else an fsync each.
+fn durable_temps(
+    d: &Path,
+    files: &[(String, Vec<u8>)],
+    how: Flush,
+) -> Vec<Result<PathBuf, StateError>> {
+    match how {
         Flush::EachFile => in_parallel(files, SYNCERS, d, |(n, t)| temp(d, n, t, true)),
         Flush::FileSystem | Flush::FailingFileSystem => {
             let temps = in_parallel(files, WRITERS, d, |(n, t)| temp(d, n, t, false));
@@ -126,21 +228,7 @@ fn write_many_with(
                 }
             }
         }
-    };
-    for ((n, _), r) in files.iter().zip(temps) {
-        out.push(r.and_then(|tmp| put(d, n, &tmp)));
     }
-    if let Err(e) = sync_dir(d) {
-        let why = e.to_string();
-        for r in out.iter_mut().filter(|r| r.is_ok()) {
-            *r = Err(StateError::Io {
-                what: "fsync",
-                path: d.to_path_buf(),
-                source: std::io::Error::other(why.clone()),
-            });
-        }
-    }
-    out
 }
 
 /// `f` of each item, `threads` at a time, each result in order. A thread that panics yields an
@@ -198,9 +286,7 @@ fn syncfs(d: &Path, how: Flush) -> std::io::Result<()> {
 /// The temporary file for `d/name`, written (and fsynced when `sync`): `.<name>.<pid>.<n>`,
 /// created anew (a file left there by a crash, or planted, is removed, never written through).
 fn temp(d: &Path, name: &str, text: &[u8], sync: bool) -> Result<PathBuf, StateError> {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = d.join(format!(".{name}.{}.{n}", std::process::id()));
+    let tmp = temp_path(d, name);
     let _ = std::fs::remove_file(&tmp);
     let written = open_flags(OpenOptions::new().write(true).create_new(true))
         .open(&tmp)
@@ -220,6 +306,13 @@ fn temp(d: &Path, name: &str, text: &[u8], sync: bool) -> Result<PathBuf, StateE
             Err(e)
         }
     }
+}
+
+/// A temporary name for `d/name`, unique in this process: `.<name>.<pid>.<n>`.
+fn temp_path(d: &Path, name: &str) -> PathBuf {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    d.join(format!(".{name}.{}.{n}", std::process::id()))
 }
 
 /// Rename the written `tmp` over `d/name`, moving aside first what is there and is not a
@@ -317,6 +410,33 @@ mod tests {
         d
     }
 
+    /// An old version of `3.json`, and a FIFO where `7.json` goes.
+    fn plant(d: &Path) {
+        std::fs::write(d.join("3.json"), b"old").unwrap();
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            d.join("7.json"),
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+    }
+
+    /// No temporary file is left in `d`, and the FIFO [`plant`] made is moved aside, once.
+    fn no_temporaries_and_the_fifo_aside(d: &Path, how: Flush) {
+        let names: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.starts_with('.')),
+            "{how:?}: temporaries left: {names:?}"
+        );
+        let aside = names.iter().filter(|n| n.starts_with("7.json.bad-"));
+        assert_eq!(aside.count(), 1, "{how:?}: the FIFO moved aside: {names:?}");
+    }
+
     #[test]
     fn a_batch_is_written_whole_and_private_whichever_the_flush() {
         for how in [Flush::FileSystem, Flush::EachFile, Flush::FailingFileSystem] {
@@ -325,16 +445,8 @@ mod tests {
                 .map(|i| (format!("{i}.json"), format!("{{\"n\":{i}}}").into_bytes()))
                 .collect();
             // An old version of one file is replaced, a FIFO where another goes is moved aside.
-            std::fs::write(d.join("3.json"), b"old").unwrap();
-            rustix::fs::mknodat(
-                rustix::fs::CWD,
-                d.join("7.json"),
-                rustix::fs::FileType::Fifo,
-                rustix::fs::Mode::from_raw_mode(0o600),
-                0,
-            )
-            .unwrap();
-            let out = write_many_with(&d, &files, how);
+            plant(&d);
+            let out = write_each(&d, &files, how);
             assert_eq!(out.len(), files.len(), "{how:?}");
             for ((name, text), r) in files.iter().zip(&out) {
                 assert!(r.is_ok(), "{how:?} {name}: {r:?}");
@@ -343,23 +455,76 @@ mod tests {
                 let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
                 assert_eq!(mode, 0o600, "{how:?} {name}");
             }
-            let names: Vec<String> = std::fs::read_dir(&d)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            assert!(
-                !names.iter().any(|n| n.starts_with('.')),
-                "{how:?}: temporaries left: {names:?}"
-            );
-            assert_eq!(
-                names
-                    .iter()
-                    .filter(|n| n.starts_with("7.json.bad-"))
-                    .count(),
-                1,
-                "{how:?}: the FIFO moved aside: {names:?}"
-            );
+            no_temporaries_and_the_fifo_aside(&d, how);
             std::fs::remove_dir_all(&d).unwrap();
         }
+    }
+
+    #[test]
+    fn a_large_batch_is_a_few_files_linked_by_name_whichever_the_flush() {
+        use std::os::unix::fs::MetadataExt;
+        for how in [Flush::FileSystem, Flush::EachFile, Flush::FailingFileSystem] {
+            let d = dir();
+            let n = 2 * batch::MAX_RECORDS + 3;
+            let files: Vec<(String, Vec<u8>)> = (0..n)
+                .map(|i| {
+                    (
+                        format!("{i}.json"),
+                        format!("{{\"id\":\"{i}\"}}").into_bytes(),
+                    )
+                })
+                .collect();
+            assert!(files.len() > LINK_ABOVE);
+            // An earlier record of one name is replaced, a FIFO where another goes is moved
+            // aside, a symlink where a third goes is replaced, never written through.
+            plant(&d);
+            std::fs::write(d.join("target"), b"not ours to write").unwrap();
+            std::os::unix::fs::symlink(d.join("target"), d.join("5.json")).unwrap();
+            let out = write_many_with(&d, &files, how);
+            assert_eq!(out.len(), files.len(), "{how:?}");
+            let mut inodes = std::collections::HashSet::new();
+            for ((name, text), r) in files.iter().zip(&out) {
+                assert!(r.is_ok(), "{how:?} {name}: {r:?}");
+                let p = d.join(name);
+                let m = std::fs::symlink_metadata(&p).unwrap();
+                assert!(m.is_file(), "{how:?} {name}");
+                assert_eq!(m.mode() & 0o777, 0o600, "{how:?} {name}");
+                let got = std::fs::read(&p).unwrap();
+                assert!(batch::is_batch(&got), "{how:?} {name}");
+                let want = String::from_utf8(text.clone()).unwrap();
+                assert!(
+                    String::from_utf8(got).unwrap().contains(&want),
+                    "{how:?} {name}: its batch lacks its record"
+                );
+                inodes.insert(m.ino());
+            }
+            // Three batch files for 131 names, each linked once per record it holds.
+            assert_eq!(inodes.len(), 3, "{how:?}");
+            let nlink = std::fs::metadata(d.join("0.json")).unwrap().nlink();
+            assert_eq!(nlink, batch::MAX_RECORDS as u64, "{how:?}");
+            assert_eq!(
+                std::fs::read(d.join("target")).unwrap(),
+                b"not ours to write"
+            );
+            no_temporaries_and_the_fifo_aside(&d, how);
+            std::fs::remove_dir_all(&d).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_batch_file_that_cannot_be_written_fails_each_of_its_names() {
+        // Its directory is gone: no batch file can be created, and each name says so.
+        let d = dir();
+        std::fs::remove_dir_all(&d).unwrap();
+        let files: Vec<(String, Vec<u8>)> = (0..20)
+            .map(|i| (format!("{i}.json"), b"{}".to_vec()))
+            .collect();
+        let out = write_linked(&d, &files, Flush::EachFile);
+        assert_eq!(out.len(), 20);
+        for (r, (name, _)) in out.iter().zip(&files) {
+            let e = r.as_ref().unwrap_err().to_string();
+            assert!(e.contains(name.as_str()) && e.contains("batch file"), "{e}");
+        }
+        assert!(!d.exists());
     }
 }

@@ -11,6 +11,7 @@ mod asleep;
 mod atomic;
 mod audit;
 pub mod follow;
+mod linked;
 use crate::core::compat;
 use crate::core::known;
 mod observed;
@@ -25,7 +26,7 @@ pub use audit::{
 
 pub use known::*;
 pub use observed::{Observed, OBSERVED_CLOCK};
-use private::{open_flags, private_dir, private_file, read_private, read_private_max, refuse};
+use private::{open_flags, private_dir, private_file, read_private_max, refuse};
 pub use records::*;
 
 #[derive(Debug, thiserror::Error)]
@@ -271,16 +272,21 @@ impl StateDir {
         self.write_json("sessions", &t.id, t)
     }
 
-    fn parse_tombstone(p: &Path, b: &[u8], id: &str) -> Result<Tombstone, StateError> {
-        let t: Tombstone = serde_json::from_slice(b).map_err(|e| StateError::Malformed {
-            path: p.to_path_buf(),
-            why: e.to_string(),
-        })?;
+    /// Chat `id`'s tombstone at `p` through `reader` (its own file, or its record in a batch
+    /// file), validated.
+    fn tombstone_at(
+        reader: &mut linked::Reader<Tombstone>,
+        p: &Path,
+        id: &str,
+    ) -> Result<Option<Tombstone>, StateError> {
+        let Some(t) = reader.read(p, id)? else {
+            return Ok(None);
+        };
         t.validate(id).map_err(|why| StateError::Malformed {
             path: p.to_path_buf(),
             why,
         })?;
-        Ok(t)
+        Ok(Some(t))
     }
 
     /// Whether the 0.1.0 layout's files can only be this studio's ([`compat::layout_is_only_ours`]):
@@ -307,12 +313,21 @@ impl StateDir {
     /// Read chat `id`'s tombstone, validated. `Ok(None)` when there is none. A tombstone written
     /// by 0.1.0 (keyed by id alone) is read only while it can only be this studio's.
     pub fn read_tombstone(&self, id: &str) -> Result<Option<Tombstone>, StateError> {
+        self.read_tombstone_with(&mut linked::Reader::new(), id)
+    }
+
+    /// [`StateDir::read_tombstone`] through `reader`, which a listing of many keeps (each batch
+    /// file parsed once).
+    fn read_tombstone_with(
+        &self,
+        reader: &mut linked::Reader<Tombstone>,
+        id: &str,
+    ) -> Result<Option<Tombstone>, StateError> {
         if !crate::core::policy::valid_id(id) {
             return Ok(None);
         }
-        let p = self.tombstone_path(id);
-        if let Some(b) = read_private(&p)? {
-            return Self::parse_tombstone(&p, &b, id).map(Some);
+        if let Some(t) = Self::tombstone_at(reader, &self.tombstone_path(id), id)? {
+            return Ok(Some(t));
         }
         let legacy = self.legacy_tombstone_path(id);
         if !legacy.exists() {
@@ -322,10 +337,7 @@ impl StateDir {
             tracing::warn!(path = %legacy.display(), "a tombstone of ccs-reap 0.1.0 in a state dir that several studios share: ignored, since it cannot be told whose it is");
             return Ok(None);
         }
-        match read_private(&legacy)? {
-            Some(b) => Self::parse_tombstone(&legacy, &b, id).map(Some),
-            None => Ok(None),
-        }
+        Self::tombstone_at(reader, &legacy, id)
     }
 
     /// A respawned chat's tombstone is used: remove it (the audit log keeps the history), and
@@ -437,6 +449,7 @@ impl StateDir {
         if self.legacy_is_ours() {
             dirs.push(compat::journals_dir(&self.dir));
         }
+        let mut reader = linked::Reader::new();
         for d in dirs {
             let Ok(rd) = std::fs::read_dir(&d) else {
                 continue;
@@ -450,25 +463,30 @@ impl StateDir {
                 if stem.starts_with('.') {
                     continue;
                 }
-                out.push(self.read_journal(&p, stem));
+                out.push(self.read_journal(&mut reader, &p, stem));
             }
         }
         out
     }
 
-    fn read_journal(&self, p: &Path, stem: &str) -> Result<Journal, StateError> {
+    fn read_journal(
+        &self,
+        reader: &mut linked::Reader<Journal>,
+        p: &Path,
+        stem: &str,
+    ) -> Result<Journal, StateError> {
         let bad = |why: String| StateError::Malformed {
             path: p.to_path_buf(),
             why,
         };
-        let b = read_private(p)?.ok_or_else(|| bad("vanished".into()))?;
-        let mut j: Journal = serde_json::from_slice(&b).map_err(|e| bad(e.to_string()))?;
+        let mut j = reader
+            .read(p, stem)?
+            .ok_or_else(|| bad("vanished".into()))?;
         j.validate(stem, &self.prefix).map_err(bad)?;
         j.path = Some(p.to_path_buf());
         Ok(j)
     }
 
-    /// Take the single-instance lock for a socket. Held until the returned file is dropped.
     pub fn lock(&self, socket_label: &str) -> Result<File, StateError> {
         self.ensure(None)?;
         let p = self.dir.join(format!("reaper-{socket_label}.lock"));

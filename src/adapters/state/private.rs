@@ -5,7 +5,7 @@ use crate::core::capped::{self, Capped};
 use std::fs::{File, OpenOptions};
 use std::path::Path;
 
-use super::{io, StateError, MAX_STATE_FILE_BYTES};
+use super::{io, StateError};
 
 pub(super) fn uid() -> u32 {
     rustix::process::geteuid().as_raw()
@@ -79,20 +79,34 @@ pub(super) fn open_flags(o: &mut OpenOptions) -> &mut OpenOptions {
         .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
 }
 
-/// Read a file we wrote: not a symlink, a regular file of ours, at most
-/// [`MAX_STATE_FILE_BYTES`]. `Ok(None)` when it is not there.
-pub(super) fn read_private(p: &Path) -> Result<Option<Vec<u8>>, StateError> {
-    read_private_max(p, MAX_STATE_FILE_BYTES)
+/// Read a file we wrote: not a symlink, a regular file of ours, at most `max` bytes. `Ok(None)`
+/// when it is not there.
+pub(super) fn read_private_max(p: &Path, max: u64) -> Result<Option<Vec<u8>>, StateError> {
+    match open_private(p)? {
+        Some((f, m)) => read_opened(f, &m, p, max).map(Some),
+        None => Ok(None),
+    }
 }
 
-/// [`read_private`], at most `max` bytes.
-pub(super) fn read_private_max(p: &Path, max: u64) -> Result<Option<Vec<u8>>, StateError> {
+/// Open a file we wrote for reading: not a symlink, a regular file of ours. `Ok(None)` when it
+/// is not there.
+pub(super) fn open_private(p: &Path) -> Result<Option<(File, std::fs::Metadata)>, StateError> {
     let f = match open_flags(OpenOptions::new().read(true)).open(p) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io("open", p)(e)),
     };
     let m = private_file(&f, p)?;
+    Ok(Some((f, m)))
+}
+
+/// Read a file opened by [`open_private`] whole, at most `max` bytes.
+pub(super) fn read_opened(
+    f: File,
+    m: &std::fs::Metadata,
+    p: &Path,
+    max: u64,
+) -> Result<Vec<u8>, StateError> {
     if m.len() > max {
         return Err(refuse(
             "read",
@@ -101,7 +115,7 @@ pub(super) fn read_private_max(p: &Path, max: u64) -> Result<Option<Vec<u8>>, St
         ));
     }
     match capped::read(f, max, m.len()).map_err(io("read", p))? {
-        Capped::Whole(b) => Ok(Some(b)),
+        Capped::Whole(b) => Ok(b),
         Capped::TooLarge => Err(refuse("read", p, "grew past the size limit".into())),
     }
 }

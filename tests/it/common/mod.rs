@@ -410,7 +410,12 @@ impl Server {
     pub fn tombstone(&self, id: &str) -> Option<serde_json::Value> {
         let t = std::fs::read_to_string(self.studio().join("sessions").join(format!("{id}.json")))
             .ok()?;
-        Some(serde_json::from_str(&t).unwrap())
+        let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+        // A large batch's tombstones are batch files (docs/files.md): this chat's record.
+        match v.get("batch").and_then(|b| b.as_array()) {
+            Some(recs) => recs.iter().find(|r| r["id"] == id).cloned(),
+            None => Some(v),
+        }
     }
 
     /// Stamp a session idle since `ms_ago`.
