@@ -15,15 +15,29 @@ pub(crate) fn record(
     metrics: &Metrics,
     line: &AuditLine,
 ) -> Result<(), StateError> {
-    metrics.record_reap(line);
-    let written = state.append_audit(line);
+    record_many(state, metrics, &[line])
+}
+
+/// [`record`] for many lines at once (a wave of a batch): each counted, all appended under one
+/// taking of the audit lock ([`StateDir::append_audit_many`]). A failure is logged for each line.
+pub(crate) fn record_many(
+    state: &StateDir,
+    metrics: &Metrics,
+    lines: &[&AuditLine],
+) -> Result<(), StateError> {
+    for l in lines {
+        metrics.record_reap(l);
+    }
+    let written = state.append_audit_many(lines);
     if let Err(e) = &written {
-        tracing::error!(
-            error = %e,
-            session = %line.session,
-            outcome = line.outcome.as_str(),
-            "failed to append the audit line"
-        );
+        for l in lines {
+            tracing::error!(
+                error = %e,
+                session = %l.session,
+                outcome = l.outcome.as_str(),
+                "failed to append the audit line"
+            );
+        }
     }
     written
 }

@@ -185,6 +185,29 @@ impl StateDir {
         self.append_audit_text(&text)
     }
 
+    /// Append `lines`, in order, under one taking of the audit lock ([`StateDir::append_audit`]
+    /// for each, at the cost of about one).
+    pub fn append_audit_many(&self, lines: &[&AuditLine]) -> Result<(), StateError> {
+        let p = self.audit_path();
+        let texts = lines
+            .iter()
+            .map(|l| {
+                serde_json::to_string(l)
+                    .map(|mut t| {
+                        t.push('\n');
+                        t
+                    })
+                    .map_err(|e| StateError::Io {
+                        what: "encode an audit line for",
+                        path: p.clone(),
+                        source: std::io::Error::other(e),
+                    })
+            })
+            .collect::<Result<Vec<String>, StateError>>()?;
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        self.append_audit_texts(&refs)
+    }
+
     /// Write `value` as JSON to `<studio>/<sub>/<id>.json` atomically (a private temp file, then
     /// rename). `id` is a valid id: the path stays inside the studio's directory.
     fn write_json(&self, sub: &str, id: &str, value: &impl Serialize) -> Result<(), StateError> {

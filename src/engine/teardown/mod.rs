@@ -38,7 +38,7 @@ mod unwind;
 
 pub(crate) use crate::core::reap_end::audit_line;
 pub use crate::core::reap_end::{Abort, Failure, Finished, ReapEnd};
-pub(crate) use finish::{finish, verify};
+pub(crate) use finish::{finish, finish_many, verify};
 use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
 use unwind::{test_panic, CatchUnwind, Progress};
@@ -491,13 +491,15 @@ async fn finish_wave(
     }
     // 8. Nothing may survive: not even what was born after the victims' scan.
     late::end_late(jobs, done, world).await;
-    // 9. The audit line, the journal, the line delivered.
+    // 9. The audit lines (appended together), the journals, the lines delivered.
+    let mut ended = Vec::with_capacity(done.len());
     for (i, _) in done {
         let j = &mut jobs[*i];
         let end = verify(&mut j.line, &j.ids, j.failure.take());
         j.end = Some(end.clone());
-        p.complete(&r.state, &r.metrics, *i, j.line.clone(), end, t0);
+        ended.push((*i, j.line.clone(), end));
     }
+    p.complete_many(&r.state, &r.metrics, ended, t0);
     tracing::debug!(
         chats = done.len(),
         ms = t0.elapsed().as_millis() as u64,

@@ -9,7 +9,7 @@
 //! until a restart.
 //!
 //! The chats of a batch end in any order (each as soon as its tree is gone: see
-//! [`Progress::complete`]), so what was done is kept per request, not as a prefix.
+//! [`Progress::complete_many`]), so what was done is kept per request, not as a prefix.
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -17,7 +17,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::{finish, Job, Sink};
+use super::{finish_many, Job, Sink};
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::StateDir;
 use crate::adapters::state::{AuditLine, Journal};
@@ -88,28 +88,41 @@ impl<'s> Progress<'s> {
         self.journals[i] = None;
     }
 
-    /// Request `i` is over, as `end` says, with the facts of `line`: its audit line is built and
-    /// written (log, audit file, metrics) unless it already was, then its journal removed (what
-    /// `turn begin` and `spawn` wait for), then the line delivered.
-    pub fn complete(
+    /// Requests over (`(i, line, end)`: how each ended, with the facts of its line), in order:
+    /// the audit lines not written yet built and written (log, audit file, metrics: appended
+    /// together, under one taking of the audit lock; a line is never written twice), then each
+    /// journal removed (what `turn begin` and `spawn` wait for), then each line delivered.
+    pub fn complete_many(
         &mut self,
         state: &StateDir,
         metrics: &Metrics,
-        i: usize,
-        line: AuditLine,
-        end: ReapEnd,
+        done: Vec<(usize, AuditLine, ReapEnd)>,
         t0: Instant,
     ) {
-        if self.lines[i].is_none() {
-            let line = finish(state, metrics, audit_line(line, &end), t0);
-            self.lines[i] = Some(Finished { end, line });
-        }
-        if let Some(jn) = self.journals[i].take() {
-            if let Err(e) = state.remove_journal(&jn) {
-                tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
+        let mut fresh: Vec<(usize, ReapEnd)> = Vec::new();
+        let mut lines: Vec<AuditLine> = Vec::new();
+        for (i, line, end) in done.iter().cloned() {
+            if self.lines[i].is_none() {
+                lines.push(audit_line(line, &end));
+                fresh.push((i, end));
             }
         }
-        self.deliver(i);
+        for ((i, end), line) in fresh
+            .into_iter()
+            .zip(finish_many(state, metrics, lines, t0))
+        {
+            self.lines[i] = Some(Finished { end, line });
+        }
+        for (i, ..) in &done {
+            if let Some(jn) = self.journals[*i].take() {
+                if let Err(e) = state.remove_journal(&jn) {
+                    tracing::warn!(error = %e, session = %jn.session, "failed to remove the reap journal");
+                }
+            }
+        }
+        for (i, ..) in &done {
+            self.deliver(*i);
+        }
     }
 
     fn deliver(&mut self, i: usize) {
@@ -131,10 +144,15 @@ impl<'s> Progress<'s> {
         jobs: Vec<Job>,
         t0: Instant,
     ) -> Vec<Finished> {
-        for (i, j) in jobs.into_iter().enumerate() {
-            let end = j.end.unwrap_or(ReapEnd::Aborted(Abort::NotReached));
-            self.complete(state, metrics, i, j.line, end, t0);
-        }
+        let done = jobs
+            .into_iter()
+            .enumerate()
+            .map(|(i, j)| {
+                let end = j.end.unwrap_or(ReapEnd::Aborted(Abort::NotReached));
+                (i, j.line, end)
+            })
+            .collect();
+        self.complete_many(state, metrics, done, t0);
         self.lines.iter().flatten().cloned().collect()
     }
 
@@ -183,11 +201,13 @@ impl<'s> Progress<'s> {
                 tracing::warn!(error = %e, sessions = ?self.marked, "failed to clear the reap marks of a batch that panicked");
             }
         }
-        for (i, l) in std::mem::take(&mut self.begun).into_iter().enumerate() {
-            // A line already written stays as it is (`complete` writes none twice).
-            let end = ReapEnd::Failed(Failure::Panicked(why.to_string()));
-            self.complete(state, metrics, i, l, end, t0);
-        }
+        // A line already written stays as it is (`complete_many` writes none twice).
+        let failed: Vec<(usize, AuditLine, ReapEnd)> = std::mem::take(&mut self.begun)
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| (i, l, ReapEnd::Failed(Failure::Panicked(why.to_string()))))
+            .collect();
+        self.complete_many(state, metrics, failed, t0);
         self.lines.into_iter().flatten().collect()
     }
 }
