@@ -470,14 +470,16 @@ pub async fn stop_many(
     };
     // (group, victim) of every victim still alive.
     let mut left: Vec<(usize, &Victim)> = Vec::new();
+    // Every SIGTERM first, in one tight loop (a pinned victim is signalled through its pidfd, which
+    // names that very process or fails; one without is re-checked by `signal`), and only then the
+    // first look: the trees die together, and tmux destroys their sessions in a few turns of its
+    // event loop rather than one a death (each turn polls every pane of the server).
     for (i, vs) in groups.iter().enumerate() {
         for v in vs.iter() {
-            if alive(v.id) && signal(v, Signal::TERM) {
+            if signal(v, Signal::TERM) {
                 g.reports[i].term += 1;
-                left.push((i, v));
-            } else if alive(v.id) {
-                left.push((i, v));
             }
+            left.push((i, v));
         }
     }
     let mut looked = |l: &[(usize, &Victim)]| g.settle(l);
