@@ -137,7 +137,8 @@ pub(super) const LINK_ABOVE: usize = 8;
 /// already there is replaced atomically: a link under a temporary name, renamed over it), the
 /// temporary names removed, and the directory fsynced once. One inode for 64 records: the
 /// allocation of 1000 inodes right after many were freed is what made a batch's files slow (ext4).
-/// A batch file that cannot be written fails each of its names.
+/// A batch file that cannot be written fails each of its names; a name that cannot be linked (a
+/// file system without hard links) is written as a file of its own record instead.
 fn write_linked(d: &Path, files: &[(String, Vec<u8>)], how: Flush) -> Vec<Result<(), StateError>> {
     let sizes: Vec<usize> = files.iter().map(|(_, t)| t.len()).collect();
     let ranges = batch::chunks(&sizes);
@@ -153,7 +154,14 @@ fn write_linked(d: &Path, files: &[(String, Vec<u8>)], how: Flush) -> Vec<Result
     for (r, tmp) in ranges.into_iter().zip(temps) {
         match tmp {
             Ok(src) => {
-                out.extend(files[r].iter().map(|(n, _)| link_into(d, n, &src)));
+                // A file system that cannot link (or a name that cannot be linked): that file
+                // written on its own, as a file of one record.
+                out.extend(files[r].iter().map(|(n, t)| {
+                    link_into(d, n, &src).or_else(|e| {
+                        tracing::debug!(error = %e, "a batch file could not be linked: the record written on its own");
+                        write(d, n, t)
+                    })
+                }));
                 let _ = std::fs::remove_file(&src);
             }
             Err(e) => {
