@@ -468,11 +468,11 @@ pub async fn stop_many(
         t0,
         done,
     };
-    // (group, victim) of every victim still alive.
+    // (group, victim) of every victim, each signalled: the first look keeps those still alive.
     let mut left: Vec<(usize, &Victim)> = Vec::new();
     // Every SIGTERM first, in one tight loop (a pinned victim is signalled through its pidfd, which
-    // names that very process or fails; one without is re-checked by `signal`), and only then the
-    // first look: the trees die together, and tmux destroys their sessions in a few turns of its
+    // names that very process or fails; one without is re-checked by `signal`; `term` counts the
+    // signals sent, one to a zombie not reaped yet included), and only then the first look: the trees die together, and tmux destroys their sessions in a few turns of its
     // event loop rather than one a death (each turn polls every pane of the server).
     for (i, vs) in groups.iter().enumerate() {
         for v in vs.iter() {

@@ -137,8 +137,9 @@ pub(super) const LINK_ABOVE: usize = 8;
 /// already there is replaced atomically: a link under a temporary name, renamed over it), the
 /// temporary names removed, and the directory fsynced once. One inode for 64 records: the
 /// allocation of 1000 inodes right after many were freed is what made a batch's files slow (ext4).
-/// A batch file that cannot be written fails each of its names; a name that cannot be linked (a
-/// file system without hard links) is written as a file of its own record instead.
+/// A batch file that cannot be written fails each of its names. A name that cannot be linked (a
+/// file system without hard links) stops the linking: it and every name after it are written as
+/// files of their own record, together ([`write_each`]), with one warning.
 fn write_linked(d: &Path, files: &[(String, Vec<u8>)], how: Flush) -> Vec<Result<(), StateError>> {
     let sizes: Vec<usize> = files.iter().map(|(_, t)| t.len()).collect();
     let ranges = batch::chunks(&sizes);
@@ -150,33 +151,71 @@ fn write_linked(d: &Path, files: &[(String, Vec<u8>)], how: Flush) -> Vec<Result
         })
         .collect();
     let temps = durable_temps(d, &texts, how);
-    let mut out: Vec<Result<(), StateError>> = Vec::with_capacity(files.len());
+    let mut out: Vec<Option<Result<(), StateError>>> = Vec::with_capacity(files.len());
+    // The names not linked (a file system without hard links: after the first failure, no more
+    // tries), written afterwards as files of their own record, together.
+    let mut unlinked: Vec<usize> = Vec::new();
     for (r, tmp) in ranges.into_iter().zip(temps) {
         match tmp {
             Ok(src) => {
-                // A file system that cannot link (or a name that cannot be linked): that file
-                // written on its own, as a file of one record.
-                out.extend(files[r].iter().map(|(n, t)| {
-                    link_into(d, n, &src).or_else(|e| {
-                        tracing::debug!(error = %e, "a batch file could not be linked: the record written on its own");
-                        write(d, n, t)
-                    })
-                }));
+                for i in r {
+                    if !unlinked.is_empty() {
+                        unlinked.push(i);
+                        out.push(None);
+                        continue;
+                    }
+                    match link_into(d, &files[i].0, &src) {
+                        Ok(()) => out.push(Some(Ok(()))),
+                        Err(e) => {
+                            tracing::warn!(dir = %d.display(), error = %e, "a batch file could not be linked: the batch's records are written as files of their own");
+                            unlinked.push(i);
+                            out.push(None);
+                        }
+                    }
+                }
                 let _ = std::fs::remove_file(&src);
             }
             Err(e) => {
                 let why = e.to_string();
                 out.extend(files[r].iter().map(|(n, _)| {
-                    Err(StateError::Io {
+                    Some(Err(StateError::Io {
                         what: "write the batch file of",
                         path: d.join(n),
                         source: std::io::Error::other(why.clone()),
-                    })
+                    }))
                 }));
             }
         }
     }
+    if !unlinked.is_empty() {
+        let rest: Vec<(String, Vec<u8>)> = unlinked.iter().map(|&i| files[i].clone()).collect();
+        for (i, r) in unlinked.into_iter().zip(write_each(d, &rest, how)) {
+            out[i] = Some(r);
+        }
+    }
+    let out = out
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(refuse_io(d, "not written"))))
+        .collect();
     synced(d, out)
+}
+
+/// How many names this thread has linked (the tests' count).
+#[cfg(test)]
+fn count_links() -> usize {
+    tests::LINKED.with(|n| {
+        n.set(n.get() + 1);
+        n.get() - 1
+    })
+}
+
+/// An error for a file of a batch that was not written (a case the code above never leaves).
+fn refuse_io(d: &Path, why: &str) -> StateError {
+    StateError::Io {
+        what: "write into",
+        path: d.to_path_buf(),
+        source: std::io::Error::other(why.to_string()),
+    }
 }
 
 /// Name `d/name` a hard link to `src` (a batch file in `d`): moved aside first what is there and
@@ -185,6 +224,13 @@ fn write_linked(d: &Path, files: &[(String, Vec<u8>)], how: Flush) -> Vec<Result
 /// never none.
 fn link_into(d: &Path, name: &str, src: &Path) -> Result<(), StateError> {
     let p = d.join(name);
+    #[cfg(test)]
+    if tests::NO_LINKS_AFTER.with(|n| n.get().is_some_and(|k| k <= count_links())) {
+        return Err(refuse_io(
+            &p,
+            "a file system without hard links (the tests' way in)",
+        ));
+    }
     move_aside(&p);
     match std::fs::hard_link(src, &p) {
         Ok(()) => return Ok(()),
@@ -433,14 +479,11 @@ mod tests {
 
     /// No temporary file is left in `d`, and the FIFO [`plant`] made is moved aside, once.
     fn no_temporaries_and_the_fifo_aside(d: &Path, how: Flush) {
+        no_temporaries(d);
         let names: Vec<String> = std::fs::read_dir(d)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
             .collect();
-        assert!(
-            !names.iter().any(|n| n.starts_with('.')),
-            "{how:?}: temporaries left: {names:?}"
-        );
         let aside = names.iter().filter(|n| n.starts_with("7.json.bad-"));
         assert_eq!(aside.count(), 1, "{how:?}: the FIFO moved aside: {names:?}");
     }
@@ -517,6 +560,58 @@ mod tests {
             no_temporaries_and_the_fifo_aside(&d, how);
             std::fs::remove_dir_all(&d).unwrap();
         }
+    }
+
+    thread_local! {
+        /// Names linked by this thread so far, and after how many links fail (a file system
+        /// without hard links).
+        pub(super) static LINKED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+        pub(super) static NO_LINKS_AFTER: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+    }
+
+    #[test]
+    fn where_names_cannot_be_linked_the_rest_are_files_of_their_own() {
+        let d = dir();
+        let n = batch::MAX_RECORDS + 20;
+        let files: Vec<(String, Vec<u8>)> = (0..n)
+            .map(|i| {
+                (
+                    format!("{i}.json"),
+                    format!("{{\"id\":\"{i}\"}}").into_bytes(),
+                )
+            })
+            .collect();
+        LINKED.with(|l| l.set(0));
+        NO_LINKS_AFTER.with(|k| k.set(Some(10)));
+        let out = write_linked(&d, &files, Flush::EachFile);
+        NO_LINKS_AFTER.with(|k| k.set(None));
+        assert!(out.iter().all(Result::is_ok), "{out:?}");
+        for (i, (name, text)) in files.iter().enumerate() {
+            let got = std::fs::read(d.join(name)).unwrap();
+            if i < 10 {
+                assert!(
+                    batch::is_batch(&got),
+                    "{name} was linked before the failure"
+                );
+            } else {
+                assert_eq!(&got, text, "{name} is a file of its own record");
+            }
+        }
+        // One failed try: the names after it were never tried.
+        assert_eq!(LINKED.with(|l| l.get()), 11);
+        no_temporaries(&d);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    fn no_temporaries(d: &Path) {
+        let names: Vec<String> = std::fs::read_dir(d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert!(
+            !names.iter().any(|n| n.starts_with('.')),
+            "temporaries left: {names:?}"
+        );
     }
 
     #[test]

@@ -15,6 +15,10 @@ use super::private::{open_private, read_opened};
 use super::{StateError, MAX_STATE_FILE_BYTES};
 use crate::core::batch::{self, Keyed};
 
+/// The most batch files a [`Reader`] keeps open at once (a `sessions/` dir collects a batch's
+/// tombstones for up to 30 days).
+const MAX_OPEN: usize = 64;
+
 /// A batch file read: the file kept open, and its records (or why they do not parse).
 type Parsed<T> = (File, Result<Vec<T>, String>);
 
@@ -67,6 +71,11 @@ impl<T: DeserializeOwned + Keyed + Clone> Reader<T> {
             Ok(r) => batch::pick(r, id),
             Err(e) => Err(e.clone()),
         };
+        // At most MAX_OPEN batch files kept (each holds a descriptor): past that, the cache starts
+        // over, and a batch file read again is parsed again.
+        if self.batches.len() >= MAX_OPEN {
+            self.batches.clear();
+        }
         self.batches.insert(key, (f, recs));
         picked.map(Some).map_err(bad)
     }

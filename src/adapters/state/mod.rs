@@ -188,22 +188,20 @@ impl StateDir {
     /// Append `lines`, in order, under one taking of the audit lock ([`StateDir::append_audit`]
     /// for each, at the cost of about one).
     pub fn append_audit_many(&self, lines: &[&AuditLine]) -> Result<(), StateError> {
-        let p = self.audit_path();
-        let texts = lines
+        // A line that cannot be encoded is said and left out; the others go in.
+        let texts: Vec<String> = lines
             .iter()
-            .map(|l| {
-                serde_json::to_string(l)
-                    .map(|mut t| {
-                        t.push('\n');
-                        t
-                    })
-                    .map_err(|e| StateError::Io {
-                        what: "encode an audit line for",
-                        path: p.clone(),
-                        source: std::io::Error::other(e),
-                    })
+            .filter_map(|l| match serde_json::to_string(l) {
+                Ok(mut t) => {
+                    t.push('\n');
+                    Some(t)
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, session = %l.session, "failed to encode an audit line");
+                    None
+                }
             })
-            .collect::<Result<Vec<String>, StateError>>()?;
+            .collect();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         self.append_audit_texts(&refs)
     }

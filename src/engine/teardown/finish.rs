@@ -8,7 +8,7 @@ use crate::adapters::procs;
 use crate::adapters::state::StateDir;
 use crate::adapters::state::{AuditLine, Outcome};
 use crate::core::reap_end::{Failure, ReapEnd};
-use crate::engine::record::{record, record_many};
+use crate::engine::record::record;
 
 /// How a reap past its signals ended, from what survived (recorded in `line`): `reaped` only
 /// when no victim lives and nothing failed (`failure`, an earlier step's).
@@ -41,21 +41,8 @@ pub(crate) fn finish(
     line
 }
 
-/// [`finish`] for the lines of a wave: each logged, all appended together ([`record_many`]).
-pub(crate) fn finish_many(
-    state: &StateDir,
-    metrics: &Metrics,
-    lines: Vec<AuditLine>,
-    t0: Instant,
-) -> Vec<AuditLine> {
-    let lines: Vec<AuditLine> = lines.into_iter().map(|l| logged(l, t0)).collect();
-    let refs: Vec<&AuditLine> = lines.iter().collect();
-    let _ = record_many(state, metrics, &refs);
-    lines
-}
-
 /// The line with its time taken, logged as its outcome says.
-fn logged(mut line: AuditLine, t0: Instant) -> AuditLine {
+pub(crate) fn logged(mut line: AuditLine, t0: Instant) -> AuditLine {
     line.took_ms = t0.elapsed().as_millis() as u64;
     match line.outcome {
         Outcome::Reaped => tracing::info!(

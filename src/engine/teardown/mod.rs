@@ -38,7 +38,7 @@ mod unwind;
 
 pub(crate) use crate::core::reap_end::audit_line;
 pub use crate::core::reap_end::{Abort, Failure, Finished, ReapEnd};
-pub(crate) use finish::{finish, finish_many, verify};
+pub(crate) use finish::{finish, logged, verify};
 use reap_hooks::{after_hooks, before_hooks};
 pub use recover::recover;
 use unwind::{test_panic, CatchUnwind, Progress};

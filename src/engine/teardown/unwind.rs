@@ -17,12 +17,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use super::{finish_many, Job, Sink};
+use super::{logged, Job, Sink};
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::StateDir;
 use crate::adapters::state::{AuditLine, Journal};
 use crate::adapters::tmux::Tmux;
 use crate::core::reap_end::{audit_line, Abort, Failure, Finished, ReapEnd};
+use crate::engine::record::record_many;
 
 /// What a batch has done that must be undone or finished should it panic.
 pub(super) struct Progress<'s> {
@@ -99,20 +100,21 @@ impl<'s> Progress<'s> {
         done: Vec<(usize, AuditLine, ReapEnd)>,
         t0: Instant,
     ) {
-        let mut fresh: Vec<(usize, ReapEnd)> = Vec::new();
-        let mut lines: Vec<AuditLine> = Vec::new();
+        // Each line kept as written before the append, so that a panic from here on never has a
+        // second, contradicting line written for it.
+        let mut fresh: Vec<usize> = Vec::new();
         for (i, line, end) in done.iter().cloned() {
             if self.lines[i].is_none() {
-                lines.push(audit_line(line, &end));
-                fresh.push((i, end));
+                let line = logged(audit_line(line, &end), t0);
+                self.lines[i] = Some(Finished { end, line });
+                fresh.push(i);
             }
         }
-        for ((i, end), line) in fresh
-            .into_iter()
-            .zip(finish_many(state, metrics, lines, t0))
-        {
-            self.lines[i] = Some(Finished { end, line });
-        }
+        let lines: Vec<&AuditLine> = fresh
+            .iter()
+            .filter_map(|&i| self.lines[i].as_ref().map(|f| &f.line))
+            .collect();
+        let _ = record_many(state, metrics, &lines);
         for (i, ..) in &done {
             if let Some(jn) = self.journals[*i].take() {
                 if let Err(e) = state.remove_journal(&jn) {

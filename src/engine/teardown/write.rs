@@ -26,10 +26,11 @@ pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> En
 
 /// The journals go down before the `before` hook runs: a reaper that dies or stalls from here
 /// on leaves them, and their pids are what a later sweep finishes from (only once the tombstone
-/// carries this reap's token: see [`write_tombstones`]). One file per chat (so that a dead
+/// carries this reap's token: see [`write_tombstones`]). One name per chat (so that a dead
 /// reaper's batch is finished chat by chat, and `turn begin` waits on its chat's alone), all of
-/// the batch's written at once, in parallel, made durable together (one `syncfs`, or an fsync
-/// each where that cannot be trusted: `atomic::write_many`), the directory fsynced once. A reap
+/// the batch's written at once and made durable together (one `syncfs`, or an fsync each where
+/// that cannot be trusted), the directory fsynced once; above 8, as batch files linked under
+/// each chat's name (`atomic::write_many`, docs/files.md "Batch files"). A reap
 /// whose journal cannot be written is not attempted.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn write_journals(
@@ -114,7 +115,7 @@ fn journal(j: &Job, tok: &str, server_pid: Option<u32>, argv: Option<&Vec<String
 /// The tombstones go down after the fence, right before the first signal: the pane dies with
 /// claude, so the session may vanish long before the teardown ends, and whoever sees it gone must
 /// find the cid. Each carries the reap's token: the sign that the reap went on past its fence.
-/// One file per chat (what `spawn` reads by id), the batch's written in parallel and durable
+/// One name per chat (what `spawn` reads by id), the batch's written together and durable
 /// before this returns; a reap whose tombstone cannot be written is not attempted.
 pub(super) fn write_tombstones(
     cfg: &Config,
