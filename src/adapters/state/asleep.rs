@@ -12,7 +12,8 @@ impl StateDir {
             return Vec::new();
         };
         let mut reader = super::linked::Reader::new();
-        rd.flatten()
+        super::linked::by_inode(rd)
+            .into_iter()
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let stem = name.strip_suffix(".json")?;

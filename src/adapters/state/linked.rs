@@ -1,8 +1,9 @@
 //! Reading a chat's record (a journal or a tombstone) from its `<id>.json`, which may be a hard
 //! link to a batch file holding the records of many chats ([`crate::core::batch`]): read as every
 //! private file is, the chat's record picked by id. A [`Reader`] kept across the files of one
-//! listing parses each batch file once, however many of its names it reads, so listing the 1000
-//! journals of a batch costs 16 parses, not 1000 parses of 64 records.
+//! listing, going through the names in the order of their inodes ([`by_inode`]), parses each batch
+//! file once, however many of its names it reads: listing the 1000 journals of a batch costs 16
+//! parses, not 1000 parses of 64 records.
 
 use std::collections::HashMap;
 use std::fs::File;
@@ -14,6 +15,16 @@ use serde::de::DeserializeOwned;
 use super::private::{open_private, read_opened};
 use super::{StateError, MAX_STATE_FILE_BYTES};
 use crate::core::batch::{self, Keyed};
+
+/// The entries of a directory listing in the order of their inodes (from the listing itself, no
+/// extra call): the names of one batch file come together, so a [`Reader`] that goes through them
+/// in this order parses each batch file once however many there are.
+pub(super) fn by_inode(rd: std::fs::ReadDir) -> Vec<std::fs::DirEntry> {
+    use std::os::unix::fs::DirEntryExt;
+    let mut es: Vec<std::fs::DirEntry> = rd.flatten().collect();
+    es.sort_by_key(DirEntryExt::ino);
+    es
+}
 
 /// The most batch files a [`Reader`] keeps open at once (a `sessions/` dir collects a batch's
 /// tombstones for up to 30 days).
@@ -28,12 +39,15 @@ pub(super) struct Reader<T> {
     /// and the file kept open, so that its inode cannot be freed and reused by another file while
     /// this reader may take it for this one.
     batches: HashMap<(u64, u64), Parsed<T>>,
+    /// How many batch files it parsed.
+    parses: usize,
 }
 
 impl<T: DeserializeOwned + Keyed + Clone> Reader<T> {
     pub fn new() -> Self {
         Reader {
             batches: HashMap::new(),
+            parses: 0,
         }
     }
 
@@ -67,6 +81,7 @@ impl<T: DeserializeOwned + Keyed + Clone> Reader<T> {
                 .map_err(|e| bad(e.to_string()));
         }
         let recs = batch::records::<T>(&b);
+        self.parses += 1;
         let picked = match &recs {
             Ok(r) => batch::pick(r, id),
             Err(e) => Err(e.clone()),
@@ -171,6 +186,32 @@ mod tests {
         }
         s.remove_journal(&read[0]).unwrap();
         assert_eq!(s.journals().len(), N - 1);
+    }
+
+    #[test]
+    fn a_listing_in_inode_order_parses_each_batch_file_once_past_the_open_files_cap() {
+        let d = tempfile::tempdir().unwrap();
+        let s = StateDir::new(d.path(), "k", "sock", "ccs-");
+        let dirs = s.reap_dirs().unwrap();
+        // More batch files than a reader keeps open: 70 batches of 10 chats.
+        let batches = super::MAX_OPEN + 6;
+        for b in 0..batches {
+            let ts: Vec<Tombstone> = (b * 10 + 1..=b * 10 + 10).map(tomb).collect();
+            assert!(s.write_tombstones_in(&dirs, &ts).iter().all(Result::is_ok));
+        }
+        let rd = std::fs::read_dir(s.studio_dir().join("sessions")).unwrap();
+        let mut reader = super::Reader::<Tombstone>::new();
+        let mut n = 0;
+        for e in super::by_inode(rd) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let id = name.strip_suffix(".json").unwrap();
+            let t = reader.read(&e.path(), id).unwrap().unwrap();
+            assert_eq!(t.cid, Some(format!("c{id}")));
+            n += 1;
+        }
+        assert_eq!(n, batches * 10);
+        assert_eq!(reader.parses, batches, "a batch file parsed more than once");
+        assert_eq!(s.tombstones().len(), batches * 10);
     }
 
     #[test]

@@ -175,14 +175,7 @@ impl StateDir {
     /// Append one line (one `write` call on an O_APPEND file, so concurrent writers never
     /// interleave), rotating the log first when the line would take it past its size limit.
     pub fn append_audit(&self, line: &AuditLine) -> Result<(), StateError> {
-        let p = self.audit_path();
-        let mut text = serde_json::to_string(line).map_err(|e| StateError::Io {
-            what: "encode an audit line for",
-            path: p.clone(),
-            source: std::io::Error::other(e),
-        })?;
-        text.push('\n');
-        self.append_audit_text(&text)
+        self.append_audit_many(&[line])
     }
 
     /// Append `lines`, in order, under one taking of the audit lock ([`StateDir::append_audit`]
@@ -475,7 +468,7 @@ impl StateDir {
             let Ok(rd) = std::fs::read_dir(&d) else {
                 continue;
             };
-            for e in rd.flatten() {
+            for e in linked::by_inode(rd) {
                 let p = e.path();
                 let name = e.file_name().to_string_lossy().into_owned();
                 let Some(stem) = name.strip_suffix(".json") else {
