@@ -139,6 +139,90 @@ fn one_sweep_reaps_a_batch_in_a_handful_of_tmux_calls() {
     );
 }
 
+/// A batch too large for one command line goes to tmux as scripts on the client's stdin
+/// (`source-file -`), a session a line: each session's test-and-set is still its own (a turn
+/// begun just before the marks keeps its session, a session gone stops no other line), and every
+/// word reaches the server single-quoted, so its parser expands nothing.
+#[test]
+fn a_batch_too_large_for_one_command_line_is_marked_and_killed_by_script_line_by_line() {
+    let s = Server::new();
+    let mut ids = Vec::new();
+    for i in 1..=80 {
+        let id = s.session(&format!("ccs-{i}"), "sleep 100000");
+        s.set(id, "@ccs_cid", &format!("c{i}"));
+        s.idle_since(id, 10_000_000);
+        ids.push(id);
+    }
+    // Just before the first marking script: a turn begins on ccs-7 and ccs-9 goes away. Every
+    // script is kept (scripts/<n>) and handed on as it came.
+    let dir = s.path("scripts");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bin = s.tmux_wrapper(&format!(
+        r#"case "$*" in *source-file*)
+  n=$(ls {dir} | wc -l); f={dir}/$n; cat >"$f"
+  if grep -q '@ccs_reaping 1' "$f" && [ ! -e {dir}/.marked ]; then
+    : >{dir}/.marked
+    "$REAL" -S "$SOCK" set-option -t =ccs-7: @ccs_turn 1 \; kill-session -t =ccs-9
+  fi
+  exec "$REAL" "$@" <"$f";;
+esac
+exec "$REAL" "$@"
+"#,
+        dir = shq(&path_str(&dir)),
+    ));
+    let o = once_json_via(&s, &bin);
+    let j = o.json();
+    assert_eq!(outcome_of(&j, "ccs-7").as_deref(), Some("aborted"), "{j}");
+    assert_eq!(outcome_of(&j, "ccs-9").as_deref(), Some("aborted"), "{j}");
+    for i in (1..=80).filter(|i| ![7, 9].contains(i)) {
+        let name = format!("ccs-{i}");
+        assert_eq!(
+            outcome_of(&j, &name).as_deref(),
+            Some("reaped"),
+            "{name}: {j}\n{}",
+            o.stderr
+        );
+        assert!(!s.has(&name), "{name} is still there");
+    }
+    // ccs-7 was never marked: the turn kept it, in the server.
+    assert!(s.has("ccs-7"));
+    assert_eq!(s.show(ids[6], "@ccs_reaping"), None);
+    assert_eq!(s.token(ids[6]), None);
+    // The marks went as one script (80 sessions), every line one session's, every word quoted.
+    let scripts: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| !p.ends_with(".marked"))
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let marks: Vec<&String> = scripts
+        .iter()
+        .filter(|t| t.contains("@ccs_reaping 1"))
+        .collect();
+    assert_eq!(marks.len(), 1, "marking scripts: {scripts:?}");
+    let lines: Vec<&str> = marks[0].lines().collect();
+    assert_eq!(lines.len(), 80, "{}", marks[0]);
+    for l in lines {
+        assert!(l.starts_with("'if-shell' '-F' '-t' '$"), "{l}");
+        // Outside the quotes only the blanks between words, `;` between commands and `\'`.
+        let (mut quoted, mut escaped, mut outside) = (false, false, String::new());
+        for c in l.chars() {
+            match (quoted, escaped, c) {
+                (false, true, _) => escaped = false,
+                (false, false, '\\') => escaped = true,
+                (_, _, '\'') => quoted = !quoted,
+                (false, _, c) => outside.push(c),
+                _ => {}
+            }
+        }
+        assert!(!quoted, "an open quote in {l:?}");
+        assert!(
+            outside.chars().all(|c| c == ' ' || c == ';'),
+            "unquoted text in {l:?}: {outside:?}"
+        );
+    }
+}
+
 /// A `tmux` wrapper that counts the marking calls (only marks set `@ccs_reaping` to a time) in
 /// `<dir>/marks`, and kills session `=victim` just before the first one.
 fn kill_before_mark(s: &Server, victim: &str) -> std::path::PathBuf {

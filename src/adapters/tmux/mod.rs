@@ -1,15 +1,14 @@
 //! The only module that runs tmux.
 //!
 //! Commands are built with tmux_interface's builders (pinned to the 3.3a feature set) and run as
-//! `tokio::process::Command`s with a timeout. Every call passes `-u`: without a UTF-8 locale tmux
+//! `tokio::process::Command`s with a timeout ([`call`]); a batch too large for one command line
+//! goes as a script on the client's stdin ([`script`]). Every call passes `-u`: without a UTF-8 locale tmux
 //! rewrites the tab separators of `-F` output to `_`. One sweep reads the whole server in ONE tmux
 //! process (`list-sessions ; list-clients ; list-panes -a`, each row tagged), whatever the number of
 //! sessions. Sessions are addressed by `$id` once listed: `-t ccs-1` would match `ccs-10`.
 
-use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use tmux_interface::{
@@ -20,6 +19,8 @@ use tmux_interface::{
 use crate::core::policy::Session;
 
 mod args;
+mod call;
+mod script;
 use crate::core::listing;
 mod socket;
 pub mod version;
@@ -95,73 +96,6 @@ impl Tmux {
         }
     }
 
-    fn socket_desc(&self) -> String {
-        match &self.socket {
-            Socket::Name(n) => format!("socket name {n:?}"),
-            Socket::Path(p) => format!("socket {}", p.display()),
-        }
-    }
-
-    /// The one place a tmux process is started: `args` as given, no `TMUX` inherited, no stdin,
-    /// killed when the timeout runs out. `what` names the call in errors.
-    pub(crate) async fn exec<'a>(
-        &self,
-        args: impl IntoIterator<Item = &'a str>,
-        what: String,
-    ) -> Result<std::process::Output, TmuxError> {
-        let mut cmd = tokio::process::Command::new(&self.bin);
-        cmd.args(args)
-            .env_remove("TMUX")
-            .env_remove("TMUX_PANE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true);
-        match tokio::time::timeout(self.timeout, cmd.output()).await {
-            Err(_) => Err(TmuxError::Timeout(self.timeout, what)),
-            Ok(Err(e)) => Err(TmuxError::Spawn(what, e)),
-            Ok(Ok(o)) => Ok(o),
-        }
-    }
-
-    /// Run a chain of commands in ONE tmux process. Returns stdout.
-    pub async fn run(&self, cmds: &[TmuxCommand<'_>]) -> Result<String, TmuxError> {
-        let mut args: Vec<Cow<'_, str>> = vec!["-u".into()];
-        match &self.socket {
-            Socket::Name(n) => args.extend(["-L".into(), Cow::Borrowed(n.as_str())]),
-            Socket::Path(p) => args.extend(["-S".into(), p.to_string_lossy()]),
-        }
-        for (i, c) in cmds.iter().enumerate() {
-            if i > 0 {
-                args.push(";".into());
-            }
-            args.extend(c.to_vec());
-        }
-        let what = cmds
-            .iter()
-            .filter_map(|c| c.name.as_deref())
-            .collect::<Vec<_>>()
-            .join(" ; ");
-        let out = self
-            .exec(args.iter().map(|a| a.as_ref()), what.clone())
-            .await?;
-        if out.status.success() {
-            return Ok(String::from_utf8_lossy(&out.stdout).into_owned());
-        }
-        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        // "server exited unexpectedly": we reached a server that was exiting (its last session
-        // had just gone); by the time we read this it is not running.
-        if stderr.contains("no server running")
-            || stderr.contains("server exited unexpectedly")
-            || (stderr.contains("error connecting to")
-                && (stderr.contains("No such file or directory")
-                    || stderr.contains("Connection refused")))
-        {
-            return Err(TmuxError::NoServer(self.socket_desc()));
-        }
-        Err(TmuxError::Failed { cmd: what, stderr })
-    }
-
     /// The whole server in one tmux call. A server that is not running is an empty world, with
     /// `server_up` saying so. `collected` tells a pane's uncollected exit (see
     /// [`mark_unreported_exits`]).
@@ -227,44 +161,74 @@ impl Tmux {
         Ok(())
     }
 
-    /// Run `build(n)` for every session number of `ns`, chained into as few tmux processes as the
-    /// argv budget allows. Every command built for it is guarded in the server by its own `$N`
-    /// (see [`args`]): a session gone meanwhile fails nothing and is simply left out. A server
-    /// without any session, or none at all, leaves nothing to act on: done.
+    /// Run `build(n)` for every session number of `ns`: in one chain of argv when they fit the
+    /// argv budget, else as scripts on the client's stdin, a session a line and
+    /// [`script::LINES_PER_CALL`] lines a call ([`script`]: a call costs the server about as
+    /// much as the commands of 40 sessions at N = 1000). Every command built for it is guarded
+    /// in the server by its own `$N` (see [`args`]): a session gone meanwhile fails nothing and
+    /// is simply left out. A server without any session, or none at all, leaves nothing to act
+    /// on: done.
     async fn per_session<F>(&self, ns: &[u32], build: F) -> Result<String, TmuxError>
     where
         F: Fn(u32) -> Vec<TmuxCommand<'static>>,
     {
-        let mut pending = ns.iter().copied().peekable();
+        let built: Vec<Vec<TmuxCommand<'static>>> = ns
+            .iter()
+            .map(|&n| build(n))
+            .filter(|c| !c.is_empty())
+            .collect();
+        let size: usize = built
+            .iter()
+            .flatten()
+            .map(|c| c.to_vec().iter().map(|a| a.len() + 1).sum::<usize>() + 2)
+            .sum();
         let mut out = String::new();
-        while pending.peek().is_some() {
-            // One chain: as many sessions as fit.
-            let mut cmds: Vec<TmuxCommand<'static>> = Vec::new();
-            let mut size = 0;
-            while let Some(&n) = pending.peek() {
-                let c = build(n);
-                let len: usize = c
-                    .iter()
-                    .map(|c| c.to_vec().iter().map(|a| a.len() + 1).sum::<usize>() + 2)
-                    .sum();
-                if size + len > ARGV_BUDGET && !cmds.is_empty() {
-                    break;
-                }
-                size += len;
-                cmds.extend(c);
-                pending.next();
+        if size <= ARGV_BUDGET {
+            // One chain holds them all.
+            let cmds: Vec<TmuxCommand<'static>> = built.into_iter().flatten().collect();
+            if !cmds.is_empty() {
+                return self.all_gone_is_ok(self.run(&cmds).await, out);
             }
-            match self.run(&cmds).await {
+            return Ok(out);
+        }
+        // More than one chain's worth: scripts, a session a line.
+        let names = built[0]
+            .iter()
+            .filter_map(|c| c.name.as_deref())
+            .collect::<Vec<_>>()
+            .join(" ; ");
+        for chunk in built.chunks(script::LINES_PER_CALL) {
+            let lines = chunk
+                .iter()
+                .map(|c| script::line(c))
+                .collect::<Result<Vec<_>, _>>()?;
+            let what = format!("source-file - ({} sessions: {names})", lines.len());
+            match self.run_script(&lines, what).await {
                 Ok(o) => out.push_str(&o),
-                // A server left without any session answers so.
-                Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
-                    return Ok(out)
-                }
-                Err(TmuxError::NoServer(_)) => return Ok(out),
-                Err(e) => return Err(e),
+                r => return self.all_gone_is_ok(r, out),
             }
         }
         Ok(out)
+    }
+
+    /// `out` and the answer of a call of [`Tmux::per_session`]: a server without any session
+    /// (it answers "no current target") or none at all leaves nothing more to act on.
+    fn all_gone_is_ok(
+        &self,
+        r: Result<String, TmuxError>,
+        mut out: String,
+    ) -> Result<String, TmuxError> {
+        match r {
+            Ok(o) => {
+                out.push_str(&o);
+                Ok(out)
+            }
+            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
+                Ok(out)
+            }
+            Err(TmuxError::NoServer(_)) => Ok(out),
+            Err(e) => Err(e),
+        }
     }
 
     /// Set option `opt` (`@ccs_idle`) of each session `(n, value)` only while it is still unset:
