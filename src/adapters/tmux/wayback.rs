@@ -221,11 +221,12 @@ impl Tmux {
         let Ok(text) = self.run(&[c]).await else {
             return out;
         };
+        let wanted: std::collections::HashSet<u32> = ns.iter().copied().collect();
         for line in text.lines() {
             let Some((sid, v)) = line.split_once('\t') else {
                 continue;
             };
-            let Some(n) = parse_sid(sid).filter(|n| ns.contains(n)) else {
+            let Some(n) = parse_sid(sid).filter(|n| wanted.contains(n)) else {
                 continue;
             };
             if let Ok(a) = serde_json::from_str::<Vec<String>>(v) {
