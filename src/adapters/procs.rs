@@ -327,12 +327,19 @@ pub fn running(pid: u32) -> bool {
 
 /// This process's own identity.
 pub fn myself() -> Ident {
+    // Read once (a batch's journals each name their owner); a read that failed is tried again.
+    static ME: std::sync::OnceLock<Ident> = std::sync::OnceLock::new();
+    if let Some(me) = ME.get() {
+        return *me;
+    }
     let pid = std::process::id() as i32;
-    let start = Process::myself()
-        .and_then(|p| p.stat())
-        .map(|s| s.starttime)
-        .unwrap_or(0);
-    Ident { pid, start }
+    match Process::myself().and_then(|p| p.stat()) {
+        Ok(s) => *ME.get_or_init(|| Ident {
+            pid,
+            start: s.starttime,
+        }),
+        Err(_) => Ident { pid, start: 0 },
+    }
 }
 
 /// A victim pinned for signalling.
@@ -530,6 +537,25 @@ pub fn memory(ids: &[Ident]) -> (u64, Option<u64>) {
         };
     }
     (rss, pss)
+}
+
+/// [`memory`] of each group, read on two threads for a large batch: a `smaps_rollup` walks the
+/// page tables of its process (13 ms for 1 GB on this kind of machine).
+pub fn memory_many(groups: &[Vec<Ident>]) -> Vec<(u64, Option<u64>)> {
+    if groups.len() < 16 {
+        return groups.iter().map(|g| memory(g)).collect();
+    }
+    let (a, b) = groups.split_at(groups.len() / 2);
+    std::thread::scope(|s| {
+        let other = s.spawn(|| b.iter().map(|g| memory(g)).collect::<Vec<_>>());
+        let mut all: Vec<_> = a.iter().map(|g| memory(g)).collect();
+        match other.join() {
+            Ok(rest) => all.extend(rest),
+            // A read that panicked: that half unknown, never the reap held up.
+            Err(_) => all.extend(b.iter().map(|_| (0, None))),
+        }
+        all
+    })
 }
 
 /// Whether a client process looks orphaned: its parent is pid 1, or a known init/subreaper.

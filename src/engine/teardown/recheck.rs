@@ -101,6 +101,7 @@ pub(super) async fn recheck(
 }
 
 /// The victims of every session still to be reaped, from one scan of the process table, pinned.
+/// (Their memory is read beside the journals: [`super::MemoryRead`].)
 pub(super) fn collect_victims(
     ownership: &Ownership,
     jobs: &mut [Job],
@@ -142,9 +143,6 @@ pub(super) fn collect_victims(
         // Every member, pinned or not: one that could not be pinned (/proc could not tell) and
         // still lives is a survivor, never a silent success.
         j.ids = ids.to_vec();
-        let (rss, pss) = procs::memory(&j.ids);
-        j.line.rss_bytes = rss;
-        j.line.pss_bytes = pss;
         j.line.pids = j.ids.iter().map(|i| i.pid).collect();
         if let Some(s) = &j.fresh {
             j.line.ended = Some(ended(s, j.req.reason, &mut j.line));
