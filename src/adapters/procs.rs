@@ -547,12 +547,16 @@ pub fn memory_many(groups: &[Vec<Ident>]) -> Vec<(u64, Option<u64>)> {
     }
     let (a, b) = groups.split_at(groups.len() / 2);
     std::thread::scope(|s| {
-        let other = s.spawn(|| b.iter().map(|g| memory(g)).collect::<Vec<_>>());
+        let other = std::thread::Builder::new()
+            .name("memory".into())
+            .spawn_scoped(s, || b.iter().map(|g| memory(g)).collect::<Vec<_>>());
         let mut all: Vec<_> = a.iter().map(|g| memory(g)).collect();
-        match other.join() {
-            Ok(rest) => all.extend(rest),
+        match other.map(|t| t.join()) {
+            Ok(Ok(rest)) => all.extend(rest),
+            // No second thread to be had: this one reads the rest.
+            Err(_) => all.extend(b.iter().map(|g| memory(g))),
             // A read that panicked: that half unknown, never the reap held up.
-            Err(_) => all.extend(b.iter().map(|_| (0, None))),
+            Ok(Err(_)) => all.extend(b.iter().map(|_| (0, None))),
         }
         all
     })
@@ -617,6 +621,26 @@ pub fn cmdline(pid: i32) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_many_keeps_each_group_in_its_place() {
+        // 40 groups (two threads): ours alone in every third one, nobody (a pid that cannot be)
+        // in the others; each answer where its group was.
+        let me = myself();
+        let nobody = Ident {
+            pid: i32::MAX,
+            start: 1,
+        };
+        let groups: Vec<Vec<Ident>> = (0..40)
+            .map(|i| if i % 3 == 0 { vec![me] } else { vec![nobody] })
+            .collect();
+        let got = memory_many(&groups);
+        assert_eq!(got.len(), 40);
+        for (i, (rss, _)) in got.iter().enumerate() {
+            assert_eq!(*rss > 0, i % 3 == 0, "group {i}: {rss}");
+        }
+        assert_eq!(memory_many(&groups[..3]).len(), 3);
+    }
 
     fn p(pid: i32, ppid: i32, sid: i32) -> Proc {
         Proc {

@@ -184,6 +184,17 @@ exec "$REAL" "$@"
         );
         assert!(!s.has(&name), "{name} is still there");
     }
+    // Each reaped chat's memory, read on two threads beside the journals, is its own and there.
+    let reaped: Vec<serde_json::Value> = s
+        .audit()
+        .into_iter()
+        .filter(|l| l["outcome"] == "reaped")
+        .collect();
+    assert_eq!(reaped.len(), 78);
+    assert!(
+        reaped.iter().all(|l| l["rss_bytes"].as_u64() > Some(0)),
+        "a reaped chat without its memory: {reaped:?}"
+    );
     // ccs-7 was never marked: the turn kept it, in the server.
     assert!(s.has("ccs-7"));
     assert_eq!(s.show(ids[6], "@ccs_reaping"), None);
