@@ -293,6 +293,9 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
         u64,
         tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
     )> = None;
+    // A registration the kernel refused (a read-only mount, no limit), for the source and
+    // threshold it was for: tried again after LIMIT_REREAD, not at every poll.
+    let mut refused: Option<(memory::Watched, u64, tokio::time::Instant)> = None;
     // The PSI trigger and memory.events, for the source they were set up for.
     let mut wakers: Option<wake::Wakers> = None;
     // The path last said (and whether the threshold's eventfd was part of it).
@@ -348,12 +351,18 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
             let stale = notify
                 .as_ref()
                 .is_none_or(|(nw, nl, _)| *nw != w || *nl != l);
-            if stale {
+            let lately_refused = refused
+                .as_ref()
+                .is_some_and(|(rw, rl, at)| *rw == w && *rl == l && at.elapsed() < LIMIT_REREAD);
+            if stale && !lately_refused {
                 notify = memory::threshold(&w.source, l)
                     // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it: the fd stays
                     // open and the same until the AsyncFd drops.
                     .and_then(|t| unsafe { tokio::io::unix::AsyncFd::register(t.fd) }.ok())
                     .map(|fd| (w.clone(), l, fd));
+                refused = notify
+                    .is_none()
+                    .then(|| (w.clone(), l, tokio::time::Instant::now()));
             }
         }
         // The path in use, said when it changes.
