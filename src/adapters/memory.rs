@@ -403,6 +403,12 @@ fn pread_all(f: &std::fs::File, buf: &mut Vec<u8>) -> Option<()> {
     loop {
         match f.read_at(&mut chunk, buf.len() as u64) {
             Ok(0) => return (!buf.is_empty()).then_some(()),
+            // A short read is the end (a cgroup file is generated whole at offset 0): one read
+            // a poll, not two.
+            Ok(n) if n < chunk.len() => {
+                buf.extend_from_slice(&chunk[..n]);
+                return Some(());
+            }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(_) => return None,
         }

@@ -300,6 +300,8 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
     let mut wakers: Option<wake::Wakers> = None;
     // The path last said (and whether the threshold's eventfd was part of it).
     let mut said: Option<(&'static str, bool)> = None;
+    // The clock between looks (one wake of the runtime per poll).
+    let clock = wake::Clock::new();
     // Above the threshold at the last look: poll until it is not (a crossing is notified once).
     let mut last_over = false;
     loop {
@@ -311,7 +313,7 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
             && (p.mem_high.is_none() || notify.is_some())
             && (p.mem_psi.is_none() || wakers.as_ref().is_some_and(|k| k.psi.is_some()));
         let cause = if quiet {
-            tokio::time::sleep(WATCH_EVERY).await;
+            clock.sleep(WATCH_EVERY).await;
             Cause::Poll
         } else {
             let period = match (by_event, p.mem_psi) {
@@ -323,7 +325,7 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
                 _ = wake::eventfd(notify.as_ref().map(|n| &n.2)) => Cause::Threshold,
                 _ = wake::psi(wakers.as_ref()) => Cause::Psi,
                 _ = wake::events(wakers.as_ref()) => Cause::Events,
-                _ = tokio::time::sleep(period) => Cause::Poll,
+                _ = clock.sleep(period) => Cause::Poll,
             }
         };
         if r.inflight.count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {

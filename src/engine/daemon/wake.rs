@@ -183,3 +183,101 @@ pub(super) async fn events(k: Option<&Wakers>) {
         }
     }
 }
+
+/// The watcher's own clock between looks: a timerfd armed for each wait, so that a 250 ms poll
+/// costs one wake of the runtime. A tokio sleep that long sits on the timer wheel's 64 ms level
+/// and wakes the runtime twice (at its slot, then at its deadline), and its registration wakes
+/// the driver once more: on a VM that was most of the idle watcher's CPU. Without a timerfd (it
+/// could not be made), tokio's sleep.
+pub(super) struct Clock {
+    fd: Option<AsyncFd<OwnedFd>>,
+}
+
+impl Clock {
+    pub fn new() -> Clock {
+        use rustix::time::{timerfd_create, TimerfdClockId, TimerfdFlags};
+        let fd = timerfd_create(
+            TimerfdClockId::Monotonic,
+            TimerfdFlags::CLOEXEC | TimerfdFlags::NONBLOCK,
+        )
+        .ok()
+        // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it: the fd stays open and
+        // the same until the AsyncFd drops.
+        .and_then(|fd| unsafe { AsyncFd::register_with_interest(fd, Interest::READABLE) }.ok());
+        Clock { fd }
+    }
+
+    /// Until `d` has passed (at once for zero, which would disarm a timerfd).
+    pub async fn sleep(&self, d: std::time::Duration) {
+        use rustix::time::{timerfd_settime, Itimerspec, TimerfdTimerFlags, Timespec};
+        let Some(fd) = self.fd.as_ref().filter(|_| !d.is_zero()) else {
+            return tokio::time::sleep(d).await;
+        };
+        let spec = Itimerspec {
+            it_interval: Timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: Timespec {
+                tv_sec: d.as_secs().try_into().unwrap_or(i64::MAX),
+                tv_nsec: d.subsec_nanos().into(),
+            },
+        };
+        // Arming it again also drops an expiry that was never read.
+        if timerfd_settime(fd.get_ref(), TimerfdTimerFlags::empty(), &spec).is_err() {
+            return tokio::time::sleep(d).await;
+        }
+        loop {
+            let Ok(mut g) = fd.readable().await else {
+                return tokio::time::sleep(d).await;
+            };
+            let mut buf = [0u8; 8];
+            // A readiness left from an earlier wait reads nothing (EAGAIN) and is cleared.
+            match g
+                .try_io(|f| rustix::io::read(f.get_ref(), &mut buf).map_err(std::io::Error::from))
+            {
+                Ok(_) => {
+                    // The expiry is read: not readable until the next one (saves a read).
+                    g.clear_ready();
+                    return;
+                }
+                Err(_would_block) => continue,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Clock;
+    use std::time::{Duration, Instant};
+
+    #[tokio::test]
+    async fn the_clock_waits_its_time_each_time_and_not_for_a_stale_expiry() {
+        let c = Clock::new();
+        assert!(c.fd.is_some(), "no timerfd on this kernel");
+        for ms in [30u64, 0, 60, 20] {
+            let t = Instant::now();
+            c.sleep(Duration::from_millis(ms)).await;
+            let took = t.elapsed();
+            assert!(took >= Duration::from_millis(ms), "{ms} ms took {took:?}");
+            assert!(
+                took < Duration::from_millis(ms + 2000),
+                "{ms} ms took {took:?}"
+            );
+        }
+        // An expiry never read (the wait was given up, as a select! does) does not end the next.
+        tokio::select! {
+            _ = c.sleep(Duration::from_millis(10)) => panic!("the 10 ms wait was to lose"),
+            _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let t = Instant::now();
+        c.sleep(Duration::from_millis(80)).await;
+        assert!(
+            t.elapsed() >= Duration::from_millis(80),
+            "{:?}",
+            t.elapsed()
+        );
+    }
+}
