@@ -27,6 +27,10 @@ pub struct Reaper {
     /// The record of last known conversations as last read or written (`None`: not read yet,
     /// the first sweep reads the file).
     pub(crate) known: Mutex<Option<crate::adapters::state::Known>>,
+    /// The daemon's record of last known conversations waiting to be written, the newest only
+    /// (`crate::engine::sweep` writes it off the sweep's path), and the lock of its one writer.
+    pub(crate) known_pending: Arc<Mutex<Option<crate::adapters::state::Known>>>,
+    pub(crate) known_writer: Arc<Mutex<()>>,
     /// The sessions whose teardown is in flight here.
     pub(crate) inflight: Arc<InFlight>,
     /// Who owns the marks and journals, as judged from here.
@@ -60,6 +64,8 @@ impl Reaper {
             dry_run,
             metrics,
             known: Mutex::new(None),
+            known_pending: Arc::default(),
+            known_writer: Arc::default(),
             inflight: Arc::new(InFlight::default()),
             ownership,
             watching: Watching::default(),

@@ -101,15 +101,17 @@ pub(super) fn plan_known(
 }
 
 /// Keep the record of every chat's last known conversation (`known.json`: read once, then kept
-/// in memory; written only when it changed), and tombstone the chats a dead or replaced tmux
-/// server took with it: reason `server-died`, one `lost` audit line each. Nothing is
-/// signalled: their processes went with the server. Returns the audit lines.
+/// in memory; written only when it changed; with `later`, written on a blocking thread while the
+/// sweep goes on), and tombstone the chats a dead or replaced tmux server took with it: reason
+/// `server-died`, one `lost` audit line each. Nothing is signalled: their processes went with
+/// the server. Returns the audit lines.
 pub(super) fn keep_known(
     r: &Reaper,
     snap: &Snapshot,
     listing: &Listing,
     decisions: &[Decision],
     now: i64,
+    later: bool,
 ) -> Vec<AuditLine> {
     if listing.server_up.is_none() {
         return Vec::new();
@@ -135,7 +137,9 @@ pub(super) fn keep_known(
         let _ = record(&r.state, &r.metrics, l);
     }
     let written = plan.changed;
-    if written {
+    if written && later {
+        write_known_later(r, plan.known.clone());
+    } else if written {
         if let Err(e) = r.state.write_known(&plan.known) {
             tracing::warn!(error = %e, "failed to write the record of last known conversations");
         }
@@ -151,6 +155,30 @@ pub(super) fn keep_known(
     );
     *last = Some(plan.known);
     lines
+}
+
+/// Write `known` on a blocking thread, off the sweep's path: under memory pressure the fsync of
+/// a file in a cgroup at its limit took 5 s, and the sweep that was to free memory waited on it.
+/// One writer at a time, and it writes the newest record waiting (a slower write never puts an
+/// older one back over a newer). The record is only needed after a tmux server died; the file
+/// stays whole (written by rename), and the runtime's end waits for the write.
+fn write_known_later(r: &Reaper, known: Known) {
+    *r.known_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
+    let (state, pending, writer) = (
+        r.state.clone(),
+        std::sync::Arc::clone(&r.known_pending),
+        std::sync::Arc::clone(&r.known_writer),
+    );
+    tokio::task::spawn_blocking(move || {
+        let _one = writer.lock().unwrap_or_else(|p| p.into_inner());
+        // None: a writer that came after this one took the newest and wrote it already.
+        let newest = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(k) = newest {
+            if let Err(e) = state.write_known(&k) {
+                tracing::warn!(error = %e, "failed to write the record of last known conversations");
+            }
+        }
+    });
 }
 
 /// Tombstone each chat `plan` says a dead or replaced server took with it (reason

@@ -57,7 +57,9 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         reaps = recover_dead_reapers(r, &snap, &listing, dead, &batches).await;
         clear_stale_marks(&r.tmux, &r.state, &r.ownership, &r.inflight, &snap, &live).await;
         // The last known conversation of every chat, and the chats a dead server took with it.
-        reaps.extend(keep_known(r, &snap, &listing, &decisions, now));
+        // The daemon writes it beside the sweep: a pressure sweep never waits on its fsync.
+        let later = matches!(batches, Batches::Spawn(_));
+        reaps.extend(keep_known(r, &snap, &listing, &decisions, now, later));
         // Tombstones past CCS_REAP_TOMBSTONE_MAX_AGE: at the first sweep, then hourly.
         crate::engine::wayback::age_out(&r.cfg, &r.state, &r.metrics);
     }
