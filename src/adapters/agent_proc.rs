@@ -62,6 +62,26 @@ pub fn pane_and_children(pid: u32) -> Vec<AgentProc> {
     out
 }
 
+/// This process's ancestors, nearest first (its parent, its grandparent, ...), each with its argv
+/// (empty where it cannot be read), up to `max` of them or pid 1, whichever comes first: where a
+/// hook finds the agent that fired it.
+pub fn ancestors(max: usize) -> Vec<(u32, Vec<String>)> {
+    let mut out = Vec::new();
+    let mut pid = std::os::unix::process::parent_id();
+    while pid > 1 && out.len() < max {
+        let Ok(p) = Process::new(pid as i32) else {
+            break;
+        };
+        let argv = p.cmdline().unwrap_or_default();
+        let Ok(st) = p.stat() else {
+            break;
+        };
+        out.push((pid, argv));
+        pid = u32::try_from(st.ppid).unwrap_or(0);
+    }
+    out
+}
+
 /// The start time of `pid` now (field 22 of `/proc/<pid>/stat`), if it lives.
 pub fn start_time(pid: u32) -> Option<u64> {
     let p = Process::new(i32::try_from(pid).ok()?).ok()?;

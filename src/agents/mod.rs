@@ -55,6 +55,70 @@ pub fn by_name(name: &str) -> Option<&'static Agent> {
     ALL.iter().copied().find(|a| a.name == name)
 }
 
+/// The agent a running process IS (its program among its first two words: `claude ...`,
+/// `node .../gemini`), not a shell or another program whose arguments mention one.
+pub fn of_process(argv: &[String]) -> Option<&'static Agent> {
+    ALL.iter()
+        .copied()
+        .find(|a| argv.iter().take(2).any(|w| (a.is_program_word)(w)))
+}
+
+/// Who fired a hook, from the hook process's ancestors (nearest first, each with its argv) and
+/// the pid of the pane it names (`TMUX_PANE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FiredBy {
+    /// The chat's own agent: the nearest agent among the ancestors is the pane's process or
+    /// below it, with no other agent between it and the pane.
+    Own,
+    /// An agent that the chat's agent started (a `claude -p` run by a tool, a sub-agent), or one
+    /// outside the pane's tree that inherited its `TMUX_PANE`: its pid and name, and why.
+    Nested {
+        pid: u32,
+        agent: &'static str,
+        why: String,
+    },
+    /// No agent among the ancestors (a hook run by hand, or by a launcher this reaper does not
+    /// know): judged as before, by the pane alone.
+    NoAgent,
+}
+
+/// Which agent fired a hook ([`FiredBy`]), pure: `chain` is the hook's ancestors, nearest first.
+pub fn fired_by(chain: &[(u32, Vec<String>)], pane_pid: u32) -> FiredBy {
+    let Some(at) = chain
+        .iter()
+        .position(|(_, argv)| of_process(argv).is_some())
+    else {
+        return FiredBy::NoAgent;
+    };
+    let (pid, argv) = &chain[at];
+    let agent = of_process(argv).map_or("agent", |a| a.name);
+    if *pid == pane_pid {
+        return FiredBy::Own;
+    }
+    for (up, argv) in &chain[at + 1..] {
+        if *up == pane_pid {
+            return FiredBy::Own;
+        }
+        if let Some(outer) = of_process(argv) {
+            return FiredBy::Nested {
+                pid: *pid,
+                agent,
+                why: format!(
+                    "{agent} (pid {pid}) was started by {} (pid {up}), the chat's own agent",
+                    outer.name
+                ),
+            };
+        }
+    }
+    FiredBy::Nested {
+        pid: *pid,
+        agent,
+        why: format!(
+            "{agent} (pid {pid}) does not run in the chat's pane (pid {pane_pid}): it only inherited its TMUX_PANE"
+        ),
+    }
+}
+
 /// An agent's environment, as `NAME=value` pairs (from `/proc/<pid>/environ` or what `spawn`
 /// gives it); repeated names: the last wins.
 pub type Env = [(String, String)];
@@ -482,4 +546,105 @@ pub fn words_of_shell_string(argv: &[String]) -> Result<Option<Vec<String>>, Arg
             .map(String::from)
             .collect(),
     ))
+}
+
+#[cfg(test)]
+mod fired_by_tests {
+    use super::*;
+
+    fn argv(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| w.to_string()).collect()
+    }
+
+    /// Which agent fired a hook, from its ancestors (nearest first); the pane's process is 10.
+    #[test]
+    fn the_chats_own_agent_fires_its_hooks_and_a_nested_one_does_not() {
+        let sh = argv(&["/bin/sh", "-c", "ccs-reap claude-hook"]);
+        let claude = argv(&["/usr/bin/claude", "--resume", "c"]);
+        let gemini = argv(&["node", "/usr/lib/node_modules/.bin/gemini", "-p", "hi"]);
+        let bash = argv(&["bash", "-c", "claude -p hi"]);
+        let tmux_sh = argv(&["sh", "-c", "claude --resume c"]);
+        type Row = (&'static str, Vec<(u32, Vec<String>)>, &'static str);
+        let table: Vec<Row> = vec![
+            (
+                "claude is the pane's process (exec)",
+                vec![(20, sh.clone()), (10, claude.clone()), (1, argv(&["tmux"]))],
+                "own",
+            ),
+            (
+                "claude is the child of the pane's sh -c",
+                vec![
+                    (20, sh.clone()),
+                    (11, claude.clone()),
+                    (10, tmux_sh.clone()),
+                ],
+                "own",
+            ),
+            (
+                "claude below a launcher script below the pane",
+                vec![
+                    (20, sh.clone()),
+                    (12, claude.clone()),
+                    (11, argv(&["bash", "/opt/run-claude.sh"])),
+                    (10, tmux_sh.clone()),
+                ],
+                "own",
+            ),
+            (
+                "claude -p run by the chat's claude through a tool's shell",
+                vec![
+                    (30, sh.clone()),
+                    (21, claude.clone()),
+                    (20, bash.clone()),
+                    (11, claude.clone()),
+                    (10, tmux_sh.clone()),
+                ],
+                "nested",
+            ),
+            (
+                "gemini -p run by the chat's claude",
+                vec![
+                    (30, sh.clone()),
+                    (21, gemini.clone()),
+                    (20, bash.clone()),
+                    (10, claude.clone()),
+                ],
+                "nested",
+            ),
+            (
+                "an agent outside the pane's tree (setsid, nohup) with its TMUX_PANE",
+                vec![(30, sh.clone()), (21, claude.clone()), (2, argv(&["init"]))],
+                "nested",
+            ),
+            (
+                "no agent at all: a hook run by hand",
+                vec![(30, sh.clone()), (5, argv(&["cargo", "test"]))],
+                "none",
+            ),
+            ("no ancestors readable", vec![], "none"),
+        ];
+        for (name, chain, want) in table {
+            let got = match fired_by(&chain, 10) {
+                FiredBy::Own => "own",
+                FiredBy::Nested { .. } => "nested",
+                FiredBy::NoAgent => "none",
+            };
+            assert_eq!(got, want, "{name}");
+        }
+        match fired_by(
+            &[
+                (21, claude.clone()),
+                (20, bash),
+                (11, claude),
+                (10, tmux_sh),
+            ],
+            10,
+        ) {
+            FiredBy::Nested { pid, agent, why } => {
+                assert_eq!((pid, agent), (21, "claude"));
+                assert!(why.contains("pid 11"), "{why}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::core::policy::OrphanViewers;
+use crate::core::policy::{OrphanViewers, UnseenTurns};
 use crate::core::units;
 
 use super::parse::{
@@ -83,6 +83,20 @@ pub const VARS: &[Setting] = &[
         help: "Also reap sessions whose conversation id is unknown (their history cannot be resumed).",
         parse: |d, s| {
             d.policy.reap_without_cid = flag(s)?;
+            Ok(())
+        },
+    },
+    Setting {
+        name: "CCS_ENGINE_UNSEEN_TURNS",
+        group: REAPING,
+        default: "keep",
+        help: "A chat whose turns nothing reports (no @ccs_cid from a hook, the studio or spawn; no status file of its agent; no activity file): keep (state unseen), or output: idle since its pane's last output.",
+        parse: |d, s| {
+            d.policy.unseen_turns = match s.trim() {
+                "keep" => UnseenTurns::Keep,
+                "output" => UnseenTurns::Output,
+                _ => return Err("keep or output".into()),
+            };
             Ok(())
         },
     },

@@ -13,7 +13,7 @@
 
 use crate::adapters::agent_proc;
 use crate::agents::{self, Agent, AgentState};
-use crate::core::policy::{Decision, Session, Snapshot, State};
+use crate::core::policy::{AgentTurn, Decision, Session, Snapshot, State};
 
 /// How long a turn must have run before the status file is read: a prompt just submitted is
 /// `busy` in the file only 0.3-0.6 s after its hook set `@ccs_turn` (measured, 2.1.332), and a
@@ -49,10 +49,29 @@ pub struct StatusSeen {
     pub state: AgentState,
 }
 
+/// Why a status file is not used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotUsed {
+    /// It says nothing of this process: another process's (a reused pid), a version whose
+    /// format is not known, or a file or environment this reaper may not read. As if there were
+    /// none.
+    NotThis(String),
+    /// Torn or garbage, read twice: it may say `busy` at the next read.
+    Torn(String),
+}
+
+impl std::fmt::Display for NotUsed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotUsed::NotThis(w) | NotUsed::Torn(w) => f.write_str(w),
+        }
+    }
+}
+
 /// The agent of one of `s`'s live panes (the pane's process or one of its children, this user's
 /// only) and its status file, checked: `Ok(None)` when no pane runs an agent that writes one, or
 /// it has not written it (yet); `Err` why the file is not used.
-pub fn read(s: &Session) -> Result<Option<StatusSeen>, String> {
+pub fn read(s: &Session) -> Result<Option<StatusSeen>, NotUsed> {
     for pane in s.panes.iter().filter(|p| !p.dead) {
         for p in agent_proc::pane_and_children(pane.pid) {
             let Some(agent) = agent_of(&p.argv) else {
@@ -62,17 +81,18 @@ pub fn read(s: &Session) -> Result<Option<StatusSeen>, String> {
                 continue;
             };
             let env = agent_proc::environ(p.pid).ok_or_else(|| {
-                format!(
+                NotUsed::NotThis(format!(
                     "the environment of {} (pid {}) is unreadable",
                     agent.name, p.pid
-                )
+                ))
             })?;
-            let path = path_of(&env, p.pid).map_err(|e| e.to_string())?;
+            let path = path_of(&env, p.pid).map_err(|e| NotUsed::NotThis(e.to_string()))?;
             // Rewritten in place: a read may catch the new text with the old one's tail. Once more
             // at once, then the next sweep.
-            let mut last = String::new();
+            let mut last = NotUsed::Torn(String::new());
             for _ in 0..2 {
-                let Some(text) = agent_proc::read_small_file(&path).map_err(|e| e.to_string())?
+                let Some(text) = agent_proc::read_small_file(&path)
+                    .map_err(|e| NotUsed::NotThis(e.to_string()))?
                 else {
                     return Ok(None);
                 };
@@ -80,25 +100,47 @@ pub fn read(s: &Session) -> Result<Option<StatusSeen>, String> {
                     Ok(st) => {
                         let now = agent_proc::start_time(p.pid);
                         if now.is_none_or(|t| !st.is_of(p.pid, t)) {
-                            return Err(format!(
+                            return Err(NotUsed::NotThis(format!(
                                 "{} is stale: it names pid {} started at {}, not the live process",
                                 path.display(),
                                 st.pid,
                                 st.proc_start
-                            ));
+                            )));
                         }
                         return Ok(Some(StatusSeen {
                             pid: p.pid,
                             state: st.state,
                         }));
                     }
-                    Err(e) => last = format!("{}: {e}", path.display()),
+                    Err(e @ agents::StatusError::UnknownVersion(_)) => {
+                        return Err(NotUsed::NotThis(format!("{}: {e}", path.display())))
+                    }
+                    Err(e) => last = NotUsed::Torn(format!("{}: {e}", path.display())),
                 }
             }
             return Err(last);
         }
     }
     Ok(None)
+}
+
+/// What the status file of `s`'s agent says of its turn, as the decision reads it
+/// ([`AgentTurn`]): read as [`read`] reads it.
+pub fn turn_of(s: &Session) -> AgentTurn {
+    match read(s) {
+        Ok(Some(seen)) => AgentTurn::Seen {
+            pid: seen.pid,
+            busy: seen.state.keeps_busy(),
+            state: format!("{:?}", seen.state).to_lowercase(),
+        },
+        Ok(None) => AgentTurn::NoFile,
+        // Says nothing of this process: as if there were no file (its why in the log).
+        Err(NotUsed::NotThis(why)) => {
+            tracing::debug!(session = %s.name, why = %why, "the agent's status file is not used");
+            AgentTurn::NoFile
+        }
+        Err(NotUsed::Torn(why)) => AgentTurn::Untrusted(why),
+    }
 }
 
 /// The agent whose program `argv` runs (its first word, or the second after an interpreter).

@@ -13,11 +13,12 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::adapters::agent_proc;
 use crate::adapters::clock::now_ms;
 use crate::adapters::state::StateDir;
 use crate::adapters::tmux::{Tmux, TurnBegin};
 use crate::adapters::user_file;
-use crate::agents::HookAction;
+use crate::agents::{FiredBy, HookAction};
 use crate::config::{Config, Socket};
 use crate::core::policy::{self, ReapReason, Session};
 use crate::engine::commands;
@@ -214,11 +215,18 @@ pub async fn dry_run_of(
         }
         Err(e) => return format!("nothing: tmux failed: {e}"),
     };
+    if !matches!(what, HookAction::Nothing(_)) {
+        if let Some(why) = not_the_chats_agent(&s) {
+            return format!("nothing: {why}");
+        }
+    }
     let name = &s.name;
     let held = s.is_marked();
     let turn = !s.turn.trim().is_empty();
     match what {
-        HookAction::SetCid(c) => format!("would set @ccs_cid of {name} to {c}"),
+        HookAction::SetCid(c) => format!(
+            "would set @ccs_cid of {name} to {c} and start its idle clock (@ccs_idle = now)"
+        ),
         HookAction::TurnBegin if held => format!(
             "would block the prompt (exit 2): a reap holds {name} (@ccs_reaping is set)"
         ),
@@ -251,16 +259,35 @@ pub async fn dry_run_of(
     }
 }
 
+/// Why this hook must do nothing because the agent that fired it is not the chat's own (a
+/// `claude -p` or `gemini -p` that the chat's agent started inherits its `TMUX_PANE`, and with it
+/// the chat): `None` when it is the chat's own, or no agent is among the hook's ancestors.
+pub(crate) fn not_the_chats_agent(s: &Session) -> Option<String> {
+    let pane = s.panes.first()?;
+    match crate::agents::fired_by(&agent_proc::ancestors(64), pane.pid) {
+        FiredBy::Own | FiredBy::NoAgent => None,
+        FiredBy::Nested { why, .. } => Some(format!(
+            "fired by an agent that is not {}'s own: {why}",
+            s.name
+        )),
+    }
+}
+
 pub(crate) async fn act_on(
     r: &Reaper,
     what: &HookAction,
     s: &Session,
 ) -> Result<HookOutcome, CommandError> {
     let name = &s.name;
+    if !matches!(what, HookAction::Nothing(_)) {
+        if let Some(why) = not_the_chats_agent(s) {
+            return Ok(HookOutcome::Skipped(why));
+        }
+    }
     match what {
         HookAction::Nothing(why) => Ok(HookOutcome::Skipped(why.clone())),
-        HookAction::SetCid(c) => Ok(if r.tmux.set_named(name, "@ccs_cid", Some(c)).await? {
-            HookOutcome::Done(format!("@ccs_cid of {name} = {c}"))
+        HookAction::SetCid(c) => Ok(if r.tmux.set_cid_now(name, c, now_ms()).await? {
+            HookOutcome::Done(format!("@ccs_cid of {name} = {c}, its idle clock started"))
         } else {
             HookOutcome::Skipped(format!("{name} is gone"))
         }),

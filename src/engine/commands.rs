@@ -96,9 +96,9 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
     let name = name_of(&r.cfg, id)?;
     let Observation {
         mut snap,
-        mut decisions,
         now,
         listing,
+        ..
     } = observe(r, Mode::Act).await;
     // The sweep only looks for a cid where its decision hinges on one; here it always does.
     let want: HashSet<u32> = snap
@@ -109,8 +109,14 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
         .collect();
     if !want.is_empty() {
         find_cids(&mut snap, &want);
-        decisions = policy::decide(&snap, now, &r.cfg.policy);
     }
+    // And its agent's status file: a turn it runs refuses the reap, as the re-check would.
+    for s in snap.sessions.iter_mut().filter(|s| s.name == name) {
+        if s.agent_turn == policy::AgentTurn::NotRead {
+            s.agent_turn = crate::engine::agent_status::turn_of(s);
+        }
+    }
+    let decisions = policy::decide(&snap, now, &r.cfg.policy);
     if let Some(e) = &snap.global_problem {
         if !force {
             return Err(CommandError::Refused(format!(
@@ -482,7 +488,7 @@ async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished
     };
     // The one session put in above, its cid looked up.
     let s = snap.sessions.swap_remove(0);
-    let (mut d, s) = policy::decide_session(s, &Default::default(), now_ms(), &policy)
+    let (mut d, s) = policy::decide_session(s, &Default::default(), false, now_ms(), &policy)
         .expect("a session decided on its own gets its decision");
     d.override_turn = true;
     reap(r, &d, &s, ReapReason::Exited, true, server_pid).await

@@ -104,6 +104,7 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         }
     }
     snap.sessions = listing.sessions.clone();
+    snap.turns_by_file = !r.cfg.activity_files.is_empty();
     let p = &r.cfg.policy;
     if p.orphan_viewers == policy::OrphanViewers::Ignore || all {
         for s in &mut snap.sessions {
@@ -222,6 +223,28 @@ pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
         find_cids(&mut snap, &want);
         decisions = policy::decide(&snap, now, &r.cfg.policy);
     }
+    // Status files are found by the pids tmux lists: only where this reaper sees the server's
+    // processes (else they stay unread, and the teardown refuses to act on what it cannot see).
+    let sees = || {
+        r.ownership
+            .check_sight(listing.server_pid, listing.socket_path.as_deref())
+            .is_ok()
+    };
+    let any = decisions
+        .iter()
+        .zip(&snap.sessions)
+        .any(|(d, s)| policy::needs_agent_turn(d, s, mode == Mode::Status));
+    if any && sees() && read_agent_turns(&mut snap, &decisions, mode == Mode::Status) {
+        decisions = policy::decide(&snap, now, &r.cfg.policy);
+        // A chat kept busy by its status file can make a pressure rule take another one, whose
+        // file is read in turn: each file at most once a sweep.
+        for _ in 0..8 {
+            if !read_agent_turns(&mut snap, &decisions, false) {
+                break;
+            }
+            decisions = policy::decide(&snap, now, &r.cfg.policy);
+        }
+    }
     if end_interrupted_turns(
         &r.tmux,
         &r.metrics,
@@ -241,6 +264,23 @@ pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
         decisions,
         now,
     }
+}
+
+/// The agents' own status files, read for the sessions whose decision hinges on one
+/// ([`policy::needs_agent_turn`]: a chat about to be reaped, or in `status` one whose turns are
+/// otherwise unseen). Only those: the cost is linear in the reaps. `true` when any was read.
+pub fn read_agent_turns(snap: &mut Snapshot, decisions: &[Decision], for_status: bool) -> bool {
+    let want: Vec<usize> = decisions
+        .iter()
+        .zip(&snap.sessions)
+        .enumerate()
+        .filter(|(_, (d, s))| policy::needs_agent_turn(d, s, for_status))
+        .map(|(i, _)| i)
+        .collect();
+    for &i in &want {
+        snap.sessions[i].agent_turn = agent_status::turn_of(&snap.sessions[i]);
+    }
+    !want.is_empty()
 }
 
 /// Turns the agent's own status file says are over (see [`agent_status`]): ended in tmux (only

@@ -552,6 +552,22 @@ pub(crate) fn ok_with(
     o
 }
 
+/// `reap <id>` once claude is done: right after its `Stop` hook, Claude Code may still be busy by
+/// its own status file (a title, a summary computed in the background), and a reap refuses a busy
+/// chat (docs/rules.md, rule 2). Tried again until it goes through, within 60 s.
+pub(crate) fn reap_when_idle(s: &Server, env: &[(&str, String)], id: &str) -> Out {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let o = ccs_with(s, env, &["reap", id], &[]);
+        let busy = o.code == 1 && o.stderr.contains("by the agent's status file");
+        if !busy || Instant::now() >= deadline {
+            assert_eq!(o.code, 0, "ccs-reap reap {id}: {}{}", o.stdout, o.stderr);
+            return o;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The tools, or `None` when the test is skipped (`CCS_E2E_SKIP=1`).
 pub(crate) fn tools_or_skip() -> Option<Tools> {
     match tools() {
@@ -685,7 +701,7 @@ fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history()
 
     // 7. Reap it.
     let t_reap = Instant::now();
-    let o = ok(&["reap", ID]);
+    let o = reap_when_idle(&s, &env, ID);
     let reap_s = t_reap.elapsed().as_secs_f64();
     eprintln!("ccs-reap reap: {}", o.stdout.trim());
     assert!(

@@ -74,9 +74,19 @@ fn each_event_marks_the_chat_whose_pane_it_runs_in() {
         assert!(o.stderr.is_empty(), "{event}: {}", o.stderr);
     };
 
-    // SessionStart: the cid.
+    // SessionStart: the cid, and the idle clock starts with it (a known id never sits beside an
+    // old clock, or none).
+    let t0 = now_ms();
     ok(&ev("SessionStart", r#","source":"startup","model":"m""#));
     assert_eq!(s.show(n, "@ccs_cid").as_deref(), Some(CID));
+    let idle0 = s.show(n, "@ccs_idle");
+    assert!(
+        idle0
+            .as_deref()
+            .and_then(|v| v.parse::<i64>().ok())
+            .is_some_and(|v| v >= t0),
+        "{idle0:?}"
+    );
     // An invalid one is refused, the known one kept.
     let o = hook(
         &s,
@@ -104,7 +114,7 @@ fn each_event_marks_the_chat_whose_pane_it_runs_in() {
         r#","stop_hook_active":false,"last_assistant_message":"ok","background_tasks":[{"id":"b1","type":"bash"}]"#,
     ));
     assert_eq!(s.show(n, "@ccs_turn"), Some(turn.to_string()));
-    assert_eq!(s.show(n, "@ccs_idle"), None);
+    assert_eq!(s.show(n, "@ccs_idle"), idle0);
 
     // Stop with none: the turn ends, the idle clock starts.
     ok(&ev(

@@ -76,7 +76,7 @@ impl Chat {
 
     /// Reap it now; its tombstone.
     fn reap(&self) -> serde_json::Value {
-        self.ok(&["reap", ID]);
+        reap_when_idle(&self.w.s, &self.w.env, ID);
         assert!(
             wait_until(10.0, || !self.w.s.has(SESSION)),
             "still there after the reap"

@@ -759,6 +759,7 @@ fn without_utf8_an_idle_session_is_reaped_and_odd_names_are_never_touched() {
             "sleep 100000",
         ])
         .env_remove("TMUX")
+        .env("CLAUDE_CONFIG_DIR", s.path("claude-config"))
         .env_remove("LC_CTYPE")
         .env("LANG", "C")
         .env("LC_ALL", "C")

@@ -193,7 +193,11 @@ fn cid_is_read_from_the_command_line_when_the_option_is_unset() {
 #[test]
 fn unknown_cid_is_kept_unless_overridden() {
     let s = Server::new();
-    let n = s.session("ccs-1", "sleep 100000");
+    // A claude that names no conversation (its turns seen by its status file).
+    let pids = s.path("ccs-1.pids");
+    let cmd = format!("FAKE_CLAUDE_PIDS={} exec {}", pids.display(), fake_claude());
+    let n = s.session("ccs-1", &cmd);
+    assert!(wait_until(10.0, || s.pids("ccs-1").len() == 1));
     s.idle_since(n, 10_000_000);
     s.once(DONE, GRACE, &[]);
     assert!(
@@ -342,4 +346,83 @@ fn daemon_reaps_on_schedule_stops_on_sigterm_and_holds_the_lock() {
     let status = d.0.wait().unwrap();
     assert_eq!(status.code(), Some(0));
     assert!(s.has("ccs-2"));
+}
+
+/// A studio that wires nothing (issue 43.1): its claude names its conversation on the command
+/// line, no hook, no `turn` command, no activity file. Claude Code's own status file is then what
+/// tells a turn: `busy` keeps the chat however long it has sat "idle" by the clock, `idle` lets
+/// it be reaped; an agent with no status file at all is `unseen` and kept (43.2), unless
+/// `CCS_ENGINE_UNSEEN_TURNS=output`.
+#[test]
+fn a_chat_wired_by_nothing_is_kept_while_its_status_file_says_busy() {
+    let s = Server::new();
+    let start = |name: &str, status: &str, cid: &str| {
+        let pids = s.path(&format!("{name}.pids"));
+        let cmd = format!(
+            "FAKE_CLAUDE_STATUS={status} FAKE_CLAUDE_PIDS={} exec {} --session-id {cid}",
+            pids.display(),
+            fake_claude()
+        );
+        let n = s.session(name, &cmd);
+        assert!(wait_until(10.0, || !s.pids(name).is_empty()));
+        s.idle_since(n, 10_000_000);
+        n
+    };
+    start("ccs-busy", "busy", "cid-busy");
+    start("ccs-wait", "waiting", "cid-wait");
+    start("ccs-idle", "idle", "cid-idle");
+    // No status file: a claude-like launcher (its command line names the conversation) whose
+    // process then keeps none.
+    let blind = s.path("blind-claude");
+    std::fs::write(&blind, "#!/bin/sh\nexec sleep 100000\n").unwrap();
+    std::fs::set_permissions(&blind, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let n = s.session(
+        "ccs-blind",
+        &format!("exec {} --session-id cid-blind", blind.display()),
+    );
+    s.idle_since(n, 10_000_000);
+    let j = s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    let by = by_name(&j);
+    assert_eq!(by["ccs-busy"]["state"], "busy", "{j}");
+    assert!(
+        by["ccs-busy"]["why"]
+            .as_str()
+            .unwrap()
+            .contains("status file"),
+        "{j}"
+    );
+    assert_eq!(by["ccs-wait"]["state"], "busy", "{j}");
+    assert_eq!(by["ccs-idle"]["state"], "expired", "{j}");
+    assert_eq!(by["ccs-blind"]["state"], "unseen", "{j}");
+    assert_eq!(by["ccs-blind"]["cid"], "cid-blind", "{j}");
+
+    let o = s.once(DONE, GRACE, &[]);
+    assert!(s.has("ccs-busy"), "a busy chat was reaped: {}", o.stderr);
+    assert!(
+        s.has("ccs-wait"),
+        "a chat at a dialog was reaped: {}",
+        o.stderr
+    );
+    assert!(!s.has("ccs-idle"), "{}", o.stderr);
+    assert_eq!(s.tombstone("idle").unwrap()["cid"], "cid-idle");
+    // No audit line for the busy ones: they were never tried (no mark, no abort).
+    assert!(s.audit_of("ccs-busy").is_empty());
+    assert!(
+        s.has("ccs-blind"),
+        "an unseen chat was reaped: {}",
+        o.stderr
+    );
+    // Opted in: judged by its pane's own output, none since it started.
+    s.ok(&[
+        "set-option",
+        "-t",
+        &format!("${n}:"),
+        "@ccs_idle_kill_ms",
+        "1",
+    ]);
+    assert!(wait_until(5.0, || {
+        s.once(DONE, GRACE, &[("CCS_ENGINE_UNSEEN_TURNS", "output")]);
+        !s.has("ccs-blind")
+    }));
+    assert!(s.has("ccs-busy"));
 }

@@ -467,7 +467,13 @@ impl Tmux {
             .target_pane(pane.to_string())
             .message(SESSION_FMT)
             .build();
-        match self.run(&[c]).await {
+        // And the pane itself (its pid): which agent fired a hook is judged against it.
+        let p = DisplayMessage::new()
+            .print()
+            .target_pane(pane.to_string())
+            .message(PANE_FMT)
+            .build();
+        match self.run(&[c, p]).await {
             Ok(out) => Ok(parse_listing(&out, prefix).sessions.into_iter().next()),
             Err(TmuxError::Failed { stderr, .. })
                 if stderr.contains("can't find pane") || session_gone(&stderr) =>
@@ -520,6 +526,31 @@ impl Tmux {
         let cmds = [
             HasSession::new().target_session(format!("={name}")).build(),
             set.build(),
+        ];
+        match self.run(&cmds).await {
+            Ok(_) => Ok(true),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
+            Err(TmuxError::NoServer(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Set `@ccs_cid` of session `name` to `cid` and start its idle clock (`@ccs_idle` = `now_ms`)
+    /// in one call, the clock first: a hook that learns a chat's id (Codex's at its first prompt)
+    /// never leaves a known id beside an old clock for a sweep to reap. `false` when the session
+    /// is gone.
+    pub async fn set_cid_now(&self, name: &str, cid: &str, now_ms: i64) -> Result<bool, TmuxError> {
+        let set = |opt: &str, v: String| {
+            SetOption::new()
+                .target_pane(format!("={name}:"))
+                .option(opt.to_string())
+                .value(literal(&v))
+                .build()
+        };
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            set("@ccs_idle", now_ms.to_string()),
+            set("@ccs_cid", cid.to_string()),
         ];
         match self.run(&cmds).await {
             Ok(_) => Ok(true),

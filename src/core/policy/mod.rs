@@ -101,10 +101,19 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         return d;
     }
 
-    // 2. A turn is running.
+    // 2. A turn is running: by `@ccs_turn`, an activity file, or the agent's own status file
+    // (one that cannot be trusted counts as running: a turn may be).
     let turn_set = o.turn.is_some();
     let turn_since = o.turn.and_then(|t| t.since);
     let in_file = snap.busy_ids.contains(&s.id);
+    if !turn_set && !in_file {
+        if let Some(why) = busy_by_agent(&s.agent_turn) {
+            let mut d = new(s, State::Busy, why);
+            d.cid = cid;
+            d.viewers = viewers;
+            return d;
+        }
+    }
     let mut stuck = None;
     if turn_set {
         let since = turn_since;
@@ -214,7 +223,6 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     let future = idle_since > now;
     let idle_since = idle_since.min(now);
     let idle_ms = (now - idle_since) as u64;
-    let deadline_ms = idle_kill_ms.map(|k| idle_since + k as i64);
 
     // 6. Conversation id unknown.
     if cid.is_none() && !p.reap_without_cid {
@@ -229,6 +237,24 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         d.warning = warning;
         return d;
     }
+
+    // 6b. Turns unseen: nothing tells when a turn runs. Kept, or (opt-in) idle since its last
+    // output.
+    let (idle_since, idle_ms) = if turns_seen(s, &o, snap) {
+        (idle_since, idle_ms)
+    } else if p.unseen_turns == UnseenTurns::Output {
+        let since = s.output_ms.map_or(idle_since, |t| t.clamp(idle_since, now));
+        (since, (now - since) as u64)
+    } else {
+        let mut d = new(s, State::Unseen, UNSEEN_WHY);
+        d.cid = cid;
+        d.idle_ms = Some(idle_ms);
+        d.override_viewers = override_viewers;
+        d.stamp_idle = future.then_some(now);
+        d.warning = warning;
+        return d;
+    };
+    let deadline_ms = idle_kill_ms.map(|k| idle_since + k as i64);
 
     let mut d = new(s, State::Idle, String::new());
     d.warning = warning;
@@ -257,6 +283,46 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         None => d.why = format!("idle for {idle_ms} ms"),
     }
     d
+}
+
+/// Why a chat is `unseen` (`status`, the decision's reason).
+pub const UNSEEN_WHY: &str = "turns unseen: no hook or studio has reported this chat (no @ccs_cid), its agent writes no status file, and no activity file is configured: kept, as a turn may be running";
+
+/// Whether anything tells when this chat's turns run: activity files (every chat's), a running
+/// `@ccs_turn`, a valid `@ccs_cid` (set by a hook, the studio or `spawn`: they report turns), or
+/// the agent's own status file, trusted. A status file not read yet counts as seen: the reaper
+/// reads it before it acts on the decision.
+fn turns_seen(s: &Session, o: &Options, snap: &Snapshot) -> bool {
+    snap.turns_by_file
+        || o.turn.is_some()
+        || o.cid.is_some()
+        || matches!(s.agent_turn, AgentTurn::NotRead | AgentTurn::Seen { .. })
+}
+
+/// Why the agent's own status file keeps a chat busy: it says `busy`, `waiting` or `shell`, or
+/// it cannot be trusted (a turn may be running). `None`: not read, none, or idle.
+pub fn busy_by_agent(t: &AgentTurn) -> Option<String> {
+    match t {
+        AgentTurn::Seen {
+            pid,
+            busy: true,
+            state,
+        } => Some(format!(
+            "a turn is running by the agent's status file (pid {pid}: {state})"
+        )),
+        AgentTurn::Untrusted(why) => Some(format!(
+            "the agent's status file cannot be trusted, a turn may be running: {why}"
+        )),
+        _ => None,
+    }
+}
+
+/// Whether a decision hinges on the agent's status file, not read yet: a chat about to be
+/// reaped, or (`for_status`) one whose turns are otherwise unseen.
+pub fn needs_agent_turn(d: &Decision, s: &Session, for_status: bool) -> bool {
+    s.agent_turn == AgentTurn::NotRead
+        && (d.action == Action::Reap
+            || (for_status && !valid_cid(s.cid.trim()) && s.turn.trim().is_empty()))
 }
 
 /// The longest time in ms a limit may name (100 years): anything longer is garbage, so that no
@@ -347,12 +413,14 @@ pub fn mem_limit(policy: &Policy, host: Option<HostMemory>) -> Option<u64> {
 pub fn decide_session(
     s: Session,
     busy: &std::collections::HashSet<String>,
+    turns_by_file: bool,
     now: i64,
     policy: &Policy,
 ) -> Option<(Decision, Session)> {
     let snap = Snapshot {
         busy_ids: busy.get(&s.id).cloned().into_iter().collect(),
         sessions: vec![s],
+        turns_by_file,
         ..Snapshot::default()
     };
     let d = decide(&snap, now, policy).pop()?;
@@ -545,6 +613,141 @@ mod tests {
     }
 
     type Edit = fn(&mut Session, &mut Snapshot, &mut Policy);
+
+    /// Rule 2 by the agent's status file, and rule 6b: which chats' turns are seen. The chat is
+    /// long idle with a cid; each row changes where its cid comes from and what tells its turns.
+    #[test]
+    fn turns_by_the_status_file_and_unseen_turns() {
+        fn seen(busy: bool) -> AgentTurn {
+            AgentTurn::Seen {
+                pid: 7,
+                busy,
+                state: if busy { "busy" } else { "idle" }.into(),
+            }
+        }
+        // A cid only on the command line, as a studio that wires nothing starts its claude.
+        fn argv_cid(s: &mut Session) {
+            s.cid.clear();
+            s.cmdline_cid = Some("cid-from-argv".into());
+        }
+        let table: &[(&str, Edit, Action, State)] = &[
+            (
+                "@ccs_cid set: seen, reaped",
+                |_, _, _| (),
+                Action::Reap,
+                State::Expired,
+            ),
+            (
+                "@ccs_cid set, status file busy: kept busy",
+                |s, _, _| s.agent_turn = seen(true),
+                Action::Keep,
+                State::Busy,
+            ),
+            (
+                "@ccs_cid set, status file torn: kept busy",
+                |s, _, _| s.agent_turn = AgentTurn::Untrusted("torn".into()),
+                Action::Keep,
+                State::Busy,
+            ),
+            (
+                "argv cid, status file not read yet: reaped, pending the read",
+                |s, _, _| argv_cid(s),
+                Action::Reap,
+                State::Expired,
+            ),
+            (
+                "argv cid, status file idle: reaped",
+                |s, _, _| {
+                    argv_cid(s);
+                    s.agent_turn = seen(false);
+                },
+                Action::Reap,
+                State::Expired,
+            ),
+            (
+                "argv cid, status file busy: kept busy",
+                |s, _, _| {
+                    argv_cid(s);
+                    s.agent_turn = seen(true);
+                },
+                Action::Keep,
+                State::Busy,
+            ),
+            (
+                "argv cid, no status file: unseen",
+                |s, _, _| {
+                    argv_cid(s);
+                    s.agent_turn = AgentTurn::NoFile;
+                },
+                Action::Keep,
+                State::Unseen,
+            ),
+            (
+                "argv cid, no status file, activity files configured: reaped",
+                |s, snap, _| {
+                    argv_cid(s);
+                    s.agent_turn = AgentTurn::NoFile;
+                    snap.turns_by_file = true;
+                },
+                Action::Reap,
+                State::Expired,
+            ),
+            (
+                "unseen, by output: old output, reaped",
+                |s, _, p| {
+                    argv_cid(s);
+                    s.agent_turn = AgentTurn::NoFile;
+                    s.output_ms = Some(NOW - LIMIT as i64 - 5);
+                    p.unseen_turns = UnseenTurns::Output;
+                },
+                Action::Reap,
+                State::Expired,
+            ),
+            (
+                "unseen, by output: recent output, kept idle",
+                |s, _, p| {
+                    argv_cid(s);
+                    s.agent_turn = AgentTurn::NoFile;
+                    s.output_ms = Some(NOW - 1000);
+                    p.unseen_turns = UnseenTurns::Output;
+                },
+                Action::Keep,
+                State::Idle,
+            ),
+            (
+                "unseen, no cid at all: no-cid first",
+                |s, _, _| {
+                    s.cid.clear();
+                    s.agent_turn = AgentTurn::NoFile;
+                },
+                Action::Keep,
+                State::NoCid,
+            ),
+        ];
+        for (name, edit, action, state) in table {
+            let mut s = sess(1);
+            s.idle = "1000".into();
+            let mut snap = Snapshot::default();
+            let mut p = pol();
+            edit(&mut s, &mut snap, &mut p);
+            snap.sessions = vec![s];
+            let d = decide(&snap, NOW, &p).remove(0);
+            assert_eq!((d.action, d.state), (*action, *state), "{name}: {}", d.why);
+        }
+        // The pressure rules never take an unseen chat, and a manual reap refuses one.
+        let mut s = sess(1);
+        s.idle = "1000".into();
+        argv_cid(&mut s);
+        s.agent_turn = AgentTurn::NoFile;
+        let p = Policy {
+            idle_kill_ms: None,
+            max_idle: Some(0),
+            ..Policy::default()
+        };
+        let d = one(s, &p);
+        assert_eq!((d.action, d.state), (Action::Keep, State::Unseen));
+        assert!(still_reapable(&d, d.idle_ms, ReapReason::Manual, false, &p).is_err());
+    }
 
     /// Rules 1-8 and their edges: (name, edit, action, state, stamps idle).
     #[test]
@@ -894,7 +1097,7 @@ mod tests {
                 ..Snapshot::default()
             };
             let whole = decide(&snap, NOW, &pol()).pop().unwrap();
-            let (d, back) = decide_session(s.clone(), b, NOW, &pol()).unwrap();
+            let (d, back) = decide_session(s.clone(), b, false, NOW, &pol()).unwrap();
             assert_eq!(d.state, want, "{}", s.name);
             assert_eq!(
                 (d.state, d.action, d.why),

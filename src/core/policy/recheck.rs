@@ -66,6 +66,7 @@ pub fn still_reapable(
                     | State::Stuck
                     | State::Viewed
                     | State::NoCid
+                    | State::Unseen
                     | State::Pinned
             ) && (fresh.cid.is_some() || p.reap_without_cid)
         }

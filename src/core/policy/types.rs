@@ -37,6 +37,21 @@ pub struct Policy {
     pub orphan_viewers: OrphanViewers,
     pub viewer_max_ms: Option<u64>,
     pub reap_exited: bool,
+    /// What to do with a chat whose turns cannot be seen ([`UnseenTurns`]).
+    pub unseen_turns: UnseenTurns,
+}
+
+/// What to do with a chat whose turns ccs-reap cannot see: no `@ccs_cid` set by a hook, the
+/// studio or `spawn`, no running `@ccs_turn`, no activity file, and no status file of its agent
+/// (a cid found only on the command line says nothing of when a turn runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UnseenTurns {
+    /// Kept (`unseen`): the default. A turn it cannot see may be running.
+    Keep,
+    /// Judged by the pane's own output: idle since the later of the idle clock and the last
+    /// output in the session's windows (`#{window_activity}`).
+    Output,
 }
 
 impl Default for Policy {
@@ -56,6 +71,7 @@ impl Default for Policy {
             orphan_viewers: OrphanViewers::Count,
             viewer_max_ms: None,
             reap_exited: true,
+            unseen_turns: UnseenTurns::Keep,
         }
     }
 }
@@ -147,6 +163,28 @@ pub struct Session {
     pub mem_pss: Option<u64>,
     /// Why this session's rows could not be trusted, if they could not.
     pub problem: Option<String>,
+    /// What its agent's own status file says of its turn, when read (only for the sessions a
+    /// decision hinges on: [`needs_agent_turn`](super::needs_agent_turn)).
+    #[serde(skip)]
+    pub agent_turn: AgentTurn,
+}
+
+/// What an agent's own per-process status file (Claude Code's `<config dir>/sessions/<pid>.json`)
+/// says of a chat's turn.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum AgentTurn {
+    /// Not read (yet): the decision takes the chat's turns as seen, and the reaper reads the
+    /// file before it acts on that.
+    #[default]
+    NotRead,
+    /// No live agent of the session writes a status file, or it has written none.
+    NoFile,
+    /// The live agent's own file (its pid and start time checked): `busy` for `busy`, `waiting`
+    /// and `shell`, with the agent's pid and the state as the file says it.
+    Seen { pid: u32, busy: bool, state: String },
+    /// A file that cannot be trusted (unreadable, torn, of another version, another process's):
+    /// why. A turn may be running: the chat is kept busy.
+    Untrusted(String),
 }
 
 impl Session {
@@ -256,6 +294,8 @@ pub struct Snapshot {
     pub host: Option<HostMemory>,
     /// The memory stall share (PSI `some avg10`, %), when it was read.
     pub stall_pct: Option<f64>,
+    /// Whether activity files are configured: they tell every chat's turns.
+    pub turns_by_file: bool,
 }
 
 /// What to do with a session.
@@ -278,6 +318,7 @@ pub enum State {
     New,
     Idle,
     NoCid,
+    Unseen,
     Exited,
     Expired,
 }
@@ -293,11 +334,12 @@ impl State {
             State::New => "new",
             State::Idle => "idle",
             State::NoCid => "no-cid",
+            State::Unseen => "unseen",
             State::Exited => "exited",
             State::Expired => "expired",
         }
     }
-    pub const ALL: [State; 10] = [
+    pub const ALL: [State; 11] = [
         State::Unknown,
         State::Busy,
         State::Stuck,
@@ -306,6 +348,7 @@ impl State {
         State::New,
         State::Idle,
         State::NoCid,
+        State::Unseen,
         State::Exited,
         State::Expired,
     ];

@@ -315,7 +315,16 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     phase_done(Phase::Mark, t0);
     // 2. The re-check, on one listing and one read of the activity files taken after the marks.
     let mut unmark: Vec<u32> = Vec::new();
-    let listing = recheck(&r.cfg, &r.tmux, &r.watching, &mut jobs, &tok, &mut unmark).await;
+    let listing = recheck(
+        &r.cfg,
+        &r.tmux,
+        &r.watching,
+        &r.ownership,
+        &mut jobs,
+        &tok,
+        &mut unmark,
+    )
+    .await;
 
     tracing::debug!(
         phase = Phase::Recheck.name(),

@@ -15,6 +15,7 @@ pub(super) async fn recheck(
     cfg: &Config,
     tmux: &Tmux,
     watching: &Watching,
+    ownership: &Ownership,
     jobs: &mut [Job],
     token: &str,
     unmark: &mut Vec<u32>,
@@ -47,6 +48,11 @@ pub(super) async fn recheck(
         }
     }
     let ignore_orphans = cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
+    // The agents' status files are found by the pids tmux lists: read only where this reaper
+    // sees the server's processes (else the victims' step refuses the reap, saying why).
+    let sees = ownership
+        .check_sight(listing.server_pid, listing.socket_path.as_deref())
+        .is_ok();
     for j in jobs.iter_mut().filter(|j| !j.over) {
         let old = &j.req.session;
         // Listed only under a name of ours: one renamed away may still carry our mark (the
@@ -78,7 +84,13 @@ pub(super) async fn recheck(
                 c.orphaned = procs::orphaned(c.pid);
             }
         }
-        let Some((fresh, s)) = policy::decide_session(s, &busy, now_ms(), &cfg.policy) else {
+        // The agent's own status file, read again: a turn it began since the sweep keeps it.
+        if sees {
+            s.agent_turn = crate::engine::agent_status::turn_of(&s);
+        }
+        let by_file = !cfg.activity_files.is_empty();
+        let Some((fresh, s)) = policy::decide_session(s, &busy, by_file, now_ms(), &cfg.policy)
+        else {
             unmark.push(j.n());
             j.abort(Abort::NoFreshDecision);
             continue;

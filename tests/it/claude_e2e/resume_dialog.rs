@@ -150,7 +150,7 @@ fn the_resume_dialog_never_eats_a_resumed_chats_message_nor_closes_a_studios_tur
     });
 
     // Reaped by ccs-reap (its tombstone keeps the command line), and left 3 h.
-    ok(&["reap", ID]);
+    reap_when_idle(&s, &env, ID);
     assert!(!s.has(SESSION), "{:?}", s.names());
     age_transcript(&transcript, 3);
     let saved = (

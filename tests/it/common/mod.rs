@@ -102,6 +102,9 @@ impl Server {
             .args(args)
             .env_remove("TMUX")
             .env_remove("TMUX_PANE")
+            // Claude Code's config dir (the fake claude keeps its status file there, as the
+            // real one does): the test's own, never the user's.
+            .env("CLAUDE_CONFIG_DIR", self.path("claude-config"))
             .stdin(Stdio::null())
             .output()
             .unwrap()
@@ -321,6 +324,7 @@ impl Server {
             .env("CCS_REAP_STATE_DIR", self.state_dir())
             // The settings file's default place, inside the temp dir: never the user's own.
             .env("XDG_CONFIG_HOME", self.path("xdg-config"))
+            .env("CLAUDE_CONFIG_DIR", self.path("claude-config"))
             .env("CCS_LOG", "debug")
             .stdin(Stdio::null());
         for (k, v) in env {
