@@ -96,7 +96,7 @@ pub fn fired_by(chain: &[(u32, Vec<String>)], pane_pid: u32) -> FiredBy {
         return FiredBy::Own;
     }
     for (up, argv) in &chain[at + 1..] {
-        if *up == pane_pid {
+        if *up == pane_pid && of_process(argv).is_none() {
             return FiredBy::Own;
         }
         if let Some(outer) = of_process(argv) {

@@ -270,12 +270,28 @@ const FENCED: &str = "F";
 /// `F<TAB>$N<TAB>clients<TAB>name`, the name [`clean!`]ed and last, so it can forge no row; an
 /// empty line for any other session. `token` is ours (`[A-Za-z0-9_]`): it goes into the format as
 /// it is. Which of a batch's sessions pass is then [`fenced`]'s to say.
-pub fn fence_format(mark_at: i64, token: &str, token_var: &str) -> String {
+///
+/// A session passes only once the fence's write set `fenced_var` to our token in it too (see
+/// `adapters::tmux::args::fence_set_command`). One that still carries our token but no mark at
+/// all was taken back by a prompt hook before the fence: a row `T<TAB>$N` ([`taken_back`]).
+pub fn fence_format(mark_at: i64, token: &str, token_var: &str, fenced_var: &str) -> String {
     format!(
-        "#{{?#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{token_var}}},{token}}}}},\
-         {FENCED}{SEP}#{{session_id}}{SEP}#{{session_attached}}{SEP}{},}}",
+        "#{{?#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{token_var}}},{token}}}}},#{{==:#{{{fenced_var}}},{token}}}}},\
+         {FENCED}{SEP}#{{session_id}}{SEP}#{{session_attached}}{SEP}{},\
+         #{{?#{{&&:#{{==:#{{@ccs_reaping}},}},#{{==:#{{{token_var}}},{token}}}}},{TAKEN}{SEP}#{{session_id}},}}}}",
         clean!("session_name")
     )
+}
+
+/// The tag of a row of [`fence_format`] for a session taken back by a prompt.
+const TAKEN: &str = "T";
+
+/// Which sessions the rows of one [`fence_format`] listing say a prompt hook took back before the
+/// fence: their mark cleared, our token still beside it.
+pub fn taken_back(out: &str) -> std::collections::HashSet<u32> {
+    out.lines()
+        .filter_map(|l| l.strip_prefix(TAKEN)?.strip_prefix(SEP).and_then(parse_sid))
+        .collect()
 }
 
 /// Whether a session name can be checked by the fence, and put in a format as it is: what
@@ -421,10 +437,23 @@ mod tests {
 
     #[test]
     fn the_fence_format_tests_the_mark_and_the_token_and_cleans_the_name() {
-        let f = fence_format(1700000000000, "f2_1_2_3_4_5_ab", "CCS_REAP_TOKEN");
+        let f = fence_format(
+            1700000000000,
+            "f2_1_2_3_4_5_ab",
+            "CCS_REAP_TOKEN",
+            "CCS_REAP_FENCED",
+        );
         assert!(f.contains("#{==:#{@ccs_reaping},1700000000000}"), "{f}");
         assert!(f.contains("#{==:#{CCS_REAP_TOKEN},f2_1_2_3_4_5_ab}"), "{f}");
-        assert!(f.ends_with(concat!(clean!("session_name"), ",}")), "{f}");
+        assert!(
+            f.contains("#{==:#{CCS_REAP_FENCED},f2_1_2_3_4_5_ab}"),
+            "{f}"
+        );
+        assert!(f.contains(concat!(clean!("session_name"), ",#{?")), "{f}");
+        assert_eq!(
+            taken_back("T\t$4\nF\t$5\t0\tccs-5\nT\tx\n\nT\t$9"),
+            [4, 9].into_iter().collect()
+        );
         assert!(f.starts_with("#{?#{&&:"), "{f}");
     }
 

@@ -72,6 +72,8 @@ pub enum Abort {
     Vetoed { hook: String, status: String },
     /// The `before` hook could not be run: a configured veto fails closed.
     VetoUnrunnable { hook: String, error: String },
+    /// A prompt hook took the chat back before the fence (its mark cleared): the prompt goes on.
+    PromptArrived,
     /// A dead reaper's reap that had not reached its first signal: released.
     Released,
     /// A request the batch never reached (not expected): the line as it began, no error.
@@ -98,6 +100,10 @@ impl Abort {
             Abort::VetoUnrunnable { hook, error } => format!(
                 "vetoed: the hook {hook} before could not be run ({error}); a configured veto fails closed"
             ),
+            Abort::PromptArrived => {
+                "a prompt arrived before the fence: the chat was taken back, nothing signalled"
+                    .into()
+            }
             Abort::Released => {
                 "released: the reaper that began it stopped before its first signal".into()
             }

@@ -32,6 +32,10 @@ pub enum Outcome {
     /// Not a reap: the tombstone was older than `CCS_REAP_TOMBSTONE_MAX_AGE` and was removed.
     #[serde(rename = "aged-out")]
     AgedOut,
+    /// Not a reap: a prompt hook found the chat held by a reap past its fence, and refused the
+    /// prompt (the reap's own line follows).
+    #[serde(rename = "prompt-refused")]
+    PromptRefused,
 }
 
 impl Outcome {
@@ -45,6 +49,7 @@ impl Outcome {
             Outcome::ResumeFailed => "resume-failed",
             Outcome::Forgotten => "forgotten",
             Outcome::AgedOut => "aged-out",
+            Outcome::PromptRefused => "prompt-refused",
         }
     }
 }

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use crate::adapters::agent_proc;
 use crate::adapters::clock::now_ms;
 use crate::adapters::state::StateDir;
-use crate::adapters::tmux::{Tmux, TurnBegin};
+use crate::adapters::tmux::{PromptBegin, Tmux};
 use crate::adapters::user_file;
 use crate::agents::{FiredBy, HookAction};
 use crate::config::{Config, Socket};
@@ -154,7 +154,7 @@ pub fn reaped_because(reason: Option<ReapReason>) -> &'static str {
 fn blocked_reason(id: &str, reason: Option<ReapReason>) -> String {
     format!(
         "ccs-reap: this chat ({id}) is being reaped {}, so the prompt was not sent; \
-         it resumes with its history once respawned (ccs-reap spawn {id} -- claude ...)",
+         it resumes with its history once respawned (ccs-reap resume {id}, or the studio's next message)",
         reaped_because(reason)
     )
 }
@@ -228,7 +228,7 @@ pub async fn dry_run_of(
             "would set @ccs_cid of {name} to {c} and start its idle clock (@ccs_idle = now)"
         ),
         HookAction::TurnBegin if held => format!(
-            "would block the prompt (exit 2): a reap holds {name} (@ccs_reaping is set)"
+            "would take {name} back and begin a turn if the reap that holds it (@ccs_reaping is set) has not passed its fence, else would block the prompt (exit 2)"
         ),
         HookAction::TurnBegin => format!("would begin a turn on {name} (@ccs_turn = now)"),
         HookAction::TurnEnd => format!(
@@ -256,6 +256,46 @@ pub async fn dry_run_of(
         ),
         HookAction::ClearTurn => format!("would clear the turn on {name} (@ccs_turn unset; its idle clock left alone)"),
         HookAction::Nothing(why) => format!("nothing: {why}"),
+    }
+}
+
+/// A prompt hook: the turn begins, taking the chat back from a reap that has not passed its
+/// fence (that reap aborts there, nothing signalled); a reap past its fence refuses the prompt,
+/// with an audit line (`prompt-refused`). Each step is a test-and-set in the server
+/// ([`Tmux::prompt_begin`]): judged in the very call that acts, never from an earlier read.
+async fn prompt(r: &Reaper, s: &Session) -> Result<HookOutcome, CommandError> {
+    let name = &s.name;
+    let mut got = r.tmux.prompt_begin(name, now_ms()).await?;
+    if got == PromptBegin::Unsettled {
+        got = r.tmux.prompt_begin(name, now_ms()).await?;
+    }
+    match got {
+        PromptBegin::Started => Ok(HookOutcome::Done(format!("turn begun on {name}"))),
+        PromptBegin::TakenBack => {
+            tracing::info!(session = %name, "a prompt took the chat back from a reap that had not signalled: the reap aborts at its fence");
+            Ok(HookOutcome::Done(format!(
+                "turn begun on {name}: taken back from a reap that had not signalled"
+            )))
+        }
+        PromptBegin::Gone => Ok(HookOutcome::Skipped(format!("{name} is gone"))),
+        PromptBegin::Refused | PromptBegin::Unsettled => {
+            let reason = reap_reason_of(&r.state, name);
+            let mut l = crate::adapters::state::AuditLine::begin(
+                crate::core::time::rfc3339(now_ms()),
+                name,
+                &s.id,
+                s.tmux_id,
+                policy::valid_cid(s.cid.trim()).then(|| s.cid.trim().to_string()),
+                reason.unwrap_or(ReapReason::Manual),
+                None,
+            );
+            l.outcome = crate::adapters::state::Outcome::PromptRefused;
+            l.error = Some("a prompt arrived after the reap's fence: refused".into());
+            if let Err(e) = crate::engine::record::record(&r.state, &r.metrics, &l) {
+                tracing::warn!(session = %name, error = %e, "failed to write the prompt-refused audit line");
+            }
+            Ok(HookOutcome::Blocked(blocked_reason(&s.id, reason)))
+        }
     }
 }
 
@@ -291,17 +331,7 @@ pub(crate) async fn act_on(
         } else {
             HookOutcome::Skipped(format!("{name} is gone"))
         }),
-        HookAction::TurnBegin => match r.tmux.turn_begin(name, now_ms()).await? {
-            TurnBegin::Started => Ok(HookOutcome::Done(format!("turn begun on {name}"))),
-            TurnBegin::Gone => Ok(HookOutcome::Skipped(format!("{name} is gone"))),
-            // Any reap mark on the chat, found by the test-and-set itself: blocked. (Judging the
-            // mark from the session read before that call could judge another mark than the one
-            // found; a stale mark blocks only until the next sweep clears it.)
-            TurnBegin::Reaping => Ok(HookOutcome::Blocked(blocked_reason(
-                &s.id,
-                reap_reason_of(&r.state, &s.name),
-            ))),
-        },
+        HookAction::TurnBegin => prompt(r, s).await,
         HookAction::TurnEnd => Ok(if commands::turn_end(r, &s.id).await? {
             HookOutcome::Done(format!("turn ended on {name}"))
         } else {
@@ -539,7 +569,7 @@ mod tests {
         for (reason, said, not) in table {
             let m = blocked_reason("7", reason);
             assert!(m.contains(said) && !m.contains(not), "{reason:?}: {m}");
-            assert!(m.contains("ccs-reap spawn 7"), "{m}");
+            assert!(m.contains("ccs-reap resume 7"), "{m}");
         }
     }
 

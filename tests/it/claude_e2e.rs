@@ -976,12 +976,40 @@ fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
     let st = by_name(&s_status(&s, &env, &limit));
     assert_eq!(st[SESSION]["state"], "idle", "{}", st[SESSION]);
 
-    // 5. A prompt typed while a live reap holds the chat (a fresh mark, as a reap's test-and-set
-    // leaves it) is blocked by the hook, with its line on claude's screen: nothing reaches the
-    // API, no turn is marked, the idle clock is left alone.
+    // 5a. A prompt typed while a reap holds the chat but has not passed its fence (a fresh mark
+    // and its token, as a reap's test-and-set leaves them) takes the chat back: the mark is
+    // cleared (that reap aborts at its fence) and the prompt goes to the API as any other.
+    let won = format!("typed before the fence {tag}");
+    s.set(n, "@ccs_reaping", &now_ms().to_string());
+    s.set_token(n, "f2_1_2_3_4_5_before");
+    s.ok(&["send-keys", "-t", TARGET, "-l", "--", &won]);
+    wait_for(&s, &api, "the prompt in the input box", || {
+        prompt_has(&s, &won)
+    });
+    s.ok(&["send-keys", "-t", TARGET, "Enter"]);
+    wait_for(&s, &api, "the prompt taken back to reach the API", || {
+        !requests_for(&api, &won).is_empty()
+    });
+    assert_eq!(s.show(n, "@ccs_reaping"), None, "the mark was not cleared");
+    wait_for(&s, &api, "its turn ended by Stop", || {
+        s.show(n, "@ccs_turn").is_none()
+    });
+
+    // 5b. A prompt typed while a reap past its fence holds the chat (its mark, its token and the
+    // fence's own mark of that token) is blocked by the hook, with its line on claude's screen:
+    // nothing reaches the API, no turn is marked, the idle clock is left alone, and the audit log
+    // says `prompt-refused`.
     let blocked = format!("typed into a dying claude {tag}");
     let idle_before = s.show(n, "@ccs_idle");
     s.set(n, "@ccs_reaping", &now_ms().to_string());
+    s.set_token(n, "f2_1_2_3_4_5_fenced");
+    s.ok(&[
+        "set-environment",
+        "-t",
+        &format!("${n}"),
+        "CCS_REAP_FENCED",
+        "f2_1_2_3_4_5_fenced",
+    ]);
     s.ok(&["send-keys", "-t", TARGET, "-l", "--", &blocked]);
     wait_for(&s, &api, "the blocked prompt in the input box", || {
         prompt_has(&s, &blocked)
@@ -997,6 +1025,13 @@ fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
     );
     assert_eq!(s.show(n, "@ccs_turn"), None);
     assert_eq!(s.show(n, "@ccs_idle"), idle_before);
+    assert!(
+        s.audit_of(SESSION)
+            .iter()
+            .any(|l| l["outcome"] == "prompt-refused"),
+        "{:?}",
+        s.audit_of(SESSION)
+    );
     s.unset(n, "@ccs_reaping");
 
     // 6. Idle past the limit: a sweep reaps it, the tombstone keeps the cid.

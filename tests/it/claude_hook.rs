@@ -210,9 +210,21 @@ fn a_prompt_to_a_chat_a_reap_holds_is_blocked_with_one_line() {
     let pane = pane_of(&s, n);
     let t = tmux_env(&s);
     let prompt = ev("UserPromptSubmit", r#","prompt":"are you there""#);
+    let fence = |tok: &str| {
+        s.ok(&[
+            "set-environment",
+            "-t",
+            &format!("${n}"),
+            "CCS_REAP_FENCED",
+            tok,
+        ]);
+    };
 
-    // A live reap's mark (fresh): blocked, exit 2, one line for the user; no turn marked.
+    // A live reap past its fence (its mark, its token, and the fence's own mark of that token):
+    // blocked, exit 2, one line for the user; no turn marked; an audit line says so.
     s.set(n, "@ccs_reaping", &now_ms().to_string());
+    s.set_token(n, "f2_1_2_3_4_5_past");
+    fence("f2_1_2_3_4_5_past");
     let t0 = Instant::now();
     let o = hook(&s, Some(&t), &pane, &prompt, &[]);
     assert_eq!(o.code, 2, "{}", o.stderr);
@@ -223,11 +235,20 @@ fn a_prompt_to_a_chat_a_reap_holds_is_blocked_with_one_line() {
         o.stderr
     );
     assert!(
+        !o.stderr.contains("-- claude"),
+        "the way back names no agent's command: {}",
+        o.stderr
+    );
+    assert!(
         t0.elapsed() < Duration::from_secs(2),
         "it waited: {:?}",
         t0.elapsed()
     );
     assert_eq!(s.show(n, "@ccs_turn"), None);
+    assert!(s.show(n, "@ccs_reaping").is_some());
+    let lines = s.audit_of("ccs-h4");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["outcome"], "prompt-refused", "{lines:?}");
     // Stop and PreCompact do not mark a turn under a reap either (and never block).
     for e in [
         ev("PreCompact", r#","trigger":"auto""#),
@@ -238,15 +259,41 @@ fn a_prompt_to_a_chat_a_reap_holds_is_blocked_with_one_line() {
         assert_eq!(s.show(n, "@ccs_turn"), None);
     }
 
-    // A mark left a day ago by a reaper nobody can find, with or without its journal: any mark
-    // the test-and-set finds blocks the prompt (the next sweep clears a stale one).
+    // The fence's mark of another reap's token, or none: this reap has not passed its fence, and
+    // the prompt takes the chat back: the mark is cleared (that reap aborts at its fence), the
+    // turn begins, the prompt goes through.
+    for fenced in [Some("f2_1_2_3_4_5_other"), None] {
+        s.set(n, "@ccs_reaping", &now_ms().to_string());
+        s.set_token(n, "f2_1_2_3_4_5_live");
+        match fenced {
+            Some(tok) => fence(tok),
+            None => {
+                s.ok(&[
+                    "set-environment",
+                    "-u",
+                    "-t",
+                    &format!("${n}"),
+                    "CCS_REAP_FENCED",
+                ]);
+            }
+        }
+        let o = hook(&s, Some(&t), &pane, &prompt, &[]);
+        assert_eq!(o.code, 0, "{fenced:?}: {}", o.stderr);
+        assert_eq!(s.show(n, "@ccs_reaping"), None, "{fenced:?}");
+        assert!(s.show(n, "@ccs_turn").is_some(), "{fenced:?}");
+        s.unset(n, "@ccs_turn");
+    }
+
+    // A mark left a day ago by a reaper nobody can find, never fenced: taken back as well (the
+    // next sweep would have cleared it).
     s.set(n, "@ccs_reaping", &(now_ms() - 86_400_000).to_string());
     let o = hook(&s, Some(&t), &pane, &prompt, &[]);
-    assert_eq!(o.code, 2, "a prompt went into a marked chat: {}", o.stderr);
-    assert_eq!(s.show(n, "@ccs_turn"), None);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(s.show(n, "@ccs_reaping"), None);
+    assert!(s.show(n, "@ccs_turn").is_some());
 
     // No mark: a turn.
-    s.unset(n, "@ccs_reaping");
+    s.unset(n, "@ccs_turn");
     let o = hook(&s, Some(&t), &pane, &prompt, &[]);
     assert_eq!(o.code, 0, "{}", o.stderr);
     assert!(s.show(n, "@ccs_turn").is_some());

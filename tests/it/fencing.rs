@@ -261,3 +261,82 @@ fn turn_end_keeps_the_tombstone_while_a_reap_mark_is_on_the_chat() {
     s.run(&["turn", "end", "1"], &[]);
     assert!(s.tombstone("1").is_none(), "the used tombstone stayed");
 }
+
+/// A prompt hook (claude's `UserPromptSubmit`, as the pane runs it) that arrives after a reap's
+/// mark but before its fence (the reap held up in a slow `before` hook, the documented way to warn
+/// the user) takes the chat back: the prompt goes through (exit 0, a turn), the reap aborts at its
+/// fence with "a prompt arrived" and signals nothing (issue 43.4).
+#[test]
+fn a_prompt_that_arrives_before_the_fence_wins_and_the_reap_aborts() {
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, HOUR);
+    let pids = s.pid_list("ccs-1");
+    let gate = s.path("gate");
+    let h = hook(
+        &s,
+        &format!(
+            "[ \"$1\" = before ] || exit 0\necho waiting >>\"$LOG\"\nwhile [ ! -e '{}' ]; do sleep 0.05; done\nexit 0\n",
+            gate.display()
+        ),
+    );
+    let mut a = reaper_with_hook(&s, &h, "20000");
+    assert!(
+        wait_until(20.0, || std::fs::read_to_string(s.path("hook.log"))
+            .is_ok_and(|l| l.contains("waiting"))),
+        "the hook never ran"
+    );
+    assert!(s.show(n, "@ccs_reaping").is_some());
+    // The prompt, from the chat's pane.
+    let pane = s
+        .ok(&[
+            "display-message",
+            "-p",
+            "-t",
+            &format!("${n}:"),
+            "#{pane_id}",
+        ])
+        .trim()
+        .to_string();
+    let mut c = s.reap(&[]);
+    c.arg("claude-hook")
+        .env("TMUX", format!("{},{},0", s.sock.display(), s.server_pid()))
+        .env("TMUX_PANE", &pane)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    use std::io::Write as _;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(br#"{"session_id":"c1","hook_event_name":"UserPromptSubmit","prompt":"hi"}"#)
+        .unwrap();
+    let o = Out::from(child.wait_with_output().unwrap());
+    assert_eq!(o.code, 0, "the prompt was not let through: {}", o.stderr);
+    assert!(s.show(n, "@ccs_turn").is_some());
+    assert_eq!(s.show(n, "@ccs_reaping"), None);
+    std::fs::write(&gate, "").unwrap();
+    let code = wait_exit(&mut a.0, 30.0);
+    assert!(matches!(code, 0 | 1), "the reaper exited {code}");
+    assert!(s.has("ccs-1"));
+    for (kind, pid) in &pids {
+        assert!(alive(*pid), "the chat's {kind} ({pid}) was signalled");
+    }
+    let lines = s.audit_of("ccs-1");
+    assert!(
+        lines.iter().any(|l| l["outcome"] == "aborted"
+            && l["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("a prompt arrived")),
+        "{lines:?}\n{}",
+        std::fs::read_to_string(s.path("a.log")).unwrap_or_default()
+    );
+    assert!(lines.iter().all(|l| l["outcome"] != "reaped"), "{lines:?}");
+    assert!(
+        s.tombstone("1").is_none(),
+        "a tombstone of a reap that never signalled"
+    );
+}

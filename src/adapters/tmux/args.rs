@@ -38,6 +38,12 @@ pub fn sid(n: u32) -> String {
 /// environment, then the global one).
 pub const TOKEN_VAR: &str = "CCS_REAP_TOKEN";
 
+/// The session environment variable a reap sets to its token at its fence, the moment it commits
+/// to signalling ([`fence_set_command`]): a prompt hook that finds the mark but not this takes the
+/// chat back (the reap then aborts at the fence); one that finds both refuses the prompt. An
+/// environment variable for the same reason as [`TOKEN_VAR`]: a write costs O(1).
+pub const FENCED_VAR: &str = "CCS_REAP_FENCED";
+
 /// Every command built here is an `if-shell -F -t '$N:'` that runs `command` only while `cond`
 /// holds. On a session that is gone, tmux runs `if-shell` in the client's *current* session
 /// instead, so the condition is always preceded by `#{==:#{session_id},$N}`: it is false anywhere
@@ -101,7 +107,33 @@ pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
     on_session(
         n,
         &ours(token),
-        format!("set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR}"),
+        format!(
+            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-environment -u -t {s} {FENCED_VAR}"
+        ),
+    )
+}
+
+/// The fence's write, one session: only while the session still carries exactly our mark
+/// (`@ccs_reaping` = `mark_at` and our `token`) and, where the reap asked for none, no client,
+/// set [`FENCED_VAR`] to our token. From then on a prompt hook refuses prompts instead of taking
+/// the chat back; before it, a prompt hook that clears the mark makes this a no-op, and the
+/// fence's read ([`crate::core::listing::fence_format`]) aborts the reap.
+pub(super) fn fence_set_command(
+    n: u32,
+    mark_at: i64,
+    token: &str,
+    check_viewers: bool,
+) -> TmuxCommand<'static> {
+    let mut cond =
+        format!("#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}}");
+    if check_viewers {
+        cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
+    }
+    let (_, s) = targets(n);
+    on_session(
+        n,
+        &cond,
+        format!("set-environment -t {s} {FENCED_VAR} {token}"),
     )
 }
 
@@ -138,7 +170,7 @@ pub(super) fn clear_stale_command(n: u32, value: &str, token: &str) -> TmuxComma
         n,
         &same_mark(value, token),
         format!(
-            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-option -q -u -t {t} {OLD_TOKEN}"
+            "set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-environment -u -t {s} {FENCED_VAR} ; set-option -q -u -t {t} {OLD_TOKEN}"
         ),
     )
 }
@@ -182,7 +214,12 @@ pub(super) fn takeover_command(
 pub(super) fn fence_command(n: u32, mark_at: i64, token: &str) -> TmuxCommand<'static> {
     let cond =
         format!("#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}}");
-    on_session(n, &cond, format!("display-message -p {FENCED}{n}"))
+    let (_, s) = targets(n);
+    on_session(
+        n,
+        &cond,
+        format!("set-environment -t {s} {FENCED_VAR} {token} ; display-message -p {FENCED}{n}"),
+    )
 }
 
 /// Set option `opt` (an `@` option of ours) of session `n` to `value` only while it is unset.

@@ -28,10 +28,10 @@ mod wayback;
 pub use wayback::{Created, Probe, AGENT_OPTION, ARGV_OPTION};
 
 use args::{
-    clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
-    set_if_unset_command, takeover_command, FENCED,
+    clear_command, clear_stale_command, fence_command, fence_set_command, kill_command,
+    mark_command, quote, set_if_unset_command, takeover_command, FENCED,
 };
-pub use args::{format_literal, literal, sid, TOKEN_VAR};
+pub use args::{format_literal, literal, sid, FENCED_VAR, TOKEN_VAR};
 use listing::parse_sid;
 pub use listing::{
     mark_unreported_exits, parse_listing, ExitCollected, Listing, CLIENT_FMT, PANE_FMT, SESSION_FMT,
@@ -85,6 +85,30 @@ pub enum TurnBegin {
     Started,
     Reaping,
     Gone,
+}
+
+/// What a prompt hook's test-and-set found ([`Tmux::prompt_begin`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptBegin {
+    /// No reap held the chat: the turn began.
+    Started,
+    /// A reap held it but had not passed its fence: its mark was cleared (the reap aborts at the
+    /// fence) and the turn began.
+    TakenBack,
+    /// A reap past its fence holds it: the prompt must be refused.
+    Refused,
+    /// The session, its pane or the server is gone.
+    Gone,
+    /// The mark changed between two steps of the call (a reap that ended): ask again.
+    Unsettled,
+}
+
+/// What the fence saw: the sessions still exactly ours and set fenced, and those a prompt took
+/// back before it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fence {
+    pub held: HashSet<u32>,
+    pub taken_back: HashSet<u32>,
 }
 
 impl Tmux {
@@ -274,25 +298,106 @@ impl Tmux {
     /// where the mark asked for none ([`listing::fenced`]). One `list-sessions` for the whole batch,
     /// whatever its size: the server prints a row only for the sessions that carry the mark, at
     /// one instant. A session gone, taken or now watched is simply not in the set.
+    ///
+    /// Before the read, the fence's write ([`fence_set_command`]), batched as the marks are: each
+    /// session still exactly ours is set fenced in the server, so a prompt hook from then on refuses
+    /// its prompt; one that took the chat back before (its mark cleared) is listed as such, in
+    /// [`Fence::taken_back`].
     pub async fn fence(
         &self,
         ns: &[(u32, &str, bool)],
         mark_at: i64,
         token: &str,
-    ) -> Result<HashSet<u32>, TmuxError> {
+    ) -> Result<Fence, TmuxError> {
         if ns.is_empty() || !args::plain_token(token) {
-            return Ok(HashSet::new());
+            return Ok(Fence::default());
         }
-        let fmt = listing::fence_format(mark_at, token, TOKEN_VAR);
+        let checks: HashMap<u32, bool> = ns.iter().map(|&(n, _, v)| (n, v)).collect();
+        let ids: Vec<u32> = ns.iter().map(|x| x.0).collect();
+        let tok = token.to_string();
+        self.per_session(&ids, |n| {
+            let v = checks.get(&n).copied().unwrap_or(true);
+            vec![fence_set_command(n, mark_at, &tok, v)]
+        })
+        .await?;
+        let fmt = listing::fence_format(mark_at, token, TOKEN_VAR, FENCED_VAR);
         match self.run(&[ListSessions::new().format(fmt).build()]).await {
-            Ok(out) => Ok(listing::fenced(&out, ns)),
+            Ok(out) => Ok(Fence {
+                held: listing::fenced(&out, ns),
+                taken_back: listing::taken_back(&out),
+            }),
             // No server, or none of its sessions left: nothing carries the mark.
-            Err(TmuxError::NoServer(_)) => Ok(HashSet::new()),
+            Err(TmuxError::NoServer(_)) => Ok(Fence::default()),
             Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
-                Ok(HashSet::new())
+                Ok(Fence::default())
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// A prompt hook's turn (Claude Code's `UserPromptSubmit`, Gemini's `BeforeAgent`, Codex's),
+    /// each step a test-and-set in the server: a turn begins where no reap holds the chat; a reap
+    /// that holds it but has not passed its fence is taken back (its mark cleared: the reap aborts
+    /// at its fence) and the turn begins; one past its fence refuses the prompt.
+    pub async fn prompt_begin(&self, name: &str, now_ms: i64) -> Result<PromptBegin, TmuxError> {
+        let target = format!("={name}:");
+        let t = quote(&target);
+        let step = |cond: String, then: String| {
+            IfShell::new()
+                .not_execute()
+                .target_pane(target.clone())
+                .shell_command(cond)
+                .command(then)
+                .build()
+        };
+        let alive = "#{==:#{pane_dead},0}";
+        let not_fenced = format!(
+            "#{{||:#{{==:#{{{FENCED_VAR}}},}},#{{!=:#{{{FENCED_VAR}}},#{{{TOKEN_VAR}}}}}}}"
+        );
+        let cmds = [
+            HasSession::new().target_session(format!("={name}")).build(),
+            step(
+                format!("#{{&&:#{{==:#{{@ccs_reaping}},}},{alive}}}"),
+                format!("set-option -t {t} @ccs_turn {now_ms} ; display-message -p started"),
+            ),
+            step(
+                format!("#{{&&:#{{&&:#{{!=:#{{@ccs_reaping}},}},{alive}}},{not_fenced}}}"),
+                format!(
+                    "set-option -u -t {t} @ccs_reaping ; set-option -t {t} @ccs_turn {now_ms} ; display-message -p taken-back"
+                ),
+            ),
+            step(
+                format!(
+                    "#{{&&:#{{!=:#{{@ccs_reaping}},}},#{{&&:#{{!=:#{{{FENCED_VAR}}},}},#{{==:#{{{FENCED_VAR}}},#{{{TOKEN_VAR}}}}}}}}}"
+                ),
+                "display-message -p refused".to_string(),
+            ),
+            step(
+                "#{==:#{pane_dead},1}".to_string(),
+                "display-message -p dead".to_string(),
+            ),
+        ];
+        let out = match self.run(&cmds).await {
+            Ok(out) => out,
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => {
+                return Ok(PromptBegin::Gone)
+            }
+            Err(TmuxError::NoServer(_)) => return Ok(PromptBegin::Gone),
+            Err(e) => return Err(e),
+        };
+        let said = |w: &str| out.lines().any(|l| l.trim() == w);
+        Ok(if said("started") {
+            PromptBegin::Started
+        } else if said("taken-back") {
+            PromptBegin::TakenBack
+        } else if said("refused") {
+            PromptBegin::Refused
+        } else if said("dead") {
+            PromptBegin::Gone
+        } else {
+            // A mark cleared between two steps (its reap aborted): as it went.
+            PromptBegin::Unsettled
+        })
     }
 
     /// Take over a dead reaper's mark of session `n` (only while it is still `value` and

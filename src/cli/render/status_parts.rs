@@ -59,6 +59,7 @@ pub fn why(d: &Decision, now: i64) -> String {
         State::New if d.why.starts_with("first sight") => "no idle clock yet".into(),
         State::New => "idle stamp garbage".into(),
         State::NoCid => "no cid: see below".into(),
+        State::Unseen => "turns unseen: see below".into(),
         State::Idle => match limit() {
             Some(l) => format!("limit {l}"),
             None => "no idle limit".into(),
@@ -103,14 +104,29 @@ pub fn notes(r: &SweepReport) -> Vec<String> {
         .filter(|s| s.decision.state == State::NoCid)
         .map(|s| s.decision.name.as_str())
         .collect();
-    if no_cid.is_empty() {
-        return Vec::new();
+    let unseen: Vec<&str> = by_time_to_reap(r)
+        .into_iter()
+        .filter(|s| s.decision.state == State::Unseen)
+        .map(|s| s.decision.name.as_str())
+        .collect();
+    let mut out = Vec::new();
+    if !no_cid.is_empty() {
+        out.extend(wrap(&format!(
+            "no-cid ({}): never reaped, so no history is lost; no conversation id yet: the SessionStart hook has not run. Fix: {NO_CID_FIX}",
+            no_cid.join(", ")
+        )));
     }
-    wrap(&format!(
-        "no-cid ({}): never reaped, so no history is lost; no conversation id yet: the SessionStart hook has not run. Fix: {NO_CID_FIX}",
-        no_cid.join(", ")
-    ))
+    if !unseen.is_empty() {
+        out.extend(wrap(&format!(
+            "unseen ({}): never reaped, as a turn may be running: nothing reports their turns (no hook, no status file of their agent, no activity file). Fix: {UNSEEN_FIX}",
+            unseen.join(", ")
+        )));
+    }
+    out
 }
+
+/// How to make an `unseen` chat's turns seen.
+pub const UNSEEN_FIX: &str = "wire the agent's hooks (ccs-reap claude-settings --write ~/.claude/settings.json, or hook-settings for codex and gemini) and restart it, or set CCS_ENGINE_UNSEEN_TURNS=output to judge it by its pane's output";
 
 /// A bar of `width` cells: `#` used, `|` at the threshold, `.` the rest of the limit.
 fn bar(used: u64, threshold: Option<u64>, limit: u64, width: usize) -> String {

@@ -154,8 +154,8 @@ async fn fence(
     if ns.is_empty() {
         return;
     }
-    let held = match tmux.fence(&ns, mark.at, mark.tok).await {
-        Ok(h) => h,
+    let fence = match tmux.fence(&ns, mark.at, mark.tok).await {
+        Ok(f) => f,
         Err(e) => {
             metrics.tmux_errors.inc();
             for j in jobs.iter_mut().filter(|j| !j.over) {
@@ -167,7 +167,13 @@ async fn fence(
     };
     let (elapsed, lease) = (mark.elapsed(), cfg.lease());
     for j in jobs.iter_mut().filter(|j| !j.over) {
-        let held = held.contains(&j.n());
+        if fence.taken_back.contains(&j.n()) {
+            tracing::info!(session = %j.req.decision.name, tmux_id = %format!("${}", j.n()), "a prompt arrived before the fence: the chat was taken back, nothing signalled");
+            unmark.push(j.n());
+            j.abort(Abort::PromptArrived);
+            continue;
+        }
+        let held = fence.held.contains(&j.n());
         if let Err(why) = lease.fence(held, elapsed) {
             tracing::warn!(session = %j.req.decision.name, tmux_id = %format!("${}", j.n()), why = why.as_str(), "fenced off: nothing signalled");
             unmark.push(j.n());
