@@ -76,7 +76,12 @@ pub(super) fn exit_code(code: ExitCode) -> ExitCode {
 /// `status` and `--once` found no tmux server at the socket: not an error (a studio may not be
 /// up yet; the exit code stays), but never silent: a wrong socket looks like a quiet studio.
 pub(super) fn warn_no_server(rep: &crate::core::report::SweepReport) {
-    if rep.tmux_server_up == Some(false) {
+    if rep.tmux_server_up == Some(false) && rep.tmux_server_empty {
+        say!(
+            "ccs-reap: the tmux server at {} exited after its last chat was reaped (empty): nothing to sweep until the studio starts a chat",
+            rep.socket_path
+        );
+    } else if rep.tmux_server_up == Some(false) {
         say!(
             "ccs-reap: warning: no tmux server at {}: nothing to sweep (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH and TMUX_TMPDIR; a PrivateTmp= unit sees its own /tmp)",
             rep.socket_path

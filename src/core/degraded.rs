@@ -47,6 +47,9 @@ pub struct SweepSeen {
     pub activity_problem: Option<String>,
     /// Whether a tmux server answered (`None`: tmux failed otherwise; not judged here).
     pub server_up: Option<bool>,
+    /// The server exited right after this reaper took its last chat (`empty`): no server is
+    /// then not a degraded state.
+    pub emptied: bool,
     /// The socket's path, for the message.
     pub socket: String,
     /// Chats seen, and how many of them are `no-cid` (kept for want of a conversation id).
@@ -91,7 +94,7 @@ impl Tracker {
             ),
             (
                 Reason::NoServer,
-                (seen.server_up == Some(false)).then(|| {
+                (seen.server_up == Some(false) && !seen.emptied).then(|| {
                     format!(
                         "no tmux server at {}: nothing is reaped until one listens there (check CCS_TMUX_SOCKET / CCS_TMUX_SOCKET_PATH, TMUX_TMPDIR, PrivateTmp=)",
                         seen.socket
@@ -148,6 +151,7 @@ mod tests {
         SweepSeen {
             activity_problem: activity.then(|| "/x: No such file".into()),
             server_up: up,
+            emptied: false,
             socket: "/s".into(),
             chats,
             no_cid,

@@ -126,6 +126,12 @@ impl KnownChat {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Known {
     pub chats: BTreeMap<String, KnownChat>,
+    /// When (Unix ms) a sweep found the tmux server gone right after this reaper took its last
+    /// chats (each had a reap's tombstone): the server exited with them, as tmux does with its
+    /// last session (`exit-empty`). Until a server listens again the socket is `empty`, not an
+    /// outage. Unset once a server answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emptied: Option<i64>,
 }
 
 impl Known {
@@ -497,6 +503,7 @@ mod tests {
     fn known(es: &[KnownChat]) -> Known {
         Known {
             chats: es.iter().map(|e| (e.id.clone(), e.clone())).collect(),
+            emptied: None,
         }
     }
 

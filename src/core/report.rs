@@ -24,6 +24,9 @@ pub struct SweepReport {
     /// Whether a tmux server answered there: `false` none listens (a wrong socket, a
     /// `PrivateTmp=`, another `TMUX_TMPDIR`), `null` unknown (tmux failed: see `error`).
     pub tmux_server_up: Option<bool>,
+    /// No server listens because it exited right after this reaper took its last chat (tmux's
+    /// `exit-empty`): the studio starts one with its next chat. Not an outage.
+    pub tmux_server_empty: bool,
     pub sessions: Vec<SessionReport>,
     pub host: Option<HostMemory>,
     /// Which memory `host` is, and why that one.
@@ -122,6 +125,8 @@ impl SweepReport {
     pub fn server_problem(&self) -> Option<String> {
         match self.tmux_server_up {
             Some(true) => None,
+            // The server exited with the last chat this reaper took: healthy, nothing to sweep.
+            Some(false) if self.tmux_server_empty => None,
             Some(false) => Some(format!("no tmux server at {}", self.socket_path)),
             None => Some(format!(
                 "tmux at {} was not read: {}",
@@ -162,6 +167,7 @@ struct SweepJson<'a> {
     error: &'a Option<String>,
     socket_path: &'a str,
     tmux_server_up: Option<bool>,
+    tmux_server_empty: bool,
     sessions: &'a [SessionReport],
     host: &'a Option<HostMemory>,
     watching: &'a Option<String>,
@@ -199,6 +205,7 @@ impl Serialize for SweepReport {
             error: &self.error,
             socket_path: &self.socket_path,
             tmux_server_up: self.tmux_server_up,
+            tmux_server_empty: self.tmux_server_empty,
             sessions: &self.sessions,
             host: &self.host,
             watching: &self.watching,

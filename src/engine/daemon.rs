@@ -141,6 +141,10 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         r.metrics.set_degraded(degraded.active());
         notify.swept(&match (&rep.error, rep.tmux_server_up) {
             (Some(e), _) => format!("kept every session: {e}"),
+            (None, Some(false)) if rep.tmux_server_empty => format!(
+                "empty: the tmux server at {} exited after its last chat was reaped",
+                rep.socket_path
+            ),
             (None, Some(false)) => format!("no tmux server at {}", rep.socket_path),
             (None, _) => format!(
                 "{} session(s), {reaping} to reap; last sweep {} ms",
@@ -173,6 +177,7 @@ pub fn degraded_seen(
     crate::core::degraded::SweepSeen {
         activity_problem: watching.activity_problem(),
         server_up: rep.tmux_server_up,
+        emptied: rep.tmux_server_empty,
         socket: rep.socket_path.clone(),
         chats: rep.sessions.len(),
         no_cid: rep

@@ -210,6 +210,16 @@ impl Ownership {
         }
     }
 
+    /// No tmux server listens: there is nothing to see, so nothing this reaper cannot see (a
+    /// server caught exiting between its listing and the check is not a pid namespace apart).
+    pub(crate) fn no_server(&self) {
+        let mut last = self.blind.lock().unwrap_or_else(|p| p.into_inner());
+        if last.take().is_some() {
+            tracing::debug!("no tmux server: the check of its processes is cleared");
+        }
+        self.metrics.set_blind(None);
+    }
+
     /// Whether this process sees the tmux server of `server_pid` (at `socket_path`, as tmux says)
     /// as it is: in its own pid namespace ([`sight::server_check`]). Said once on stderr when
     /// it changes, kept for `/healthz` and the metrics.

@@ -426,3 +426,79 @@ fn a_chat_wired_by_nothing_is_kept_while_its_status_file_says_busy() {
     }));
     assert!(s.has("ccs-busy"));
 }
+
+/// A studio that keeps no spare session: its tmux server exits with its last chat. Reaping that
+/// chat is not an outage (issue 43.7): the daemon's `/healthz` stays 200 and it never warns of
+/// a missing server, `status` calls the socket `empty` and lists the chat asleep with its real
+/// reason (not `server-died`), and `--once` says so at INFO, no warning.
+#[test]
+fn the_last_reap_empties_the_server_and_that_is_no_outage() {
+    use crate::common::http::{free_port, get};
+    use std::time::Duration;
+    let s = Server::new();
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, 10_000_000);
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let log = s.path("daemon.log");
+    let _d = KillOnDrop(
+        s.reap(&[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "500"),
+            ("CCS_REAP_INTERVAL_MS", "100"),
+            ("CCS_METRICS_ADDR", addr.as_str()),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap(),
+    );
+    let daemon_log = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(wait_until(20.0, || !s.has("ccs-1")), "{}", daemon_log());
+    // The server went with its last session; the daemon sweeps on.
+    assert!(wait_until(10.0, || !s.sock.exists()
+        || s.tmux(&["list-sessions"]).status.code() != Some(0)));
+    assert!(
+        wait_until(10.0, || daemon_log()
+            .contains("exited after its last chat was reaped")),
+        "{}",
+        daemon_log()
+    );
+    // Several sweeps later: healthy, and no word of a missing server.
+    let t0 = std::time::Instant::now();
+    while t0.elapsed() < Duration::from_millis(800) {
+        let h = get(port, "/healthz", Duration::from_secs(2)).expect("healthz answers");
+        assert!(
+            h.status.contains(" 200"),
+            "{} {}\n{}",
+            h.status,
+            h.body,
+            daemon_log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        !daemon_log().contains("nothing is reaped until one listens"),
+        "{}",
+        daemon_log()
+    );
+    // `status`: empty, the chat asleep with its real reason.
+    let j = s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    assert_eq!(j["tmux_server_up"], false, "{j}");
+    assert_eq!(j["tmux_server_empty"], true, "{j}");
+    assert_eq!(j["lost"].as_array().map(Vec::len), Some(0), "{j}");
+    let asleep = j["asleep"].as_array().unwrap();
+    assert_eq!(asleep.len(), 1, "{j}");
+    assert_eq!(asleep[0]["reason"], "idle", "{j}");
+    let o = s.once(DONE, 500, &[]);
+    assert!(o.stderr.contains("(empty)"), "{}", o.stderr);
+    assert!(
+        !o.stderr.contains("warning: no tmux server"),
+        "{}",
+        o.stderr
+    );
+    // A server that was never there stays loud.
+    let other = Server::new();
+    let o = other.once(DONE, 500, &[]);
+    assert!(o.stderr.contains("warning: no tmux server"), "{}", o.stderr);
+}

@@ -335,6 +335,16 @@ impl Tmux {
         }
     }
 
+    /// Whether a tmux server answers at the socket: `Some(false)` none listens (it exited),
+    /// `None` tmux failed otherwise. One `list-sessions` that prints nothing.
+    pub async fn server_answers(&self) -> Option<bool> {
+        match self.run(&[ListSessions::new().format("").build()]).await {
+            Ok(_) => Some(true),
+            Err(TmuxError::NoServer(_)) => Some(false),
+            Err(_) => None,
+        }
+    }
+
     /// A prompt hook's turn (Claude Code's `UserPromptSubmit`, Gemini's `BeforeAgent`, Codex's),
     /// each step a test-and-set in the server: a turn begins where no reap holds the chat; a reap
     /// that holds it but has not passed its fence is taken back (its mark cleared: the reap aborts

@@ -4,6 +4,71 @@
 use super::*;
 use crate::engine::context::socket_path;
 
+/// The chats `plan` takes for lost with their server that were reaped before it went (a reap's
+/// tombstone of the same conversation is there: this reaper took them, and the server exited
+/// with its last session): not lost, and out of the record; `status` lists them asleep with
+/// their real reason. Returns how many.
+pub(super) fn settle_reaped(state: &StateDir, plan: &mut st::Plan) -> usize {
+    let reaped: Vec<String> = plan
+        .known
+        .lost()
+        .filter(|c| {
+            matches!(state.read_tombstone(&c.id), Ok(Some(t))
+                if t.cid.as_deref() == Some(c.cid.as_str()) && t.reason != ReapReason::ServerDied)
+        })
+        .map(|c| c.id.clone())
+        .collect();
+    for id in &reaped {
+        plan.known.chats.remove(id);
+        plan.lost.retain(|c| &c.id != id);
+    }
+    if !reaped.is_empty() {
+        plan.changed = true;
+    }
+    reaped.len()
+}
+
+/// Whether the socket is `empty`: no server, and the last one exited right after this reaper
+/// took its last chats ([`Known::emptied`]). Updates the record: set when `reaped` chats of a
+/// gone server were settled and none was lost with it, unset once a server answers.
+pub(super) fn mark_emptied(plan: &mut st::Plan, up: Option<bool>, reaped: usize, now: i64) -> bool {
+    match up {
+        Some(true) if plan.known.emptied.is_some() => {
+            plan.known.emptied = None;
+            plan.changed = true;
+        }
+        // Chats lost with it after all: the server did not only go with its last chat.
+        Some(false) if !plan.lost.is_empty() && plan.known.emptied.is_some() => {
+            plan.known.emptied = None;
+            plan.changed = true;
+        }
+        Some(false) if reaped > 0 && plan.lost.is_empty() && plan.known.emptied.is_none() => {
+            plan.known.emptied = Some(now);
+            plan.changed = true;
+        }
+        _ => {}
+    }
+    up == Some(false) && plan.known.emptied.is_some()
+}
+
+/// This reaper's reap took the server's last sessions and the server exited with them: the
+/// record says so ([`Known::emptied`]) at once, for the sweeps and `status` that follow.
+pub(crate) fn server_emptied(r: &Reaper, now: i64) {
+    let mut last = r.known.lock().unwrap_or_else(|p| p.into_inner());
+    let mut k = match last.take() {
+        Some(k) => k,
+        None => r.state.read_known().unwrap_or_default(),
+    };
+    if k.emptied.is_none() {
+        k.emptied = Some(now);
+        tracing::info!(socket = %socket_path(&r.cfg), "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
+        if let Err(e) = r.state.write_known(&k) {
+            tracing::warn!(error = %e, "failed to write the record of last known conversations");
+        }
+    }
+    *last = Some(k);
+}
+
 /// The chats of `known` lost with their server whose session is not there (yet).
 pub(super) fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownChat> {
     let here: HashSet<&str> = snap.sessions.iter().map(|s| s.id.as_str()).collect();
@@ -127,6 +192,11 @@ pub(super) fn keep_known(
     };
     let read_us = t0.elapsed().as_micros() as u64;
     let mut plan = plan_known(old, snap, listing, decisions, now);
+    let reaped = settle_reaped(&r.state, &mut plan);
+    let was = plan.known.emptied.is_some();
+    if mark_emptied(&mut plan, listing.server_up, reaped, now) && !was {
+        tracing::info!(socket = %socket_path(&r.cfg), chats = reaped, "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
+    }
     let mut lines = if plan.lost.is_empty() {
         Vec::new()
     } else {

@@ -40,6 +40,9 @@ pub enum Batches<'a> {
 pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let t0 = Instant::now();
     let o = collect_exits(r, observe(r, Mode::Act).await).await;
+    if o.listing.server_up == Some(false) {
+        r.ownership.no_server();
+    }
     let enabled = r.cfg.policy.enabled();
     let Observation {
         snap,
@@ -103,10 +106,15 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     start_batch(r, reqs, batches, &mut fates, &mut reaps).await;
 
     let summary = summarize(&decisions, &fates, recovered);
-    let lost = lost_chats(
-        r.known.lock().unwrap_or_else(|p| p.into_inner()).as_ref(),
-        &snap,
-    );
+    let (lost, empty) = {
+        let known = r.known.lock().unwrap_or_else(|p| p.into_inner());
+        let empty = listing.server_up == Some(false)
+            && match known.as_ref() {
+                Some(k) => k.emptied.is_some(),
+                None => r.state.read_known().is_ok_and(|k| k.emptied.is_some()),
+            };
+        (lost_chats(known.as_ref(), &snap), empty)
+    };
     let report = report(
         r,
         &snap,
@@ -117,6 +125,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
             reaps,
             summary,
             lost,
+            empty,
         },
         t0,
     );
@@ -384,7 +393,11 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
             Known::default()
         }
     };
-    let plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
+    let mut plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
+    // As the next sweep will see it (nothing is written): chats reaped before their server went
+    // are asleep, not lost, and a server that went with them leaves the socket `empty`.
+    let reaped = settle_reaped(&r.state, &mut plan);
+    let empty = mark_emptied(&mut plan, o.listing.server_up, reaped, o.now);
     let lost = lost_chats(Some(&plan.known), &o.snap);
     let asleep = asleep(&r.state, &r.cfg, &o.snap, &lost);
     let mut rep = report(
@@ -397,6 +410,7 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
             reaps: Vec::new(),
             summary,
             lost,
+            empty,
         },
         t0,
     );
@@ -442,6 +456,8 @@ struct Done {
     summary: Summary,
     /// Chats lost with their tmux server and not back yet.
     lost: Vec<KnownChat>,
+    /// The socket is `empty` (the server exited with the last chat this reaper took).
+    empty: bool,
 }
 
 /// What became of a session the sweep decided to reap.
@@ -496,6 +512,7 @@ fn report(
         reaps,
         summary,
         lost,
+        empty,
     } = done;
     let mut sessions: Vec<SessionReport> = decisions
         .into_iter()
@@ -544,6 +561,7 @@ fn report(
         error: snap.global_problem.clone(),
         socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
         tmux_server_up,
+        tmux_server_empty: empty,
         sessions,
         host: snap.host,
         watching: snap.host.and(r.watching.watched()).map(|w| w.to_string()),

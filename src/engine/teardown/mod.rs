@@ -543,6 +543,11 @@ async fn finish_wave(
     }
     // 8. Nothing may survive: not even what was born after the victims' scan.
     late::end_late(jobs, done, world).await;
+    // A server whose last sessions these were exits with them (tmux's `exit-empty`): the
+    // socket is then `empty`, not an outage (one call, only when some session was killed).
+    if !targets.is_empty() && r.tmux.server_answers().await == Some(false) {
+        crate::engine::sweep::server_emptied(r, now_ms());
+    }
     // 9. The audit lines (appended together), the journals, the lines delivered.
     let mut ended = Vec::with_capacity(done.len());
     for (i, _) in done {
