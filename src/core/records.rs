@@ -198,6 +198,11 @@ pub struct Tombstone {
     /// line. The next spawn does not try the same way again (it starts afresh under the same id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_failed: Option<String>,
+    /// The session's own environment as the studio left it (`show-environment -t`: a studio's
+    /// `CCS_CFG`, say), without tmux's `TMUX*` and ccs-reap's own: set on the session `spawn`
+    /// brings back, so a studio that checks it keeps the chat (absent before 0.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The most words, and bytes, a tombstone's command line may hold: anything bigger was not a
@@ -253,9 +258,23 @@ pub struct Journal {
     /// The chat's command line, for its tombstone (see [`Tombstone::argv`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argv: Option<Vec<String>>,
+    /// The session's own environment, for its tombstone (see [`Tombstone::env`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
     /// The file it was read from (not stored).
     #[serde(skip)]
     pub path: Option<PathBuf>,
+}
+
+/// Whether a session environment variable is kept in a tombstone and set again on the way back:
+/// a plain name (`[A-Za-z_][A-Za-z0-9_]*`), not tmux's own (`TMUX*`) nor ccs-reap's reap marks.
+pub fn kept_env_name(k: &str) -> bool {
+    let mut b = k.bytes();
+    b.next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        && !k.starts_with("TMUX")
+        && !k.starts_with("CCS_REAP_")
 }
 
 /// What makes a tombstone or journal trustworthy, whoever wrote the file.
@@ -292,6 +311,7 @@ impl Tombstone {
             agent: None,
             argv: None,
             start_failed: None,
+            env: None,
         }
     }
 
@@ -304,7 +324,32 @@ impl Tombstone {
         if let Some(a) = &self.argv {
             check_argv(a)?;
         }
+        if let Some(e) = &self.env {
+            check_env(e)?;
+        }
         check_cwd(&self.cwd)
+    }
+}
+
+/// The most variables, and bytes, a tombstone's session environment may hold.
+const MAX_ENV: usize = 256;
+const MAX_ENV_BYTES: usize = 64 * 1024;
+
+fn check_env(e: &std::collections::BTreeMap<String, String>) -> Result<(), String> {
+    if e.len() > MAX_ENV || e.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > MAX_ENV_BYTES
+    {
+        return Err(format!(
+            "its session environment is larger than {MAX_ENV} variables or {MAX_ENV_BYTES} bytes"
+        ));
+    }
+    match e
+        .iter()
+        .find(|(k, v)| !kept_env_name(k) || v.contains(['\0', '\n']))
+    {
+        Some((k, _)) => Err(format!(
+            "its session environment holds {k:?}, which is not kept"
+        )),
+        None => Ok(()),
     }
 }
 
@@ -319,6 +364,7 @@ impl Journal {
             socket: Some(socket.to_string()),
             token: Some(self.token.clone()),
             argv: self.argv.clone(),
+            env: self.env.clone(),
             ..Tombstone::new(&self.id, at_ms, self.reason)
         }
     }
@@ -385,6 +431,7 @@ mod tests {
             token: "tok".into(),
             armed_by_tombstone: true,
             argv: Some(vec!["claude".into()]),
+            env: None,
             path: None,
         };
         let t = j.tombstone("/s", 1_000);

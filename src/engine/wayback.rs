@@ -184,13 +184,29 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         cid = None;
     }
     let extra = extra_env(agent, runs.is_some(), mode);
+    // The reaped session's own environment (a studio's `CCS_CFG`), set on the new one.
+    let session_env = s
+        .tomb
+        .as_ref()
+        .and_then(|t| t.env.clone())
+        .unwrap_or_default();
     let long = cid.as_deref().is_some_and(is_uuid) && (mode.is_some() || own.is_some());
     let settle = if long { RESUME_SETTLE } else { SETTLE };
     let t0 = Instant::now();
     for attempt in 1..=3 {
         let Some(c) = r
             .tmux
-            .new_session_kept(s.name, s.cwd, &extra, &argv, runs.map(|a| a.name), None)
+            .new_session_kept(
+                s.name,
+                s.cwd,
+                &crate::adapters::tmux::Start {
+                    env: &extra,
+                    session_env: &session_env,
+                    argv: &argv,
+                    agent: runs.map(|a| a.name),
+                    cid: None,
+                },
+            )
             .await?
         else {
             return Ok(false);
@@ -529,6 +545,7 @@ mod tests {
             agent: agent.map(String::from),
             argv: None,
             start_failed: None,
+            env: None,
         };
         let gem = tomb(Some("gemini"));
         let unknown = tomb(Some("vim"));

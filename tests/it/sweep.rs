@@ -502,3 +502,36 @@ fn the_last_reap_empties_the_server_and_that_is_no_outage() {
     let o = other.once(DONE, 500, &[]);
     assert!(o.stderr.contains("warning: no tmux server"), "{}", o.stderr);
 }
+
+/// A studio that tags each chat's session environment (`CCS_CFG`) and kills a session whose tag
+/// is missing gets back, from `spawn`, a session with its own environment as it left it (issue
+/// 43.5): the tombstone keeps it (tmux's `TMUX*` and ccs-reap's own aside), `spawn` (and
+/// `resume`) sets it on the new session in the call that creates it.
+#[test]
+fn a_resumed_chat_keeps_its_studios_session_environment() {
+    let s = Server::new();
+    s.session("keeper", "sleep 100000");
+    let n = s.chat("ccs-8", "conv-8", "");
+    for (k, v) in [("CCS_CFG", "h1 #{x} $HOME;x"), ("STUDIO_CHAT", "8")] {
+        s.ok(&["set-environment", "-t", &format!("${n}"), k, v]);
+    }
+    s.idle_since(n, 10_000_000);
+    let o = s.once(DONE, GRACE, &[]);
+    assert!(!s.has("ccs-8"), "{}", o.stderr);
+    let t = s.tombstone("8").unwrap();
+    assert_eq!(t["env"]["CCS_CFG"], "h1 #{x} $HOME;x", "{t}");
+    assert_eq!(t["env"]["STUDIO_CHAT"], "8", "{t}");
+    assert!(
+        t["env"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| !k.starts_with("TMUX") && !k.starts_with("CCS_REAP_")),
+        "{t}"
+    );
+    s.run(&["spawn", "8", "--", &fake_claude()], &[]);
+    assert!(s.has("ccs-8"));
+    let env = s.ok(&["show-environment", "-t", "=ccs-8"]);
+    assert!(env.lines().any(|l| l == "CCS_CFG=h1 #{x} $HOME;x"), "{env}");
+    assert!(env.lines().any(|l| l == "STUDIO_CHAT=8"), "{env}");
+}

@@ -134,6 +134,7 @@ mod tests {
             token: "f2_1_2_3_4_5_6x7".into(),
             armed_by_tombstone: true,
             argv: None,
+            env: None,
             path: None,
         }
     }

@@ -556,6 +556,7 @@ mod tests {
             agent: None,
             argv: None,
             start_failed: None,
+            env: None,
         };
         s.write_tombstone(&t).unwrap();
         assert_eq!(s.read_tombstone("1").unwrap(), Some(t));
@@ -638,6 +639,7 @@ mod tests {
             agent: None,
             argv: None,
             start_failed: None,
+            env: None,
         }
     }
 

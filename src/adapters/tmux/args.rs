@@ -232,6 +232,17 @@ pub(super) fn set_if_unset_command(n: u32, opt: &str, value: i64) -> TmuxCommand
     )
 }
 
+/// Session `n`'s own environment, after a line `ENV $N` that says whose: only while it is
+/// still session `n` (a session gone prints nothing, and the chain goes on).
+pub(super) fn env_command(n: u32) -> TmuxCommand<'static> {
+    let (_, s) = targets(n);
+    on_session(
+        n,
+        "1",
+        format!("display-message -p -t {s} 'ENV #{{session_id}}' ; show-environment -t {s}"),
+    )
+}
+
 /// What [`fence_command`] prints for a session that passed.
 pub(super) const FENCED: &str = "fenced-";
 

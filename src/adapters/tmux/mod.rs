@@ -25,7 +25,7 @@ use crate::core::listing;
 mod socket;
 pub mod version;
 mod wayback;
-pub use wayback::{Created, Probe, AGENT_OPTION, ARGV_OPTION};
+pub use wayback::{Created, Probe, Start, AGENT_OPTION, ARGV_OPTION};
 
 use args::{
     clear_command, clear_stale_command, fence_command, fence_set_command, kill_command,

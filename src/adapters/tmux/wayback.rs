@@ -15,6 +15,20 @@ pub const ARGV_OPTION: &str = "@ccs_argv";
 /// agent's hook when it tells the conversation id.
 pub const AGENT_OPTION: &str = "@ccs_agent";
 
+/// What [`Tmux::new_session_kept`] starts, and with what.
+#[derive(Debug, Clone, Copy)]
+pub struct Start<'a> {
+    /// `env K=V` words before the command: the agent's own environment.
+    pub env: &'a [(String, String)],
+    /// The session's environment (`set-environment -t`), as the studio left it.
+    pub session_env: &'a std::collections::BTreeMap<String, String>,
+    pub argv: &'a [String],
+    /// `@ccs_agent`, when given.
+    pub agent: Option<&'a str>,
+    /// `@ccs_cid`, when given.
+    pub cid: Option<&'a str>,
+}
+
 /// A session just created by [`Tmux::new_session_kept`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Created {
@@ -35,7 +49,8 @@ pub struct Probe {
 }
 
 impl Tmux {
-    /// `new-session -d -s <name> -c <cwd> -- [env K=V ...] <argv...>`, with the pane kept after it
+    /// `new-session -d -s <name> -c <cwd> -- [env K=V ...] <argv...>`, its session environment
+    /// set to `session_env`, with the pane kept after it
     /// exits (`remain-on-exit on`, so a start that fails can be read), `@ccs_argv` set to `argv`,
     /// and, when given, `@ccs_agent` and `@ccs_cid`; all in one call. `None` when a
     /// session of that name exists.
@@ -43,11 +58,15 @@ impl Tmux {
         &self,
         name: &str,
         cwd: &std::path::Path,
-        env: &[(String, String)],
-        argv: &[String],
-        agent: Option<&str>,
-        cid: Option<&str>,
+        start: &Start<'_>,
     ) -> Result<Option<Created>, TmuxError> {
+        let Start {
+            env,
+            session_env,
+            argv,
+            agent,
+            cid,
+        } = *start;
         let cwd = cwd.to_str().ok_or_else(|| TmuxError::BadArgument {
             what: "working directory",
             value: cwd.display().to_string(),
@@ -87,7 +106,22 @@ impl Tmux {
             .push_param(target.clone())
             .push_param("remain-on-exit")
             .push_param("on");
-        let mut cmds = vec![c, keep, set_opt(&target, ARGV_OPTION, &argv_json)];
+        let mut cmds = vec![c];
+        // The session's own environment as the studio left it (its `CCS_CFG`), in the same call:
+        // no client sees the new session without it. Values passed literally (no format, no
+        // expansion: `set-environment` without -F expands nothing).
+        for (k, v) in session_env
+            .iter()
+            .filter(|(k, _)| crate::core::records::kept_env_name(k))
+        {
+            let mut e = TmuxCommand::with_name("set-environment");
+            e.push_param("-t")
+                .push_param(format!("={name}"))
+                .push_param(k.clone())
+                .push_param(literal(v));
+            cmds.push(e);
+        }
+        cmds.extend([keep, set_opt(&target, ARGV_OPTION, &argv_json)]);
         if let Some(agent) = agent {
             cmds.push(set_opt(&target, AGENT_OPTION, agent));
         }
@@ -231,6 +265,44 @@ impl Tmux {
             };
             if let Ok(a) = serde_json::from_str::<Vec<String>>(v) {
                 out.insert(n, a);
+            }
+        }
+        out
+    }
+
+    /// The own environment of each of sessions `ns` (`show-environment -t`), the kept names only
+    /// ([`crate::core::records::kept_env_name`]), by `$N`, batched as the marks are: one call for
+    /// a batch that fits one command line. A session that went, or a call that failed, gives none.
+    pub async fn session_envs(
+        &self,
+        ns: &[u32],
+    ) -> std::collections::HashMap<u32, std::collections::BTreeMap<String, String>> {
+        let mut out = std::collections::HashMap::new();
+        if ns.is_empty() {
+            return out;
+        }
+        let Ok(text) = self
+            .per_session(ns, |n| vec![super::args::env_command(n)])
+            .await
+        else {
+            return out;
+        };
+        let mut at: Option<u32> = None;
+        for line in text.lines() {
+            if let Some(sid) = line.strip_prefix("ENV ") {
+                at = parse_sid(sid);
+                if let Some(n) = at {
+                    out.entry(n).or_insert_with(std::collections::BTreeMap::new);
+                }
+                continue;
+            }
+            let (Some(n), Some((k, v))) = (at, line.split_once('=')) else {
+                continue;
+            };
+            if crate::core::records::kept_env_name(k) {
+                if let Some(e) = out.get_mut(&n) {
+                    e.insert(k.to_string(), v.to_string());
+                }
             }
         }
         out

@@ -47,9 +47,14 @@ pub(super) async fn write_journals(
     // The command lines the way back restarts (one tmux call for the batch).
     let going: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
     let kept = tmux.kept_argvs(&going).await;
+    // And their own environments (a studio's `CCS_CFG`), for the way back.
+    let envs = tmux.session_envs(&going).await;
     let journals: Vec<Journal> = live
         .iter()
-        .map(|&i| journal(&jobs[i], tok, server_pid, kept.get(&jobs[i].n())))
+        .map(|&i| {
+            let n = jobs[i].n();
+            journal(&jobs[i], tok, server_pid, kept.get(&n), envs.get(&n))
+        })
         .collect();
     let written: Vec<Result<(), String>> = match dirs {
         Ok(d) => {
@@ -78,7 +83,13 @@ pub(super) async fn write_journals(
 }
 
 /// One reap's journal.
-fn journal(j: &Job, tok: &str, server_pid: Option<u32>, argv: Option<&Vec<String>>) -> Journal {
+fn journal(
+    j: &Job,
+    tok: &str,
+    server_pid: Option<u32>,
+    argv: Option<&Vec<String>>,
+    env: Option<&std::collections::BTreeMap<String, String>>,
+) -> Journal {
     let d = &j.req.decision;
     let cwd = j.fresh.as_ref().and_then(|s| {
         s.panes.iter().find_map(|p| {
@@ -108,6 +119,7 @@ fn journal(j: &Job, tok: &str, server_pid: Option<u32>, argv: Option<&Vec<String
         token: tok.to_string(),
         armed_by_tombstone: true,
         argv,
+        env: env.filter(|e| !e.is_empty()).cloned(),
         path: None,
     }
 }
@@ -182,6 +194,7 @@ fn tombstone(
     if let Some(b) = before {
         tomb.cwd = tomb.cwd.or(b.cwd);
         tomb.argv = tomb.argv.or(b.argv);
+        tomb.env = tomb.env.or(b.env);
     }
     Ok(tomb)
 }
