@@ -290,3 +290,25 @@ impl Serialize for SessionReport {
         .serialize(s)
     }
 }
+
+/// The conversations that more than one live session holds, with the sessions' names.
+pub fn shared_conversations(r: &SweepReport) -> Vec<(String, Vec<String>)> {
+    let mut by: std::collections::BTreeMap<&str, Vec<String>> = Default::default();
+    for s in &r.sessions {
+        if let (Some(c), false) = (
+            &s.decision.cid,
+            s.decision.state == crate::core::policy::State::Exited,
+        ) {
+            by.entry(c.as_str())
+                .or_default()
+                .push(s.decision.name.clone());
+        }
+    }
+    by.into_iter()
+        .filter(|(_, n)| n.len() > 1)
+        .map(|(c, mut n)| {
+            n.sort();
+            (c.to_string(), n)
+        })
+        .collect()
+}

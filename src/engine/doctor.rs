@@ -70,7 +70,17 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
             ));
             out.push(sessions_check(&r.cfg, &r.tmux, chats).await);
             out.push(cid_check(chats, &no_cid));
+            out.extend(turns_check(&rep));
+            out.extend(shared_check(&rep));
         }
+        Some(false) if rep.tmux_server_empty => out.push(Check::new(
+            "server",
+            Verdict::Ok,
+            format!(
+                "empty: the tmux server at {} exited after its last chat was reaped; the studio's next chat starts one",
+                rep.socket_path
+            ),
+        )),
         Some(false) => out.push(Check::new(
             "server",
             Verdict::Problem,
@@ -147,6 +157,45 @@ async fn sessions_check(cfg: &Config, tmux: &Tmux, chats: usize) -> Check {
             ),
         )
     }
+}
+
+/// Chats whose turns nothing reports are kept (`unseen`): said, with the fix.
+fn turns_check(rep: &crate::core::report::SweepReport) -> Option<Check> {
+    let unseen: Vec<&str> = rep
+        .sessions
+        .iter()
+        .filter(|s| s.decision.state == crate::core::policy::State::Unseen)
+        .map(|s| s.decision.name.as_str())
+        .collect();
+    (!unseen.is_empty()).then(|| {
+        Check::new(
+            "turns",
+            Verdict::Note,
+            format!(
+                "{} chat(s) are kept because nothing reports their turns (no hook, no status file of their agent, no activity file): {}; fix: {}",
+                unseen.len(),
+                unseen.join(", "),
+                crate::core::policy::UNSEEN_FIX
+            ),
+        )
+    })
+}
+
+/// Two live sessions holding one conversation: each writes into the same transcript.
+fn shared_check(rep: &crate::core::report::SweepReport) -> Option<Check> {
+    let shared = crate::core::report::shared_conversations(rep);
+    (!shared.is_empty()).then(|| {
+        Check::new(
+            "conversations",
+            Verdict::Problem,
+            shared
+                .iter()
+                .map(|(c, n)| format!("conversation {c} is held by {}", n.join(" and ")))
+                .collect::<Vec<_>>()
+                .join("; ")
+                + ": two live agents write into one transcript; stop all but one",
+        )
+    })
 }
 
 /// Chats without a conversation id are kept (they could not be resumed).

@@ -121,6 +121,27 @@ fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) ->
     }
 }
 
+/// Another session of this server whose live pane holds conversation `cid` (its `@ccs_cid`, or
+/// the command its pane was started with): its name and pane pid. One listing.
+async fn held_elsewhere(
+    r: &Reaper,
+    name: &str,
+    cid: &str,
+) -> Result<Option<(String, u32)>, TmuxError> {
+    let l = r
+        .tmux
+        .list(&r.cfg.prefix, crate::adapters::procs::exit_collected)
+        .await?;
+    Ok(l.sessions.iter().filter(|o| o.name != name).find_map(|o| {
+        let live = o.panes.iter().find(|p| !p.dead)?;
+        let holds = o.cid.trim() == cid
+            || o.panes.iter().any(|p| {
+                crate::core::policy::cid_from_argv(&[&p.start_command]).as_deref() == Some(cid)
+            });
+        holds.then(|| (o.name.clone(), live.pid))
+    }))
+}
+
 /// Start the chat and check it is up. `Ok(false)`: a session of that name exists (a concurrent
 /// spawn won).
 ///
@@ -144,6 +165,16 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         ),
         _ => format!("the command {:?}", s.cmd),
     };
+    // One conversation, one live agent: a second agent on it would write into the same
+    // transcript, and the studio would not know which one answers.
+    if let Some(c) = &cid {
+        if let Some((other, pid)) = held_elsewhere(r, s.name, c).await? {
+            return Err(WaybackError::Refused(format!(
+                "conversation {c} is held by a live agent in {other} (pane pid {pid}): refusing to start a second one on it in {} (stop that one first, or start this chat afresh with another id)",
+                s.name
+            )));
+        }
+    }
     let env = agent_env(&r.tmux, agent, s.cmd).await;
     let mut mode = None;
     let mut argv = s.cmd.to_vec();

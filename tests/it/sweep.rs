@@ -535,3 +535,48 @@ fn a_resumed_chat_keeps_its_studios_session_environment() {
     assert!(env.lines().any(|l| l == "CCS_CFG=h1 #{x} $HOME;x"), "{env}");
     assert!(env.lines().any(|l| l == "STUDIO_CHAT=8"), "{env}");
 }
+
+/// One conversation, one live agent (issue 43.6): `spawn` refuses, naming the session and its
+/// pid, a conversation that a live agent of another session holds; `status` and `doctor` flag two
+/// sessions that hold one conversation (a studio's own respawn beside a `resume`).
+#[test]
+fn one_conversation_is_held_by_one_live_agent() {
+    let s = Server::new();
+    let a = s.chat("ccs-a", "conv-1", "");
+    let pane = s.pane_pid(a);
+    let o = s.run_any(
+        &["spawn", "b", "--cid", "conv-1", "--", &fake_claude()],
+        &[],
+    );
+    assert_ne!(o.code, 0, "{}", o.stderr);
+    assert!(
+        o.stderr.contains("ccs-a") && o.stderr.contains(&pane.to_string()),
+        "{}",
+        o.stderr
+    );
+    assert!(!s.has("ccs-b"));
+    // Another conversation: fine.
+    s.run(
+        &["spawn", "c", "--cid", "conv-2", "--", &fake_claude()],
+        &[],
+    );
+    assert!(s.has("ccs-c"));
+    // A second session on conv-1 that no ccs-reap started: flagged.
+    s.chat("ccs-d", "conv-1", "");
+    let o = s.run(&["status"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    assert!(
+        o.stdout
+            .contains("two live agents hold conversation conv-1 (ccs-a, ccs-d)"),
+        "{}",
+        o.stdout
+    );
+    let o = s.run_any(&["doctor"], &[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    assert!(
+        o.stdout
+            .contains("conversation conv-1 is held by ccs-a and ccs-d"),
+        "{}{}",
+        o.stdout,
+        o.stderr
+    );
+    assert_ne!(o.code, 0, "doctor says healthy: {}", o.stdout);
+}

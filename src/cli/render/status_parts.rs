@@ -116,17 +116,21 @@ pub fn notes(r: &SweepReport) -> Vec<String> {
             no_cid.join(", ")
         )));
     }
+    for (cid, names) in crate::core::report::shared_conversations(r) {
+        out.extend(wrap(&format!(
+            "two live agents hold conversation {cid} ({}): each writes into the same transcript; stop all but one (ccs-reap doctor says the same)",
+            names.join(", ")
+        )));
+    }
     if !unseen.is_empty() {
         out.extend(wrap(&format!(
-            "unseen ({}): never reaped, as a turn may be running: nothing reports their turns (no hook, no status file of their agent, no activity file). Fix: {UNSEEN_FIX}",
-            unseen.join(", ")
+            "unseen ({}): never reaped, as a turn may be running: nothing reports their turns (no hook, no status file of their agent, no activity file). Fix: {}",
+            unseen.join(", "),
+            crate::core::policy::UNSEEN_FIX
         )));
     }
     out
 }
-
-/// How to make an `unseen` chat's turns seen.
-pub const UNSEEN_FIX: &str = "wire the agent's hooks (ccs-reap claude-settings --write ~/.claude/settings.json, or hook-settings for codex and gemini) and restart it, or set CCS_ENGINE_UNSEEN_TURNS=output to judge it by its pane's output";
 
 /// A bar of `width` cells: `#` used, `|` at the threshold, `.` the rest of the limit.
 fn bar(used: u64, threshold: Option<u64>, limit: u64, width: usize) -> String {

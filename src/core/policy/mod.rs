@@ -288,6 +288,9 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
 /// Why a chat is `unseen` (`status`, the decision's reason).
 pub const UNSEEN_WHY: &str = "turns unseen: no hook or studio has reported this chat (no @ccs_cid), its agent writes no status file, and no activity file is configured: kept, as a turn may be running";
 
+/// How to make an `unseen` chat's turns seen (`status`, `doctor`).
+pub const UNSEEN_FIX: &str = "wire the agent's hooks (ccs-reap claude-settings --write ~/.claude/settings.json, or hook-settings for codex and gemini) and restart it, or set CCS_ENGINE_UNSEEN_TURNS=output to judge it by its pane's output";
+
 /// Whether anything tells when this chat's turns run: activity files (every chat's), a running
 /// `@ccs_turn`, a valid `@ccs_cid` (set by a hook, the studio or `spawn`: they report turns), or
 /// the agent's own status file, trusted. A status file not read yet counts as seen: the reaper
