@@ -104,12 +104,13 @@ Reaping is opt-in: with no rule set, nothing is reaped. Every reap is re-checked
 pub(super) const STATES: &[(&str, &str)] = &[
     ("idle", "No turn running, no viewer: the idle clock runs; reaped when it passes the limit."),
     ("expired", "Idle past its limit: reaped at this sweep (or, with --dry-run and status, would be)."),
-    ("busy", "A turn is running (turn begin, or Claude Code's hook): never reaped, but by a stuck rule."),
+    ("busy", "A turn is running (turn begin, an agent's hook, or Claude Code's own status file): never reaped, but by a stuck rule."),
     ("stuck", "A turn running past CCS_ENGINE_STUCK_WALL_MS or CCS_ENGINE_STUCK_IDLE_MS: reported; reaped only with CCS_ENGINE_REAP_STUCK=1."),
     ("viewed", "A tmux client is attached: someone may be reading it; kept."),
     ("pinned", "ccs-reap pin: kept until unpinned (but when its panes exited)."),
     ("new", "First seen at this sweep: its idle clock starts now."),
     ("no-cid", "No conversation id known (no hook marked it, none on its claude command line): kept, since it could not be resumed. Wire the hook: ccs-reap claude-settings --write ~/.claude/settings.json."),
+    ("unseen", "Nothing reports its turns (its cid only on a command line, no hook, no status file of its agent, no activity file): kept, as a turn may be running. Wire its hooks, or CCS_ENGINE_UNSEEN_TURNS=output."),
     ("exited", "Every pane has exited: the session is cleaned up."),
     ("unknown", "Its liveness could not be read (tmux or an activity file failed): kept."),
 ];

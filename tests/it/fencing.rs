@@ -340,3 +340,54 @@ fn a_prompt_that_arrives_before_the_fence_wins_and_the_reap_aborts() {
         "a tombstone of a reap that never signalled"
     );
 }
+
+/// A chat that no prompt hook wires (its cid on its command line, its turns told only by Claude
+/// Code's status file) whose turn begins while the reap waits in its `before` hook: the status
+/// file is read again right before the fence, and the reap aborts, nothing signalled (issue 43.1,
+/// found through the stand-in studio).
+#[test]
+fn a_turn_told_only_by_the_status_file_during_the_hook_stops_the_reap() {
+    let s = Server::new();
+    let pids = s.path("ccs-1.pids");
+    let n = s.session(
+        "ccs-1",
+        &format!(
+            "FAKE_CLAUDE_PIDS={} exec {} --session-id c1",
+            pids.display(),
+            fake_claude()
+        ),
+    );
+    assert!(wait_until(10.0, || s.pids("ccs-1").contains_key("claude")));
+    s.idle_since(n, HOUR);
+    let claude = s.pids("ccs-1")["claude"];
+    let status = s
+        .path("claude-config")
+        .join(format!("sessions/{claude}.json"));
+    assert!(status.is_file(), "the fake claude keeps no status file");
+    // The hook turns the status busy, as claude does 0.3-0.6 s after a prompt is typed.
+    let h = hook(
+        &s,
+        &format!(
+            "[ \"$1\" = before ] || exit 0\nsed -i 's/\"status\":\"idle\"/\"status\":\"busy\"/' '{}'\nexit 0\n",
+            status.display()
+        ),
+    );
+    let mut a = reaper_with_hook(&s, &h, "20000");
+    let code = wait_exit(&mut a.0, 30.0);
+    assert!(matches!(code, 0 | 1), "the reaper exited {code}");
+    assert!(
+        std::fs::read_to_string(&status)
+            .unwrap()
+            .contains("\"busy\""),
+        "the hook did not run"
+    );
+    assert!(s.has("ccs-1"), "a chat busy by its status file was reaped");
+    assert!(alive(claude));
+    let lines = s.audit_of("ccs-1");
+    assert!(
+        lines.iter().any(|l| l["outcome"] == "aborted"
+            && l["error"].as_str().unwrap_or("").contains("status file")),
+        "{lines:?}\n{}",
+        std::fs::read_to_string(s.path("a.log")).unwrap_or_default()
+    );
+}

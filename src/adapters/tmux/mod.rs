@@ -7,7 +7,7 @@
 //! process (`list-sessions ; list-clients ; list-panes -a`, each row tagged), whatever the number of
 //! sessions. Sessions are addressed by `$id` once listed: `-t ccs-1` would match `ccs-10`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::path::Path;
 use std::time::Duration;
 
@@ -20,16 +20,20 @@ use crate::core::policy::Session;
 
 mod args;
 mod call;
+mod fence;
+mod prompt;
 mod script;
 use crate::core::listing;
 mod socket;
 pub mod version;
 mod wayback;
-pub use wayback::{Created, Probe, Start, AGENT_OPTION, ARGV_OPTION};
+pub use fence::Fence;
+pub use prompt::PromptBegin;
+pub use wayback::{Created, Kept, Probe, Start, AGENT_OPTION, ARGV_OPTION};
 
 use args::{
-    clear_command, clear_stale_command, fence_command, fence_set_command, kill_command,
-    mark_command, quote, set_if_unset_command, takeover_command, FENCED,
+    clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
+    set_if_unset_command, takeover_command, FENCED,
 };
 pub use args::{format_literal, literal, sid, FENCED_VAR, TOKEN_VAR};
 use listing::parse_sid;
@@ -85,30 +89,6 @@ pub enum TurnBegin {
     Started,
     Reaping,
     Gone,
-}
-
-/// What a prompt hook's test-and-set found ([`Tmux::prompt_begin`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PromptBegin {
-    /// No reap held the chat: the turn began.
-    Started,
-    /// A reap held it but had not passed its fence: its mark was cleared (the reap aborts at the
-    /// fence) and the turn began.
-    TakenBack,
-    /// A reap past its fence holds it: the prompt must be refused.
-    Refused,
-    /// The session, its pane or the server is gone.
-    Gone,
-    /// The mark changed between two steps of the call (a reap that ended): ask again.
-    Unsettled,
-}
-
-/// What the fence saw: the sessions still exactly ours and set fenced, and those a prompt took
-/// back before it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Fence {
-    pub held: HashSet<u32>,
-    pub taken_back: HashSet<u32>,
 }
 
 impl Tmux {
@@ -196,11 +176,27 @@ impl Tmux {
     where
         F: Fn(u32) -> Vec<TmuxCommand<'static>>,
     {
-        let built: Vec<Vec<TmuxCommand<'static>>> = ns
+        self.per_session_then(ns, build, Vec::new()).await
+    }
+
+    /// [`Tmux::per_session`], then `tail` (commands of no session) in the same last call, after
+    /// every session's: a read of what the writes left, at no call of its own.
+    async fn per_session_then<F>(
+        &self,
+        ns: &[u32],
+        build: F,
+        tail: Vec<TmuxCommand<'static>>,
+    ) -> Result<String, TmuxError>
+    where
+        F: Fn(u32) -> Vec<TmuxCommand<'static>>,
+    {
+        let mut built: Vec<Vec<TmuxCommand<'static>>> = ns
             .iter()
             .map(|&n| build(n))
             .filter(|c| !c.is_empty())
             .collect();
+        // Chained, the tail goes in the same call; a script cannot carry every word a read may
+        // hold (a format's tabs), so after scripts it is a call of its own.
         let size: usize = built
             .iter()
             .flatten()
@@ -209,6 +205,7 @@ impl Tmux {
         let mut out = String::new();
         if size <= ARGV_BUDGET {
             // One chain holds them all.
+            built.push(tail);
             let cmds: Vec<TmuxCommand<'static>> = built.into_iter().flatten().collect();
             if !cmds.is_empty() {
                 return self.all_gone_is_ok(self.run(&cmds).await, out);
@@ -216,6 +213,7 @@ impl Tmux {
             return Ok(out);
         }
         // More than one chain's worth: scripts, a session a line.
+        let after = tail;
         let names = built[0]
             .iter()
             .filter_map(|c| c.name.as_deref())
@@ -231,6 +229,10 @@ impl Tmux {
                 Ok(o) => out.push_str(&o),
                 r => return self.all_gone_is_ok(r, out),
             }
+        }
+        if !after.is_empty() {
+            let r = self.run(&after).await;
+            return self.all_gone_is_ok(r, out);
         }
         Ok(out)
     }
@@ -292,124 +294,6 @@ impl Tmux {
         .map(|_| ())
     }
 
-    /// The fence before a batch's first signal: which of `ns` (`(n, name, check_viewers)`) still
-    /// carry exactly our mark (`@ccs_reaping` = `mark_at` and our `token`) under the name the reap
-    /// was decided for (a name a format cannot hold as it is never passes), with no client attached
-    /// where the mark asked for none ([`listing::fenced`]). One `list-sessions` for the whole batch,
-    /// whatever its size: the server prints a row only for the sessions that carry the mark, at
-    /// one instant. A session gone, taken or now watched is simply not in the set.
-    ///
-    /// Before the read, the fence's write ([`fence_set_command`]), batched as the marks are: each
-    /// session still exactly ours is set fenced in the server, so a prompt hook from then on refuses
-    /// its prompt; one that took the chat back before (its mark cleared) is listed as such, in
-    /// [`Fence::taken_back`].
-    pub async fn fence(
-        &self,
-        ns: &[(u32, &str, bool)],
-        mark_at: i64,
-        token: &str,
-    ) -> Result<Fence, TmuxError> {
-        if ns.is_empty() || !args::plain_token(token) {
-            return Ok(Fence::default());
-        }
-        let checks: HashMap<u32, bool> = ns.iter().map(|&(n, _, v)| (n, v)).collect();
-        let ids: Vec<u32> = ns.iter().map(|x| x.0).collect();
-        let tok = token.to_string();
-        self.per_session(&ids, |n| {
-            let v = checks.get(&n).copied().unwrap_or(true);
-            vec![fence_set_command(n, mark_at, &tok, v)]
-        })
-        .await?;
-        let fmt = listing::fence_format(mark_at, token, TOKEN_VAR, FENCED_VAR);
-        match self.run(&[ListSessions::new().format(fmt).build()]).await {
-            Ok(out) => Ok(Fence {
-                held: listing::fenced(&out, ns),
-                taken_back: listing::taken_back(&out),
-            }),
-            // No server, or none of its sessions left: nothing carries the mark.
-            Err(TmuxError::NoServer(_)) => Ok(Fence::default()),
-            Err(TmuxError::Failed { stderr, .. }) if stderr.contains("no current target") => {
-                Ok(Fence::default())
-            }
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Whether a tmux server answers at the socket: `Some(false)` none listens (it exited),
-    /// `None` tmux failed otherwise. One `list-sessions` that prints nothing.
-    pub async fn server_answers(&self) -> Option<bool> {
-        match self.run(&[ListSessions::new().format("").build()]).await {
-            Ok(_) => Some(true),
-            Err(TmuxError::NoServer(_)) => Some(false),
-            Err(_) => None,
-        }
-    }
-
-    /// A prompt hook's turn (Claude Code's `UserPromptSubmit`, Gemini's `BeforeAgent`, Codex's),
-    /// each step a test-and-set in the server: a turn begins where no reap holds the chat; a reap
-    /// that holds it but has not passed its fence is taken back (its mark cleared: the reap aborts
-    /// at its fence) and the turn begins; one past its fence refuses the prompt.
-    pub async fn prompt_begin(&self, name: &str, now_ms: i64) -> Result<PromptBegin, TmuxError> {
-        let target = format!("={name}:");
-        let t = quote(&target);
-        let step = |cond: String, then: String| {
-            IfShell::new()
-                .not_execute()
-                .target_pane(target.clone())
-                .shell_command(cond)
-                .command(then)
-                .build()
-        };
-        let alive = "#{==:#{pane_dead},0}";
-        let not_fenced = format!(
-            "#{{||:#{{==:#{{{FENCED_VAR}}},}},#{{!=:#{{{FENCED_VAR}}},#{{{TOKEN_VAR}}}}}}}"
-        );
-        let cmds = [
-            HasSession::new().target_session(format!("={name}")).build(),
-            step(
-                format!("#{{&&:#{{==:#{{@ccs_reaping}},}},{alive}}}"),
-                format!("set-option -t {t} @ccs_turn {now_ms} ; display-message -p started"),
-            ),
-            step(
-                format!("#{{&&:#{{&&:#{{!=:#{{@ccs_reaping}},}},{alive}}},{not_fenced}}}"),
-                format!(
-                    "set-option -u -t {t} @ccs_reaping ; set-option -t {t} @ccs_turn {now_ms} ; display-message -p taken-back"
-                ),
-            ),
-            step(
-                format!(
-                    "#{{&&:#{{!=:#{{@ccs_reaping}},}},#{{&&:#{{!=:#{{{FENCED_VAR}}},}},#{{==:#{{{FENCED_VAR}}},#{{{TOKEN_VAR}}}}}}}}}"
-                ),
-                "display-message -p refused".to_string(),
-            ),
-            step(
-                "#{==:#{pane_dead},1}".to_string(),
-                "display-message -p dead".to_string(),
-            ),
-        ];
-        let out = match self.run(&cmds).await {
-            Ok(out) => out,
-            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => {
-                return Ok(PromptBegin::Gone)
-            }
-            Err(TmuxError::NoServer(_)) => return Ok(PromptBegin::Gone),
-            Err(e) => return Err(e),
-        };
-        let said = |w: &str| out.lines().any(|l| l.trim() == w);
-        Ok(if said("started") {
-            PromptBegin::Started
-        } else if said("taken-back") {
-            PromptBegin::TakenBack
-        } else if said("refused") {
-            PromptBegin::Refused
-        } else if said("dead") {
-            PromptBegin::Gone
-        } else {
-            // A mark cleared between two steps (its reap aborted): as it went.
-            PromptBegin::Unsettled
-        })
-    }
-
     /// Take over a dead reaper's mark of session `n` (only while it is still `value` and
     /// `token`), to finish its teardown under our own mark; then whether we hold it (the fence).
     pub async fn take_over(
@@ -441,10 +325,30 @@ impl Tmux {
     /// `kill-session` of many sessions, each only while it carries our token, batched. Sessions
     /// already gone are fine.
     pub async fn kill_sessions(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
+        self.kill_sessions_left(ns, token).await.map(|_| ())
+    }
+
+    /// [`Tmux::kill_sessions`], and how many sessions the server holds right after the kills, in
+    /// the same call (`Some(0)`: these were its last; with tmux's `exit-empty` it exits now).
+    /// `None` when that could not be read.
+    pub async fn kill_sessions_left(
+        &self,
+        ns: &[u32],
+        token: &str,
+    ) -> Result<Option<usize>, TmuxError> {
         let token = token.to_string();
-        self.per_session(ns, |n| vec![kill_command(n, &token)])
-            .await
-            .map(|_| ())
+        // One `LEFT` a session still there, then `END`: the count is known only once `END` came
+        // (a server with no session left still runs this call's commands, then exits).
+        let mut end = TmuxCommand::with_name("display-message");
+        end.push_param("-p").push_param("END");
+        let tail = vec![ListSessions::new().format("LEFT").build(), end];
+        let out = self
+            .per_session_then(ns, |n| vec![kill_command(n, &token)], tail)
+            .await?;
+        let lines: Vec<&str> = out.lines().map(str::trim).collect();
+        Ok(lines
+            .contains(&"END")
+            .then(|| lines.iter().filter(|l| **l == "LEFT").count()))
     }
 
     /// Clear a stale reaping mark whatever its owner, but only if it is still `value` with
@@ -641,31 +545,6 @@ impl Tmux {
         let cmds = [
             HasSession::new().target_session(format!("={name}")).build(),
             set.build(),
-        ];
-        match self.run(&cmds).await {
-            Ok(_) => Ok(true),
-            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(false),
-            Err(TmuxError::NoServer(_)) => Ok(false),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Set `@ccs_cid` of session `name` to `cid` and start its idle clock (`@ccs_idle` = `now_ms`)
-    /// in one call, the clock first: a hook that learns a chat's id (Codex's at its first prompt)
-    /// never leaves a known id beside an old clock for a sweep to reap. `false` when the session
-    /// is gone.
-    pub async fn set_cid_now(&self, name: &str, cid: &str, now_ms: i64) -> Result<bool, TmuxError> {
-        let set = |opt: &str, v: String| {
-            SetOption::new()
-                .target_pane(format!("={name}:"))
-                .option(opt.to_string())
-                .value(literal(&v))
-                .build()
-        };
-        let cmds = [
-            HasSession::new().target_session(format!("={name}")).build(),
-            set("@ccs_idle", now_ms.to_string()),
-            set("@ccs_cid", cid.to_string()),
         ];
         match self.run(&cmds).await {
             Ok(_) => Ok(true),

@@ -15,6 +15,15 @@ pub const ARGV_OPTION: &str = "@ccs_argv";
 /// agent's hook when it tells the conversation id.
 pub const AGENT_OPTION: &str = "@ccs_agent";
 
+/// What the way back keeps of a session at its reap ([`Tmux::kept`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Kept {
+    /// `@ccs_argv`: the command `spawn` ran, when set and it parses.
+    pub argv: Option<Vec<String>>,
+    /// Its own environment, the kept names only.
+    pub env: std::collections::BTreeMap<String, String>,
+}
+
 /// What [`Tmux::new_session_kept`] starts, and with what.
 #[derive(Debug, Clone, Copy)]
 pub struct Start<'a> {
@@ -242,47 +251,18 @@ impl Tmux {
         }
     }
 
-    /// The kept command line (`@ccs_argv`) of each of sessions `ns`, in one call: what parses as
-    /// a JSON array of strings, by `$N`. A session that went, or a call that failed, gives none.
-    pub async fn kept_argvs(&self, ns: &[u32]) -> std::collections::HashMap<u32, Vec<String>> {
-        let mut out = std::collections::HashMap::new();
-        if ns.is_empty() {
-            return out;
-        }
-        let mut c = TmuxCommand::with_name("list-sessions");
-        c.push_param("-F")
-            .push_param(format!("#{{session_id}}\t#{{{ARGV_OPTION}}}"));
-        let Ok(text) = self.run(&[c]).await else {
-            return out;
-        };
-        let wanted: std::collections::HashSet<u32> = ns.iter().copied().collect();
-        for line in text.lines() {
-            let Some((sid, v)) = line.split_once('\t') else {
-                continue;
-            };
-            let Some(n) = parse_sid(sid).filter(|n| wanted.contains(n)) else {
-                continue;
-            };
-            if let Ok(a) = serde_json::from_str::<Vec<String>>(v) {
-                out.insert(n, a);
-            }
-        }
-        out
-    }
-
-    /// The own environment of each of sessions `ns` (`show-environment -t`), the kept names only
-    /// ([`crate::core::records::kept_env_name`]), by `$N`, batched as the marks are: one call for
-    /// a batch that fits one command line. A session that went, or a call that failed, gives none.
-    pub async fn session_envs(
-        &self,
-        ns: &[u32],
-    ) -> std::collections::HashMap<u32, std::collections::BTreeMap<String, String>> {
-        let mut out = std::collections::HashMap::new();
+    /// What the way back keeps of each of sessions `ns`, by `$N`: its kept command line
+    /// (`@ccs_argv`, when it parses as a JSON array of strings) and its own environment
+    /// (`show-environment -t`, the kept names only: [`crate::core::records::kept_env_name`]).
+    /// Batched as the marks are: one call for a batch that fits one command line. A session that
+    /// went, or a call that failed, gives none.
+    pub async fn kept(&self, ns: &[u32]) -> std::collections::HashMap<u32, Kept> {
+        let mut out: std::collections::HashMap<u32, Kept> = std::collections::HashMap::new();
         if ns.is_empty() {
             return out;
         }
         let Ok(text) = self
-            .per_session(ns, |n| vec![super::args::env_command(n)])
+            .per_session(ns, |n| vec![super::args::kept_command(n)])
             .await
         else {
             return out;
@@ -292,16 +272,20 @@ impl Tmux {
             if let Some(sid) = line.strip_prefix("ENV ") {
                 at = parse_sid(sid);
                 if let Some(n) = at {
-                    out.entry(n).or_insert_with(std::collections::BTreeMap::new);
+                    out.entry(n).or_default();
                 }
                 continue;
             }
-            let (Some(n), Some((k, v))) = (at, line.split_once('=')) else {
+            let Some(k) = at.and_then(|n| out.get_mut(&n)) else {
                 continue;
             };
-            if crate::core::records::kept_env_name(k) {
-                if let Some(e) = out.get_mut(&n) {
-                    e.insert(k.to_string(), v.to_string());
+            if let Some(v) = line.strip_prefix("ARGV ") {
+                k.argv = serde_json::from_str::<Vec<String>>(v).ok();
+                continue;
+            }
+            if let Some((name, v)) = line.split_once('=') {
+                if crate::core::records::kept_env_name(name) {
+                    k.env.insert(name.to_string(), v.to_string());
                 }
             }
         }

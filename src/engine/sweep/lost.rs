@@ -51,24 +51,6 @@ pub(super) fn mark_emptied(plan: &mut st::Plan, up: Option<bool>, reaped: usize,
     up == Some(false) && plan.known.emptied.is_some()
 }
 
-/// This reaper's reap took the server's last sessions and the server exited with them: the
-/// record says so ([`Known::emptied`]) at once, for the sweeps and `status` that follow.
-pub(crate) fn server_emptied(r: &Reaper, now: i64) {
-    let mut last = r.known.lock().unwrap_or_else(|p| p.into_inner());
-    let mut k = match last.take() {
-        Some(k) => k,
-        None => r.state.read_known().unwrap_or_default(),
-    };
-    if k.emptied.is_none() {
-        k.emptied = Some(now);
-        tracing::info!(socket = %socket_path(&r.cfg), "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
-        if let Err(e) = r.state.write_known(&k) {
-            tracing::warn!(error = %e, "failed to write the record of last known conversations");
-        }
-    }
-    *last = Some(k);
-}
-
 /// The chats of `known` lost with their server whose session is not there (yet).
 pub(super) fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownChat> {
     let here: HashSet<&str> = snap.sessions.iter().map(|s| s.id.as_str()).collect();

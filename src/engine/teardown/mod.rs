@@ -182,6 +182,27 @@ async fn fence(
     }
 }
 
+/// The reaps still on whose agent's status file (read again, where the re-check read it) now says
+/// a turn runs: aborted before the fence, nothing signalled. One small file a reap.
+fn busy_by_agent_now(jobs: &mut [Job], unmark: &mut Vec<u32>) {
+    for j in jobs.iter_mut().filter(|j| !j.over) {
+        let Some(s) = j.fresh.as_ref() else {
+            continue;
+        };
+        if s.agent_turn == policy::AgentTurn::NotRead {
+            continue;
+        }
+        let now = crate::engine::agent_status::turn_of(s);
+        if let Some(why) = policy::busy_by_agent(&now) {
+            unmark.push(j.n());
+            j.abort(Abort::Changed(policy::Changed {
+                state: policy::State::Busy,
+                why,
+            }));
+        }
+    }
+}
+
 /// The reaps still on whose lease (the fence, the mark as held) has too little left to finish
 /// under: aborted, nothing signalled. Returns their sessions.
 fn lease_ran_out(cfg: &Config, jobs: &mut [Job], mark: Mark<'_>) -> Vec<u32> {
@@ -364,6 +385,9 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
     if let Some(hook) = &r.cfg.hook {
         before_hooks(&r.cfg, hook, &mut jobs, &mut unmark).await;
     }
+    // The agents' own status files once more, right before the fence: a turn begun during the
+    // hook (or since the re-check) by a chat no prompt hook wires is seen here.
+    busy_by_agent_now(&mut jobs, &mut unmark);
     phase_done(Phase::Hook, t0);
     // 5. The fence: every mark of the batch must still be exactly ours, with time left under it.
     // A reaper held up anywhere above (a stalled hook, a paused container) finds out here, and
@@ -532,21 +556,25 @@ async fn finish_wave(
         present = targets.len(),
         "teardown: kill-session for the sessions still there"
     );
-    if let Err(e) = r.tmux.kill_sessions(&targets, tok).await {
-        r.metrics.tmux_errors.inc();
-        for (i, _) in done {
-            let j = &mut jobs[*i];
-            if targets.contains(&j.n()) {
-                j.failure = Some(Failure::KillSession(e.to_string()));
+    let mut left = None;
+    match r.tmux.kill_sessions_left(&targets, tok).await {
+        Ok(n) => left = n,
+        Err(e) => {
+            r.metrics.tmux_errors.inc();
+            for (i, _) in done {
+                let j = &mut jobs[*i];
+                if targets.contains(&j.n()) {
+                    j.failure = Some(Failure::KillSession(e.to_string()));
+                }
             }
         }
     }
     // 8. Nothing may survive: not even what was born after the victims' scan.
     late::end_late(jobs, done, world).await;
     // A server whose last sessions these were exits with them (tmux's `exit-empty`): the
-    // socket is then `empty`, not an outage (one call, only when some session was killed).
-    if !targets.is_empty() && r.tmux.server_answers().await == Some(false) {
-        crate::engine::sweep::server_emptied(r, now_ms());
+    // socket is then `empty`, not an outage (read in the kills' own call).
+    if !targets.is_empty() && left == Some(0) {
+        finish::server_emptied(r, now_ms());
     }
     // 9. The audit lines (appended together), the journals, the lines delivered.
     let mut ended = Vec::with_capacity(done.len());

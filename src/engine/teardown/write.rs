@@ -46,14 +46,19 @@ pub(super) async fn write_journals(
     let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
     // The command lines the way back restarts (one tmux call for the batch).
     let going: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
-    let kept = tmux.kept_argvs(&going).await;
-    // And their own environments (a studio's `CCS_CFG`), for the way back.
-    let envs = tmux.session_envs(&going).await;
+    // And their own environments (a studio's `CCS_CFG`): the same call.
+    let kept = tmux.kept(&going).await;
     let journals: Vec<Journal> = live
         .iter()
         .map(|&i| {
-            let n = jobs[i].n();
-            journal(&jobs[i], tok, server_pid, kept.get(&n), envs.get(&n))
+            let k = kept.get(&jobs[i].n());
+            journal(
+                &jobs[i],
+                tok,
+                server_pid,
+                k.and_then(|k| k.argv.as_ref()),
+                k.map(|k| &k.env),
+            )
         })
         .collect();
     let written: Vec<Result<(), String>> = match dirs {
