@@ -315,6 +315,10 @@ impl Protocol {
                 dead_signal: None,
                 exit_unreported: false,
                 start_command: "claude".into(),
+                id: None,
+                window: None,
+                window_index: None,
+                current_command: String::new(),
             }],
             ..Session::default()
         }

@@ -87,7 +87,14 @@ impl Tmux {
             .push_param(target.clone())
             .push_param("remain-on-exit")
             .push_param("on");
-        let mut cmds = vec![c, keep, set_opt(&target, ARGV_OPTION, &argv_json)];
+        // The new pane is the chat's own (`@ccs_pane`, `%N:pid`, read by the server itself).
+        let mut pane = TmuxCommand::with_name("set-option");
+        pane.push_param("-F")
+            .push_param("-t")
+            .push_param(target.clone())
+            .push_param(crate::core::policy::chat_pane::PANE_OPTION)
+            .push_param("#{pane_id}:#{pane_pid}");
+        let mut cmds = vec![c, keep, pane, set_opt(&target, ARGV_OPTION, &argv_json)];
         if let Some(agent) = agent {
             cmds.push(set_opt(&target, AGENT_OPTION, agent));
         }

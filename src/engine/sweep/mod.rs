@@ -13,7 +13,7 @@ use crate::adapters::metrics::Metrics;
 use crate::adapters::state::{self as st, AuditLine, Known, KnownChat, Outcome, StateDir};
 use crate::adapters::tmux::{Listing, Tmux};
 use crate::config::Config;
-use crate::core::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
+use crate::core::policy::{self, Action, Decision, Pane, ReapReason, Session, Snapshot, State};
 use crate::core::report::{SessionReport, Summary, SweepReport, ViewerReport};
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
@@ -66,7 +66,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
 
     let warn = enabled && !r.dry_run;
     if !r.dry_run {
-        stamp_idle_clocks(&r.tmux, &r.metrics, &decisions, warn).await;
+        stamp_idle_clocks(&r.tmux, &r.metrics, &decisions, &snap.sessions, warn).await;
     }
     log_decisions(&decisions);
     if warn {
@@ -221,18 +221,33 @@ async fn clear_stale_marks(
 }
 
 /// Idle stamps, and (when `warn`) the `warned` marks of this sweep's warnings, in one batch.
-async fn stamp_idle_clocks(tmux: &Tmux, metrics: &Metrics, decisions: &[Decision], warn: bool) {
+async fn stamp_idle_clocks(
+    tmux: &Tmux,
+    metrics: &Metrics,
+    decisions: &[Decision],
+    sessions: &[Session],
+    warn: bool,
+) {
     // First sights: each written only while `@ccs_idle` is still unset (one guarded call per
-    // session, chained), so a turn-end stamp the studio wrote since the listing stands.
+    // session, chained), so a turn-end stamp the studio wrote since the listing stands. In the
+    // same chain, the chats seen with their one pane and nothing recorded: that pane is recorded
+    // as the chat's (`@ccs_pane`), so a pane swapped or moved in later is never taken for it
+    // ([`policy::chat_pane`]); not for a chat this sweep reaps.
     let first: Vec<(u32, i64)> = decisions
         .iter()
         .filter(|d| d.stamp_if_unset)
         .filter_map(|d| d.stamp_idle.map(|t| (d.tmux_id, t)))
         .collect();
-    if !first.is_empty() {
-        if let Err(e) = tmux.stamp_if_unset("@ccs_idle", &first).await {
+    let panes: Vec<(u32, policy::chat_pane::PaneRecord)> = decisions
+        .iter()
+        .zip(sessions)
+        .filter(|(d, _)| d.action != Action::Reap)
+        .filter_map(|(_, s)| policy::chat_pane::to_record(s).map(|p| (s.tmux_id, p)))
+        .collect();
+    if !first.is_empty() || !panes.is_empty() {
+        if let Err(e) = tmux.first_sight(&first, &panes).await {
             metrics.tmux_errors.inc();
-            tracing::warn!(error = %e, count = first.len(), "failed to write first-sight idle stamps");
+            tracing::warn!(error = %e, count = first.len(), panes = panes.len(), "failed to write first-sight idle stamps and chat panes");
         }
     }
     let stamps: Vec<(u32, &str, Option<String>)> = decisions
@@ -514,6 +529,7 @@ fn report(
                     attached_ms: now.saturating_sub(c.created_ms).max(0) as u64,
                     idle_ms: now.saturating_sub(c.activity_ms).max(0) as u64,
                     orphaned: c.orphaned,
+                    through: c.through.map(policy::TmuxId),
                 })
                 .collect(),
             decision: d,
