@@ -55,16 +55,14 @@ const SESSION_FIELDS: usize = 15;
 /// tells a viewer through a linked window or a session group.
 pub const CLIENT_FMT: &str = "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}\t#{window_id}";
 const CLIENT_FIELDS: usize = 7;
-/// A pane row, with its `%N`, its window's `@N` and index, and what runs in it (for the WHY of
-/// a session that holds more than the chat).
+/// A pane row, with its `%N` and its window's `@N` and index (for the WHY of a session that holds
+/// more than the chat). Not `pane_current_command`: tmux reads /proc for it, pane by pane.
 pub const PANE_FMT: &str = concat!(
     "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}\t",
     "#{pane_id}\t#{window_id}\t#{window_index}\t",
-    clean!("pane_current_command"),
-    "\t",
     clean!("pane_start_command"),
 );
-const PANE_FIELDS: usize = 12;
+const PANE_FIELDS: usize = 11;
 
 /// The server as one sweep sees it.
 #[derive(Debug, Default, Clone)]
@@ -216,7 +214,6 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                         id: Some(tmux_num(f[7], '%').ok_or(())?),
                         window: Some(tmux_num(f[8], '@').ok_or(())?),
                         window_index: Some(f[9].parse().map_err(|_| ())?),
-                        current_command: f[10].to_string(),
                     };
                     let act: Option<i64> = opt_num(f[6])?;
                     Ok((pane, act.map(|s| s * 1000)))
@@ -550,9 +547,9 @@ mod tests {
                    S\t$5\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
                    C\t$1\t4242\t1\t1700000000\t1700000001\t@9\n\
                    C\t$2\t4243\t0\t1700000000\t1700000001\t@9\n\
-                   P\t$0\t100\t0\t\t\t1700000002\t%100\t@0\t0\tcmd\tclaude --resume x\n\
-                   P\t$1\t101\t1\t3\t\t1700000003\t%101\t@1\t0\tcmd\tclaude --resume x\n\
-                   P\t$1\t102\t1\t\t9\t1700000005\t%102\t@1\t0\tcmd\tclaude --resume x\n";
+                   P\t$0\t100\t0\t\t\t1700000002\t%100\t@0\t0\tclaude --resume x\n\
+                   P\t$1\t101\t1\t3\t\t1700000003\t%101\t@1\t0\tclaude --resume x\n\
+                   P\t$1\t102\t1\t\t9\t1700000005\t%102\t@1\t0\tclaude --resume x\n";
         let l = parse_listing(out, "ccs-");
         assert!(l.problems.is_empty(), "{:?}", l.problems);
         assert_eq!(l.server_pid, Some(77));
@@ -596,7 +593,7 @@ mod tests {
         assert!(l.problems.is_empty() && l.sessions.is_empty());
         // A row of ours with a wrong field count keeps that session alone.
         let l = parse_listing(
-            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\t%100\t@1\t0\tcmd\tclaude\n",
+            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\t%100\t@1\t0\tclaude\n",
             "ccs-",
         );
         assert!(l.problems.is_empty(), "{:?}", l.problems);
@@ -605,7 +602,7 @@ mod tests {
         assert!(l.sessions[1].problem.is_none());
         // A client row of one of ours that does not parse marks that session.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tcmd\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0]
@@ -615,13 +612,13 @@ mod tests {
             .contains("client row"));
         // A client row whose session cannot be told: everything unknown.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tcmd\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert_eq!(l.problems.len(), 1);
         // A pane with a garbage status.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\t%100\t@0\t0\tcmd\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0].problem.is_some());
@@ -636,7 +633,7 @@ mod tests {
         let ok = "8".repeat(crate::core::policy::MAX_ID_LEN);
         let row = |n: u32, id: &str| {
             format!(
-                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\t%{n}\t@{n}\t0\tclaude\tclaude --resume x\n"
+                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\t%{n}\t@{n}\t0\tclaude --resume x\n"
             )
         };
         let l = parse_listing(&format!("{}{}", row(0, &id), row(1, &ok)), "ccs-");
@@ -659,11 +656,11 @@ mod tests {
                    C\t$2\t900\t0\t1700000000\t1700000009\t@5\n\
                    C\t$2\t901\t0\t1700000000\t1700000009\t@7\n\
                    C\t$3\t902\t1\t1700000000\t1700000008\t@5\n\
-                   P\t$0\t50\t0\t\t\t1\t%5\t@5\t0\tclaude\tclaude --resume c1\n\
-                   P\t$1\t60\t0\t\t\t1\t%6\t@6\t0\tclaude\tclaude --resume c2\n\
-                   P\t$2\t50\t0\t\t\t1\t%5\t@5\t3\tclaude\tclaude --resume c1\n\
-                   P\t$2\t70\t0\t\t\t1\t%7\t@7\t0\tbash\tbash\n\
-                   P\t$3\t50\t0\t\t\t1\t%5\t@5\t0\tclaude\tclaude --resume c1\n";
+                   P\t$0\t50\t0\t\t\t1\t%5\t@5\t0\tclaude --resume c1\n\
+                   P\t$1\t60\t0\t\t\t1\t%6\t@6\t0\tclaude --resume c2\n\
+                   P\t$2\t50\t0\t\t\t1\t%5\t@5\t3\tclaude --resume c1\n\
+                   P\t$2\t70\t0\t\t\t1\t%7\t@7\t0\tbash\n\
+                   P\t$3\t50\t0\t\t\t1\t%5\t@5\t0\tclaude --resume c1\n";
         let l = parse_listing(out, "ccs-");
         assert!(l.problems.is_empty(), "{:?}", l.problems);
         let (c1, c2) = (&l.sessions[0], &l.sessions[1]);
@@ -674,8 +671,8 @@ mod tests {
         assert!(c2.clients.is_empty(), "{:?}", c2.clients);
         let p = &c1.panes[0];
         assert_eq!(
-            (p.id, p.window, p.window_index, p.current_command.as_str()),
-            (Some(5), Some(5), Some(0), "claude")
+            (p.id, p.window, p.window_index, p.start_command.as_str()),
+            (Some(5), Some(5), Some(0), "claude --resume c1")
         );
         // A client row of a session not ours that does not parse may show any of our windows.
         let l = parse_listing(&format!("{out}C\t$2\tx\t0\t1\t1\t@5\n"), "ccs-");

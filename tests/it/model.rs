@@ -318,7 +318,6 @@ impl Protocol {
                 id: None,
                 window: None,
                 window_index: None,
-                current_command: String::new(),
             }],
             ..Session::default()
         }

@@ -34,7 +34,6 @@ fn session(n: u32, f: impl FnOnce(&mut Session)) -> Session {
             id: None,
             window: None,
             window_index: None,
-            current_command: String::new(),
         }],
         mem_rss: Some(7_000_000 + u64::from(n) * 1000),
         mem_pss: Some(680_000 + u64::from(n) * 1000),

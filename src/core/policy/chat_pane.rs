@@ -119,12 +119,14 @@ fn pane_name(p: &Pane) -> String {
     }
 }
 
+/// The program the pane was started with (its start command's first word, without the quotes
+/// tmux puts around the command), or tmux's default shell when it was started with none.
 fn command(p: &Pane) -> &str {
-    if !p.current_command.is_empty() {
-        &p.current_command
-    } else {
-        p.start_command.split_whitespace().next().unwrap_or("?")
-    }
+    p.start_command
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '"' || c == '\''))
+        .find(|w| !w.is_empty())
+        .unwrap_or("the default shell")
 }
 
 #[cfg(test)]
@@ -138,11 +140,10 @@ mod tests {
             dead_status: None,
             dead_signal: None,
             exit_unreported: false,
-            start_command: String::new(),
+            start_command: cmd.into(),
             id: Some(id),
             window: Some(window + 100),
             window_index: Some(window),
-            current_command: cmd.into(),
         }
     }
 
@@ -229,6 +230,19 @@ mod tests {
                 vec![chat()],
                 Some(State::Foreign),
                 "does not name",
+            ),
+            // As tmux lists a start command (quoted), or none (the default shell).
+            (
+                "%3:300",
+                vec![chat(), pane(4, 400, 1, "\"sleep 100\"")],
+                Some(State::Shared),
+                "runs `sleep` (pid 400)",
+            ),
+            (
+                "%3:300",
+                vec![chat(), pane(4, 400, 1, "")],
+                Some(State::Shared),
+                "runs `the default shell`",
             ),
         ];
         for (rec, panes, want, word) in table {

@@ -539,7 +539,6 @@ mod tests {
                 id: Some(100 + id),
                 window: Some(id),
                 window_index: Some(0),
-                current_command: String::new(),
             }],
             ..Session::default()
         }
@@ -557,7 +556,6 @@ mod tests {
             id: None,
             window: None,
             window_index: None,
-            current_command: String::new(),
         }
     }
 

@@ -122,9 +122,6 @@ pub struct Pane {
     /// The window's index in the session (what a user types: `ccs-1:1`), when listed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub window_index: Option<u32>,
-    /// tmux's `pane_current_command` (the name of the pane's foreground program), as listed.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub current_command: String,
 }
 
 impl Pane {
