@@ -246,23 +246,31 @@ fn a_pane_joined_or_moved_in_keeps_the_chat_shared() {
     }
 }
 
-/// The chat's pane joined out into the user's window, beside a window of the user's that stays
-/// in the chat's session: what is left is not the chat (`foreign`), and neither it nor the
-/// agent (now in `mine`) is signalled.
+/// The chat's pane taken out of its session (`join-pane`/`move-pane` into the user's window,
+/// `break-pane` into a window of the user's session), beside a window of the user's that stays in
+/// the chat's session: what is left is not the chat (`foreign`), and neither it nor the agent (now
+/// in `mine`) is signalled.
 #[test]
-fn the_chats_pane_joined_out_leaves_a_foreign_session() {
-    let w = world(true);
-    w.s.ok(&["new-window", "-d", "-t", "=ccs-1:1", "sleep 100003"]);
-    let theirs = pid_of(&w.s, "=ccs-1:1");
-    w.s.ok(&["join-pane", "-d", "-s", "=ccs-1:0.0", "-t", "=mine:0"]);
-    let o = w.sweep();
-    w.control_reaped(&o);
-    w.kept("foreign", "swapped or moved");
-    assert!(alive(theirs));
-    assert!(
-        alive(w.agent("ccs-1")),
-        "the agent, moved out, was signalled"
-    );
+fn the_chats_pane_taken_out_leaves_a_foreign_session() {
+    for verb in ["join-pane", "move-pane", "break-pane"] {
+        let w = world(true);
+        w.s.ok(&["new-window", "-d", "-t", "=ccs-1:1", "sleep 100003"]);
+        let theirs = pid_of(&w.s, "=ccs-1:1");
+        let to = if verb == "break-pane" {
+            "=mine:"
+        } else {
+            "=mine:0"
+        };
+        w.s.ok(&[verb, "-d", "-s", "=ccs-1:0.0", "-t", to]);
+        let o = w.sweep();
+        w.control_reaped(&o);
+        w.kept("foreign", "swapped or moved");
+        assert!(alive(theirs), "{verb}");
+        assert!(
+            alive(w.agent("ccs-1")),
+            "{verb}: the agent, moved out, was signalled"
+        );
+    }
 }
 
 /// `break-pane` of a pane split beside the chat into a window of its own, in the chat's session:
