@@ -435,3 +435,47 @@ fn spawn_records_the_chats_pane_at_once() {
     let row = by_name(&s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]))["ccs-1"].clone();
     assert_eq!(row["state"], "foreign", "{row}");
 }
+
+/// A pane split beside the chat after its fence, while the teardown waits out the grace for a
+/// helper that ignores SIGTERM: neither the late look nor `kill-session` touches it (the session
+/// is left with it), and the chat's own tree is gone.
+#[test]
+fn a_pane_split_beside_the_chat_during_its_teardown_is_never_signalled() {
+    let s = Server::new();
+    s.session("mine", "sleep 100000");
+    let n = s.chat("ccs-1", "c1", "stubborn");
+    // The session outlives its agent's SIGTERM (as `spawn` makes them): the pane stays, dead.
+    s.ok(&["set-option", "-w", "-t", "=ccs-1:0", "remain-on-exit", "on"]);
+    s.idle_since(n, HOUR);
+    let chat = s.pids("ccs-1");
+    let mut reaper = s
+        .reap(&[
+            ("CCS_ENGINE_IDLE_KILL_MS", LIMIT),
+            ("CCS_REAP_GRACE_MS", "3000"),
+        ])
+        .arg("--once")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The tombstone is written past the fence, right before the first signal.
+    assert!(
+        wait_until(20.0, || s.tombstone("1").is_some()),
+        "the reap never passed its fence"
+    );
+    s.ok(&["split-window", "-d", "-t", "=ccs-1:0", "sleep 100007"]);
+    let theirs = pid_of(&s, "=ccs-1:0.1");
+    let code = wait_exit(&mut reaper);
+    assert!(matches!(code, 0 | 1), "the reaper exited {code}");
+    assert!(
+        alive(theirs),
+        "the pane split during the teardown was signalled"
+    );
+    assert!(s.has("ccs-1"), "kill-session took the user's pane");
+    for (kind, pid) in &chat {
+        assert!(
+            wait_until(5.0, || !alive(*pid)),
+            "the chat's {kind} {pid} survived"
+        );
+    }
+}

@@ -94,6 +94,20 @@ pub fn late_members(
             stack.push(pp);
         }
     }
+    // Any other live child of the tmux server is a pane (or a job) started since the victims'
+    // scan: a pane or window someone added to the chat's session meanwhile is theirs, never the
+    // chat's (issue 49), and so is its tree.
+    if let Some(srv) = server {
+        for p in table.iter().filter(|p| p.ppid == srv) {
+            let victim = victims.contains(&Ident {
+                pid: p.pid,
+                start: p.start,
+            });
+            if !victim && owner.insert(p.pid, None).is_none() {
+                stack.push(p.pid);
+            }
+        }
+    }
     while let Some(pid) = stack.pop() {
         for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
             if owner.insert(c.pid, None).is_none() {
@@ -337,6 +351,16 @@ mod tests {
         let env = Some(("/nonexistent/s", 50));
         let m = late_members(&t, &[(1, &v1)], &[(1, 100), (8, 100)], env, u32::MAX, &prot);
         assert_eq!(pids(&m, 1), vec![105], "{m:?}");
+        // A pane started since the victims' scan (a child of the server, in no listing), even
+        // in a victim's process session, is not the chat's: neither it nor its tree.
+        let t3 = vec![
+            p(50, 1, 50, 500),
+            p(100, 50, 100, 1000),
+            p(400, 50, 400, 4000),
+            p(401, 400, 100, 4010),
+        ];
+        let m = late_members(&t3, &[(1, &v1)], &[(1, 100)], env, u32::MAX, &prot);
+        assert!(pids(&m, 1).is_empty(), "{m:?}");
         // Another session's own pane (not a victim) keeps its tree.
         let t2 = vec![
             p(50, 1, 50, 500),
