@@ -247,15 +247,22 @@ fn a_pane_joined_or_moved_in_keeps_the_chat_shared() {
 }
 
 /// The chat's pane taken out of its session (`join-pane`/`move-pane` into the user's window,
-/// `break-pane` into a window of the user's session), beside a window of the user's that stays in
-/// the chat's session: what is left is not the chat (`foreign`), and neither it nor the agent (now
-/// in `mine`) is signalled.
+/// `break-pane` into a window of the user's session), beside a window or a pane of the user's that
+/// stays in the chat's session: what is left is not the chat (`foreign`), and neither it nor the
+/// agent (now in `mine`) is signalled.
 #[test]
 fn the_chats_pane_taken_out_leaves_a_foreign_session() {
     for verb in ["join-pane", "move-pane", "break-pane"] {
         let w = world(true);
-        w.s.ok(&["new-window", "-d", "-t", "=ccs-1:1", "sleep 100003"]);
-        let theirs = pid_of(&w.s, "=ccs-1:1");
+        // What stays: a window of the user's; for `break-pane`, a pane of the user's beside the
+        // chat's (tmux 3.1c cannot break a window's only pane out).
+        let theirs = if verb == "break-pane" {
+            w.s.ok(&["split-window", "-d", "-t", "=ccs-1:0", "sleep 100003"]);
+            pid_of(&w.s, "=ccs-1:0.1")
+        } else {
+            w.s.ok(&["new-window", "-d", "-t", "=ccs-1:1", "sleep 100003"]);
+            pid_of(&w.s, "=ccs-1:1")
+        };
         let to = if verb == "break-pane" {
             "=mine:"
         } else {
