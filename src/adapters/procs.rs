@@ -119,10 +119,14 @@ pub fn members(
     protected: &HashSet<i32>,
 ) -> HashMap<u32, Vec<Ident>> {
     let want: HashSet<u32> = wanted.iter().map(|(n, _)| *n).collect();
-    // The other sessions' panes first: a pane linked into two sessions is the other's.
+    // The other sessions' panes first: a pane moved into another session is the other's. The
+    // very panes of a wanted session are its own, wherever else they show (its window linked
+    // into another session, or a session grouped with it, lists the same pane there): a reap
+    // takes only a session that is its chat's pane alone, so that pane is the chat's.
+    let own: HashSet<u32> = wanted.iter().flat_map(|(_, p)| p.iter().copied()).collect();
     let mut extra: HashMap<u32, Vec<u32>> = HashMap::new();
     for &(n, pid) in others {
-        if !want.contains(&n) {
+        if !want.contains(&n) && !own.contains(&pid) {
             extra.entry(n).or_default().push(pid);
         }
     }
@@ -753,6 +757,19 @@ mod tests {
         // and 300's tree is not ours either: only the wanted tree.
         let m = members(&t, &[(1, vec![100])], &[], None, 0, &prot);
         assert_eq!(m[&1].len(), 2);
+        // Session 1's own pane, listed under session 8 as well (its window linked there, or a
+        // session grouped with it), stays session 1's.
+        let m = members(
+            &t,
+            &[(1, vec![100])],
+            &[(1, 100), (8, 100), (7, 300)],
+            None,
+            0,
+            &prot,
+        );
+        let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
+        one.sort();
+        assert_eq!(one, vec![100, 101]);
     }
 
     #[test]

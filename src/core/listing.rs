@@ -44,19 +44,25 @@ pub const SESSION_FMT: &str = concat!(
     "\t",
     clean!("@ccs_warned"),
     "\t",
+    clean!("@ccs_pane"),
+    "\t",
     clean!("socket_path"),
     "\t",
     clean!("session_name"),
 );
-const SESSION_FIELDS: usize = 14;
-pub const CLIENT_FMT: &str =
-    "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}";
-const CLIENT_FIELDS: usize = 6;
+const SESSION_FIELDS: usize = 15;
+/// A client row: its session, and the window it shows (its session's current window), which
+/// tells a viewer through a linked window or a session group.
+pub const CLIENT_FMT: &str = "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}\t#{window_id}";
+const CLIENT_FIELDS: usize = 7;
+/// A pane row, with its `%N` and its window's `@N` and index (for the WHY of a session that holds
+/// more than the chat). Not `pane_current_command`: tmux reads /proc for it, pane by pane.
 pub const PANE_FMT: &str = concat!(
     "P\t#{session_id}\t#{pane_pid}\t#{pane_dead}\t#{pane_dead_status}\t#{pane_dead_signal}\t#{window_activity}\t",
+    "#{pane_id}\t#{window_id}\t#{window_index}\t",
     clean!("pane_start_command"),
 );
-const PANE_FIELDS: usize = 8;
+const PANE_FIELDS: usize = 11;
 
 /// The server as one sweep sees it.
 #[derive(Debug, Default, Clone)]
@@ -140,7 +146,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     continue;
                 }
                 l.server_pid = l.server_pid.or(f[3].parse().ok());
-                l.socket_path = l.socket_path.take().or_else(|| Some(f[12].to_string()));
+                l.socket_path = l.socket_path.take().or_else(|| Some(f[13].to_string()));
                 if !ours(name) {
                     continue;
                 }
@@ -158,6 +164,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     pin: f[9].to_string(),
                     idle_kill_ms: f[10].to_string(),
                     warned: f[11].to_string(),
+                    chat_pane: f[12].to_string(),
                     ..Session::default()
                 };
                 if attached.is_err() {
@@ -178,6 +185,8 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                         created_ms: f[4].parse::<i64>().map_err(|_| ())? * 1000,
                         activity_ms: f[5].parse::<i64>().map_err(|_| ())? * 1000,
                         orphaned: None,
+                        window: Some(tmux_num(f[6], '@').ok_or(())?),
+                        through: None,
                     })
                 })()
                 .map_err(|_| format!("client row did not parse: {line:?}"));
@@ -202,6 +211,9 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                         dead_signal: opt_num(f[5])?,
                         exit_unreported: false,
                         start_command: f[PANE_FIELDS - 1..].join(SEP),
+                        id: Some(tmux_num(f[7], '%').ok_or(())?),
+                        window: Some(tmux_num(f[8], '@').ok_or(())?),
+                        window_index: Some(f[9].parse().map_err(|_| ())?),
                     };
                     let act: Option<i64> = opt_num(f[6])?;
                     Ok((pane, act.map(|s| s * 1000)))
@@ -228,14 +240,6 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
             _ => l.problems.push(format!("unexpected tmux output: {line:?}")),
         }
     }
-    for (n, c) in clients {
-        if let Some(&i) = by_sid.get(&n) {
-            match c {
-                Ok(c) => l.sessions[i].clients.push(c),
-                Err(e) => l.sessions[i].problem = Some(e),
-            }
-        }
-    }
     for (n, p) in panes {
         match (by_sid.get(&n), p) {
             (Some(&i), Ok((pane, act))) => {
@@ -250,6 +254,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
             (None, Err(e)) => l.problems.push(e),
         }
     }
+    add_clients(&mut l, &by_sid, clients);
     for s in &mut l.sessions {
         if s.id.len() > MAX_ID_LEN {
             // Its journal and tombstone could not be named: never a candidate, every sweep.
@@ -261,15 +266,71 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
     l
 }
 
+/// The number of a tmux id (`%12`, `@3`) with its sigil.
+fn tmux_num(s: &str, sigil: char) -> Option<u32> {
+    s.strip_prefix(sigil)?.parse().ok()
+}
+
+/// Every client goes to the session it is attached to, and also, as a viewer `through` its own
+/// session, to each of ours one of whose windows it shows (a window linked into its session, or
+/// a session grouped with ours): tmux counts it in neither `session_attached` of ours. A client
+/// row that did not parse marks its own session, if ours; one of a session not ours may show a
+/// window of any of ours, so it is a problem for all.
+fn add_clients(
+    l: &mut Listing,
+    by_sid: &HashMap<u32, usize>,
+    clients: Vec<(u32, Result<Client, String>)>,
+) {
+    let mut by_window: HashMap<u32, Vec<usize>> = HashMap::new();
+    for (i, s) in l.sessions.iter().enumerate() {
+        for w in s.panes.iter().filter_map(|p| p.window) {
+            let v = by_window.entry(w).or_default();
+            if !v.contains(&i) {
+                v.push(i);
+            }
+        }
+    }
+    for (n, c) in clients {
+        let own = by_sid.get(&n).copied();
+        match c {
+            Ok(c) => {
+                let through: &[usize] = c
+                    .window
+                    .and_then(|w| by_window.get(&w))
+                    .map_or(&[], Vec::as_slice);
+                for &i in through.iter().filter(|&&i| Some(i) != own) {
+                    l.sessions[i].clients.push(Client {
+                        through: Some(n),
+                        ..c.clone()
+                    });
+                }
+                if let Some(i) = own {
+                    l.sessions[i].clients.push(c);
+                }
+            }
+            Err(e) => match own {
+                Some(i) => l.sessions[i].problem = Some(e),
+                None => l.problems.push(e),
+            },
+        }
+    }
+}
+
 /// What the fence prints for a session that passed its test in the server (see
 /// [`fence_format`]): its id, its client count and its name, cleaned.
 const FENCED: &str = "F";
 
 /// The format of the fence's one listing: for every session that carries exactly the mark
 /// `@ccs_reaping` = `mark_at` and the token `token` (in its own environment, `token_var`), a row
-/// `F<TAB>$N<TAB>clients<TAB>name`, the name [`clean!`]ed and last, so it can forge no row; an
-/// empty line for any other session. `token` is ours (`[A-Za-z0-9_]`): it goes into the format as
-/// it is. Which of a batch's sessions pass is then [`fenced`]'s to say.
+/// `F<TAB>$N<TAB>clients<TAB>window clients<TAB>windows<TAB>panes<TAB>pane<TAB>recorded<TAB>name`
+/// ([`FENCE_FIELDS`]), the recorded pane (`@ccs_pane`) and the name [`clean!`]ed, the name last,
+/// so it can forge no row; an empty line for any other session. `token` is ours
+/// (`[A-Za-z0-9_]`): it goes into the format as it is. Which of a batch's sessions pass is then
+/// [`fenced`]'s to say.
+///
+/// "window clients" is `#{window_active_clients}`: every client, attached to whichever session,
+/// whose current window is the session's current window (the chat's only window): a viewer
+/// through a linked window or a session group counts as one attached to the chat's session.
 ///
 /// A session passes only once the fence's write set `fenced_var` to our token in it too (see
 /// `adapters::tmux::args::fence_set_command`). One that still carries our token but no mark at
@@ -277,8 +338,10 @@ const FENCED: &str = "F";
 pub fn fence_format(mark_at: i64, token: &str, token_var: &str, fenced_var: &str) -> String {
     format!(
         "#{{?#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{token_var}}},{token}}}}},#{{==:#{{{fenced_var}}},{token}}}}},\
-         {FENCED}{SEP}#{{session_id}}{SEP}#{{session_attached}}{SEP}{},\
+         {FENCED}{SEP}#{{session_id}}{SEP}#{{session_attached}}{SEP}#{{window_active_clients}}\
+         {SEP}#{{session_windows}}{SEP}#{{window_panes}}{SEP}#{{pane_id}}:#{{pane_pid}}{SEP}{}{SEP}{},\
          #{{?#{{&&:#{{==:#{{@ccs_reaping}},}},#{{==:#{{{token_var}}},{token}}}}},{TAKEN}{SEP}#{{session_id}},}}}}",
+        clean!("@ccs_pane"),
         clean!("session_name")
     )
 }
@@ -294,6 +357,9 @@ pub fn taken_back(out: &str) -> std::collections::HashSet<u32> {
         .collect()
 }
 
+/// The fields of a [`fence_format`] row.
+const FENCE_FIELDS: usize = 9;
+
 /// Whether a session name can be checked by the fence, and put in a format as it is: what
 /// [`id_chars`] allows (a prefix and an id of ours are made of nothing else), at most 255 bytes.
 /// Any other name (one a studio never gives) never passes the fence.
@@ -303,28 +369,34 @@ pub fn plain_name(name: &str) -> bool {
 
 /// Which of `asked` (`(n, name, check_viewers)`) passed the fence, read from the rows of one
 /// [`fence_format`] listing: the session is listed as carrying the mark, under the very name the
-/// reap was decided for (a name that is not [`plain_name`] never passes), with no client attached
-/// where the reap asked for none. A session gone, renamed, taken or now watched is simply not in
-/// the set; a row that does not parse passes nothing.
+/// reap was decided for (a name that is not [`plain_name`] never passes), holding one window of
+/// one pane, that pane the one recorded as the chat's (when one is recorded), and with no client
+/// attached or showing its window where the reap asked for none. A session gone, renamed, taken,
+/// now shared, swapped or watched is simply not in the set; a row that does not parse passes
+/// nothing.
 pub fn fenced(out: &str, asked: &[(u32, &str, bool)]) -> std::collections::HashSet<u32> {
-    let mut rows: HashMap<u32, (&str, &str)> = HashMap::new();
+    let mut rows: HashMap<u32, Vec<&str>> = HashMap::new();
     for line in out.lines() {
-        let mut f = line.splitn(4, SEP);
-        if f.next() != Some(FENCED) {
+        let f: Vec<&str> = line.splitn(FENCE_FIELDS, SEP).collect();
+        if f.len() != FENCE_FIELDS || f[0] != FENCED {
             continue;
         }
-        let (Some(n), Some(clients), Some(name)) =
-            (f.next().and_then(parse_sid), f.next(), f.next())
-        else {
-            continue;
-        };
-        rows.insert(n, (clients, name));
+        let Some(n) = parse_sid(f[1]) else { continue };
+        rows.insert(n, f);
     }
     asked
         .iter()
         .filter(|&&(n, name, check_viewers)| {
-            rows.get(&n).is_some_and(|&(clients, listed)| {
-                plain_name(name) && listed == name && (!check_viewers || clients == "0")
+            rows.get(&n).is_some_and(|f| {
+                let alone = f[4] == "1" && f[5] == "1";
+                let recorded = f[7].trim();
+                let the_chats = recorded.is_empty() || recorded == f[6];
+                let unwatched = f[2] == "0" && f[3] == "0";
+                plain_name(name)
+                    && f[8] == name
+                    && alone
+                    && the_chats
+                    && (!check_viewers || unwatched)
             })
         })
         .map(|&(n, ..)| n)
@@ -363,16 +435,35 @@ mod tests {
 
     #[test]
     fn the_fence_passes_only_the_mark_under_its_name_and_unwatched_where_asked() {
-        let out = "F\t$1\t0\tccs-1\n\
-                   \n\
-                   F\t$2\t1\tccs-2\n\
-                   F\t$3\t0\tother-3\n\
-                   F\t$4\t0\tccs-4 F\t$5\t0\tccs-5\n\
-                   F\t$6\t0\n\
-                   F\tx\t0\tccs-7\n\
-                   S\t$8\t0\tccs-8\n\
-                   F\t$9\t0\tccs 9\n\
-                   F\t$10\t0\tccs-10\tx\n";
+        // A row as the fence prints it: attached, window clients, windows, panes, the live pane,
+        // the recorded one, the name.
+        let row = |n: &str, rest: &str| format!("F\t{n}\t{rest}\n");
+        let out = [
+            row("$1", "0\t0\t1\t1\t%1:10\t%1:10\tccs-1"),
+            "\n".to_string(),
+            row("$2", "1\t1\t1\t1\t%2:20\t\tccs-2"),
+            row("$3", "0\t0\t1\t1\t%3:30\t\tother-3"),
+            row(
+                "$4",
+                "0\t0\t1\t1\t%4:40\t\tccs-4 F\t$5\t0\t0\t1\t1\t%5:50\t\tccs-5",
+            ),
+            row("$6", "0\t0\t1\t1\t%6:60\t"),
+            row("x", "0\t0\t1\t1\t%7:70\t\tccs-7"),
+            "S\t$8\t0\t0\t1\t1\t%8:80\t\tccs-8\n".to_string(),
+            row("$9", "0\t0\t1\t1\t%9:90\t\tccs 9"),
+            row("$10", "0\t0\t1\t1\t%10:100\t\tccs-10\tx"),
+            // Watched only through a linked window or a session group.
+            row("$12", "0\t1\t1\t1\t%12:120\t\tccs-12"),
+            // Shared: a second window, a second pane.
+            row("$13", "0\t0\t2\t1\t%13:130\t\tccs-13"),
+            row("$14", "0\t0\t1\t2\t%14:140\t\tccs-14"),
+            // Another pane than the recorded one (swapped in), or the same respawned.
+            row("$15", "0\t0\t1\t1\t%99:150\t%15:150\tccs-15"),
+            row("$16", "0\t0\t1\t1\t%16:161\t%16:160\tccs-16"),
+            // Nothing recorded yet: the shape alone decides.
+            row("$17", "0\t0\t1\t1\t%17:170\t\tccs-17"),
+        ]
+        .concat();
         // (asked, passes)
         let table: &[((u32, &str, bool), bool)] = &[
             ((1, "ccs-1", true), true),
@@ -381,6 +472,8 @@ mod tests {
             // Watched: passes only where the reap was told to override the viewers.
             ((2, "ccs-2", true), false),
             ((2, "ccs-2", false), true),
+            ((12, "ccs-12", true), false),
+            ((12, "ccs-12", false), true),
             // Renamed since the decision.
             ((3, "ccs-3", false), false),
             // A row forged by a name (one cleaned of its newline): the name is the whole rest.
@@ -394,17 +487,23 @@ mod tests {
             ((9, "ccs 9", false), false),
             ((10, "ccs-10", false), false),
             ((10, "ccs-10\tx", false), false),
+            // Not the chat's pane alone, forced or not.
+            ((13, "ccs-13", false), false),
+            ((14, "ccs-14", false), false),
+            ((15, "ccs-15", false), false),
+            ((16, "ccs-16", false), false),
+            ((17, "ccs-17", true), true),
         ];
         for &(asked, passes) in table {
             assert_eq!(
-                fenced(out, &[asked]).contains(&asked.0),
+                fenced(&out, &[asked]).contains(&asked.0),
                 passes,
                 "{asked:?}"
             );
         }
         let all: Vec<_> = table.iter().map(|t| t.0).collect();
-        let want: std::collections::HashSet<u32> = [1, 2].into();
-        assert_eq!(fenced(out, &all), want);
+        let want: std::collections::HashSet<u32> = [1, 2, 12, 17].into();
+        assert_eq!(fenced(&out, &all), want);
     }
 
     #[test]
@@ -426,7 +525,7 @@ mod tests {
         for &(name, plain) in table {
             assert_eq!(plain_name(name), plain, "{name:?}");
             // Listed as it is, with the mark: passes exactly when plain.
-            let out = format!("F\t$3\t0\t{name}\n");
+            let out = format!("F\t$3\t0\t0\t1\t1\t%3:3\t\t{name}\n");
             assert_eq!(
                 fenced(&out, &[(3, name, true)]).contains(&3),
                 plain,
@@ -455,21 +554,31 @@ mod tests {
             [4, 9].into_iter().collect()
         );
         assert!(f.starts_with("#{?#{&&:"), "{f}");
+        // Every viewer of its window, through a link or a group; its shape; its pane.
+        for w in [
+            "#{window_active_clients}",
+            "#{session_windows}",
+            "#{window_panes}",
+            "#{pane_id}:#{pane_pid}",
+            clean!("@ccs_pane"),
+        ] {
+            assert!(f.contains(w), "{w} in {f}");
+        }
     }
 
     #[test]
     fn listing_parses_and_filters() {
-        let out = "S\t$0\t0\t77\t123\t\tc0\t\t\t\t\t\t/tmp/s\tccs-1\n\
-                   S\t$1\t1\t77\t\t9\t\t\t\t\t\t\t/tmp/s\tccs-10\n\
-                   S\t$2\t0\t77\t1\t\t\t\t\t\t\t\t/tmp/s\tother\n\
-                   S\t$3\t0\t77\t1\t\t\t\t\t\t\t\t/tmp/s\tccs-\n\
-                   S\t$4\t0\t77\t1\t\t\t\t\t\t\t\t/tmp/s\txccs-1\n\
-                   S\t$5\t0\t77\t1\t\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
-                   C\t$1\t4242\t1\t1700000000\t1700000001\n\
-                   C\t$2\t4243\t0\t1700000000\t1700000001\n\
-                   P\t$0\t100\t0\t\t\t1700000002\tclaude --resume x\n\
-                   P\t$1\t101\t1\t3\t\t1700000003\tclaude --resume x\n\
-                   P\t$1\t102\t1\t\t9\t1700000005\tclaude --resume x\n";
+        let out = "S\t$0\t0\t77\t123\t\tc0\t\t\t\t\t\t\t/tmp/s\tccs-1\n\
+                   S\t$1\t1\t77\t\t9\t\t\t\t\t\t\t\t/tmp/s\tccs-10\n\
+                   S\t$2\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\tother\n\
+                   S\t$3\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\tccs-\n\
+                   S\t$4\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\txccs-1\n\
+                   S\t$5\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
+                   C\t$1\t4242\t1\t1700000000\t1700000001\t@9\n\
+                   C\t$2\t4243\t0\t1700000000\t1700000001\t@9\n\
+                   P\t$0\t100\t0\t\t\t1700000002\t%100\t@0\t0\tclaude --resume x\n\
+                   P\t$1\t101\t1\t3\t\t1700000003\t%101\t@1\t0\tclaude --resume x\n\
+                   P\t$1\t102\t1\t\t9\t1700000005\t%102\t@1\t0\tclaude --resume x\n";
         let l = parse_listing(out, "ccs-");
         assert!(l.problems.is_empty(), "{:?}", l.problems);
         assert_eq!(l.server_pid, Some(77));
@@ -513,7 +622,7 @@ mod tests {
         assert!(l.problems.is_empty() && l.sessions.is_empty());
         // A row of ours with a wrong field count keeps that session alone.
         let l = parse_listing(
-            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\tclaude\n",
+            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\t%100\t@1\t0\tclaude\n",
             "ccs-",
         );
         assert!(l.problems.is_empty(), "{:?}", l.problems);
@@ -522,7 +631,7 @@ mod tests {
         assert!(l.sessions[1].problem.is_none());
         // A client row of one of ours that does not parse marks that session.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0]
@@ -532,18 +641,18 @@ mod tests {
             .contains("client row"));
         // A client row whose session cannot be told: everything unknown.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert_eq!(l.problems.len(), 1);
         // A pane with a garbage status.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0].problem.is_some());
         // A session without panes is not trusted.
-        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-1\n", "ccs-");
+        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\n", "ccs-");
         assert!(l.sessions[0].problem.is_some());
     }
 
@@ -553,7 +662,7 @@ mod tests {
         let ok = "8".repeat(crate::core::policy::MAX_ID_LEN);
         let row = |n: u32, id: &str| {
             format!(
-                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\tclaude --resume x\n"
+                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\t%{n}\t@{n}\t0\tclaude --resume x\n"
             )
         };
         let l = parse_listing(&format!("{}{}", row(0, &id), row(1, &ok)), "ccs-");
@@ -562,5 +671,40 @@ mod tests {
         let why = l.sessions[0].problem.as_deref().unwrap_or_default();
         assert!(why.contains("201 bytes"), "{why}");
         assert_eq!(l.sessions[1].problem, None);
+    }
+
+    #[test]
+    fn a_client_showing_a_chats_window_from_another_session_is_its_viewer() {
+        // ccs-1 ($0, window @5) is linked into `dash` ($2) and grouped with `view` ($3), whose
+        // panes list the same %5; ccs-2 ($1, window @6) is watched by nobody: `dash`'s second
+        // client shows another window (@7).
+        let out = "S\t$0\t0\t77\t1\t\tc1\t\t\t\t\t\t%5:50\t/s\tccs-1\n\
+                   S\t$1\t0\t77\t1\t\tc2\t\t\t\t\t\t\t/s\tccs-2\n\
+                   S\t$2\t2\t77\t\t\t\t\t\t\t\t\t\t/s\tdash\n\
+                   S\t$3\t1\t77\t\t\t\t\t\t\t\t\t\t/s\tview\n\
+                   C\t$2\t900\t0\t1700000000\t1700000009\t@5\n\
+                   C\t$2\t901\t0\t1700000000\t1700000009\t@7\n\
+                   C\t$3\t902\t1\t1700000000\t1700000008\t@5\n\
+                   P\t$0\t50\t0\t\t\t1\t%5\t@5\t0\tclaude --resume c1\n\
+                   P\t$1\t60\t0\t\t\t1\t%6\t@6\t0\tclaude --resume c2\n\
+                   P\t$2\t50\t0\t\t\t1\t%5\t@5\t3\tclaude --resume c1\n\
+                   P\t$2\t70\t0\t\t\t1\t%7\t@7\t0\tbash\n\
+                   P\t$3\t50\t0\t\t\t1\t%5\t@5\t0\tclaude --resume c1\n";
+        let l = parse_listing(out, "ccs-");
+        assert!(l.problems.is_empty(), "{:?}", l.problems);
+        let (c1, c2) = (&l.sessions[0], &l.sessions[1]);
+        assert_eq!(c1.chat_pane, "%5:50");
+        let via: Vec<_> = c1.clients.iter().map(|c| (c.pid, c.through)).collect();
+        assert_eq!(via, [(900, Some(2)), (902, Some(3))]);
+        assert_eq!(c1.attached, 0);
+        assert!(c2.clients.is_empty(), "{:?}", c2.clients);
+        let p = &c1.panes[0];
+        assert_eq!(
+            (p.id, p.window, p.window_index, p.start_command.as_str()),
+            (Some(5), Some(5), Some(0), "claude --resume c1")
+        );
+        // A client row of a session not ours that does not parse may show any of our windows.
+        let l = parse_listing(&format!("{out}C\t$2\tx\t0\t1\t1\t@5\n"), "ccs-");
+        assert_eq!(l.problems.len(), 1, "{:?}", l.problems);
     }
 }

@@ -91,7 +91,8 @@ impl Abort {
             }
             Abort::GoneOrRenamed => "the session is gone or was renamed".into(),
             Abort::NotHeld => {
-                "the session became busy or viewed, or another reap holds it".into()
+                "the session became busy or viewed, is no longer the chat's pane alone, or another reap holds it"
+                    .into()
             }
             Abort::Renamed => "the session was renamed".into(),
             Abort::NoFreshDecision => "no fresh decision".into(),

@@ -155,6 +155,10 @@ pub struct ViewerReport {
     pub attached_ms: u64,
     pub idle_ms: u64,
     pub orphaned: Option<bool>,
+    /// The session (`$N`) the client is attached to when it watches this one from another: a
+    /// linked window or a session group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub through: Option<crate::core::policy::TmuxId>,
 }
 
 /// The JSON of a [`SweepReport`] (schema [`SCHEMA_VERSION`]).

@@ -72,6 +72,7 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
             out.push(cid_check(chats, &no_cid));
             out.extend(turns_check(&rep));
             out.extend(shared_check(&rep));
+            out.push(shape_check(&rep));
         }
         Some(false) if rep.tmux_server_empty => out.push(Check::new(
             "server",
@@ -371,5 +372,41 @@ fn memory_check(
             Verdict::Note,
             format!("no memory limit visible at {at}"),
         ),
+    }
+}
+
+/// Chats kept because their session is not the chat's pane alone (`shared`: a pane or a window
+/// of the user's beside it; `foreign`: a pane that is not the chat's agent): each with its WHY.
+fn shape_check(rep: &crate::core::report::SweepReport) -> Check {
+    use crate::core::policy::State;
+    let odd: Vec<String> = rep
+        .sessions
+        .iter()
+        .filter(|s| matches!(s.decision.state, State::Shared | State::Foreign))
+        .map(|s| {
+            format!(
+                "{} ({}: {})",
+                s.decision.name,
+                s.decision.state.as_str(),
+                s.decision.why
+            )
+        })
+        .collect();
+    if odd.is_empty() {
+        Check::new(
+            "chat-panes",
+            Verdict::Ok,
+            "every chat's session holds its own pane alone",
+        )
+    } else {
+        Check::new(
+            "chat-panes",
+            Verdict::Note,
+            format!(
+                "{} chat(s) kept, their session not the chat's pane alone: {}",
+                odd.len(),
+                odd.join("; ")
+            ),
+        )
     }
 }

@@ -1287,5 +1287,6 @@ fn the_agent_seam_matches_the_real_claude() {
     });
 }
 
+mod grouped_viewer;
 mod interrupt;
 mod resume_dialog;

@@ -181,7 +181,8 @@ fn helpers_started_during_the_hook_or_the_grace_never_survive_the_reap() {
     );
     assert_eq!(wait_pids(&s, "late.pids", 1).len(), 1);
     s.idle_since(n, HOUR);
-    // During the hook, after the victims' scan: a new window in the chat whose process ignores
+    // During the hook, after the victims' scan: a helper of the chat's (its TMUX marker, in no
+    // pane: a window of its own would be the user's, and keep the chat shared) that ignores
     // SIGHUP and SIGTERM, and a setsid'd daemon it starts.
     let hooked = script(
         &s,
@@ -194,7 +195,8 @@ fn helpers_started_during_the_hook_or_the_grace_never_survive_the_reap() {
     let h = before_hook(
         &s,
         &format!(
-            "$T new-window -d -t ccs-1: {hooked}\n\
+            "m=$($T display-message -p -t =ccs-1: '#{{socket_path}},#{{pid}},#{{session_id}}' | tr -d '$')\n\
+             TMUX=\"$m\" setsid {hooked} </dev/null >/dev/null 2>&1 &\n\
              i=0; while [ \"$(grep -c . {late})\" -lt 3 ] && [ $i -lt 200 ]; do sleep 0.02; i=$((i+1)); done"
         ),
     );

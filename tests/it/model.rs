@@ -1,6 +1,7 @@
 //! The handoff protocol, model-checked with Stateright: every interleaving of two reapers, one
-//! chat, the studio (`turn begin` / `turn end` / `spawn`), one viewer and the clock, explored
-//! breadth first, against the properties the reaper promises.
+//! chat, the studio (`turn begin` / `turn end` / `spawn`), one viewer attached to the chat's
+//! session and one watching from another (a grouped session, a linked window), and the clock,
+//! explored breadth first, against the properties the reaper promises.
 //!
 //! The tmux server is the shared state; each of its commands is one atomic step, as tmux runs a
 //! command list with no other client's command in between. A reaper's sweep and teardown are a
@@ -25,8 +26,8 @@
 //! `scripts/model-check` runs the full state space (`CCS_MODEL_DEPTH=0`).
 
 use ccs_reap::core::policy::{
-    self, Action as Act, AtPid, Decision, FenceFail, Handoff, Here, MarkOwner, OwnerSeen, Pane,
-    Policy, ReapReason, Session, Snapshot, TurnSeen,
+    self, Action as Act, AtPid, Client, Decision, FenceFail, Handoff, Here, MarkOwner, OwnerSeen,
+    Pane, Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
 use ccs_reap::core::protocol::Phase;
 use stateright::{Checker, HasDiscoveries, Model, Property};
@@ -63,6 +64,12 @@ pub struct Protocol {
     pub sweeps: u8,
     pub turns: u8,
     pub attaches: u8,
+    /// Comings of a viewer from another session (a grouped session, or one the chat's window is
+    /// linked into), which tmux never counts in the chat's `session_attached` (issue 49).
+    pub views_through: u8,
+    /// Whether the listing, the test-and-set and the fence see that viewer (the code's: its
+    /// client row's window, `#{window_active_clients}`); `false` is the code before issue 49.
+    pub window_clients: bool,
     /// Whether a reaper may die.
     pub deaths: bool,
     /// How a reader that cannot check a mark's owner judges its age.
@@ -98,6 +105,8 @@ impl Protocol {
             sweeps: 1,
             turns: 1,
             attaches: 1,
+            views_through: 0,
+            window_clients: true,
             deaths: true,
             clocks: Clocks::Observed,
             pidns: [10, 10],
@@ -129,6 +138,10 @@ pub struct Chat {
     pub turn: bool,
     pub idle_since: i64,
     pub attached: bool,
+    /// A client of another session shows the chat's window (a group, a link).
+    pub through: bool,
+    /// How many times such a viewer came: one that left and came back is another.
+    pub through_epoch: u8,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -187,6 +200,9 @@ pub struct Reaper {
     /// The mark of the reap under way.
     pub mark: Option<Mark>,
     pub nonce: u8,
+    /// The viewer through another session (its coming) that watched the chat when this reap
+    /// passed its fence, if one did.
+    pub watched_at_fence: Option<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -215,6 +231,10 @@ pub struct St {
     pub studio: Studio,
     pub turns_left: u8,
     pub attaches_left: u8,
+    pub views_left: u8,
+    /// A chat was signalled while a viewer through another session watched it since before the
+    /// reap's fence.
+    pub killed_a_watched_chat: bool,
     // What happened, for the properties.
     /// A chat was signalled while a turn that `turn begin` answered 0 for ran on it.
     pub killed_a_turn: bool,
@@ -252,6 +272,8 @@ pub enum Step {
     Spawn,
     Attach,
     Detach,
+    ViewThrough,
+    LeaveThrough,
 }
 
 fn ms(t: i64) -> i64 {
@@ -290,7 +312,6 @@ impl Protocol {
 
     /// The chat as `policy` sees it: a `Session` built from the server's state.
     fn session(&self, c: &Chat, now: i64) -> Session {
-        let _ = now;
         Session {
             tmux_id: c.gen as u32,
             name: "ccs-1".into(),
@@ -315,9 +336,32 @@ impl Protocol {
                 dead_signal: None,
                 exit_unreported: false,
                 start_command: "claude".into(),
+                id: None,
+                window: None,
+                window_index: None,
             }],
+            // The listing ties a client of another session to the chat by its window.
+            clients: if c.through && self.window_clients {
+                vec![Client {
+                    pid: 9,
+                    control_mode: true,
+                    created_ms: ms(now),
+                    activity_ms: ms(now),
+                    orphaned: None,
+                    window: None,
+                    through: Some(9),
+                }]
+            } else {
+                Vec::new()
+            },
             ..Session::default()
         }
+    }
+
+    /// Whether the test-and-set and the fence see a viewer on the chat: one attached to its
+    /// session, or (with the code's condition) one whose current window is the chat's.
+    fn watched(&self, c: &Chat) -> bool {
+        c.attached || (self.window_clients && c.through)
     }
 
     fn policy(&self) -> Policy {
@@ -572,6 +616,7 @@ fn end_sweep(r: &mut Reaper) {
     r.seen = None;
     r.jseen = [None; N];
     r.mark = None;
+    r.watched_at_fence = None;
     r.sweeps_left = r.sweeps_left.saturating_sub(1);
 }
 
@@ -588,6 +633,7 @@ impl Model for Protocol {
             jseen: [None; N],
             mark: None,
             nonce: 0,
+            watched_at_fence: None,
         };
         vec![St {
             now: 0,
@@ -597,6 +643,8 @@ impl Model for Protocol {
                 turn: false,
                 idle_since: -5,
                 attached: false,
+                through: false,
+                through_epoch: 0,
             }),
             spawned: 0,
             journals: [None; N],
@@ -605,6 +653,8 @@ impl Model for Protocol {
             studio: Studio::Idle,
             turns_left: self.turns,
             attaches_left: self.attaches,
+            views_left: self.views_through,
+            killed_a_watched_chat: false,
             killed_a_turn: false,
             signalled_without_tombstone: false,
             torn_down_twice: false,
@@ -650,6 +700,12 @@ impl Model for Protocol {
             }
             if c.attached {
                 out.push(Step::Detach);
+            }
+            if !c.through && s.views_left > 0 {
+                out.push(Step::ViewThrough);
+            }
+            if c.through {
+                out.push(Step::LeaveThrough);
             }
         }
     }
@@ -734,6 +790,14 @@ impl Model for Protocol {
             Step::Fence(i) => self.fence(&mut s, i),
             Step::Signal(i) => {
                 let (c, _) = s.reapers[i].seen?;
+                let watched = s
+                    .chat
+                    .is_some_and(|n| n.gen == c.gen && n.through)
+                    .then(|| s.chat.map(|n| n.through_epoch))
+                    .flatten();
+                if watched.is_some() && watched == s.reapers[i].watched_at_fence {
+                    s.killed_a_watched_chat = true;
+                }
                 self.signal(&mut s, c.gen, true);
                 s.reapers[i].pc = Pc::Done(Phase::Signal);
             }
@@ -776,6 +840,8 @@ impl Model for Protocol {
                         turn: false,
                         idle_since: now,
                         attached: false,
+                        through: false,
+                        through_epoch: 0,
                     });
                 }
                 s.studio = Studio::Idle;
@@ -790,6 +856,22 @@ impl Model for Protocol {
                 if let Some(c) = s.chat.as_mut() {
                     c.attached = false;
                     c.idle_since = now;
+                }
+            }
+            Step::ViewThrough => {
+                if let Some(c) = s.chat.as_mut() {
+                    c.through = true;
+                    c.through_epoch += 1;
+                    s.views_left -= 1;
+                }
+            }
+            Step::LeaveThrough => {
+                if let Some(c) = s.chat.as_mut() {
+                    c.through = false;
+                    // The sweeps refreshed its clock while it watched (where they saw it).
+                    if self.window_clients {
+                        c.idle_since = now;
+                    }
                 }
             }
         }
@@ -812,6 +894,10 @@ impl Model for Protocol {
             Property::always(
                 "spawn finds the conversation of a reaped chat",
                 |_, s: &St| !s.lost_a_conversation,
+            ),
+            Property::always(
+                "a chat watched through another session since the fence is never signalled",
+                |_, s: &St| !s.killed_a_watched_chat,
             ),
             Property::sometimes("an idle chat is reaped", |_, s: &St| s.reaped_idle),
             Property::sometimes("turn begin answers within its deadline", |_, s: &St| {
@@ -886,7 +972,7 @@ impl Protocol {
         // The test-and-set, in the server: same session, no mark, no turn, no client.
         let r = &mut s.reapers[i];
         match s.chat.as_mut() {
-            Some(c) if c.gen == seen.gen && c.mark.is_none() && !c.turn && !c.attached => {
+            Some(c) if c.gen == seen.gen && c.mark.is_none() && !c.turn && !self.watched(c) => {
                 r.nonce += 1;
                 let m = Mark {
                     at: now,
@@ -939,10 +1025,11 @@ impl Protocol {
         let (Some(m), Some((seen, _))) = (r.mark, r.seen) else {
             return;
         };
-        // One guarded tmux call: exactly our mark, and no client attached since.
+        // One guarded tmux call: exactly our mark, and no client attached (or, with the code's
+        // condition, showing the chat's window from another session) since.
         let held = s
             .chat
-            .is_some_and(|c| c.gen == seen.gen && c.mark == Some(m) && !c.attached);
+            .is_some_and(|c| c.gen == seen.gen && c.mark == Some(m) && !self.watched(&c));
         // The lease on the owner's own clock, from the mark (set at this tick).
         let lease = policy::Lease {
             limit_ms: self.limits[i] * TICK,
@@ -950,7 +1037,11 @@ impl Protocol {
         };
         let ok = lease.fence(held, (s.now - m.at) * TICK);
         match ok {
-            Ok(()) => s.reapers[i].pc = Pc::Done(Phase::Fence),
+            Ok(()) => {
+                s.reapers[i].watched_at_fence =
+                    s.chat.filter(|c| c.through).map(|c| c.through_epoch);
+                s.reapers[i].pc = Pc::Done(Phase::Fence);
+            }
             Err(FenceFail::MarkLost | FenceFail::LeaseExpired) => self.abort(s, i),
         }
     }
@@ -1125,5 +1216,46 @@ fn the_fenced_protocol_keeps_every_promise_across_time_namespaces() {
     let mut p = in_another_time_namespace(Clocks::Observed);
     p.skew = [0, 3];
     let c = check(p, depth(), None);
+    c.assert_properties();
+}
+
+const KILLS_A_WATCHED_CHAT: &str =
+    "a chat watched through another session since the fence is never signalled";
+
+/// Issue 49: a viewer from a grouped session (or through a linked window), which tmux never
+/// counts in the chat's `session_attached`. No deaths, no turn and no attached viewer: the
+/// counterexample needs none.
+fn through_a_group(window_clients: bool) -> Protocol {
+    let mut p = Protocol::new(Rules::Fenced);
+    p.deaths = false;
+    p.attaches = 0;
+    p.views_through = 1;
+    p.window_clients = window_clients;
+    p
+}
+
+#[test]
+fn before_issue_49_a_chat_watched_from_a_grouped_session_is_signalled() {
+    let c = check(through_a_group(false), 0, Some(KILLS_A_WATCHED_CHAT));
+    let path = c
+        .discovery(KILLS_A_WATCHED_CHAT)
+        .expect("a fence that reads only session_attached must let the reap through");
+    let steps: Vec<Step> = path.clone().into_actions();
+    eprintln!("counterexample ({} steps): {steps:?}", steps.len());
+    let pos = |want: Step| steps.iter().position(|s| *s == want);
+    let view = pos(Step::ViewThrough).expect("the viewer comes");
+    let signal = (0..N)
+        .find_map(|i| pos(Step::Signal(i)))
+        .expect("a reaper signals");
+    assert!(view < signal, "{steps:?}");
+}
+
+#[test]
+fn the_fenced_protocol_keeps_every_promise_with_a_viewer_through_a_group() {
+    // The studio's turns and both reapers as in the other checks; no deaths and no attached
+    // viewer (checked there), and 14 steps unless CCS_MODEL_DEPTH says otherwise (one reap is
+    // 10, the viewer's coming and going 2 more): about 15 s on 2 loaded cores.
+    let d = std::env::var("CCS_MODEL_DEPTH").map_or(14, |_| depth());
+    let c = check(through_a_group(true), d, None);
     c.assert_properties();
 }

@@ -31,6 +31,9 @@ fn session(n: u32, f: impl FnOnce(&mut Session)) -> Session {
             dead_signal: None,
             exit_unreported: false,
             start_command: "claude".into(),
+            id: None,
+            window: None,
+            window_index: None,
         }],
         mem_rss: Some(7_000_000 + u64::from(n) * 1000),
         mem_pss: Some(680_000 + u64::from(n) * 1000),
@@ -56,6 +59,8 @@ fn snapshot() -> Snapshot {
                     created_ms: NOW - 5 * MIN,
                     activity_ms: NOW - MIN,
                     orphaned: Some(false),
+                    window: None,
+                    through: None,
                 }];
             }),
             session(5, |s| {
@@ -112,6 +117,7 @@ fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport
                         attached_ms: (NOW - c.created_ms) as u64,
                         idle_ms: (NOW - c.activity_ms) as u64,
                         orphaned: c.orphaned,
+                        through: None,
                     })
                     .collect(),
                 decision: d,

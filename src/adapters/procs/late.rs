@@ -75,17 +75,37 @@ pub fn late_members(
     let ours: HashSet<u32> = chats.iter().map(|c| c.0).collect();
     let victims: HashSet<Ident> = chats.iter().flat_map(|c| c.1.iter().copied()).collect();
     let mut owner: HashMap<i32, Option<u32>> = HashMap::new();
-    // The live panes of other sessions, and their trees: nobody's here.
+    // The live panes of other sessions, and their trees: nobody's here. A chat's own pane (a
+    // victim), listed under another session too (its window linked there, a grouped session),
+    // stays the chat's.
     let server = tmux_env.map(|(_, s)| s as i32);
     let mut stack: Vec<i32> = Vec::new();
     for &(n, pp) in others {
         let pp = pp as i32;
         let Some(p) = by_pid.get(&pp) else { continue };
-        if ours.contains(&n) || server.is_some_and(|s| p.ppid != s) {
+        let own = victims.contains(&Ident {
+            pid: p.pid,
+            start: p.start,
+        });
+        if ours.contains(&n) || own || server.is_some_and(|s| p.ppid != s) {
             continue;
         }
         if owner.insert(pp, None).is_none() {
             stack.push(pp);
+        }
+    }
+    // Any other live child of the tmux server is a pane (or a job) started since the victims'
+    // scan: a pane or window someone added to the chat's session meanwhile is theirs, never the
+    // chat's (issue 49), and so is its tree.
+    if let Some(srv) = server {
+        for p in table.iter().filter(|p| p.ppid == srv) {
+            let victim = victims.contains(&Ident {
+                pid: p.pid,
+                start: p.start,
+            });
+            if !victim && owner.insert(p.pid, None).is_none() {
+                stack.push(p.pid);
+            }
         }
     }
     while let Some(pid) = stack.pop() {
@@ -312,5 +332,42 @@ mod tests {
         // A chat with no victims and no marker key finds nothing.
         let m = late_members(&t, &[(2, &[])], &[], None, 0, &prot);
         assert!(m.is_empty(), "{m:?}");
+    }
+
+    #[test]
+    fn a_chats_own_pane_listed_under_another_session_stays_the_chats() {
+        // Server 50. Chat 1's pane 100 (a victim, still alive) is also listed under session 8
+        // (its window linked there, or a grouped session); 105 was born under it late.
+        let v1 = [Ident {
+            pid: 100,
+            start: 1000,
+        }];
+        let t = vec![
+            p(50, 1, 50, 500),
+            p(100, 50, 100, 1000),
+            p(105, 100, 105, 1050),
+        ];
+        let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
+        let env = Some(("/nonexistent/s", 50));
+        let m = late_members(&t, &[(1, &v1)], &[(1, 100), (8, 100)], env, u32::MAX, &prot);
+        assert_eq!(pids(&m, 1), vec![105], "{m:?}");
+        // A pane started since the victims' scan (a child of the server, in no listing), even
+        // in a victim's process session, is not the chat's: neither it nor its tree.
+        let t3 = vec![
+            p(50, 1, 50, 500),
+            p(100, 50, 100, 1000),
+            p(400, 50, 400, 4000),
+            p(401, 400, 100, 4010),
+        ];
+        let m = late_members(&t3, &[(1, &v1)], &[(1, 100)], env, u32::MAX, &prot);
+        assert!(pids(&m, 1).is_empty(), "{m:?}");
+        // Another session's own pane (not a victim) keeps its tree.
+        let t2 = vec![
+            p(50, 1, 50, 500),
+            p(300, 50, 300, 3000),
+            p(305, 300, 100, 3050),
+        ];
+        let m = late_members(&t2, &[(1, &v1)], &[(8, 300)], env, u32::MAX, &prot);
+        assert!(pids(&m, 1).is_empty(), "{m:?}");
     }
 }

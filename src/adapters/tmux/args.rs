@@ -2,6 +2,7 @@
 //! and the per-session commands of a reap (mark, clear, kill), each checked in the server.
 
 use crate::core::compat::TOKEN_OPTION as OLD_TOKEN;
+use crate::core::policy::chat_pane::PaneRecord;
 use tmux_interface::{IfShell, KillSession, TmuxCommand};
 
 /// An argument as tmux should receive it, literally: tmux reads an argument that ends in `;` as
@@ -63,9 +64,19 @@ fn targets(n: u32) -> (String, String) {
     (quote(&format!("{}:", sid(n))), quote(&sid(n)))
 }
 
+/// The condition that the session is the chat's pane alone: one window of one pane (the chat's
+/// pane itself is told by the fence, [`crate::core::listing::fenced`]).
+const ALONE: &str = "#{&&:#{==:#{session_windows},1},#{==:#{window_panes},1}}";
+
+/// The condition that nobody watches the session: no client attached to it, and none anywhere
+/// whose current window is its current window (the chat's only one), through a linked window or
+/// a session group (`#{window_active_clients}`, in tmux 3.1c to 3.5a).
+const UNWATCHED: &str = "#{&&:#{==:#{session_attached},0},#{==:#{window_active_clients},0}}";
+
 /// The test-and-set of one session's reap mark: set `@ccs_reaping` (and `token` in
-/// [`TOKEN_VAR`]) only if no reap is marked, no turn runs and no client is attached (each term
-/// can be left out). `token` is ours (alphanumeric): it can be put in a format as it is.
+/// [`TOKEN_VAR`]) only if the session is the chat's pane alone, no reap is marked, no turn runs
+/// and no client watches it (the last two can be left out). `token` is ours (alphanumeric): it
+/// can be put in a format as it is.
 pub(super) fn mark_command(
     n: u32,
     now_ms: i64,
@@ -73,12 +84,12 @@ pub(super) fn mark_command(
     check_turn: bool,
     check_viewers: bool,
 ) -> TmuxCommand<'static> {
-    let mut cond = "#{==:#{@ccs_reaping},}".to_string();
+    let mut cond = format!("#{{&&:#{{==:#{{@ccs_reaping}},}},{ALONE}}}");
     if check_turn {
         cond = format!("#{{&&:{cond},#{{==:#{{@ccs_turn}},}}}}");
     }
     if check_viewers {
-        cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
+        cond = format!("#{{&&:{cond},{UNWATCHED}}}");
     }
     let (t, s) = targets(n);
     on_session(
@@ -114,7 +125,8 @@ pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
 }
 
 /// The fence's write, one session: only while the session still carries exactly our mark
-/// (`@ccs_reaping` = `mark_at` and our `token`) and, where the reap asked for none, no client,
+/// (`@ccs_reaping` = `mark_at` and our `token`), is still the chat's one pane and, where the reap
+/// asked for none, has no viewer (its own clients, or any through a link or a group),
 /// set [`FENCED_VAR`] to our token. From then on a prompt hook refuses prompts instead of taking
 /// the chat back; before it, a prompt hook that clears the mark makes this a no-op, and the
 /// fence's read ([`crate::core::listing::fence_format`]) aborts the reap.
@@ -124,10 +136,11 @@ pub(super) fn fence_set_command(
     token: &str,
     check_viewers: bool,
 ) -> TmuxCommand<'static> {
-    let mut cond =
-        format!("#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}}");
+    let mut cond = format!(
+        "#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}},{ALONE}}}"
+    );
     if check_viewers {
-        cond = format!("#{{&&:{cond},#{{==:#{{session_attached}},0}}}}");
+        cond = format!("#{{&&:{cond},{UNWATCHED}}}");
     }
     let (_, s) = targets(n);
     on_session(
@@ -246,18 +259,36 @@ pub(super) fn kept_command(n: u32) -> TmuxCommand<'static> {
     )
 }
 
+/// Record `pane` as the chat's own pane of session `n` (`@ccs_pane`), only while nothing is
+/// recorded yet and the session's current pane is still that pane, alone in the session: a pane
+/// swapped in or added since the listing is never taken for the chat's.
+pub(super) fn record_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'static> {
+    let (t, _) = targets(n);
+    let opt = crate::core::policy::chat_pane::PANE_OPTION;
+    on_session(
+        n,
+        &format!(
+            "#{{&&:#{{==:#{{{opt}}},}},#{{&&:#{{==:#{{pane_id}}:#{{pane_pid}},{}}},{ALONE}}}}}",
+            pane.value()
+        ),
+        format!("set-option -t {t} {opt} {}", quote(&pane.value())),
+    )
+}
+
 /// What [`fence_command`] prints for a session that passed.
 pub(super) const FENCED: &str = "fenced-";
 
 /// `kill-session -t $N`, only while the session carries our reap token (so never a session of a
-/// newer server that reuses `$N`).
+/// newer server that reuses `$N`) and holds nothing but one pane (the chat's, stopped by then): a
+/// pane or a window someone put in it since the fence keeps the session, and all in it but the
+/// chat's pane.
 pub(super) fn kill_command(n: u32, token: &str) -> TmuxCommand<'static> {
     let kill = KillSession::new()
         .target_session(quote(&sid(n)))
         .build()
         .to_vec()
         .join(" ");
-    on_session(n, &ours(token), kill)
+    on_session(n, &format!("#{{&&:{},{ALONE}}}", ours(token)), kill)
 }
 
 #[cfg(test)]
@@ -282,5 +313,19 @@ mod tests {
             assert_eq!(literal(arg), *lit, "{arg:?}");
             assert_eq!(format_literal(arg), *fmt, "{arg:?}");
         }
+    }
+
+    #[test]
+    fn the_mark_and_the_kill_need_the_chat_alone_and_the_mark_every_viewer_gone() {
+        let m = |t, v| mark_command(3, 1, "tok", t, v).to_vec().join(" ");
+        for (t, v) in [(true, true), (true, false), (false, true), (false, false)] {
+            let c = m(t, v);
+            assert!(c.contains(ALONE), "{c}");
+            assert_eq!(c.contains("#{window_active_clients}"), v, "{c}");
+            assert_eq!(c.contains("#{session_attached}"), v, "{c}");
+            assert_eq!(c.contains("#{@ccs_turn}"), t, "{c}");
+        }
+        let k = kill_command(3, "tok").to_vec().join(" ");
+        assert!(k.contains(ALONE) && k.contains("kill-session"), "{k}");
     }
 }

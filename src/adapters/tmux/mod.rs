@@ -31,9 +31,10 @@ pub use fence::Fence;
 pub use prompt::PromptBegin;
 pub use wayback::{Created, Kept, Probe, Start, AGENT_OPTION, ARGV_OPTION};
 
+use crate::core::policy::chat_pane::PaneRecord;
 use args::{
     clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
-    set_if_unset_command, takeover_command, FENCED,
+    record_pane_command, set_if_unset_command, takeover_command, FENCED,
 };
 pub use args::{format_literal, literal, sid, FENCED_VAR, TOKEN_VAR};
 use listing::parse_sid;
@@ -257,16 +258,33 @@ impl Tmux {
         }
     }
 
-    /// Set option `opt` (`@ccs_idle`) of each session `(n, value)` only while it is still unset:
-    /// one guarded call per session, chained into as few tmux calls as the argv budget allows.
-    pub async fn stamp_if_unset(&self, opt: &str, writes: &[(u32, i64)]) -> Result<(), TmuxError> {
-        let values: HashMap<u32, i64> = writes.iter().copied().collect();
-        let ns: Vec<u32> = writes.iter().map(|w| w.0).collect();
+    /// What a sweep writes at first sight, in one chain of guarded calls (as few tmux calls as
+    /// the argv budget allows): `@ccs_idle` of each of `stamps` while it is still unset
+    /// ([`set_if_unset_command`]), and each of `panes` recorded as its chat's pane while none is
+    /// and that pane is still its one pane ([`record_pane_command`]).
+    pub async fn first_sight(
+        &self,
+        stamps: &[(u32, i64)],
+        panes: &[(u32, PaneRecord)],
+    ) -> Result<(), TmuxError> {
+        let stamp_of: HashMap<u32, i64> = stamps.iter().copied().collect();
+        let pane_of: HashMap<u32, PaneRecord> = panes.iter().copied().collect();
+        let mut ns: Vec<u32> = stamps.iter().map(|w| w.0).collect();
+        ns.extend(
+            panes
+                .iter()
+                .map(|p| p.0)
+                .filter(|n| !stamp_of.contains_key(n)),
+        );
         self.per_session(&ns, |n| {
-            values
-                .get(&n)
-                .map(|&v| vec![set_if_unset_command(n, opt, v)])
-                .unwrap_or_default()
+            let mut cmds = Vec::new();
+            if let Some(&v) = stamp_of.get(&n) {
+                cmds.push(set_if_unset_command(n, "@ccs_idle", v));
+            }
+            if let Some(p) = pane_of.get(&n) {
+                cmds.push(record_pane_command(n, p));
+            }
+            cmds
         })
         .await
         .map(|_| ())

@@ -115,6 +115,13 @@ impl Tmux {
             .push_param(target.clone())
             .push_param("remain-on-exit")
             .push_param("on");
+        // The new pane is the chat's own (`@ccs_pane`, `%N:pid`, read by the server itself).
+        let mut pane = TmuxCommand::with_name("set-option");
+        pane.push_param("-F")
+            .push_param("-t")
+            .push_param(target.clone())
+            .push_param(crate::core::policy::chat_pane::PANE_OPTION)
+            .push_param("#{pane_id}:#{pane_pid}");
         let mut cmds = vec![c];
         // The session's own environment as the studio left it (its `CCS_CFG`), in the same call:
         // no client sees the new session without it. Values passed literally (no format, no
@@ -130,7 +137,7 @@ impl Tmux {
                 .push_param(literal(v));
             cmds.push(e);
         }
-        cmds.extend([keep, set_opt(&target, ARGV_OPTION, &argv_json)]);
+        cmds.extend([keep, pane, set_opt(&target, ARGV_OPTION, &argv_json)]);
         if let Some(agent) = agent {
             cmds.push(set_opt(&target, AGENT_OPTION, agent));
         }

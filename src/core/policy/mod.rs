@@ -4,6 +4,7 @@
 //! [`Snapshot`] that the adapters read, so every rule of the contract is a row in a table test.
 //! The reaper carries the decisions out; nothing here knows how.
 
+pub mod chat_pane;
 mod fence;
 mod ids;
 mod recheck;
@@ -40,7 +41,10 @@ fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
 /// The number of clients that count as viewers under `policy`. Should tmux count more attached
 /// clients than it listed, the unlisted ones count: they cannot be judged.
 pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
-    let unlisted = (s.attached as usize).saturating_sub(s.clients.len());
+    // Viewers through a linked window or a session group are listed, never counted by tmux in
+    // this session's `session_attached`.
+    let own = s.clients.iter().filter(|c| c.through.is_none()).count();
+    let unlisted = (s.attached as usize).saturating_sub(own);
     unlisted
         + s.clients
             .iter()
@@ -79,9 +83,14 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
     }
     let viewers = counted_viewers(s, now, p);
     let override_viewers = viewers < s.clients.len().max(s.attached as usize);
+    // Anything in the session besides the chat's own pane, or a pane that is not the chat's.
+    let not_alone = chat_pane::judge(s);
 
     // Exited panes: nothing runs, nothing can be lost. Classified only once the status is known.
     if p.reap_exited && !s.panes.is_empty() && s.panes.iter().all(|x| x.dead) {
+        if let Some(kept) = kept_not_alone(s, &not_alone, &cid, viewers) {
+            return kept;
+        }
         let mut d = new(s, State::Exited, "every pane has exited");
         let known = cid.is_some();
         d.cid = cid;
@@ -155,6 +164,10 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         d.cid = cid;
         d.viewers = viewers;
         return d;
+    }
+
+    if let Some(kept) = kept_not_alone(s, &not_alone, &cid, viewers) {
+        return kept;
     }
 
     if let Some(w) = stuck {
@@ -326,6 +339,20 @@ pub fn needs_agent_turn(d: &Decision, s: &Session, for_status: bool) -> bool {
     s.agent_turn == AgentTurn::NotRead
         && (d.action == Action::Reap
             || (for_status && !valid_cid(s.cid.trim()) && s.turn.trim().is_empty()))
+}
+
+/// A session that is not the chat's pane alone ([`chat_pane::judge`]): kept, with what is there.
+fn kept_not_alone(
+    s: &Session,
+    not_alone: &Option<(State, String)>,
+    cid: &Option<String>,
+    viewers: usize,
+) -> Option<Decision> {
+    let (state, why) = not_alone.as_ref()?;
+    let mut d = new(s, *state, why.clone());
+    d.cid = cid.clone();
+    d.viewers = viewers;
+    Some(d)
 }
 
 /// The longest time in ms a limit may name (100 years): anything longer is garbage, so that no
@@ -580,6 +607,9 @@ mod tests {
                 dead_signal: None,
                 exit_unreported: false,
                 start_command: String::new(),
+                id: Some(100 + id),
+                window: Some(id),
+                window_index: Some(0),
             }],
             ..Session::default()
         }
@@ -594,6 +624,9 @@ mod tests {
             dead_signal: signal,
             exit_unreported: false,
             start_command: String::new(),
+            id: None,
+            window: None,
+            window_index: None,
         }
     }
 
@@ -604,6 +637,8 @@ mod tests {
             created_ms: NOW - 10,
             activity_ms: NOW - 10,
             orphaned: Some(false),
+            window: None,
+            through: None,
         }
     }
 
@@ -983,11 +1018,78 @@ mod tests {
                 false,
             ),
             (
-                "one pane of two exited: normal rules",
-                |s, _, _| s.panes.push(dead(Some(1), None)),
+                "one pane of two exited: shared, kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.panes.push(dead(Some(1), None))
+                },
                 Action::Keep,
-                State::Idle,
+                State::Shared,
                 false,
+            ),
+            (
+                "every pane of two exited: shared, kept",
+                |s, _, _| s.panes = vec![dead(Some(1), None), dead(Some(0), None)],
+                Action::Keep,
+                State::Shared,
+                false,
+            ),
+            (
+                "the recorded pane alone, long idle: reaped",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.chat_pane = format!("%{}:{}", s.panes[0].pid, s.panes[0].pid)
+                },
+                Action::Reap,
+                State::Expired,
+                false,
+            ),
+            (
+                "a window beside the chat, long idle: shared, kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    let mut other = s.panes[0].clone();
+                    other.id = Some(7);
+                    other.window_index = Some(1);
+                    s.panes.push(other)
+                },
+                Action::Keep,
+                State::Shared,
+                false,
+            ),
+            (
+                "another pane than the recorded one, long idle: foreign, kept",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.chat_pane = "%7:7".into()
+                },
+                Action::Keep,
+                State::Foreign,
+                false,
+            ),
+            (
+                "shared but watched: viewed, the clock refreshed",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.panes.push(s.panes[0].clone());
+                    s.clients = vec![client(false)]
+                },
+                Action::Keep,
+                State::Viewed,
+                true,
+            ),
+            (
+                "a viewer through a linked window or a group: kept, the clock refreshed",
+                |s, _, _| {
+                    s.idle = "1000".into();
+                    s.clients = vec![Client {
+                        through: Some(9),
+                        ..client(false)
+                    }]
+                },
+                Action::Keep,
+                State::Viewed,
+                true,
             ),
             (
                 "exited while busy: cleaned",

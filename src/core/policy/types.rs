@@ -94,7 +94,8 @@ impl Policy {
     }
 }
 
-/// One tmux client attached to a session.
+/// One tmux client watching a session: attached to it, or attached to another session whose
+/// current window is one of this session's windows (a linked window, a grouped session).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Client {
     pub pid: u32,
@@ -105,6 +106,14 @@ pub struct Client {
     pub activity_ms: i64,
     /// Whether its parent process is gone (pid 1 or a subreaper); `None` when not looked at.
     pub orphaned: Option<bool>,
+    /// The number of tmux's `@N` id of the window the client shows (its session's current
+    /// window), when listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
+    /// The `$N` number of the session the client is attached to, when that is not the session
+    /// it is listed under: it watches this one through a linked window or a session group.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub through: Option<u32>,
 }
 
 /// One pane of a session.
@@ -120,6 +129,15 @@ pub struct Pane {
     pub exit_unreported: bool,
     /// tmux's `pane_start_command`: the command line the pane was started with.
     pub start_command: String,
+    /// The number of tmux's `%N` pane id, when listed (ids are never reused within a server).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<u32>,
+    /// The number of the `@N` id of the pane's window, when listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<u32>,
+    /// The window's index in the session (what a user types: `ccs-1:1`), when listed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window_index: Option<u32>,
 }
 
 impl Pane {
@@ -151,6 +169,9 @@ pub struct Session {
     pub idle_kill_ms: String,
     /// `@ccs_warned`: the idle stamp a `warned` event was last sent for.
     pub warned: String,
+    /// `@ccs_pane`: the chat's own pane as ccs-reap recorded it (`%<pane id>:<pane pid>`), at
+    /// first sight, `spawn` or `resume` ([`super::chat_pane`]).
+    pub chat_pane: String,
     /// Unix ms of the last output in the session's windows (`window_activity`).
     pub output_ms: Option<i64>,
     pub clients: Vec<Client>,
@@ -321,6 +342,12 @@ pub enum State {
     Unseen,
     Exited,
     Expired,
+    /// The chat's session holds more than the chat's own pane (a pane or a window the user
+    /// added): kept, nothing else in it is ever signalled.
+    Shared,
+    /// The session's one pane is not the one known as the chat's (swapped, moved, respawned):
+    /// kept, since its process is not the chat's agent.
+    Foreign,
 }
 
 impl State {
@@ -337,9 +364,11 @@ impl State {
             State::Unseen => "unseen",
             State::Exited => "exited",
             State::Expired => "expired",
+            State::Shared => "shared",
+            State::Foreign => "foreign",
         }
     }
-    pub const ALL: [State; 11] = [
+    pub const ALL: [State; 13] = [
         State::Unknown,
         State::Busy,
         State::Stuck,
@@ -351,6 +380,8 @@ impl State {
         State::Unseen,
         State::Exited,
         State::Expired,
+        State::Shared,
+        State::Foreign,
     ];
 }
 

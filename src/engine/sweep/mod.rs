@@ -12,9 +12,9 @@ use tokio::task::JoinSet;
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::{self as st, AuditLine, Known, KnownChat, Outcome, StateDir};
 use crate::adapters::tmux::{Listing, Tmux};
-use crate::config::Config;
-use crate::core::policy::{Action, Decision, Pane, ReapReason, Session, Snapshot, State};
-use crate::core::report::{SessionReport, Summary, SweepReport, ViewerReport};
+
+use crate::core::policy::{self, Action, Decision, Pane, ReapReason, Session, Snapshot};
+use crate::core::report::{Summary, SweepReport};
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 use crate::engine::inflight::InFlight;
@@ -69,7 +69,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
 
     let warn = enabled && !r.dry_run;
     if !r.dry_run {
-        stamp_idle_clocks(&r.tmux, &r.metrics, &decisions, warn).await;
+        stamp_idle_clocks(&r.tmux, &r.metrics, &decisions, &snap.sessions, warn).await;
     }
     log_decisions(&decisions);
     if warn {
@@ -230,18 +230,33 @@ async fn clear_stale_marks(
 }
 
 /// Idle stamps, and (when `warn`) the `warned` marks of this sweep's warnings, in one batch.
-async fn stamp_idle_clocks(tmux: &Tmux, metrics: &Metrics, decisions: &[Decision], warn: bool) {
+async fn stamp_idle_clocks(
+    tmux: &Tmux,
+    metrics: &Metrics,
+    decisions: &[Decision],
+    sessions: &[Session],
+    warn: bool,
+) {
     // First sights: each written only while `@ccs_idle` is still unset (one guarded call per
-    // session, chained), so a turn-end stamp the studio wrote since the listing stands.
+    // session, chained), so a turn-end stamp the studio wrote since the listing stands. In the
+    // same chain, the chats seen with their one pane and nothing recorded: that pane is recorded
+    // as the chat's (`@ccs_pane`), so a pane swapped or moved in later is never taken for it
+    // ([`policy::chat_pane`]); not for a chat this sweep reaps.
     let first: Vec<(u32, i64)> = decisions
         .iter()
         .filter(|d| d.stamp_if_unset)
         .filter_map(|d| d.stamp_idle.map(|t| (d.tmux_id, t)))
         .collect();
-    if !first.is_empty() {
-        if let Err(e) = tmux.stamp_if_unset("@ccs_idle", &first).await {
+    let panes: Vec<(u32, policy::chat_pane::PaneRecord)> = decisions
+        .iter()
+        .zip(sessions)
+        .filter(|(d, _)| d.action != Action::Reap)
+        .filter_map(|(_, s)| policy::chat_pane::to_record(s).map(|p| (s.tmux_id, p)))
+        .collect();
+    if !first.is_empty() || !panes.is_empty() {
+        if let Err(e) = tmux.first_sight(&first, &panes).await {
             metrics.tmux_errors.inc();
-            tracing::warn!(error = %e, count = first.len(), "failed to write first-sight idle stamps");
+            tracing::warn!(error = %e, count = first.len(), panes = panes.len(), "failed to write first-sight idle stamps and chat panes");
         }
     }
     let stamps: Vec<(u32, &str, Option<String>)> = decisions
@@ -418,38 +433,6 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     rep
 }
 
-/// The chats that are asleep: a tombstone, and no live session (nor one lost with its server,
-/// which `status` lists apart), newest first. One listing of the tombstones' dir.
-fn asleep(
-    state: &StateDir,
-    cfg: &Config,
-    snap: &Snapshot,
-    lost: &[KnownChat],
-) -> Vec<crate::core::report::Asleep> {
-    let live: HashSet<&str> = snap
-        .sessions
-        .iter()
-        .map(|s| s.id.as_str())
-        .chain(lost.iter().map(|c| c.id.as_str()))
-        .collect();
-    let mut out: Vec<_> = state
-        .tombstones()
-        .into_iter()
-        .filter_map(|t| {
-            t.map_err(|e| tracing::warn!(error = %e, "an unreadable tombstone is not listed"))
-                .ok()
-        })
-        .filter(|t| !live.contains(t.id.as_str()))
-        .map(|t| crate::core::report::Asleep::of(&t, &cfg.prefix))
-        .collect();
-    let at = |a: &crate::core::report::Asleep| {
-        chrono::DateTime::parse_from_rfc3339(&a.reaped_at)
-            .map_or(i64::MIN, |t| t.timestamp_millis())
-    };
-    out.sort_by_key(|a| (std::cmp::Reverse(at(a)), a.id.clone()));
-    out
-}
-
 /// What a sweep did: its reaps' audit lines and what became of each session.
 struct Done {
     reaps: Vec<AuditLine>,
@@ -499,89 +482,10 @@ fn summarize(decisions: &[Decision], fates: &HashMap<u32, Fate>, recovered: usiz
     s
 }
 
-fn report(
-    r: &Reaper,
-    snap: &Snapshot,
-    tmux_server_up: Option<bool>,
-    decisions: Vec<Decision>,
-    now: i64,
-    done: Done,
-    t0: Instant,
-) -> SweepReport {
-    let Done {
-        reaps,
-        summary,
-        lost,
-        empty,
-    } = done;
-    let mut sessions: Vec<SessionReport> = decisions
-        .into_iter()
-        .zip(&snap.sessions)
-        .map(|(d, s)| SessionReport {
-            tmux_target: s.tmux_target(),
-            turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
-            rss_bytes: s.mem_rss,
-            pss_bytes: s.mem_pss,
-            viewer_list: s
-                .clients
-                .iter()
-                .map(|c| ViewerReport {
-                    pid: c.pid,
-                    control_mode: c.control_mode,
-                    attached_ms: now.saturating_sub(c.created_ms).max(0) as u64,
-                    idle_ms: now.saturating_sub(c.activity_ms).max(0) as u64,
-                    orphaned: c.orphaned,
-                })
-                .collect(),
-            decision: d,
-        })
-        .collect();
-    // The biggest idle sessions first, then the rest by size.
-    sessions.sort_by_key(|r| {
-        let idle = matches!(
-            r.decision.state,
-            State::Idle | State::Expired | State::NoCid | State::Exited
-        );
-        (
-            !idle,
-            std::cmp::Reverse(r.pss_bytes.or(r.rss_bytes).unwrap_or(0)),
-            r.decision.tmux_id,
-        )
-    });
-    let total_rss_bytes = sessions.iter().filter_map(|s| s.rss_bytes).sum();
-    let total_pss_bytes = if sessions.iter().all(|s| s.pss_bytes.is_some()) {
-        Some(sessions.iter().filter_map(|s| s.pss_bytes).sum())
-    } else {
-        None
-    };
-    SweepReport {
-        at: rfc3339(now),
-        dry_run: r.dry_run,
-        enabled: r.cfg.policy.enabled(),
-        error: snap.global_problem.clone(),
-        socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
-        tmux_server_up,
-        tmux_server_empty: empty,
-        sessions,
-        host: snap.host,
-        watching: snap.host.and(r.watching.watched()).map(|w| w.to_string()),
-        total_rss_bytes,
-        total_pss_bytes,
-        reaps,
-        summary,
-        lost,
-        asleep: Vec::new(),
-        gauge: crate::core::report::Gauge {
-            mem_threshold_bytes: crate::core::policy::mem_limit(&r.cfg.policy, snap.host),
-            stall_pct: snap.stall_pct,
-            stall_threshold_pct: r.cfg.policy.mem_psi,
-        },
-        took_ms: t0.elapsed().as_millis() as u64,
-    }
-}
-
 mod lost;
 pub(crate) use lost::*;
+mod report;
+use report::*;
 
 /// Every pane is dead, and at least one exit status is not known yet.
 fn waiting_for_exit_status(s: &Session) -> bool {
@@ -591,6 +495,7 @@ fn waiting_for_exit_status(s: &Session) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::policy::State;
 
     fn decision(n: u32, action: Action) -> Decision {
         Decision {

@@ -1,0 +1,126 @@
+//! What a sweep says: its report, and the chats asleep that `status` lists.
+
+use std::collections::HashSet;
+use std::time::Instant;
+
+use super::Done;
+use crate::adapters::state::{KnownChat, StateDir};
+use crate::config::Config;
+use crate::core::policy::{self, Decision, Snapshot, State};
+use crate::core::report::{SessionReport, SweepReport, ViewerReport};
+use crate::core::time::rfc3339;
+use crate::engine::context::Reaper;
+
+/// The chats that are asleep: a tombstone, and no live session (nor one lost with its server,
+/// which `status` lists apart), newest first. One listing of the tombstones' dir.
+pub(super) fn asleep(
+    state: &StateDir,
+    cfg: &Config,
+    snap: &Snapshot,
+    lost: &[KnownChat],
+) -> Vec<crate::core::report::Asleep> {
+    let live: HashSet<&str> = snap
+        .sessions
+        .iter()
+        .map(|s| s.id.as_str())
+        .chain(lost.iter().map(|c| c.id.as_str()))
+        .collect();
+    let mut out: Vec<_> = state
+        .tombstones()
+        .into_iter()
+        .filter_map(|t| {
+            t.map_err(|e| tracing::warn!(error = %e, "an unreadable tombstone is not listed"))
+                .ok()
+        })
+        .filter(|t| !live.contains(t.id.as_str()))
+        .map(|t| crate::core::report::Asleep::of(&t, &cfg.prefix))
+        .collect();
+    let at = |a: &crate::core::report::Asleep| {
+        chrono::DateTime::parse_from_rfc3339(&a.reaped_at)
+            .map_or(i64::MIN, |t| t.timestamp_millis())
+    };
+    out.sort_by_key(|a| (std::cmp::Reverse(at(a)), a.id.clone()));
+    out
+}
+
+pub(super) fn report(
+    r: &Reaper,
+    snap: &Snapshot,
+    tmux_server_up: Option<bool>,
+    decisions: Vec<Decision>,
+    now: i64,
+    done: Done,
+    t0: Instant,
+) -> SweepReport {
+    let Done {
+        reaps,
+        summary,
+        lost,
+        empty,
+    } = done;
+    let mut sessions: Vec<SessionReport> = decisions
+        .into_iter()
+        .zip(&snap.sessions)
+        .map(|(d, s)| SessionReport {
+            tmux_target: s.tmux_target(),
+            turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
+            rss_bytes: s.mem_rss,
+            pss_bytes: s.mem_pss,
+            viewer_list: s
+                .clients
+                .iter()
+                .map(|c| ViewerReport {
+                    pid: c.pid,
+                    control_mode: c.control_mode,
+                    attached_ms: now.saturating_sub(c.created_ms).max(0) as u64,
+                    idle_ms: now.saturating_sub(c.activity_ms).max(0) as u64,
+                    orphaned: c.orphaned,
+                    through: c.through.map(policy::TmuxId),
+                })
+                .collect(),
+            decision: d,
+        })
+        .collect();
+    // The biggest idle sessions first, then the rest by size.
+    sessions.sort_by_key(|r| {
+        let idle = matches!(
+            r.decision.state,
+            State::Idle | State::Expired | State::NoCid | State::Exited
+        );
+        (
+            !idle,
+            std::cmp::Reverse(r.pss_bytes.or(r.rss_bytes).unwrap_or(0)),
+            r.decision.tmux_id,
+        )
+    });
+    let total_rss_bytes = sessions.iter().filter_map(|s| s.rss_bytes).sum();
+    let total_pss_bytes = if sessions.iter().all(|s| s.pss_bytes.is_some()) {
+        Some(sessions.iter().filter_map(|s| s.pss_bytes).sum())
+    } else {
+        None
+    };
+    SweepReport {
+        at: rfc3339(now),
+        dry_run: r.dry_run,
+        enabled: r.cfg.policy.enabled(),
+        error: snap.global_problem.clone(),
+        socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
+        tmux_server_up,
+        tmux_server_empty: empty,
+        sessions,
+        host: snap.host,
+        watching: snap.host.and(r.watching.watched()).map(|w| w.to_string()),
+        total_rss_bytes,
+        total_pss_bytes,
+        reaps,
+        summary,
+        lost,
+        asleep: Vec::new(),
+        gauge: crate::core::report::Gauge {
+            mem_threshold_bytes: crate::core::policy::mem_limit(&r.cfg.policy, snap.host),
+            stall_pct: snap.stall_pct,
+            stall_threshold_pct: r.cfg.policy.mem_psi,
+        },
+        took_ms: t0.elapsed().as_millis() as u64,
+    }
+}
