@@ -137,14 +137,22 @@ fn a_hostile_settings_file_is_refused_with_exit_2_and_the_reason_never_read() {
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
     let dir = s.path("adir");
     std::fs::create_dir(&dir).unwrap();
-    let table: &[(String, &str)] = &[
+    let mut table: Vec<(String, &str)> = vec![
         (path_str(&fifo), "a FIFO"),
         (path_str(&zero), "a character device"),
         (big, "more than the 1048576"),
         (open, "writable by every user"),
         (path_str(&dir), "a directory"),
     ];
-    for (file, why) in table {
+    // A team's group can write it: a group other than the caller's own (root's: gid 0). Only
+    // root can give a file a group it is not in; CI runs as root.
+    if rustix::process::geteuid().is_root() {
+        let team = settings(&s, "team", "CCS_LOG=info\n");
+        std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o660)).unwrap();
+        std::os::unix::fs::chown(&team, Some(0), Some(4242)).unwrap();
+        table.push((team, "writable by group 4242"));
+    }
+    for (file, why) in &table {
         for args in [&["status"][..], &["config", "--json"][..], &["--once"][..]] {
             let t = Instant::now();
             let mut c = s.reap(&[("CCS_CONFIG", file), ("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
