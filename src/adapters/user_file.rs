@@ -129,12 +129,60 @@ pub fn replace(f: &UserFile, bytes: &[u8]) -> Result<(), String> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    // A project's `.claude/` may not exist yet.
+    std::fs::create_dir_all(dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
+    let owner = match f.owner {
+        Some(o) => o,
+        None => new_owner(dir, 0o600)?,
+    };
+    put(dir, target, owner, bytes)
+}
+
+/// Who a new file in `dir` belongs to, with `mode`: as root, the directory's owner (never root's
+/// in a user's directory); else this user.
+fn new_owner(dir: &Path, mode: u32) -> Result<(u32, u32, u32), String> {
+    if rustix::process::geteuid().is_root() {
+        let d =
+            std::fs::metadata(dir).map_err(|e| format!("failed to stat {}: {e}", dir.display()))?;
+        Ok((d.uid(), d.gid(), mode))
+    } else {
+        Ok((
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+            mode,
+        ))
+    }
+}
+
+/// Write `bytes` as the file `name` in `dir`, replacing what the name holds without ever writing
+/// through it: a symbolic link there is replaced by the file (what it leads to is left alone,
+/// dangling or not); a regular file keeps its owner, group and mode; a new file gets `mode` and,
+/// as root, the directory's owner. Anything else there (a directory, a FIFO, a device) is left
+/// alone with an error. For files whose every byte is ours (the man pages).
+pub fn write_in(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<(), String> {
+    let target = dir.join(name);
+    let owner = match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.file_type().is_file() => (m.uid(), m.gid(), m.mode() & 0o7777),
+        Ok(m) if m.file_type().is_symlink() => new_owner(dir, mode)?,
+        Ok(_) => {
+            return Err(format!(
+                "{} is not a regular file (a directory, FIFO, socket or device): left alone",
+                target.display()
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => new_owner(dir, mode)?,
+        Err(e) => return Err(format!("failed to stat {}: {e}", target.display())),
+    };
+    put(dir, &target, owner, bytes)
+}
+
+/// `bytes` into a temporary file created `O_EXCL|O_NOFOLLOW` in `dir`, given `owner`'s uid, gid
+/// and mode, fsynced, renamed over `target`, the directory fsynced.
+fn put(dir: &Path, target: &Path, owner: (u32, u32, u32), bytes: &[u8]) -> Result<(), String> {
     let base = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| format!("{} names no file", target.display()))?;
-    // A project's `.claude/` may not exist yet.
-    std::fs::create_dir_all(dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
     let mut created = None;
     for _ in 0..8 {
         let tmp = dir.join(format!(".{base}.ccs-reap.{}", random_word()));
@@ -156,19 +204,7 @@ pub fn replace(f: &UserFile, bytes: &[u8]) -> Result<(), String> {
     let (tmp, mut fd) =
         created.ok_or_else(|| format!("failed to create a temporary file in {}", dir.display()))?;
     let write = |fd: &mut File| -> std::io::Result<()> {
-        let (uid, gid, mode) = match f.owner {
-            Some(o) => o,
-            // A new file: private; as root, the directory's owner's (never root's in a user's
-            // directory).
-            None if rustix::process::geteuid().is_root() => {
-                let d = std::fs::metadata(dir)?;
-                (d.uid(), d.gid(), 0o600)
-            }
-            None => {
-                let me = fd.metadata()?;
-                (me.uid(), me.gid(), 0o600)
-            }
-        };
+        let (uid, gid, mode) = owner;
         let me = fd.metadata()?;
         if (me.uid(), me.gid()) != (uid, gid) {
             rustix::fs::fchown(

@@ -139,3 +139,56 @@ fn a_read_only_or_hard_linked_file_is_left_alone_and_said_so() {
         .is_symlink());
     assert!(has_hooks(&t));
 }
+
+#[test]
+fn man_dir_replaces_a_link_planted_at_a_pages_name_and_never_writes_through_it() {
+    let s = Server::new();
+    let dir = s.path("man1");
+    std::fs::create_dir(&dir).unwrap();
+    let victim = s.path("victim");
+    std::fs::write(&victim, "secret").unwrap();
+    let outside = s.path("outside");
+    std::os::unix::fs::symlink(&victim, dir.join("ccs-reap.1")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("ccs-reap-spawn.1")).unwrap();
+    // A page already there keeps its mode.
+    std::fs::write(dir.join("ccs-reap-status.1"), "old").unwrap();
+    std::fs::set_permissions(
+        dir.join("ccs-reap-status.1"),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .unwrap();
+    let o = s.run_any(&["man", "--dir", dir.to_str().unwrap()], &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+    assert!(
+        !outside.exists(),
+        "a page was created outside the directory"
+    );
+    for (page, mode) in [
+        ("ccs-reap.1", 0o644),
+        ("ccs-reap-spawn.1", 0o644),
+        ("ccs-reap-status.1", 0o640),
+    ] {
+        let m = std::fs::symlink_metadata(dir.join(page)).unwrap();
+        assert!(m.file_type().is_file(), "{page} is not a file");
+        assert_eq!(m.mode() & 0o7777, mode, "{page}");
+        let text = std::fs::read_to_string(dir.join(page)).unwrap();
+        assert!(text.contains(".TH ccs-reap"), "{page}: {text}");
+    }
+    // A directory in a page's place is left alone, and said.
+    std::fs::remove_file(dir.join("ccs-reap-reap.1")).unwrap();
+    std::fs::create_dir(dir.join("ccs-reap-reap.1")).unwrap();
+    let o = s.run_any(&["man", "--dir", dir.to_str().unwrap()], &[]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("ccs-reap-reap.1"), "{}", o.stderr);
+    // As root, in a user's directory: the new pages are the directory owner's.
+    if rustix::process::geteuid().is_root() {
+        let theirs = s.path("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let o = s.run_any(&["man", "--dir", theirs.to_str().unwrap()], &[]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let m = std::fs::metadata(theirs.join("ccs-reap.1")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    }
+}
