@@ -229,6 +229,13 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             "unpinned",
         ),
         Some(Cmd::Spawn { id, cid, cwd, cmd }) => {
+            let (id, cmd) = match args::spawn_words(id, cmd) {
+                Ok(w) => w,
+                Err(e) => {
+                    let _ = command_error(cli.json, CommandError::Refused(e));
+                    return ExitCode::from(exit::CONFIG);
+                }
+            };
             match commands::spawn(&Reaper::new(cfg, false), &id, cid.as_deref(), cwd, &cmd).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),

@@ -38,6 +38,7 @@ mod records;
 mod scale;
 mod sidecar;
 mod snapshots;
+mod spawn_cli;
 mod status_plain;
 mod sweep;
 mod systemd;
