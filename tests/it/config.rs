@@ -61,20 +61,17 @@ fn the_settings_file_is_read_and_the_environment_wins_with_each_source_named() {
         "{j}"
     );
 
-    // The text form: NAME=value lines with their sources, defaults commented out.
+    // The text form: NAME=value lines, each under its source's comment line, defaults commented
+    // out.
     let o = s.run(&["config", "--config", &f], &[]);
     assert!(
         o.stdout
-            .lines()
-            .any(|l| l.starts_with("CCS_ENGINE_IDLE_KILL_MS=30m")
-                && l.ends_with(&format!("# {f}:2"))),
+            .contains(&format!("# {f}:2\nCCS_ENGINE_IDLE_KILL_MS=30m\n")),
         "{}",
         o.stdout
     );
     assert!(
-        o.stdout
-            .lines()
-            .any(|l| l.starts_with("# CCS_AUDIT_KEEP (default: 5)") && l.ends_with("# default")),
+        o.stdout.contains("\n# CCS_AUDIT_KEEP (default: 5)\n"),
         "{}",
         o.stdout
     );
@@ -86,6 +83,36 @@ fn the_settings_file_is_read_and_the_environment_wins_with_each_source_named() {
     assert_eq!(st["enabled"], true, "{st}");
     let st = s.status(&[]);
     assert_eq!(st["enabled"], false, "{st}");
+}
+
+#[test]
+fn configs_output_is_a_settings_file_that_gives_the_same_values_back() {
+    let s = Server::new();
+    s.session("ccs-1", "sleep 600");
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", "30m"),
+        ("CCS_REAP_ENV_ALLOW", "CCS_STUDIO_*,CCS_X"),
+        ("CCS_REAP_GRACE_MS", " 3s"),
+        ("CCS_AUDIT_KEEP", "7"),
+    ];
+    let first = s.run(&["config", "--json"], &env).json();
+    let text = s.run(&["config"], &env).stdout;
+    let f = settings(&s, "back.env", &text);
+    // Read back with none of those in the environment: the same values, no warning, and every
+    // command runs on it (before, `30m    # environment` was the value: exit 2).
+    let o = s.run(&["config", "--json", "--config", &f], &[]);
+    let back = o.json();
+    for (name, _) in env {
+        assert_eq!(
+            entry(&back, name)["value"],
+            entry(&first, name)["value"],
+            "{name}: {text}"
+        );
+        assert_eq!(entry(&back, name)["source"], "file", "{name}");
+    }
+    assert_eq!(back["warnings"], serde_json::json!([]), "{back}");
+    let st = s.status(&[("CCS_CONFIG", &f)]);
+    assert_eq!(st["enabled"], true, "{st}");
 }
 
 #[test]
