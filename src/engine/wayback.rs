@@ -304,7 +304,9 @@ fn status_names(agent: &Agent, env: &[(String, String)], pane_pid: u32, cid: &st
         let Ok(p) = path_of(env, pid) else {
             return false;
         };
-        let Ok(text) = std::fs::read_to_string(&p) else {
+        // As every file another process could plant: never waited on (a FIFO), never read
+        // past its cap (a huge file).
+        let Ok(Some(text)) = agent_proc::read_small_file(&p) else {
             return false;
         };
         let Ok(st) = parse(&text) else {

@@ -31,6 +31,7 @@ mod late_born;
 mod memory;
 mod model;
 mod ops;
+mod planted_files;
 mod policies;
 mod pressure;
 mod prometheus;
