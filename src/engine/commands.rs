@@ -278,7 +278,8 @@ pub async fn spawn(
         return Ok(false);
     };
     wait_for_teardown(&r.cfg, &r.state, &r.ownership, id, deadline).await?;
-    let mut tomb = r.state.read_tombstone(id)?;
+    let on_disk = r.state.read_tombstone(id)?;
+    let mut tomb = on_disk.clone();
     let own = crate::agents::of_argv(cmd).and_then(|a| (a.cid_in_argv)(cmd));
     if tomb.is_none() && cid.is_none() && own.is_none() {
         tomb = lost_before_a_sweep(&r.cfg, &r.state, id, &server);
@@ -325,6 +326,7 @@ pub async fn spawn(
             flag_cid: cid,
             tomb: tomb.as_ref(),
             tomb_cid,
+            on_disk: on_disk.as_ref(),
         },
     )
     .await

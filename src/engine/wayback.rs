@@ -57,6 +57,10 @@ pub struct Start<'a> {
     pub flag_cid: Option<&'a str>,
     pub tomb: Option<&'a Tombstone>,
     pub tomb_cid: Option<String>,
+    /// The tombstone on disk when spawn read it (`tomb` may instead be one made from the last
+    /// known conversation of a chat lost with its server): a failed start marks the tombstone
+    /// only while this is still what is there.
+    pub on_disk: Option<&'a Tombstone>,
 }
 
 /// How the new agent was seen to be up, or not.
@@ -381,13 +385,19 @@ async fn failed(
         t.agent = agent_name(t.argv.as_deref()).or(t.agent);
         t.start_failed = Some(last.clone());
         let path = r.state.tombstone_path(s.id);
-        next = match r.state.write_tombstone(&t) {
-            Ok(()) if mode == Some(StartMode::Fresh) => format!(
+        // Only the tombstone this spawn read is marked: one that a `forget` removed meanwhile
+        // stays removed (and one that another command rewrote stays as it wrote it).
+        next = match r.state.write_tombstone_if(s.on_disk, &t) {
+            Ok(false) => format!(
+                "; the tombstone {} changed while the agent started (forgotten, or written by another command): left as it is",
+                path.display()
+            ),
+            Ok(true) if mode == Some(StartMode::Fresh) => format!(
                 "; a fresh start under the same id failed too: `ccs-reap forget {}` drops the tombstone {}",
                 s.id,
                 path.display()
             ),
-            Ok(()) => format!(
+            Ok(true) => format!(
                 "; the tombstone {} is marked: the next spawn starts it afresh under the same id",
                 path.display()
             ),
@@ -451,6 +461,9 @@ pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
         return Err(WaybackError::Refused(why));
     }
     let path = r.state.tombstone_path(id);
+    // Under the tombstone lock: a failing spawn marks the tombstone it read only while it is
+    // still there, so no order of the two brings a forgotten chat back.
+    let _lock = r.state.lock_tombstones()?;
     let t = match r.state.read_tombstone(id) {
         Ok(None) => {
             return Err(WaybackError::Gone(format!(
