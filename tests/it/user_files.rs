@@ -192,3 +192,57 @@ fn man_dir_replaces_a_link_planted_at_a_pages_name_and_never_writes_through_it()
         assert_eq!((m.uid(), m.gid()), (65534, 65534));
     }
 }
+
+#[test]
+fn directories_and_files_root_creates_for_a_user_are_the_users() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test runs as root (it gives a scratch home to uid 65534); skip it with --skip user_files::directories_and_files_root"
+    );
+    let s = Server::new();
+    let home = s.path("home");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    let cases: Vec<(Vec<&str>, std::path::PathBuf)> = vec![
+        (vec!["claude-settings"], home.join(".claude/settings.json")),
+        (
+            vec!["hook-settings", "--agent", "codex"],
+            home.join(".codex/hooks.json"),
+        ),
+        (
+            vec!["hook-settings", "--agent", "gemini"],
+            home.join(".gemini/settings.json"),
+        ),
+        // Several levels missing: each one is the user's.
+        (
+            vec!["claude-settings"],
+            home.join("proj/deep/.claude/settings.json"),
+        ),
+    ];
+    for (cmd, file) in cases {
+        let mut args = cmd.clone();
+        let f = path_str(&file);
+        args.extend(["--write", f.as_str()]);
+        let o = s.run_any(&args, &[]);
+        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        let m = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (65534, 65534),
+            "{f}: the file is not the user's"
+        );
+        assert_eq!(m.mode() & 0o7777, 0o600, "{f}");
+        let mut d = file.parent().unwrap();
+        while d != home {
+            let m = std::fs::metadata(d).unwrap();
+            assert_eq!(
+                (m.uid(), m.gid()),
+                (65534, 65534),
+                "{}: the directory is not the user's",
+                d.display()
+            );
+            assert_eq!(m.mode() & 0o7777, 0o700, "{}", d.display());
+            d = d.parent().unwrap();
+        }
+    }
+}
