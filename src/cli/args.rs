@@ -71,6 +71,15 @@ pub(super) enum Cmd {
         cid: Option<String>,
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// The agent the command runs, when its program is not the agent's own (a studio's
+        /// launcher script): it is given the conversation as the agent would be, and kept in
+        /// the tombstone (`env CCS_REAP_AGENT=<name> <command>`).
+        #[arg(long, value_name = "claude|codex|gemini")]
+        agent: Option<String>,
+        /// Start a command that cannot be given the conversation as a new conversation, where
+        /// spawn would refuse.
+        #[arg(long)]
+        new_conversation: bool,
         #[arg(last = true)]
         cmd: Vec<String>,
     },

@@ -264,8 +264,18 @@ pub async fn spawn(
     cid: Option<&str>,
     cwd: Option<PathBuf>,
     cmd: &[String],
+    ask: SpawnAsk<'_>,
 ) -> Result<bool, CommandError> {
     let name = name_of(&r.cfg, id)?;
+    // The command names its agent (`--agent`): run as `env CCS_REAP_AGENT=<name> <command>`.
+    let named;
+    let cmd = match ask.agent {
+        Some(a) if !cmd.is_empty() => {
+            named = crate::agents::named::name(cmd, a).map_err(CommandError::Refused)?;
+            &named[..]
+        }
+        _ => cmd,
+    };
     if let Some(c) = cid {
         if !policy::valid_cid(c) {
             return Err(CommandError::Refused(format!(
@@ -307,11 +317,16 @@ pub async fn spawn(
                     path.display()
                 )))
             }
-            Some(Some(a)) => a,
+            Some(Some(a)) => match ask.agent {
+                Some(name) => crate::agents::named::name(&a, name).map_err(CommandError::Refused)?,
+                None => a,
+            },
         }
     } else {
         cmd.to_vec()
     };
+    // A name that is no agent's, or two names at once, is refused before anything starts.
+    crate::agents::named::check(&cmd).map_err(CommandError::Refused)?;
     let cwd = spawn_cwd(cwd, tomb.as_ref())?;
     // The tombstone stays until the chat has answered a turn (`turn end`): a claude that fails
     // after start (a bad resume, an auth error) must not take the cid with it.
@@ -327,10 +342,21 @@ pub async fn spawn(
             tomb: tomb.as_ref(),
             tomb_cid,
             on_disk: on_disk.as_ref(),
+            new_conversation: ask.new_conversation,
         },
     )
     .await
     .map_err(CommandError::from)
+}
+
+/// What `spawn` is asked beyond its id, conversation, directory and command.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpawnAsk<'a> {
+    /// `--agent NAME`: the agent the command runs (a launcher script of the studio's).
+    pub agent: Option<&'a str>,
+    /// `--new-conversation`: a command that cannot be given the conversation starts without it,
+    /// where `spawn` would otherwise refuse.
+    pub new_conversation: bool,
 }
 
 /// `resume <id>`: a live chat is left as it is; an asleep one is spawned from its tombstone.
@@ -353,11 +379,13 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
             r.state.tombstone_path(id).display()
         )));
     }
-    Ok(if spawn(r, id, None, None, &[]).await? {
-        Resumed::Spawned
-    } else {
-        Resumed::Live
-    })
+    Ok(
+        if spawn(r, id, None, None, &[], SpawnAsk::default()).await? {
+            Resumed::Spawned
+        } else {
+            Resumed::Live
+        },
+    )
 }
 
 /// Make way for `spawn`: an existing session is left alone (`None`), unless it is being reaped

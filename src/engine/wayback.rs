@@ -61,6 +61,8 @@ pub struct Start<'a> {
     /// known conversation of a chat lost with its server): a failed start marks the tombstone
     /// only while this is still what is there.
     pub on_disk: Option<&'a Tombstone>,
+    /// The caller wants a command that cannot be given the conversation started without it.
+    pub new_conversation: bool,
 }
 
 /// How the new agent was seen to be up, or not.
@@ -150,6 +152,9 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
     };
     let env = agent_env(&r.tmux, agent, s.cmd).await;
     let mut mode = None;
+    // Whether the conversation goes with the command (a new conversation with
+    // --new-conversation does not: its agent's hook tells the new id).
+    let mut carried = true;
     let mut argv = s.cmd.to_vec();
     if let Some(c) = &cid {
         // The agents' ids are UUIDs: another id names no transcript of theirs, and is passed on.
@@ -164,12 +169,31 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
                 Ok(p) => {
                     argv = p.argv;
                     mode = Some(p.mode);
+                    carried = p.mode != StartMode::FreshNewId;
                 }
-                Err(ArgvError::NoProgram { .. }) if !s.replayed => {
-                    tracing::warn!(session = s.name, "the command does not start {}: started as given, without the conversation id", agent.display);
+                Err(ArgvError::NoProgram { .. }) if !s.replayed && s.new_conversation => {
+                    tracing::warn!(session = s.name, cid = %c, "the command does not start {}: started as given, as a new conversation (--new-conversation)", agent.display);
+                    carried = false;
+                }
+                // The chat would come back as a new conversation: said, not done.
+                Err(ArgvError::NoProgram { .. }) => {
+                    return Err(WaybackError::Refused(format!(
+                        "{}: it does not start {}, so conversation {c} cannot be carried to it and the chat would come back as a new conversation; name the agent a launcher script runs (spawn {} --agent {} -- <command>), or say --new-conversation to start it without",
+                        where_from(),
+                        agent.display,
+                        s.id,
+                        agent.name
+                    )))
                 }
                 Err(e) => return Err(WaybackError::Refused(format!("{}: {e}", where_from()))),
             }
+        }
+        if carried && s.new_conversation {
+            return Err(WaybackError::Refused(format!(
+                "--new-conversation, but {} carries conversation {c}: drop --new-conversation (or `ccs-reap forget {}` first for a new one)",
+                where_from(),
+                s.id
+            )));
         }
         let why = if failed_before {
             "a resume from this tombstone failed before"
@@ -184,7 +208,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
             tracing::warn!(session = s.name, cid = %c, agent = agent.name, "{why}: starting it afresh under a new id, which {} cannot be given ({argv:?})", agent.display);
         }
     }
-    if mode == Some(StartMode::FreshNewId) {
+    if mode == Some(StartMode::FreshNewId) || !carried {
         cid = None;
     }
     let extra = extra_env(agent, runs.is_some(), mode);

@@ -270,6 +270,25 @@ fn the_studios_own_ccs_names_draw_no_warning() {
     );
     let o = s.run_expect(CONFIG, &["config"], &[("CCS_REAP_ENV_ALLOW", "studio_x")]);
     assert!(o.stderr.contains("CCS_REAP_ENV_ALLOW"), "{}", o.stderr);
+    // The npm package's own override, and the name a named agent's command carries into its
+    // hooks: no warning on any command, the hooks included.
+    let ours = [
+        ("CCS_REAP_BINARY", "/opt/ccs-reap"),
+        ("CCS_REAP_AGENT", "claude"),
+    ];
+    for args in [
+        &["config"][..],
+        &["status"][..],
+        &["claude-hook"][..],
+        &["hook", "--agent", "codex"][..],
+    ] {
+        let o = s.run_any(args, &ours);
+        assert!(
+            !o.stderr.contains("is not a ccs-reap setting"),
+            "{args:?}: {}",
+            o.stderr
+        );
+    }
 }
 
 #[test]

@@ -26,7 +26,10 @@ async function main() {
   // No session yet: respawn (exit 4).
   assert.strictEqual(await reap.turnBegin('a1', { env }), 'respawn');
   assert.strictEqual(await reap.turnEnd('a1', { env }), 'respawn');
-  const sp = await reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-a1' });
+  // A command that is no agent's cannot be given the conversation: refused, unless asked.
+  await assert.rejects(reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-a1' }),
+    (e) => e instanceof reap.CcsReapError && e.code === 1 && /--new-conversation/.test(e.message));
+  const sp = await reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-a1', newConversation: true });
   assert.strictEqual(sp.ok, true, JSON.stringify(sp));
   assert.strictEqual(sp.result, 'spawned', JSON.stringify(sp));
   assert.strictEqual((await reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env })).result, 'exists');
@@ -44,7 +47,7 @@ async function main() {
     assert.strictEqual(await reap.turnBegin(id, { env }), 'respawn', `turnBegin(${id})`);
     assert.strictEqual(await reap.turnEnd(id, { env }), 'respawn', `turnEnd(${id})`);
   }
-  const sh = await reap.spawn('-h', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-h' });
+  const sh = await reap.spawn('-h', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-h', newConversation: true });
   assert.strictEqual(sh.result, 'spawned', JSON.stringify(sh));
   assert.strictEqual(sh.session, '-h', JSON.stringify(sh));
   assert.strictEqual(await reap.turnBegin('-h', { env }), 'go');

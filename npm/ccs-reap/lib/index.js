@@ -112,7 +112,7 @@ async function turnEnd(id, opts) {
 }
 
 /**
- * `spawn <id> [--cid C] [--cwd D] -- <cmd...>`: the --json document
+ * `spawn [--cid C] [--cwd D] [--agent A] [--new-conversation] -- <id> -- <cmd...>`: the --json document
  * ({ ok, session, result: 'spawned' | 'exists', exit }).
  */
 async function spawn(id, cmd, opts = {}) {
@@ -124,6 +124,8 @@ async function spawn(id, cmd, opts = {}) {
   const args = ['spawn', '--json'];
   if (opts.cid) args.push(`--cid=${String(opts.cid)}`);
   if (opts.sessionCwd) args.push(`--cwd=${String(opts.sessionCwd)}`);
+  if (opts.agent) args.push(`--agent=${String(opts.agent)}`);
+  if (opts.newConversation) args.push('--new-conversation');
   args.push('--', String(id), '--', ...cmd.map(String));
   const r = await run(args, opts);
   if (r.code !== 0) throw failed('spawn', r);
