@@ -312,13 +312,16 @@ pub async fn spawn(
                 )))
             }
             Some(None) => {
+                let why = tomb.as_ref().map_or("", |t| t.why_no_argv());
                 return Err(CommandError::Refused(format!(
-                    "the tombstone {} keeps no command line (written before ccs-reap 0.4, or unreadable when the chat was reaped): give the command after --",
+                    "the tombstone {} keeps no command line ({why}): give the command after --",
                     path.display()
-                )))
+                )));
             }
             Some(Some(a)) => match ask.agent {
-                Some(name) => crate::agents::named::name(&a, name).map_err(CommandError::Refused)?,
+                Some(name) => {
+                    crate::agents::named::name(&a, name).map_err(CommandError::Refused)?
+                }
                 None => a,
             },
         }

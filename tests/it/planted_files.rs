@@ -230,3 +230,58 @@ fn a_planted_tombstone_never_holds_a_command() {
         }
     }
 }
+
+#[test]
+fn status_writes_nothing_and_says_a_thousand_bad_tombstones_in_one_line() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Server::new();
+    s.session("other", "sleep 100000");
+    let n = s.chat("ccs-1", "conv-1", "");
+    s.idle_since(n, 10_000_000);
+    s.once(DONE, 1000, &[]);
+    let tomb = s.studio().join("sessions").join("1.json");
+    // A tombstone someone made 0644: status reads it, and leaves its mode alone.
+    std::fs::set_permissions(&tomb, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let st = s.status(&[]);
+    assert!(st["asleep"].to_string().contains("conv-1"), "{st}");
+    let mode = std::fs::metadata(&tomb).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(mode, 0o644, "status changed a tombstone's mode");
+    // A thousand malformed tombstones: one warning line, with the count and the first.
+    for i in 100..1100 {
+        std::fs::write(s.studio().join("sessions").join(format!("{i}.json")), "{").unwrap();
+    }
+    let o = s.run(&["status", "--json"], &[]);
+    let lines: Vec<&str> = o
+        .stderr
+        .lines()
+        .filter(|l| l.contains("tombstone"))
+        .collect();
+    assert_eq!(lines.len(), 1, "{}", o.stderr);
+    assert!(
+        lines[0].contains("1000 unreadable tombstone") && lines[0].contains(".json"),
+        "{}",
+        lines[0]
+    );
+    assert!(o.json()["asleep"].to_string().contains("conv-1"));
+}
+
+#[test]
+fn a_tombstone_without_a_command_line_says_why_without_blaming_a_version() {
+    let s = Server::new();
+    s.session("other", "sleep 100000");
+    // A chat that ran no agent's command (its cid told by hand): reaped, its tombstone keeps no
+    // command line.
+    let n = s.session("ccs-1", "sleep 100000");
+    s.set(n, "@ccs_cid", "conv-1");
+    s.idle_since(n, 10_000_000);
+    s.once(DONE, 1000, &[]);
+    let t = s.tombstone("1").expect("a tombstone");
+    assert!(t["argv"].is_null(), "{t}");
+    let o = s.run_expect(FAILED, &["spawn", "1"], &[]);
+    assert!(
+        o.stderr.contains("keeps no command line") && o.stderr.contains("ran no agent's command"),
+        "{}",
+        o.stderr
+    );
+    assert!(!o.stderr.contains("0.4"), "{}", o.stderr);
+}

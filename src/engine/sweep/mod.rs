@@ -418,12 +418,17 @@ fn asleep(
         .map(|s| s.id.as_str())
         .chain(lost.iter().map(|c| c.id.as_str()))
         .collect();
+    // The unreadable ones are said in one line, however many: their count and the first.
+    let (mut bad, mut first) = (0usize, None);
     let mut out: Vec<_> = state
         .tombstones()
         .into_iter()
         .filter_map(|t| {
-            t.map_err(|e| tracing::warn!(error = %e, "an unreadable tombstone is not listed"))
-                .ok()
+            t.map_err(|e| {
+                bad += 1;
+                first.get_or_insert(e);
+            })
+            .ok()
         })
         .filter(|t| !live.contains(t.id.as_str()))
         .map(|t| crate::core::report::Asleep::of(&t, &cfg.prefix))
@@ -433,6 +438,9 @@ fn asleep(
             .map_or(i64::MIN, |t| t.timestamp_millis())
     };
     out.sort_by_key(|a| (std::cmp::Reverse(at(a)), a.id.clone()));
+    if let Some(e) = first {
+        tracing::warn!(unreadable = bad, first = %e, "{bad} unreadable tombstone(s) not listed; the first: {e}");
+    }
     out
 }
 
