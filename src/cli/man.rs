@@ -72,7 +72,7 @@ pub(super) const FILES: &[(&str, &str)] = &[
     ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (its schema: files.md in the documents, see SEE ALSO), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
     ("<state dir>/reaper-<socket label>.lock", "The daemon's single-instance lock, one per tmux socket."),
     ("<state dir>/studios/<socket label>-<hash>@<prefix>/", "Per studio: known.json, tombstones (sessions/<id>.json) and teardown journals (reaping/<id>.json)."),
-    ("--config FILE, else $CCS_CONFIG, else $XDG_CONFIG_HOME/ccs-reap/env (~/.config/ccs-reap/env), else /etc/ccs-reap/$USER.env, else /etc/ccs-reap/env", "The settings file, the first that exists, read whole (one named by --config or CCS_CONFIG must exist); the units read it the same way, through the binary, so the daemon, cron, the hooks and a command by hand see the same settings. Refused (exit 2) when it is not a regular file, is writable by every user, belongs to another user than root or this one, or passes 1 MiB."),
+    ("--config FILE, else $CCS_CONFIG, else $XDG_CONFIG_HOME/ccs-reap/env (~/.config/ccs-reap/env), else /etc/ccs-reap/$USER.env, else /etc/ccs-reap/env", "The settings file, the first that exists, read whole (one named by --config or CCS_CONFIG must exist); the units read it the same way, through the binary, so the daemon, cron, the hooks and a command by hand see the same settings. Refused (exit 2) when it is not a regular file, is writable by every user or by a group other than this user's primary group or root's, belongs to another user than root or this one, or passes 1 MiB."),
 ];
 
 /// A section of plain paragraphs (a blank line between them).
