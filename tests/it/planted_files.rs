@@ -5,7 +5,7 @@
 //! each command runs under a 96 MiB data limit (`RLIMIT_DATA`), which reading 256 MiB breaks.
 
 use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 
 use crate::common::*;
 
@@ -33,45 +33,71 @@ fn plant(p: &std::path::Path, how: Plant) {
     }
 }
 
-/// A ccs-reap command under [`DATA_LIMIT`], killed on drop.
-struct Limited(Child);
+/// A ccs-reap command, its stdout and stderr in files (a full pipe never holds it), killed on
+/// drop.
+struct Running {
+    child: Child,
+    out: std::fs::File,
+    err: std::fs::File,
+}
 
-impl Drop for Limited {
+impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
-fn limited(mut c: Command) -> Limited {
-    // SAFETY: setrlimit is a plain system call, safe between fork and exec.
-    unsafe {
-        c.pre_exec(|| {
-            rustix::process::setrlimit(
-                rustix::process::Resource::Data,
-                rustix::process::Rlimit {
-                    current: Some(DATA_LIMIT),
-                    maximum: Some(DATA_LIMIT),
-                },
-            )
-            .map_err(std::io::Error::from)
-        });
+/// Start `c`, under [`DATA_LIMIT`] when `limit`.
+fn start(mut c: Command, limit: bool) -> Running {
+    if limit {
+        // SAFETY: setrlimit is a plain system call, safe between fork and exec.
+        unsafe {
+            c.pre_exec(|| {
+                rustix::process::setrlimit(
+                    rustix::process::Resource::Data,
+                    rustix::process::Rlimit {
+                        current: Some(DATA_LIMIT),
+                        maximum: Some(DATA_LIMIT),
+                    },
+                )
+                .map_err(std::io::Error::from)
+            });
+        }
     }
-    Limited(
-        c.stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    )
+    let out = tempfile::tempfile().unwrap();
+    let err = tempfile::tempfile().unwrap();
+    let child = c
+        .stdout(out.try_clone().unwrap())
+        .stderr(err.try_clone().unwrap())
+        .spawn()
+        .unwrap();
+    Running { child, out, err }
+}
+
+fn limited(c: Command) -> Running {
+    start(c, true)
 }
 
 /// Wait at most `secs` for it; its output, or a failure that says it hung.
-fn finish(mut l: Limited, secs: f64, what: &str) -> Out {
-    let done = wait_until(secs, || l.0.try_wait().unwrap().is_some());
+fn finish(mut r: Running, secs: f64, what: &str) -> Out {
+    let done = wait_until(secs, || r.child.try_wait().unwrap().is_some());
     if !done {
-        let _ = l.0.kill();
+        let _ = r.child.kill();
     }
-    let o: Out = l.0.wait_with_output_ref();
+    let code = r.child.wait().unwrap().code().unwrap_or(-1);
+    let read = |f: &mut std::fs::File| {
+        use std::io::{Read, Seek};
+        let mut t = String::new();
+        f.rewind().unwrap();
+        let _ = f.read_to_string(&mut t);
+        t
+    };
+    let o = Out {
+        code,
+        stdout: read(&mut r.out),
+        stderr: read(&mut r.err),
+    };
     assert!(done, "{what} hung (killed after {secs} s): {}", o.stderr);
     // A read past the limit aborts (SIGABRT: -1 here) or fails the allocation.
     assert!(
@@ -80,30 +106,6 @@ fn finish(mut l: Limited, secs: f64, what: &str) -> Out {
         o.stderr
     );
     o
-}
-
-trait Output {
-    fn wait_with_output_ref(&mut self) -> Out;
-}
-
-impl Output for Child {
-    fn wait_with_output_ref(&mut self) -> Out {
-        use std::io::Read;
-        let mut out = String::new();
-        let mut err = String::new();
-        if let Some(o) = self.stdout.as_mut() {
-            let _ = o.read_to_string(&mut out);
-        }
-        if let Some(e) = self.stderr.as_mut() {
-            let _ = e.read_to_string(&mut err);
-        }
-        let code = self.wait().unwrap().code().unwrap_or(-1);
-        Out {
-            code,
-            stdout: out,
-            stderr: err,
-        }
-    }
 }
 
 /// A stand-in `claude` that plants its own status file (`$CLAUDE_CONFIG_DIR/sessions/<pid>.json`)
@@ -150,13 +152,8 @@ fn spawn_never_waits_on_an_agents_status_file_nor_reads_a_huge_one() {
         c.args(["spawn", "1", "--cid", CID, "--", "env", &dir, &claude]);
         // No data limit here: a read of the whole file must show in the peak memory (under a
         // limit, std's read_to_string fails the allocation and says nothing).
-        let l = Limited(
-            c.stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap(),
-        );
-        let pid = l.0.id();
+        let l = start(c, false);
+        let pid = l.child.id();
         // The file is planted; then the agent's SessionStart hook would say it is up.
         assert!(
             wait_until(10.0, || std::fs::read_dir(config.join("sessions"))
