@@ -418,18 +418,15 @@ fn asleep(
         .map(|s| s.id.as_str())
         .chain(lost.iter().map(|c| c.id.as_str()))
         .collect();
-    // The unreadable ones are said in one line, however many: their count and the first.
-    let (mut bad, mut first) = (0usize, None);
-    let mut out: Vec<_> = state
-        .tombstones()
+    let (tombs, unreadable) = state.readable_tombstones();
+    if let Some((n, e)) = unreadable {
+        tracing::warn!(
+            unreadable = n,
+            "{n} unreadable tombstone(s) not listed; the first: {e}"
+        );
+    }
+    let mut out: Vec<_> = tombs
         .into_iter()
-        .filter_map(|t| {
-            t.map_err(|e| {
-                bad += 1;
-                first.get_or_insert(e);
-            })
-            .ok()
-        })
         .filter(|t| !live.contains(t.id.as_str()))
         .map(|t| crate::core::report::Asleep::of(&t, &cfg.prefix))
         .collect();
@@ -438,9 +435,6 @@ fn asleep(
             .map_or(i64::MIN, |t| t.timestamp_millis())
     };
     out.sort_by_key(|a| (std::cmp::Reverse(at(a)), a.id.clone()));
-    if let Some(e) = first {
-        tracing::warn!(unreadable = bad, first = %e, "{bad} unreadable tombstone(s) not listed; the first: {e}");
-    }
     out
 }
 
