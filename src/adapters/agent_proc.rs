@@ -8,7 +8,6 @@
 //! Only processes of this user are read: another user's `/proc/<pid>/environ` is not ours to
 //! read, and a file named by another user's environment is not ours to trust.
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use procfs::process::Process;
@@ -113,8 +112,10 @@ pub enum SmallFileError {
     },
     #[error("{path} is not a regular file of this user")]
     NotOurs { path: String },
-    #[error("{path} is larger than {MAX_STATUS_BYTES} bytes")]
-    TooLarge { path: String },
+    #[error("{path} is {kind}, not a regular file: not read")]
+    NotRegular { path: String, kind: &'static str },
+    #[error("{path} is larger than {limit} bytes: not read")]
+    TooLarge { path: String, limit: u64 },
     #[error("failed to read {path}: {source}")]
     Read {
         path: String,
@@ -122,17 +123,86 @@ pub enum SmallFileError {
     },
 }
 
-/// Read `path` whole: never through a symlink (`O_NOFOLLOW`), never a FIFO or device (opened
-/// non-blocking, then required to be a regular file of this user), at most
-/// [`MAX_STATUS_BYTES`]. `Ok(None)` when it does not exist.
-pub fn read_small_file(path: &Path) -> Result<Option<String>, SmallFileError> {
-    use rustix::fs::{Mode, OFlags};
+/// How [`read_planted`] takes a file another process could have put there.
+#[derive(Debug, Clone, Copy)]
+pub struct Planted {
+    /// The most bytes read; a larger file is refused, never read to its end.
+    pub cap: u64,
+    /// Whether a symbolic link at the path is followed (a dotfile manager links settings files).
+    pub follow: bool,
+    /// Whether the file must be this user's.
+    pub ours: bool,
+}
+
+/// The agent's status file: never through a link, this user's, at most [`MAX_STATUS_BYTES`].
+pub const STATUS_FILE: Planted = Planted {
+    cap: MAX_STATUS_BYTES,
+    follow: false,
+    ours: true,
+};
+
+fn kind_of(t: rustix::fs::FileType) -> &'static str {
+    use rustix::fs::FileType as T;
+    match t {
+        T::RegularFile => "a regular file",
+        T::Directory => "a directory",
+        T::Fifo => "a FIFO",
+        T::Socket => "a socket",
+        T::CharacterDevice => "a character device",
+        T::BlockDevice => "a block device",
+        T::Symlink => "a symbolic link",
+        _ => "of an unknown kind",
+    }
+}
+
+/// The one reader of a file another process could plant (an agent's status or settings file):
+/// looked at before it is opened (opening a FIFO or a device can act on its own), opened
+/// `O_NONBLOCK` (a FIFO swapped in meanwhile never holds the open) and judged again by `fstat`
+/// on what was opened: a regular file (of this user, with `how.ours`) of at most `how.cap`
+/// bytes, read at most one byte past the cap whatever its size claims. `Ok(None)` when it does
+/// not exist. Never waits, never reads more than the cap.
+pub fn read_planted(path: &Path, how: Planted) -> Result<Option<String>, SmallFileError> {
+    use rustix::fs::{FileType, Mode, OFlags};
     let name = || path.display().to_string();
-    let fd = match rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
-        Mode::empty(),
-    ) {
+    let judge = |st: &rustix::fs::Stat| -> Result<(), SmallFileError> {
+        let t = FileType::from_raw_mode(st.st_mode);
+        if how.ours && st.st_uid != rustix::process::geteuid().as_raw() {
+            return Err(SmallFileError::NotOurs { path: name() });
+        }
+        if t != FileType::RegularFile {
+            return Err(SmallFileError::NotRegular {
+                path: name(),
+                kind: kind_of(t),
+            });
+        }
+        if u64::try_from(st.st_size).unwrap_or(0) > how.cap {
+            return Err(SmallFileError::TooLarge {
+                path: name(),
+                limit: how.cap,
+            });
+        }
+        Ok(())
+    };
+    let looked = if how.follow {
+        rustix::fs::stat(path)
+    } else {
+        rustix::fs::lstat(path)
+    };
+    match looked {
+        Ok(st) => judge(&st)?,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => {
+            return Err(SmallFileError::Open {
+                path: name(),
+                source: e.into(),
+            })
+        }
+    }
+    let mut flags = OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY;
+    if !how.follow {
+        flags |= OFlags::NOFOLLOW;
+    }
+    let fd = match rustix::fs::open(path, flags, Mode::empty()) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return Ok(None),
         Err(e) => {
@@ -146,23 +216,28 @@ pub fn read_small_file(path: &Path) -> Result<Option<String>, SmallFileError> {
         path: name(),
         source: e.into(),
     })?;
-    let regular =
-        rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::RegularFile;
-    if !regular || st.st_uid != rustix::process::geteuid().as_raw() {
-        return Err(SmallFileError::NotOurs { path: name() });
-    }
-    let mut buf = Vec::new();
-    std::fs::File::from(fd)
-        .take(MAX_STATUS_BYTES + 1)
-        .read_to_end(&mut buf)
-        .map_err(|e| SmallFileError::Read {
+    judge(&st)?;
+    let hint = u64::try_from(st.st_size).unwrap_or(0);
+    match crate::core::capped::read(std::fs::File::from(fd), how.cap, hint) {
+        Ok(crate::core::capped::Capped::Whole(buf)) => {
+            Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+        }
+        Ok(crate::core::capped::Capped::TooLarge) => Err(SmallFileError::TooLarge {
+            path: name(),
+            limit: how.cap,
+        }),
+        Err(e) => Err(SmallFileError::Read {
             path: name(),
             source: e,
-        })?;
-    if buf.len() as u64 > MAX_STATUS_BYTES {
-        return Err(SmallFileError::TooLarge { path: name() });
+        }),
     }
-    Ok(Some(String::from_utf8_lossy(&buf).into_owned()))
+}
+
+/// Read an agent's status file `path` whole ([`read_planted`] with [`STATUS_FILE`]): never
+/// through a symlink, never a FIFO or device, this user's, at most [`MAX_STATUS_BYTES`].
+/// `Ok(None)` when it does not exist.
+pub fn read_small_file(path: &Path) -> Result<Option<String>, SmallFileError> {
+    read_planted(path, STATUS_FILE)
 }
 
 /// The regular files a pattern matches, sorted, whose `*`s stand only within one component (a
@@ -241,13 +316,39 @@ mod tests {
         .unwrap();
         assert!(matches!(
             read_small_file(&fifo),
-            Err(SmallFileError::NotOurs { .. })
+            Err(SmallFileError::NotRegular { kind: "a FIFO", .. })
         ));
         std::fs::write(&f, vec![b' '; MAX_STATUS_BYTES as usize + 1]).unwrap();
         assert!(matches!(
             read_small_file(&f),
             Err(SmallFileError::TooLarge { .. })
         ));
+        // A huge (sparse) file is refused by its size, never read.
+        let big = d.join("big");
+        std::fs::File::create(&big)
+            .unwrap()
+            .set_len(1 << 30)
+            .unwrap();
+        let how = Planted {
+            cap: 1 << 20,
+            follow: true,
+            ours: false,
+        };
+        assert!(matches!(
+            read_planted(&big, how),
+            Err(SmallFileError::TooLarge { limit: 1048576, .. })
+        ));
+        // Followed when asked: a link to a file is read, a link to a FIFO is not opened.
+        std::os::unix::fs::symlink(&fifo, d.join("lf")).unwrap();
+        assert!(matches!(
+            read_planted(&d.join("lf"), how),
+            Err(SmallFileError::NotRegular { kind: "a FIFO", .. })
+        ));
+        std::fs::write(&f, "x").unwrap();
+        assert_eq!(
+            read_planted(&d.join("l"), how).unwrap().as_deref(),
+            Some("x")
+        );
         let _ = std::fs::remove_dir_all(&d);
     }
 

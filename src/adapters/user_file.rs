@@ -11,6 +11,8 @@
 //!   name in the target's directory (a file or link planted there is never written through), given
 //!   the original's owner, group and mode (`fchown`, `fchmod` on the descriptor; a new file: mode
 //!   0600, the directory's owner), fsynced, renamed over the target, and the directory fsynced.
+//! - A missing directory is created 0700 and, as root, takes its parent's owner and group, so a
+//!   file root writes for a user (`~/.codex/hooks.json`) is the user's, directories and all.
 
 use crate::core::capped::{self, Capped};
 use std::fs::{File, OpenOptions};
@@ -129,12 +131,122 @@ pub fn replace(f: &UserFile, bytes: &[u8]) -> Result<(), String> {
         .parent()
         .filter(|d| !d.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
+    // A project's `.claude/` (or a user's `~/.codex/`) may not exist yet.
+    create_dirs(dir)?;
+    let owner = match f.owner {
+        Some(o) => o,
+        None => new_owner(dir, 0o600)?,
+    };
+    put(dir, target, owner, bytes)
+}
+
+/// Create `dir` and every missing directory above it, each 0700 and, as root, given its parent's
+/// owner and group (a user's `~/.codex/` made by root is the user's, or the user's agent could not
+/// read its own hooks). Each is made with `mkdirat` in the descriptor of its parent and opened
+/// `O_NOFOLLOW` before its owner is set on that descriptor: a link swapped in for a new directory
+/// is never followed, and a directory that someone else made meanwhile is left as it is.
+fn create_dirs(dir: &Path) -> Result<(), String> {
+    use rustix::fs::{Mode, OFlags};
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    let mut cur = dir;
+    loop {
+        if cur.as_os_str().is_empty() {
+            cur = Path::new(".");
+            break;
+        }
+        match std::fs::symlink_metadata(cur) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                missing.push(cur);
+                cur = cur.parent().unwrap_or(Path::new(""));
+            }
+            Err(e) => return Err(format!("failed to look at {}: {e}", cur.display())),
+        }
+    }
+    let failed = |what: &str, p: &Path, e: rustix::io::Errno| {
+        format!(
+            "failed to {what} {}: {}",
+            p.display(),
+            std::io::Error::from(e)
+        )
+    };
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut parent =
+        rustix::fs::open(cur, dir_flags, Mode::empty()).map_err(|e| failed("open", cur, e))?;
+    let root = rustix::process::geteuid().is_root();
+    for p in missing.into_iter().rev() {
+        let name = p
+            .file_name()
+            .ok_or_else(|| format!("{} names no directory", p.display()))?;
+        let made = match rustix::fs::mkdirat(&parent, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) => true,
+            Err(rustix::io::Errno::EXIST) => false,
+            Err(e) => return Err(failed("create", p, e)),
+        };
+        let child = rustix::fs::openat(&parent, name, dir_flags | OFlags::NOFOLLOW, Mode::empty())
+            .map_err(|e| failed("open", p, e))?;
+        if made && root {
+            let up = rustix::fs::fstat(&parent).map_err(|e| failed("stat", p, e))?;
+            rustix::fs::fchown(
+                &child,
+                Some(rustix::fs::Uid::from_raw(up.st_uid)),
+                Some(rustix::fs::Gid::from_raw(up.st_gid)),
+            )
+            .map_err(|e| failed("give its parent's owner to", p, e))?;
+        }
+        parent = child;
+    }
+    Ok(())
+}
+
+/// Who a new file in `dir` belongs to, with `mode`: as root, the directory's owner (never root's
+/// in a user's directory); else this user.
+fn new_owner(dir: &Path, mode: u32) -> Result<(u32, u32, u32), String> {
+    if rustix::process::geteuid().is_root() {
+        let d =
+            std::fs::metadata(dir).map_err(|e| format!("failed to stat {}: {e}", dir.display()))?;
+        Ok((d.uid(), d.gid(), mode))
+    } else {
+        Ok((
+            rustix::process::geteuid().as_raw(),
+            rustix::process::getegid().as_raw(),
+            mode,
+        ))
+    }
+}
+
+/// Write `bytes` as the file `name` in `dir`, replacing what the name holds without ever writing
+/// through it: a symbolic link there is replaced by the file (what it leads to is left alone,
+/// dangling or not); a regular file keeps its owner, group and mode; a new file gets `mode` and,
+/// as root, the directory's owner. Anything else there (a directory, a FIFO, a device) is left
+/// alone with an error. For files whose every byte is ours (the man pages).
+pub fn write_in(dir: &Path, name: &str, bytes: &[u8], mode: u32) -> Result<(), String> {
+    let target = dir.join(name);
+    let owner = match std::fs::symlink_metadata(&target) {
+        Ok(m) if m.file_type().is_file() => (m.uid(), m.gid(), m.mode() & 0o7777),
+        Ok(m) if m.file_type().is_symlink() => new_owner(dir, mode)?,
+        Ok(_) => {
+            return Err(format!(
+                "{} is not a regular file (a directory, FIFO, socket or device): left alone",
+                target.display()
+            ))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => new_owner(dir, mode)?,
+        Err(e) => return Err(format!("failed to stat {}: {e}", target.display())),
+    };
+    put(dir, &target, owner, bytes)
+}
+
+/// `bytes` into a temporary file created `O_EXCL|O_NOFOLLOW` in `dir`, given `owner`'s uid, gid
+/// and mode, fsynced, renamed over `target`, the directory fsynced.
+fn put(dir: &Path, target: &Path, owner: (u32, u32, u32), bytes: &[u8]) -> Result<(), String> {
     let base = target
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| format!("{} names no file", target.display()))?;
-    // A project's `.claude/` may not exist yet.
-    std::fs::create_dir_all(dir).map_err(|e| format!("failed to create {}: {e}", dir.display()))?;
     let mut created = None;
     for _ in 0..8 {
         let tmp = dir.join(format!(".{base}.ccs-reap.{}", random_word()));
@@ -156,19 +268,7 @@ pub fn replace(f: &UserFile, bytes: &[u8]) -> Result<(), String> {
     let (tmp, mut fd) =
         created.ok_or_else(|| format!("failed to create a temporary file in {}", dir.display()))?;
     let write = |fd: &mut File| -> std::io::Result<()> {
-        let (uid, gid, mode) = match f.owner {
-            Some(o) => o,
-            // A new file: private; as root, the directory's owner's (never root's in a user's
-            // directory).
-            None if rustix::process::geteuid().is_root() => {
-                let d = std::fs::metadata(dir)?;
-                (d.uid(), d.gid(), 0o600)
-            }
-            None => {
-                let me = fd.metadata()?;
-                (me.uid(), me.gid(), 0o600)
-            }
-        };
+        let (uid, gid, mode) = owner;
         let me = fd.metadata()?;
         if (me.uid(), me.gid()) != (uid, gid) {
             rustix::fs::fchown(

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 pub mod claude;
 pub mod codex;
 pub mod gemini;
+pub mod named;
 mod turns;
 
 pub use claude::CLAUDE;
@@ -393,21 +394,33 @@ pub fn program_index(agent: &Agent, argv: &[String]) -> Result<usize, ArgvError>
         argv: argv.to_vec(),
     };
     let mut i = 0;
+    // Named by `env CCS_REAP_AGENT=<name>` ([`named`]): the program past the launchers, whatever
+    // its name (a studio's launcher script), is this agent's.
+    let mut named = false;
     while let Some(w) = argv.get(i) {
         if (agent.is_program_word)(w) {
             return Ok(i);
         }
         match base(w) {
-            "env" => i = skip_env(argv, i + 1).ok_or_else(|| launcher(w))?,
+            "env" => {
+                let next = skip_env(argv, i + 1).ok_or_else(|| launcher(w))?;
+                match named::named_in(&argv[i + 1..next.min(argv.len())]) {
+                    Some(n) if n == agent.name => named = true,
+                    Some(_) => return Err(no_program()),
+                    None => {}
+                }
+                i = next;
+            }
             "npx" | "bunx" | "pnpx" => i = skip_npx(argv, i + 1).ok_or_else(|| launcher(w))?,
             "node" | "nodejs" | "bun" => {
                 // `node [options] <script>`: the script must be the agent's.
                 i = skip_node(argv, i + 1).ok_or_else(|| launcher(w))?;
                 return match argv.get(i) {
-                    Some(s) if (agent.is_program_word)(s) => Ok(i),
+                    Some(s) if named || (agent.is_program_word)(s) => Ok(i),
                     _ => Err(no_program()),
                 };
             }
+            _ if named => return Ok(i),
             _ => return Err(no_program()),
         }
     }

@@ -63,12 +63,23 @@ pub(super) enum Cmd {
     },
     /// Create the session if it is gone, resuming the conversation a tombstone or --cid names;
     /// with no command after --, the command line the tombstone keeps is run again (as words).
+    /// An id that starts with `-` goes after a first --, the command after a second:
+    /// `spawn -- -1 -- claude`.
     Spawn {
-        id: String,
+        id: Option<String>,
         #[arg(long)]
         cid: Option<String>,
         #[arg(long)]
         cwd: Option<PathBuf>,
+        /// The agent the command runs, when its program is not the agent's own (a studio's
+        /// launcher script): it is given the conversation as the agent would be, and kept in
+        /// the tombstone (`env CCS_REAP_AGENT=<name> <command>`).
+        #[arg(long, value_name = "claude|codex|gemini")]
+        agent: Option<String>,
+        /// Start a command that cannot be given the conversation as a new conversation, where
+        /// spawn would refuse.
+        #[arg(long)]
+        new_conversation: bool,
         #[arg(last = true)]
         cmd: Vec<String>,
     },
@@ -179,4 +190,65 @@ pub(super) enum TurnCmd {
     Begin { id: String },
     /// A turn ended: the idle clock starts.
     End { id: String },
+}
+
+/// `spawn`'s id and command: the id before `--`, the command after it; or, with no id before
+/// `--`, the first word after it is the id (one that starts with `-` can be said so) and the
+/// command follows a second `--`. `Err`: what is wrong, with the form to use.
+pub(super) fn spawn_words(
+    id: Option<String>,
+    words: Vec<String>,
+) -> Result<(String, Vec<String>), String> {
+    if let Some(id) = id {
+        return Ok((id, words));
+    }
+    let mut w = words.into_iter();
+    let Some(id) = w.next() else {
+        return Err("spawn needs a chat id: spawn <id> -- <command>, or spawn -- <id> -- <command> for an id that starts with '-'".into());
+    };
+    match w.next() {
+        None => Ok((id, Vec::new())),
+        Some(sep) if sep == "--" => Ok((id, w.collect())),
+        Some(other) => Err(format!(
+            "spawn -- {id} {other} ...: after `spawn --` come the id alone, then `--` and the command: spawn -- {id} -- <command>"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spawns_id_and_command() {
+        let v = |w: &[&str]| w.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        type Want = Result<(&'static str, Vec<&'static str>), &'static str>;
+        let table: Vec<(Option<&str>, Vec<&str>, Want)> = vec![
+            (
+                Some("7"),
+                vec!["claude", "--", "x"],
+                Ok(("7", vec!["claude", "--", "x"])),
+            ),
+            (Some("7"), vec![], Ok(("7", vec![]))),
+            (None, vec!["-1"], Ok(("-1", vec![]))),
+            (None, vec!["-1", "--", "claude"], Ok(("-1", vec!["claude"]))),
+            (
+                None,
+                vec!["-h", "--", "claude", "--", "-x"],
+                Ok(("-h", vec!["claude", "--", "-x"])),
+            ),
+            (None, vec![], Err("needs a chat id")),
+            (None, vec!["-1", "claude"], Err("spawn -- -1 -- <command>")),
+        ];
+        for (id, words, want) in table {
+            let got = spawn_words(id.map(String::from), v(&words));
+            match want {
+                Ok((i, c)) => assert_eq!(got, Ok((i.to_string(), v(&c))), "{id:?} {words:?}"),
+                Err(w) => assert!(
+                    got.as_ref().is_err_and(|e| e.contains(w)),
+                    "{id:?} {words:?}: {got:?}"
+                ),
+            }
+        }
+    }
 }

@@ -72,7 +72,7 @@ pub(super) const FILES: &[(&str, &str)] = &[
     ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (its schema: files.md in the documents, see SEE ALSO), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
     ("<state dir>/reaper-<socket label>.lock", "The daemon's single-instance lock, one per tmux socket."),
     ("<state dir>/studios/<socket label>-<hash>@<prefix>/", "Per studio: known.json, tombstones (sessions/<id>.json) and teardown journals (reaping/<id>.json)."),
-    ("--config FILE, else $CCS_CONFIG, else $XDG_CONFIG_HOME/ccs-reap/env (~/.config/ccs-reap/env), else /etc/ccs-reap/$USER.env, else /etc/ccs-reap/env", "The settings file, the first that exists, read whole (one named by --config or CCS_CONFIG must exist); the units read it the same way, through the binary, so the daemon, cron, the hooks and a command by hand see the same settings. Refused (exit 2) when it is not a regular file, is writable by every user, belongs to another user than root or this one, or passes 1 MiB."),
+    ("--config FILE, else $CCS_CONFIG, else $XDG_CONFIG_HOME/ccs-reap/env (~/.config/ccs-reap/env), else /etc/ccs-reap/$USER.env, else /etc/ccs-reap/env", "The settings file, the first that exists, read whole (one named by --config or CCS_CONFIG must exist); the units read it the same way, through the binary, so the daemon, cron, the hooks and a command by hand see the same settings. Refused (exit 2) when it is not a regular file, is writable by every user or by a group other than this user's primary group or root's, belongs to another user than root or this one, or passes 1 MiB."),
 ];
 
 /// A section of plain paragraphs (a blank line between them).
@@ -188,6 +188,28 @@ pub(super) fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Every man page, by file name: one per visible subcommand (clap_mangen's), then the main page.
+fn pages(c: clap::Command) -> std::io::Result<Vec<(String, Vec<u8>)>> {
+    fn sub(cmd: clap::Command, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+        for s in cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned() {
+            sub(s, out)?;
+        }
+        let man = clap_mangen::Man::new(cmd);
+        let mut buf = Vec::new();
+        man.render(&mut buf)?;
+        out.push((man.get_filename(), buf));
+        Ok(())
+    }
+    let mut out = Vec::new();
+    let mut all = c.clone().disable_help_subcommand(true);
+    all.build();
+    sub(all, &mut out)?;
+    // The main page, with its own sections, in place of clap's.
+    out.retain(|(name, _)| name != "ccs-reap.1");
+    out.push(("ccs-reap.1".to_string(), man_page(c)?));
+    Ok(out)
+}
+
 /// `completions` and `man`: generated from the clap definition, printed to stdout; they read no
 /// configuration, so they work whatever the environment holds.
 pub(super) fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
@@ -197,9 +219,15 @@ pub(super) fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
         Cmd::Completions { shell } => Ok(completion_script(*shell).into_bytes()),
         Cmd::Man { dir: Some(dir) } => {
             // One page per subcommand, then the main page, with its own sections, over clap's.
-            let r = clap_mangen::generate_to(c.clone(), dir)
-                .and_then(|()| man_page(c))
-                .and_then(|page| std::fs::write(dir.join("ccs-reap.1"), page));
+            // Rendered first, then each written as the user's files are: a link planted at a
+            // page's name is replaced, never written through.
+            let r = pages(c)
+                .map_err(|e| format!("failed to render them: {e}"))
+                .and_then(|pages| {
+                    pages.iter().try_for_each(|(name, page)| {
+                        crate::adapters::user_file::write_in(dir, name, page, 0o644)
+                    })
+                });
             return Some(match r {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {

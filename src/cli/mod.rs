@@ -228,8 +228,35 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             commands::pin(&Reaper::new(cfg, false), &id, false).await,
             "unpinned",
         ),
-        Some(Cmd::Spawn { id, cid, cwd, cmd }) => {
-            match commands::spawn(&Reaper::new(cfg, false), &id, cid.as_deref(), cwd, &cmd).await {
+        Some(Cmd::Spawn {
+            id,
+            cid,
+            cwd,
+            agent,
+            new_conversation,
+            cmd,
+        }) => {
+            let (id, cmd) = match args::spawn_words(id, cmd) {
+                Ok(w) => w,
+                Err(e) => {
+                    let _ = command_error(cli.json, CommandError::Refused(e));
+                    return ExitCode::from(exit::CONFIG);
+                }
+            };
+            let ask = commands::SpawnAsk {
+                agent: agent.as_deref(),
+                new_conversation,
+            };
+            match commands::spawn(
+                &Reaper::new(cfg, false),
+                &id,
+                cid.as_deref(),
+                cwd,
+                &cmd,
+                ask,
+            )
+            .await
+            {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
                 Err(e) => command_error(cli.json, e),

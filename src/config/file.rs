@@ -68,8 +68,25 @@ pub fn plain_user_name(u: &str) -> bool {
     !u.is_empty() && !u.starts_with('.') && !u.contains('/') && u.len() <= 64
 }
 
-/// Whether a file of this kind, mode, owner and size may be read as settings; `Err` says why not.
-pub fn judge(kind: &str, mode: u32, uid: u32, me: u32, size: u64) -> Result<(), String> {
+/// Who is reading the file: the effective uid and primary gid of this process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reader {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Whether a file of this kind, mode, owner (`uid`, `gid`) and size may be read as settings by
+/// `me`; `Err` says why not. A file that a group other than the reader's own primary group (root's:
+/// gid 0) or root's group (gid 0, trusted as the owner root is) can write is refused as a
+/// world-writable one is: every member of that group could set what ccs-reap kills and the hook it
+/// runs, as sshd, sudo and logrotate refuse such files.
+pub fn judge(
+    kind: &str,
+    mode: u32,
+    (uid, gid): (u32, u32),
+    me: Reader,
+    size: u64,
+) -> Result<(), String> {
     if kind != "a regular file" {
         return Err(format!("it is {kind}, not a regular file"));
     }
@@ -79,6 +96,14 @@ pub fn judge(kind: &str, mode: u32, uid: u32, me: u32, size: u64) -> Result<(), 
             mode & 0o7777
         ));
     }
+    if mode & 0o020 != 0 && gid != me.gid && gid != 0 {
+        return Err(format!(
+            "it is writable by group {gid} (mode {:04o}), not this user's own group ({}): every member could set what ccs-reap kills; chmod g-w it",
+            mode & 0o7777,
+            me.gid
+        ));
+    }
+    let me = me.uid;
     if uid != me && uid != 0 {
         return Err(format!(
             "it belongs to uid {uid}, neither this user ({me}) nor root"
@@ -118,11 +143,14 @@ pub fn read(path: &Path) -> Result<String, String> {
     )
     .map_err(|e| format!("cannot be opened: {e}"))?;
     let st = fstat(&fd).map_err(|e| format!("cannot be examined: {e}"))?;
-    let me = rustix::process::geteuid().as_raw();
+    let me = Reader {
+        uid: rustix::process::geteuid().as_raw(),
+        gid: rustix::process::getegid().as_raw(),
+    };
     judge(
         kind(FileType::from_raw_mode(st.st_mode)),
         st.st_mode,
-        st.st_uid,
+        (st.st_uid, st.st_gid),
         me,
         st.st_size.max(0) as u64,
     )?;
@@ -290,6 +318,8 @@ mod tests {
         let table: &[(&str, u32, u32, u64, Option<&str>)] = &[
             ("a regular file", 0o100600, me, 10, None),
             ("a regular file", 0o100644, 0, 10, None),
+            // Writable by the reader's own group: only the reader's own group can write it.
+            ("a regular file", 0o100660, me, 10, None),
             (
                 "a regular file",
                 0o100666,
@@ -322,13 +352,58 @@ mod tests {
             ("a directory", 0o040700, me, 0, Some("a directory")),
         ];
         for (kind, mode, uid, size, want) in table {
-            let got = judge(kind, *mode, *uid, me, *size);
+            // The file's group is the reader's own (100) unless the owner is root (gid 0).
+            let gid = if *uid == 0 { 0 } else { 100 };
+            let got = judge(
+                kind,
+                *mode,
+                (*uid, gid),
+                Reader { uid: me, gid: 100 },
+                *size,
+            );
             match want {
                 None => assert_eq!(got, Ok(()), "{kind} {mode:o}"),
                 Some(w) => assert!(
                     got.as_ref().is_err_and(|e| e.contains(w)),
                     "{kind} {mode:o}: {got:?}"
                 ),
+            }
+        }
+    }
+
+    #[test]
+    fn a_file_another_group_can_write_is_refused() {
+        let user = Reader {
+            uid: 1000,
+            gid: 1000,
+        };
+        let root = Reader { uid: 0, gid: 0 };
+        let f = "a regular file";
+        // (mode, owner, group, reader, refused)
+        let table: &[(u32, u32, u32, Reader, bool)] = &[
+            (0o100660, 1000, 1000, user, false),
+            (0o100660, 1000, 50, user, true),
+            (0o100640, 1000, 50, user, false),
+            (0o100660, 0, 0, root, false),
+            (0o100660, 0, 50, root, true),
+            (0o100620, 0, 50, root, true),
+            (0o100664, 0, 0, user, false),
+            (0o100664, 0, 1000, root, true),
+            (0o100644, 0, 50, root, false),
+        ];
+        for &(mode, uid, gid, me, refused) in table {
+            let got = judge(f, mode, (uid, gid), me, 10);
+            assert_eq!(
+                got.is_err(),
+                refused,
+                "{mode:o} {uid}:{gid} read by {me:?}: {got:?}"
+            );
+            if refused {
+                let e = got.unwrap_err();
+                assert!(
+                    e.contains(&format!("writable by group {gid}")) && e.contains("chmod g-w"),
+                    "{e}"
+                );
             }
         }
     }

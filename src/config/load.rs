@@ -7,11 +7,15 @@ use std::time::Duration;
 use super::{file, log, Config, ConfigError, Draft, Effective, Socket, ValueSource, VARS};
 
 /// `CCS_` variables that are not settings, and never warned about: the reap token tmux sets in a
-/// session's environment, the studio's own `CCS_CFG`, and the switches of the project's own tests
-/// and scripts. `CCS_REAP_ENV_ALLOW` adds more.
+/// session's environment, the studio's own `CCS_CFG`, the npm package's `CCS_REAP_BINARY` (its
+/// documented override of the binary), `CCS_REAP_AGENT` (how a command names its agent, in the
+/// environment of every agent `spawn --agent` starts and so of its hooks), and the switches of the
+/// project's own tests and scripts. `CCS_REAP_ENV_ALLOW` adds more.
 const NOT_SETTINGS: &[&str] = &[
     crate::adapters::tmux::TOKEN_VAR,
     "CCS_CFG",
+    "CCS_REAP_BINARY",
+    "CCS_REAP_AGENT",
     "CCS_REAP_BIN",
     "CCS_SKIP_CGROUP_TESTS",
     "CCS_SKIP_PROMETHEUS",

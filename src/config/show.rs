@@ -58,8 +58,10 @@ impl Config {
     }
 
     /// `ccs-reap config`: the settings file and the state dir in effect, then every setting,
-    /// `NAME=value` where it is set (a line a settings file takes), `# NAME` with its default
-    /// where not, each with its source.
+    /// `NAME=value` where it is set (a line a settings file takes, its source on a comment line
+    /// of its own above it: the reader, as systemd's, takes a `#` after a value as part of it),
+    /// `# NAME (default: ...)` where not. The whole output is a settings file that gives the
+    /// same values back.
     pub fn render(&self) -> String {
         let mut s = match &self.file {
             Some(f) => format!("# settings file: {}\n", f.display()),
@@ -68,15 +70,23 @@ impl Config {
         s.push_str(&format!("# state dir: {}\n", self.state_dir.display()));
         s.push_str(&format!("# rules: {}\n", self.rules()));
         for e in &self.sources {
-            let line = match &e.value {
-                Some(v) => format!("{}={}", e.name, quote(v)),
-                None => format!(
-                    "# {} (default: {})",
+            match &e.value {
+                Some(v) => {
+                    s.push_str(&format!("# {}\n", e.source));
+                    match quote(v) {
+                        Some(q) => s.push_str(&format!("{}={q}\n", e.name)),
+                        None => s.push_str(&format!(
+                            "# {} is set, to a value no settings-file line can hold (a line break): see config --json\n",
+                            e.name
+                        )),
+                    }
+                }
+                None => s.push_str(&format!(
+                    "# {} (default: {})\n",
                     e.name,
                     setting(e.name).map(|s| s.default).unwrap_or("")
-                ),
-            };
-            s.push_str(&format!("{line:<48} # {}\n", e.source));
+                )),
+            }
         }
         s
     }
@@ -113,14 +123,63 @@ impl Config {
     }
 }
 
-/// A value as a settings-file line takes it back: bare when it is plain, else in single quotes.
-fn quote(v: &str) -> String {
-    let plain = v
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b"/.,:-_%@+=[]".contains(&b));
-    if plain || v.contains('\'') {
+/// A value as a settings-file line takes it back ([`super::file::parse`] gives `v` again): bare
+/// when it is plain, else in single quotes, else (it holds a `'`) in double quotes with `"`, `\\`,
+/// `$` and `` ` `` escaped. `None`: it cannot be said on one line (a line break, a `\r`).
+fn quote(v: &str) -> Option<String> {
+    if v.contains(['\n', '\r']) {
+        return None;
+    }
+    let plain = !v.is_empty()
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/.,:-_%@+=[]".contains(&b));
+    Some(if plain {
         v.to_string()
-    } else {
+    } else if !v.contains('\'') {
         format!("'{v}'")
+    } else {
+        let mut q = String::from("\"");
+        for c in v.chars() {
+            if matches!(c, '"' | '\\' | '$' | '`') {
+                q.push('\\');
+            }
+            q.push(c);
+        }
+        q.push('"');
+        q
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_reads_back_as_it_was() {
+        let table = [
+            "30m",
+            "/opt/x",
+            "a b",
+            " lead",
+            "trail ",
+            "x # not a comment",
+            "it's",
+            "it's \"quoted\" $HOME `x` \\n",
+            "'",
+            "\"",
+            "\\",
+            "a\\",
+            "#",
+            ";x",
+            "tab\there",
+        ];
+        for v in table {
+            let line = format!("CCS_X={}\n", quote(v).unwrap());
+            let back = super::super::file::parse(&line)
+                .unwrap_or_else(|e| panic!("{v:?}: {line:?}: {e:?}"));
+            assert_eq!(back.len(), 1, "{line:?}");
+            assert_eq!(back[0].value, v, "{line:?}");
+        }
+        assert_eq!(quote("a\nb"), None);
     }
 }

@@ -315,6 +315,20 @@ impl Tombstone {
         }
     }
 
+    /// Why a tombstone keeps no command line (`argv`), as far as it tells: one made for a chat
+    /// lost with its server (its command line was never known), one written by ccs-reap 0.1.0
+    /// (no session name: 0.3.0 began to keep command lines), else a chat whose command
+    /// started no agent ccs-reap could name, or whose command line could not be read at the reap.
+    pub fn why_no_argv(&self) -> &'static str {
+        if self.reason == ReapReason::ServerDied {
+            "it was made for a chat lost with its tmux server, whose command line was not known"
+        } else if self.session.is_none() {
+            "it was written by ccs-reap 0.1.0; 0.3.0 began to keep command lines"
+        } else {
+            "the chat ran no agent's command that ccs-reap could keep (a launcher script names its agent with spawn --agent), or its command line could not be read when it was reaped"
+        }
+    }
+
     /// Whether this tombstone may be used for chat `id`.
     pub fn validate(&self, id: &str) -> Result<(), String> {
         if self.id != id {
@@ -413,6 +427,38 @@ pub struct Ident {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn why_a_tombstone_keeps_no_command_line() {
+        // (reason, session name, token)
+        let with = |reason, session: Option<&str>, token: Option<&str>| Tombstone {
+            session: session.map(String::from),
+            token: token.map(String::from),
+            ..Tombstone::new("1", 0, reason)
+        };
+        let table = [
+            (
+                with(ReapReason::ServerDied, Some("ccs-1"), None),
+                "lost with its tmux server",
+            ),
+            (
+                with(ReapReason::Idle, None, None),
+                "written by ccs-reap 0.1.0",
+            ),
+            (
+                with(ReapReason::Idle, Some("ccs-1"), Some("t")),
+                "ran no agent's command",
+            ),
+            // A failed spawn's mark of a new chat: no token, but no old version either.
+            (
+                with(ReapReason::Manual, Some("ccs-1"), None),
+                "ran no agent's command",
+            ),
+        ];
+        for (t, want) in table {
+            assert!(t.why_no_argv().contains(want), "{t:?}: {}", t.why_no_argv());
+        }
+    }
 
     #[test]
     fn a_journal_leaves_the_tombstone_of_its_reap() {

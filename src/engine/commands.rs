@@ -270,8 +270,18 @@ pub async fn spawn(
     cid: Option<&str>,
     cwd: Option<PathBuf>,
     cmd: &[String],
+    ask: SpawnAsk<'_>,
 ) -> Result<bool, CommandError> {
     let name = name_of(&r.cfg, id)?;
+    // The command names its agent (`--agent`): run as `env CCS_REAP_AGENT=<name> <command>`.
+    let named;
+    let cmd = match ask.agent {
+        Some(a) if !cmd.is_empty() => {
+            named = crate::agents::named::name(cmd, a).map_err(CommandError::Refused)?;
+            &named[..]
+        }
+        _ => cmd,
+    };
     if let Some(c) = cid {
         if !policy::valid_cid(c) {
             return Err(CommandError::Refused(format!(
@@ -284,7 +294,8 @@ pub async fn spawn(
         return Ok(false);
     };
     wait_for_teardown(&r.cfg, &r.state, &r.ownership, id, deadline).await?;
-    let mut tomb = r.state.read_tombstone(id)?;
+    let on_disk = r.state.read_tombstone(id)?;
+    let mut tomb = on_disk.clone();
     let own = crate::agents::of_argv(cmd).and_then(|a| (a.cid_in_argv)(cmd));
     if tomb.is_none() && cid.is_none() && own.is_none() {
         tomb = lost_before_a_sweep(&r.cfg, &r.state, id, &server);
@@ -307,16 +318,24 @@ pub async fn spawn(
                 )))
             }
             Some(None) => {
+                let why = tomb.as_ref().map_or("", |t| t.why_no_argv());
                 return Err(CommandError::Refused(format!(
-                    "the tombstone {} keeps no command line (written before ccs-reap 0.4, or unreadable when the chat was reaped): give the command after --",
+                    "the tombstone {} keeps no command line ({why}): give the command after --",
                     path.display()
-                )))
+                )));
             }
-            Some(Some(a)) => a,
+            Some(Some(a)) => match ask.agent {
+                Some(name) => {
+                    crate::agents::named::name(&a, name).map_err(CommandError::Refused)?
+                }
+                None => a,
+            },
         }
     } else {
         cmd.to_vec()
     };
+    // A name that is no agent's, or two names at once, is refused before anything starts.
+    crate::agents::named::check(&cmd).map_err(CommandError::Refused)?;
     let cwd = spawn_cwd(cwd, tomb.as_ref())?;
     // The tombstone stays until the chat has answered a turn (`turn end`): a claude that fails
     // after start (a bad resume, an auth error) must not take the cid with it.
@@ -331,10 +350,22 @@ pub async fn spawn(
             flag_cid: cid,
             tomb: tomb.as_ref(),
             tomb_cid,
+            on_disk: on_disk.as_ref(),
+            new_conversation: ask.new_conversation,
         },
     )
     .await
     .map_err(CommandError::from)
+}
+
+/// What `spawn` is asked beyond its id, conversation, directory and command.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpawnAsk<'a> {
+    /// `--agent NAME`: the agent the command runs (a launcher script of the studio's).
+    pub agent: Option<&'a str>,
+    /// `--new-conversation`: a command that cannot be given the conversation starts without it,
+    /// where `spawn` would otherwise refuse.
+    pub new_conversation: bool,
 }
 
 /// `resume <id>`: a live chat is left as it is; an asleep one is spawned from its tombstone.
@@ -357,11 +388,13 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
             r.state.tombstone_path(id).display()
         )));
     }
-    Ok(if spawn(r, id, None, None, &[]).await? {
-        Resumed::Spawned
-    } else {
-        Resumed::Live
-    })
+    Ok(
+        if spawn(r, id, None, None, &[], SpawnAsk::default()).await? {
+            Resumed::Spawned
+        } else {
+            Resumed::Live
+        },
+    )
 }
 
 /// Make way for `spawn`: an existing session is left alone (`None`), unless it is being reaped

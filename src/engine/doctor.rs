@@ -4,12 +4,11 @@
 //! to another state dir, prefix or socket), an activity file missing, no memory limit visible.
 //! Reads only; writes nothing. The verdicts are `core::doctor`'s.
 
-use crate::core::capped::{self, Capped};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::adapters::procs;
 use crate::adapters::tmux::Tmux;
+use crate::adapters::{agent_proc, procs};
 use crate::config::Config;
 use crate::core::doctor::{assignments, hook_commands, near_misses, Check, Verdict};
 use crate::core::policy::MemThreshold;
@@ -326,24 +325,23 @@ fn what(var: &str) -> &'static str {
     }
 }
 
+/// A settings file of the agent's (`~/.claude/settings.json`): read as every file another
+/// process could plant is ([`agent_proc::read_planted`]): a FIFO never holds doctor, a huge
+/// file is refused by its size. A link is followed (dotfile managers link it).
 fn read_bounded(path: &std::path::Path) -> Result<String, String> {
-    let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let meta = f
-        .metadata()
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_file() {
-        return Err(format!("{} is not a regular file", path.display()));
-    }
-    match capped::read(f, MAX_SETTINGS_BYTES, meta.len())
-        .map_err(|e| format!("{}: {e}", path.display()))?
-    {
-        Capped::Whole(b) => {
-            String::from_utf8(b).map_err(|e| format!("{} is not UTF-8 text: {e}", path.display()))
-        }
-        Capped::TooLarge => Err(format!(
-            "{} is larger than {MAX_SETTINGS_BYTES} bytes",
-            path.display()
+    let how = agent_proc::Planted {
+        cap: MAX_SETTINGS_BYTES,
+        follow: true,
+        ours: false,
+    };
+    match agent_proc::read_planted(path, how) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Err(format!(
+            "{}: {}",
+            path.display(),
+            std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error())
         )),
+        Err(e) => Err(e.to_string()),
     }
 }
 

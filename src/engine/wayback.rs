@@ -57,6 +57,12 @@ pub struct Start<'a> {
     pub flag_cid: Option<&'a str>,
     pub tomb: Option<&'a Tombstone>,
     pub tomb_cid: Option<String>,
+    /// The tombstone on disk when spawn read it (`tomb` may instead be one made from the last
+    /// known conversation of a chat lost with its server): a failed start marks the tombstone
+    /// only while this is still what is there.
+    pub on_disk: Option<&'a Tombstone>,
+    /// The caller wants a command that cannot be given the conversation started without it.
+    pub new_conversation: bool,
 }
 
 /// How the new agent was seen to be up, or not.
@@ -177,6 +183,9 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
     }
     let env = agent_env(&r.tmux, agent, s.cmd).await;
     let mut mode = None;
+    // Whether the conversation goes with the command (a new conversation with
+    // --new-conversation does not: its agent's hook tells the new id).
+    let mut carried = true;
     let mut argv = s.cmd.to_vec();
     if let Some(c) = &cid {
         // The agents' ids are UUIDs: another id names no transcript of theirs, and is passed on.
@@ -191,12 +200,31 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
                 Ok(p) => {
                     argv = p.argv;
                     mode = Some(p.mode);
+                    carried = p.mode != StartMode::FreshNewId;
                 }
-                Err(ArgvError::NoProgram { .. }) if !s.replayed => {
-                    tracing::warn!(session = s.name, "the command does not start {}: started as given, without the conversation id", agent.display);
+                Err(ArgvError::NoProgram { .. }) if !s.replayed && s.new_conversation => {
+                    tracing::warn!(session = s.name, cid = %c, "the command does not start {}: started as given, as a new conversation (--new-conversation)", agent.display);
+                    carried = false;
+                }
+                // The chat would come back as a new conversation: said, not done.
+                Err(ArgvError::NoProgram { .. }) => {
+                    return Err(WaybackError::Refused(format!(
+                        "{}: it does not start {}, so conversation {c} cannot be carried to it and the chat would come back as a new conversation; name the agent a launcher script runs (spawn {} --agent {} -- <command>), or say --new-conversation to start it without",
+                        where_from(),
+                        agent.display,
+                        s.id,
+                        agent.name
+                    )))
                 }
                 Err(e) => return Err(WaybackError::Refused(format!("{}: {e}", where_from()))),
             }
+        }
+        if carried && s.new_conversation {
+            return Err(WaybackError::Refused(format!(
+                "--new-conversation, but {} carries conversation {c}: drop --new-conversation (or `ccs-reap forget {}` first for a new one)",
+                where_from(),
+                s.id
+            )));
         }
         let why = if failed_before {
             "a resume from this tombstone failed before"
@@ -211,7 +239,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
             tracing::warn!(session = s.name, cid = %c, agent = agent.name, "{why}: starting it afresh under a new id, which {} cannot be given ({argv:?})", agent.display);
         }
     }
-    if mode == Some(StartMode::FreshNewId) {
+    if mode == Some(StartMode::FreshNewId) || !carried {
         cid = None;
     }
     let extra = extra_env(agent, runs.is_some(), mode);
@@ -351,7 +379,9 @@ fn status_names(agent: &Agent, env: &[(String, String)], pane_pid: u32, cid: &st
         let Ok(p) = path_of(env, pid) else {
             return false;
         };
-        let Ok(text) = std::fs::read_to_string(&p) else {
+        // As every file another process could plant: never waited on (a FIFO), never read
+        // past its cap (a huge file).
+        let Ok(Some(text)) = agent_proc::read_small_file(&p) else {
             return false;
         };
         let Ok(st) = parse(&text) else {
@@ -426,13 +456,19 @@ async fn failed(
         t.agent = agent_name(t.argv.as_deref()).or(t.agent);
         t.start_failed = Some(last.clone());
         let path = r.state.tombstone_path(s.id);
-        next = match r.state.write_tombstone(&t) {
-            Ok(()) if mode == Some(StartMode::Fresh) => format!(
+        // Only the tombstone this spawn read is marked: one that a `forget` removed meanwhile
+        // stays removed (and one that another command rewrote stays as it wrote it).
+        next = match r.state.write_tombstone_if(s.on_disk, &t) {
+            Ok(false) => format!(
+                "; the tombstone {} changed while the agent started (forgotten, or written by another command): left as it is",
+                path.display()
+            ),
+            Ok(true) if mode == Some(StartMode::Fresh) => format!(
                 "; a fresh start under the same id failed too: `ccs-reap forget {}` drops the tombstone {}",
                 s.id,
                 path.display()
             ),
-            Ok(()) => format!(
+            Ok(true) => format!(
                 "; the tombstone {} is marked: the next spawn starts it afresh under the same id",
                 path.display()
             ),
@@ -496,6 +532,9 @@ pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
         return Err(WaybackError::Refused(why));
     }
     let path = r.state.tombstone_path(id);
+    // Under the tombstone lock: a failing spawn marks the tombstone it read only while it is
+    // still there, so no order of the two brings a forgotten chat back.
+    let _lock = r.state.lock_tombstones()?;
     let t = match r.state.read_tombstone(id) {
         Ok(None) => {
             return Err(WaybackError::Gone(format!(

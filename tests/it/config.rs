@@ -61,20 +61,17 @@ fn the_settings_file_is_read_and_the_environment_wins_with_each_source_named() {
         "{j}"
     );
 
-    // The text form: NAME=value lines with their sources, defaults commented out.
+    // The text form: NAME=value lines, each under its source's comment line, defaults commented
+    // out.
     let o = s.run(&["config", "--config", &f], &[]);
     assert!(
         o.stdout
-            .lines()
-            .any(|l| l.starts_with("CCS_ENGINE_IDLE_KILL_MS=30m")
-                && l.ends_with(&format!("# {f}:2"))),
+            .contains(&format!("# {f}:2\nCCS_ENGINE_IDLE_KILL_MS=30m\n")),
         "{}",
         o.stdout
     );
     assert!(
-        o.stdout
-            .lines()
-            .any(|l| l.starts_with("# CCS_AUDIT_KEEP (default: 5)") && l.ends_with("# default")),
+        o.stdout.contains("\n# CCS_AUDIT_KEEP (default: 5)\n"),
         "{}",
         o.stdout
     );
@@ -86,6 +83,36 @@ fn the_settings_file_is_read_and_the_environment_wins_with_each_source_named() {
     assert_eq!(st["enabled"], true, "{st}");
     let st = s.status(&[]);
     assert_eq!(st["enabled"], false, "{st}");
+}
+
+#[test]
+fn configs_output_is_a_settings_file_that_gives_the_same_values_back() {
+    let s = Server::new();
+    s.session("ccs-1", "sleep 600");
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", "30m"),
+        ("CCS_REAP_ENV_ALLOW", "CCS_STUDIO_*,CCS_X"),
+        ("CCS_REAP_GRACE_MS", " 3s"),
+        ("CCS_AUDIT_KEEP", "7"),
+    ];
+    let first = s.run(&["config", "--json"], &env).json();
+    let text = s.run(&["config"], &env).stdout;
+    let f = settings(&s, "back.env", &text);
+    // Read back with none of those in the environment: the same values, no warning, and every
+    // command runs on it (before, `30m    # environment` was the value: exit 2).
+    let o = s.run(&["config", "--json", "--config", &f], &[]);
+    let back = o.json();
+    for (name, _) in env {
+        assert_eq!(
+            entry(&back, name)["value"],
+            entry(&first, name)["value"],
+            "{name}: {text}"
+        );
+        assert_eq!(entry(&back, name)["source"], "file", "{name}");
+    }
+    assert_eq!(back["warnings"], serde_json::json!([]), "{back}");
+    let st = s.status(&[("CCS_CONFIG", &f)]);
+    assert_eq!(st["enabled"], true, "{st}");
 }
 
 #[test]
@@ -137,14 +164,22 @@ fn a_hostile_settings_file_is_refused_with_exit_2_and_the_reason_never_read() {
     std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o666)).unwrap();
     let dir = s.path("adir");
     std::fs::create_dir(&dir).unwrap();
-    let table: &[(String, &str)] = &[
+    let mut table: Vec<(String, &str)> = vec![
         (path_str(&fifo), "a FIFO"),
         (path_str(&zero), "a character device"),
         (big, "more than the 1048576"),
         (open, "writable by every user"),
         (path_str(&dir), "a directory"),
     ];
-    for (file, why) in table {
+    // A team's group can write it: a group other than the caller's own (root's: gid 0). Only
+    // root can give a file a group it is not in; CI runs as root.
+    if rustix::process::geteuid().is_root() {
+        let team = settings(&s, "team", "CCS_LOG=info\n");
+        std::fs::set_permissions(&team, std::fs::Permissions::from_mode(0o660)).unwrap();
+        std::os::unix::fs::chown(&team, Some(0), Some(4242)).unwrap();
+        table.push((team, "writable by group 4242"));
+    }
+    for (file, why) in &table {
         for args in [&["status"][..], &["config", "--json"][..], &["--once"][..]] {
             let t = Instant::now();
             let mut c = s.reap(&[("CCS_CONFIG", file), ("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
@@ -235,6 +270,25 @@ fn the_studios_own_ccs_names_draw_no_warning() {
     );
     let o = s.run_expect(CONFIG, &["config"], &[("CCS_REAP_ENV_ALLOW", "studio_x")]);
     assert!(o.stderr.contains("CCS_REAP_ENV_ALLOW"), "{}", o.stderr);
+    // The npm package's own override, and the name a named agent's command carries into its
+    // hooks: no warning on any command, the hooks included.
+    let ours = [
+        ("CCS_REAP_BINARY", "/opt/ccs-reap"),
+        ("CCS_REAP_AGENT", "claude"),
+    ];
+    for args in [
+        &["config"][..],
+        &["status"][..],
+        &["claude-hook"][..],
+        &["hook", "--agent", "codex"][..],
+    ] {
+        let o = s.run_any(args, &ours);
+        assert!(
+            !o.stderr.contains("is not a ccs-reap setting"),
+            "{args:?}: {}",
+            o.stderr
+        );
+    }
 }
 
 #[test]

@@ -139,3 +139,110 @@ fn a_read_only_or_hard_linked_file_is_left_alone_and_said_so() {
         .is_symlink());
     assert!(has_hooks(&t));
 }
+
+#[test]
+fn man_dir_replaces_a_link_planted_at_a_pages_name_and_never_writes_through_it() {
+    let s = Server::new();
+    let dir = s.path("man1");
+    std::fs::create_dir(&dir).unwrap();
+    let victim = s.path("victim");
+    std::fs::write(&victim, "secret").unwrap();
+    let outside = s.path("outside");
+    std::os::unix::fs::symlink(&victim, dir.join("ccs-reap.1")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("ccs-reap-spawn.1")).unwrap();
+    // A page already there keeps its mode.
+    std::fs::write(dir.join("ccs-reap-status.1"), "old").unwrap();
+    std::fs::set_permissions(
+        dir.join("ccs-reap-status.1"),
+        std::fs::Permissions::from_mode(0o640),
+    )
+    .unwrap();
+    let o = s.run_any(&["man", "--dir", dir.to_str().unwrap()], &[]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "secret");
+    assert!(
+        !outside.exists(),
+        "a page was created outside the directory"
+    );
+    for (page, mode) in [
+        ("ccs-reap.1", 0o644),
+        ("ccs-reap-spawn.1", 0o644),
+        ("ccs-reap-status.1", 0o640),
+    ] {
+        let m = std::fs::symlink_metadata(dir.join(page)).unwrap();
+        assert!(m.file_type().is_file(), "{page} is not a file");
+        assert_eq!(m.mode() & 0o7777, mode, "{page}");
+        let text = std::fs::read_to_string(dir.join(page)).unwrap();
+        assert!(text.contains(".TH ccs-reap"), "{page}: {text}");
+    }
+    // A directory in a page's place is left alone, and said.
+    std::fs::remove_file(dir.join("ccs-reap-reap.1")).unwrap();
+    std::fs::create_dir(dir.join("ccs-reap-reap.1")).unwrap();
+    let o = s.run_any(&["man", "--dir", dir.to_str().unwrap()], &[]);
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert!(o.stderr.contains("ccs-reap-reap.1"), "{}", o.stderr);
+    // As root, in a user's directory: the new pages are the directory owner's.
+    if rustix::process::geteuid().is_root() {
+        let theirs = s.path("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).unwrap();
+        let o = s.run_any(&["man", "--dir", theirs.to_str().unwrap()], &[]);
+        assert_eq!(o.code, 0, "{}", o.stderr);
+        let m = std::fs::metadata(theirs.join("ccs-reap.1")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (65534, 65534));
+    }
+}
+
+#[test]
+fn directories_and_files_root_creates_for_a_user_are_the_users() {
+    assert!(
+        rustix::process::geteuid().is_root(),
+        "this test runs as root (it gives a scratch home to uid 65534); skip it with --skip user_files::directories_and_files_root"
+    );
+    let s = Server::new();
+    let home = s.path("home");
+    std::fs::create_dir(&home).unwrap();
+    std::os::unix::fs::chown(&home, Some(65534), Some(65534)).unwrap();
+    let cases: Vec<(Vec<&str>, std::path::PathBuf)> = vec![
+        (vec!["claude-settings"], home.join(".claude/settings.json")),
+        (
+            vec!["hook-settings", "--agent", "codex"],
+            home.join(".codex/hooks.json"),
+        ),
+        (
+            vec!["hook-settings", "--agent", "gemini"],
+            home.join(".gemini/settings.json"),
+        ),
+        // Several levels missing: each one is the user's.
+        (
+            vec!["claude-settings"],
+            home.join("proj/deep/.claude/settings.json"),
+        ),
+    ];
+    for (cmd, file) in cases {
+        let mut args = cmd.clone();
+        let f = path_str(&file);
+        args.extend(["--write", f.as_str()]);
+        let o = s.run_any(&args, &[]);
+        assert_eq!(o.code, 0, "{args:?}: {}", o.stderr);
+        let m = std::fs::metadata(&file).unwrap();
+        assert_eq!(
+            (m.uid(), m.gid()),
+            (65534, 65534),
+            "{f}: the file is not the user's"
+        );
+        assert_eq!(m.mode() & 0o7777, 0o600, "{f}");
+        let mut d = file.parent().unwrap();
+        while d != home {
+            let m = std::fs::metadata(d).unwrap();
+            assert_eq!(
+                (m.uid(), m.gid()),
+                (65534, 65534),
+                "{}: the directory is not the user's",
+                d.display()
+            );
+            assert_eq!(m.mode() & 0o7777, 0o700, "{}", d.display());
+            d = d.parent().unwrap();
+        }
+    }
+}

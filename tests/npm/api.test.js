@@ -26,7 +26,10 @@ async function main() {
   // No session yet: respawn (exit 4).
   assert.strictEqual(await reap.turnBegin('a1', { env }), 'respawn');
   assert.strictEqual(await reap.turnEnd('a1', { env }), 'respawn');
-  const sp = await reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-a1' });
+  // A command that is no agent's cannot be given the conversation: refused, unless asked.
+  await assert.rejects(reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-a1' }),
+    (e) => e instanceof reap.CcsReapError && e.code === 1 && /--new-conversation/.test(e.message));
+  const sp = await reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-a1', newConversation: true });
   assert.strictEqual(sp.ok, true, JSON.stringify(sp));
   assert.strictEqual(sp.result, 'spawned', JSON.stringify(sp));
   assert.strictEqual((await reap.spawn('a1', ['sh', '-c', 'exec sleep 100000', 'chat'], { env })).result, 'exists');
@@ -38,10 +41,29 @@ async function main() {
   // Bad input: rejected with the binary's exit code and message, nothing thrown synchronously.
   await assert.rejects(reap.turnBegin('bad id!', { env }), (e) => e instanceof reap.CcsReapError && e.code === 1 && e.message.length > 0);
   await assert.rejects(reap.spawn('a2', [], { env }), TypeError);
+  // Flag-like ids (valid chat ids: A-Z a-z 0-9 _ -) are ids, never flags: no session yet is
+  // 'respawn', never the help's exit 0 read as 'go'.
+  for (const id of ['-h', '--help', '-V', '--version', '--json']) {
+    assert.strictEqual(await reap.turnBegin(id, { env }), 'respawn', `turnBegin(${id})`);
+    assert.strictEqual(await reap.turnEnd(id, { env }), 'respawn', `turnEnd(${id})`);
+  }
+  const sh = await reap.spawn('-h', ['sh', '-c', 'exec sleep 100000', 'chat'], { env, cid: 'conv-h', newConversation: true });
+  assert.strictEqual(sh.result, 'spawned', JSON.stringify(sh));
+  assert.strictEqual(sh.session, '-h', JSON.stringify(sh));
+  assert.strictEqual(await reap.turnBegin('-h', { env }), 'go');
+  assert.strictEqual(await reap.turnEnd('-h', { env }), 'ended');
+  const listed = await reap.status({ env });
+  assert.ok(JSON.stringify(listed).includes('ccs--h'), JSON.stringify(listed));
+  // A flag-like --cid or --cwd value is that value, refused as such: no session made.
+  await assert.rejects(reap.spawn('b1', ['sh', '-c', 'exec sleep 100000'], { env, cid: '--help' }),
+    (e) => e instanceof reap.CcsReapError && e.code === 1 && /conversation id "--help"/.test(e.message));
+  await assert.rejects(reap.spawn('b1', ['sh', '-c', 'exec sleep 100000'], { env, sessionCwd: '--help' }),
+    (e) => e instanceof reap.CcsReapError && e.code === 1 && /--help/.test(e.message));
+  assert.strictEqual(await reap.turnBegin('b1', { env }), 'respawn');
   const r = await reap.run(['--version'], { env });
   assert.strictEqual(r.code, 0);
   assert.match(r.stdout, /^ccs-reap \d+\.\d+\.\d+ /);
-  console.log('api.test.js: binaryPath, CCS_REAP_BINARY, turnBegin/turnEnd/spawn/status/run: ok');
+  console.log('api.test.js: binaryPath, CCS_REAP_BINARY, turnBegin/turnEnd/spawn/status/run, flag-like ids: ok');
 }
 
 main().catch((e) => {

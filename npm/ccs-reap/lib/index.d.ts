@@ -17,6 +17,10 @@ export interface SpawnOptions extends RunOptions {
   cid?: string;
   /** The new session's working directory (--cwd). */
   sessionCwd?: string;
+  /** The agent a launcher script runs ('claude', 'codex', 'gemini'): it gets the conversation (--agent). */
+  agent?: string;
+  /** Start a command that cannot be given the conversation as a new one, where spawn refuses (--new-conversation). */
+  newConversation?: boolean;
 }
 
 /** `spawn --json`'s document. */

@@ -1,6 +1,8 @@
 'use strict';
 // ccs-reap for Node: where the native binary is, and a small promise API over it. No logic of
 // its own: every call runs the binary once (no shell) and reads its exit code or its --json.
+// A user-given value is never read as a flag: it follows `--` (an id such as '-h' or '--help' is
+// a valid chat id), or is joined to its option with `=`.
 
 const { execFile } = require('child_process');
 
@@ -95,7 +97,7 @@ function failed(what, r) {
 
 /** `turn begin <id>`: 'go' (exit 0) or 'respawn' (exit 4: the session is gone; spawn it). */
 async function turnBegin(id, opts) {
-  const r = await run(['turn', 'begin', String(id)], opts);
+  const r = await run(['turn', 'begin', '--', String(id)], opts);
   if (r.code === 0) return 'go';
   if (r.code === 4) return 'respawn';
   throw failed('turn begin', r);
@@ -103,24 +105,28 @@ async function turnBegin(id, opts) {
 
 /** `turn end <id>`: 'ended' (exit 0) or 'respawn' (exit 4: the session is gone). */
 async function turnEnd(id, opts) {
-  const r = await run(['turn', 'end', String(id)], opts);
+  const r = await run(['turn', 'end', '--', String(id)], opts);
   if (r.code === 0) return 'ended';
   if (r.code === 4) return 'respawn';
   throw failed('turn end', r);
 }
 
 /**
- * `spawn <id> [--cid C] [--cwd D] -- <cmd...>`: the --json document
+ * `spawn [--cid C] [--cwd D] [--agent A] [--new-conversation] -- <id> -- <cmd...>`: the --json document
  * ({ ok, session, result: 'spawned' | 'exists', exit }).
  */
 async function spawn(id, cmd, opts = {}) {
   if (!Array.isArray(cmd) || cmd.length === 0) {
     throw new TypeError('ccs-reap spawn: cmd must be a non-empty array of strings');
   }
-  const args = ['spawn', '--json', String(id)];
-  if (opts.cid) args.push('--cid', String(opts.cid));
-  if (opts.sessionCwd) args.push('--cwd', String(opts.sessionCwd));
-  args.push('--', ...cmd.map(String));
+  // No user-given value can be read as a flag: each option's value is joined to it with `=`,
+  // the id follows a first `--` and the command a second (`spawn -- -h -- claude`).
+  const args = ['spawn', '--json'];
+  if (opts.cid) args.push(`--cid=${String(opts.cid)}`);
+  if (opts.sessionCwd) args.push(`--cwd=${String(opts.sessionCwd)}`);
+  if (opts.agent) args.push(`--agent=${String(opts.agent)}`);
+  if (opts.newConversation) args.push('--new-conversation');
+  args.push('--', String(id), '--', ...cmd.map(String));
   const r = await run(args, opts);
   if (r.code !== 0) throw failed('spawn', r);
   return JSON.parse(r.stdout);

@@ -23,4 +23,20 @@ impl StateDir {
             .filter_map(|id| self.read_tombstone_with(&mut reader, &id).transpose())
             .collect()
     }
+
+    /// The readable ones of [`StateDir::tombstones`], and of the others how many there are and
+    /// the first one's error: what `status` says in one line, however many there are.
+    pub fn readable_tombstones(&self) -> (Vec<Tombstone>, Option<(usize, StateError)>) {
+        let (mut good, mut bad, mut first) = (Vec::new(), 0, None);
+        for t in self.tombstones() {
+            match t {
+                Ok(t) => good.push(t),
+                Err(e) => {
+                    bad += 1;
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        (good, first.map(|e| (bad, e)))
+    }
 }

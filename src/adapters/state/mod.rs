@@ -28,6 +28,7 @@ pub use known::*;
 pub use observed::{Observed, OBSERVED_CLOCK};
 use private::{open_flags, private_dir, private_file, read_private_max, refuse};
 pub use records::*;
+pub use tombs::TombLock;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {

@@ -52,9 +52,21 @@ pub(super) fn private_dir(d: &Path) -> Result<(), StateError> {
     Ok(())
 }
 
-/// Check an opened file: a regular file of ours; made 0600 if it is not.
+/// Check an opened file: a regular file of ours; made 0600 if it is not (a file we write).
 pub(super) fn private_file(f: &File, p: &Path) -> Result<std::fs::Metadata, StateError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let m = ours(f, p)?;
+    if m.mode() & 0o7777 != 0o600 {
+        f.set_permissions(std::fs::Permissions::from_mode(0o600))
+            .map_err(io("make private (0600)", p))?;
+    }
+    Ok(m)
+}
+
+/// Check an opened file: a regular file of ours. Nothing is changed: a file only read (by
+/// `status`, which writes nothing) keeps its mode.
+fn ours(f: &File, p: &Path) -> Result<std::fs::Metadata, StateError> {
+    use std::os::unix::fs::MetadataExt;
     let m = f.metadata().map_err(io("stat", p))?;
     if !m.is_file() {
         return Err(refuse("use", p, "not a regular file".into()));
@@ -65,10 +77,6 @@ pub(super) fn private_file(f: &File, p: &Path) -> Result<std::fs::Metadata, Stat
             p,
             format!("owned by uid {}, not by us (uid {})", m.uid(), uid()),
         ));
-    }
-    if m.mode() & 0o7777 != 0o600 {
-        f.set_permissions(std::fs::Permissions::from_mode(0o600))
-            .map_err(io("make private (0600)", p))?;
     }
     Ok(m)
 }
@@ -96,7 +104,7 @@ pub(super) fn open_private(p: &Path) -> Result<Option<(File, std::fs::Metadata)>
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(io("open", p)(e)),
     };
-    let m = private_file(&f, p)?;
+    let m = ours(&f, p)?;
     Ok(Some((f, m)))
 }
 

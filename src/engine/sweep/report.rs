@@ -25,13 +25,15 @@ pub(super) fn asleep(
         .map(|s| s.id.as_str())
         .chain(lost.iter().map(|c| c.id.as_str()))
         .collect();
-    let mut out: Vec<_> = state
-        .tombstones()
+    let (tombs, unreadable) = state.readable_tombstones();
+    if let Some((n, e)) = unreadable {
+        tracing::warn!(
+            unreadable = n,
+            "{n} unreadable tombstone(s) not listed; the first: {e}"
+        );
+    }
+    let mut out: Vec<_> = tombs
         .into_iter()
-        .filter_map(|t| {
-            t.map_err(|e| tracing::warn!(error = %e, "an unreadable tombstone is not listed"))
-                .ok()
-        })
         .filter(|t| !live.contains(t.id.as_str()))
         .map(|t| crate::core::report::Asleep::of(&t, &cfg.prefix))
         .collect();
