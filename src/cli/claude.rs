@@ -124,8 +124,8 @@ pub(super) fn hook_exit<E: std::fmt::Display>(
     }
 }
 
-/// Where the hooks' socket comes from: `--socket`, else a configured socket, else (inside tmux)
-/// `$TMUX`'s first field, else the default. The path, and what chose it (`None`: the default,
+/// Where the hooks' socket comes from: `--socket`, else the configuration's (a configured
+/// socket, else, inside tmux, `$TMUX`'s server, else the default). The path, and what chose it (`None`: the default,
 /// which is said on stderr).
 fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<String>), String> {
     use crate::config::{Socket, ValueSource};
@@ -158,17 +158,12 @@ fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<Stri
             Some(format!("{} ({})", e.name, e.source)),
         ));
     }
-    if let Some(p) = std::env::var("TMUX")
-        .ok()
-        .as_deref()
-        .and_then(claude_hook::socket_of_tmux_env)
-    {
-        return Ok((
-            Socket::Path(PathBuf::from(p)).canonical_path(),
-            Some("$TMUX".into()),
-        ));
-    }
-    Ok((cfg.socket.canonical_path(), None))
+    // Inside tmux, with nothing configured, the configuration already is `TMUX`'s server (the
+    // one rule every command follows).
+    Ok((
+        cfg.socket.canonical_path(),
+        cfg.socket_from_tmux.then(|| "$TMUX".into()),
+    ))
 }
 
 /// What the hooks a settings command writes run with: this binary's path, the settings as

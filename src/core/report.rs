@@ -24,6 +24,10 @@ pub struct SweepReport {
     /// Whether a tmux server answered there: `false` none listens (a wrong socket, a
     /// `PrivateTmp=`, another `TMUX_TMPDIR`), `null` unknown (tmux failed: see `error`).
     pub tmux_server_up: Option<bool>,
+    /// Why this reaper cannot see the tmux server's processes as they are (another pid
+    /// namespace), when a server answered and it cannot: nothing is signalled, no memory is
+    /// measured, so no chat can be reaped.
+    pub blind: Option<String>,
     pub sessions: Vec<SessionReport>,
     pub host: Option<HostMemory>,
     /// Which memory `host` is, and why that one.
@@ -162,6 +166,10 @@ struct SweepJson<'a> {
     error: &'a Option<String>,
     socket_path: &'a str,
     tmux_server_up: Option<bool>,
+    /// `true` this reaper sees the server's processes, `false` it cannot (see
+    /// `server_processes_problem`), `null` no server was read.
+    server_processes_visible: Option<bool>,
+    server_processes_problem: &'a Option<String>,
     sessions: &'a [SessionReport],
     host: &'a Option<HostMemory>,
     watching: &'a Option<String>,
@@ -199,6 +207,9 @@ impl Serialize for SweepReport {
             error: &self.error,
             socket_path: &self.socket_path,
             tmux_server_up: self.tmux_server_up,
+            server_processes_visible: (self.tmux_server_up == Some(true))
+                .then_some(self.blind.is_none()),
+            server_processes_problem: &self.blind,
             sessions: &self.sessions,
             host: &self.host,
             watching: &self.watching,

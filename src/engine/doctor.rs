@@ -1,8 +1,9 @@
 //! `ccs-reap doctor`: every check of a degraded state once, and for a studio whose chats are
 //! never reaped, why: reaping off, no server at the socket, no session under the prefix (with
 //! the near-misses seen), no cid, the claude-hook not wired in Claude Code's settings (or wired
-//! to another state dir, prefix or socket), an activity file missing, no memory limit visible.
-//! Reads only; writes nothing. The verdicts are `core::doctor`'s.
+//! to another state dir, prefix or socket), an activity file missing, no memory limit visible;
+//! and what a reap itself needs (`reap`). Writes nothing but what a reap checks first (the state
+//! dir's directories, a probe file removed at once). The verdicts are `core::doctor`'s.
 
 use crate::core::capped::{self, Capped};
 use std::path::PathBuf;
@@ -14,6 +15,8 @@ use crate::config::Config;
 use crate::core::doctor::{assignments, hook_commands, near_misses, Check, Verdict};
 use crate::core::policy::MemThreshold;
 use crate::engine::context::Reaper;
+
+mod reap;
 
 /// The largest Claude Code settings file read.
 const MAX_SETTINGS_BYTES: u64 = 1 << 20;
@@ -68,6 +71,7 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
                 Verdict::Ok,
                 format!("a tmux server listens at {}", rep.socket_path),
             ));
+            out.extend(reap::sight_check(rep.tmux_server_up, rep.blind.as_deref()));
             out.push(sessions_check(&r.cfg, &r.tmux, chats).await);
             out.push(cid_check(chats, &no_cid));
         }
@@ -89,7 +93,10 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
             ),
         )),
     }
-    out.extend(hook_checks(cfg, chats == 0 || !no_cid.is_empty()));
+    out.push(reap::state_check(&r.state));
+    // Without the hook, a chat with no cid is never reaped; with no chat, nothing is kept yet.
+    out.extend(hook_checks(cfg, !no_cid.is_empty()));
+    out.extend(reap::hook_binaries().await);
     out.push(if cfg.activity_files.is_empty() {
         Check::new("activity", Verdict::Ok, "no activity file configured")
     } else {

@@ -30,6 +30,7 @@ mod identity;
 mod late_born;
 mod memory;
 mod model;
+mod operator;
 mod ops;
 mod policies;
 mod pressure;

@@ -125,6 +125,7 @@ fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport
         error: None,
         socket_path: "/tmp/tmux-1000/ccstudio".into(),
         tmux_server_up: Some(true),
+        blind: None,
         total_rss_bytes: sessions.iter().filter_map(|s| s.rss_bytes).sum(),
         total_pss_bytes: Some(sessions.iter().filter_map(|s| s.pss_bytes).sum()),
         sessions,

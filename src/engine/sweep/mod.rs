@@ -544,6 +544,9 @@ fn report(
         error: snap.global_problem.clone(),
         socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
         tmux_server_up,
+        blind: (tmux_server_up == Some(true))
+            .then(|| r.ownership.blind())
+            .flatten(),
         sessions,
         host: snap.host,
         watching: snap.host.and(r.watching.watched()).map(|w| w.to_string()),

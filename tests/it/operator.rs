@@ -1,0 +1,307 @@
+//! Issue 45, the operator's path: `doctor` is red exactly when chats cannot be reaped (the
+//! server's processes out of sight, a state dir that takes no file, a hook binary gone or of
+//! another version, an activity file unreadable), and `status --json` does not claim what it
+//! cannot see.
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Command, Stdio};
+
+use crate::common::*;
+
+/// A home whose Claude Code settings run `program` as the claude-hook against `s`'s state dir.
+fn wired_home(s: &Server, program: &str) -> String {
+    let home = s.path("home");
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    let cmd = format!(
+        "CCS_REAP_STATE_DIR='{}' '{program}' claude-hook",
+        path_str(&s.state_dir())
+    );
+    let settings = serde_json::json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": cmd}]}]}});
+    std::fs::write(home.join(".claude/settings.json"), settings.to_string()).unwrap();
+    path_str(&home)
+}
+
+/// The checks of `doctor --json` that found a problem.
+fn problems(j: &serde_json::Value) -> Vec<String> {
+    j["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["verdict"] == "problem")
+        .map(|c| c["check"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn doctor_is_red_when_the_state_dir_or_the_hook_binary_would_fail_a_reap() {
+    let s = Server::new();
+    s.chat("ccs-1", "c1", "");
+    let home = wired_home(&s, BIN);
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", "1h"),
+        ("HOME", home.as_str()),
+        ("CLAUDE_CONFIG_DIR", ""),
+    ];
+    let o = s.run(&["doctor"], &env);
+    assert!(o.stdout.ends_with("healthy\n"), "{}", o.stdout);
+    assert!(o.stdout.contains("ok      state"), "{}", o.stdout);
+    assert!(o.stdout.contains("ok      hook-binary"), "{}", o.stdout);
+
+    // A state dir of another user (a volume made by root, the reaper runs as the studio's uid):
+    // every reap fails, and so does doctor.
+    let other = s.path("other-state");
+    std::fs::create_dir(&other).unwrap();
+    std::fs::set_permissions(&other, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::os::unix::fs::chown(&other, Some(65534), Some(65534)).unwrap();
+    let other_s = path_str(&other);
+    let mut bad_state = env.to_vec();
+    bad_state.push(("CCS_REAP_STATE_DIR", other_s.as_str()));
+    let j = s
+        .run_expect(FAILED, &["doctor", "--json"], &bad_state)
+        .json();
+    // The hook shares the other state dir no more: that is the `hook` check's; `state` is ours.
+    assert!(problems(&j).contains(&"state".to_string()), "{j}");
+    let msg = j["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "state")
+        .unwrap()["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(msg.contains("owned by uid 65534"), "{msg}");
+    // Nothing was made in it.
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), 0);
+
+    // The hook's binary gone (an upgrade under pnpm moved it), then of another version.
+    let gone = path_str(&s.path("gone/ccs-reap"));
+    let home = wired_home(&s, &gone);
+    let mut e = env.to_vec();
+    e[1] = ("HOME", home.as_str());
+    let j = s.run_expect(FAILED, &["doctor", "--json"], &e).json();
+    assert_eq!(problems(&j), ["hook-binary"], "{j}");
+    let old = s.path("old-ccs-reap");
+    std::fs::write(&old, "#!/bin/sh\necho 'ccs-reap 0.0.1 (commit old)'\n").unwrap();
+    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let home = wired_home(&s, &path_str(&old));
+    e[1] = ("HOME", home.as_str());
+    let o = s.run_expect(FAILED, &["doctor"], &e);
+    assert!(
+        o.stdout.contains("PROBLEM hook-binary") && o.stdout.contains("0.0.1"),
+        "{}",
+        o.stdout
+    );
+}
+
+#[test]
+fn doctor_and_status_say_when_the_servers_processes_are_out_of_sight() {
+    if std::env::var("CCS_TEST_NO_NAMESPACES").is_ok_and(|v| v == "1") {
+        eprintln!("CCS_TEST_NO_NAMESPACES=1: the namespace test is skipped on purpose");
+        return;
+    }
+    let s = Server::new();
+    s.chat("ccs-1", "c1", "");
+    let home = wired_home(&s, BIN);
+    let env = [
+        ("CCS_ENGINE_IDLE_KILL_MS", "1h"),
+        ("HOME", home.as_str()),
+        ("CLAUDE_CONFIG_DIR", ""),
+    ];
+    // In the server's pid namespace: healthy, and status sees the processes.
+    s.run(&["doctor"], &env);
+    let j = s.status(&env);
+    assert_eq!(j["server_processes_visible"], true, "{j}");
+    // A sidecar without `pid: service:studio`: another pid namespace.
+    let in_other_ns = |args: &[&str]| {
+        let inner = s.reap(&env);
+        let mut c = Command::new("unshare");
+        c.args(["-p", "-f", "--mount-proc"])
+            .arg(inner.get_program())
+            .args(args);
+        for (k, v) in inner.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        let o = Out::from(c.stdin(Stdio::null()).output().unwrap());
+        no_panic(&o);
+        o
+    };
+    let o = in_other_ns(&["doctor", "--json"]);
+    assert_eq!(
+        o.code, 1,
+        "unshare -p must run here (root, util-linux); CCS_TEST_NO_NAMESPACES=1 skips: {}",
+        o.stderr
+    );
+    let j = o.json();
+    assert_eq!(problems(&j), ["sight"], "{j}");
+    let o = in_other_ns(&["status", "--json"]);
+    let j = o.json();
+    assert_eq!(j["tmux_server_up"], true, "{j}");
+    assert_eq!(j["server_processes_visible"], false, "{j}");
+    assert!(
+        j["server_processes_problem"]
+            .as_str()
+            .is_some_and(|p| !p.is_empty()),
+        "{j}"
+    );
+    assert!(s.has("ccs-1"));
+}
+
+/// The README's plain-tmux lines ("Without a studio"), as written.
+fn readme_plain_tmux_lines() -> Vec<String> {
+    let text =
+        std::fs::read_to_string(format!("{}/README.md", env!("CARGO_MANIFEST_DIR"))).unwrap();
+    let from = text
+        .find("**Without a studio**")
+        .expect("README.md has no \"Without a studio\" part");
+    let block = &text[from..];
+    let start = block.find("```sh\n").unwrap() + "```sh\n".len();
+    let end = start + block[start..].find("```").unwrap();
+    block[start..end]
+        .lines()
+        .map(|l| l.split(" #").next().unwrap_or("").trim().to_string())
+        .filter(|l| !l.is_empty())
+        .collect()
+}
+
+/// A stand-in for `claude` as its hooks see it: it runs the `SessionStart` hook of
+/// `$HOME/.claude/settings.json` as Claude Code does (the command through `sh -c`, the event as
+/// JSON on stdin, in the pane's environment), its session id the one `--session-id` or `--resume` names, else new,
+/// writes its arguments to `$HOME/claude.argv`, then waits for input.
+const STAND_IN_CLAUDE: &str = r#"#!/bin/sh
+echo "$*" >> "$HOME/claude.argv"
+sid=$(cat /proc/sys/kernel/random/uuid)
+src=startup
+while [ $# -gt 0 ]; do
+  case "$1" in --resume) sid="$2"; src=resume; shift 2 ;; --session-id) sid="$2"; shift 2 ;; *) shift ;; esac
+done
+cmd=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["hooks"]["SessionStart"][0]["hooks"][0]["command"])' "$HOME/.claude/settings.json")
+printf '{"session_id":"%s","hook_event_name":"SessionStart","source":"%s","cwd":"%s"}' "$sid" "$src" "$PWD" | sh -c "$cmd"
+echo "stand-in claude, conversation $sid"
+while IFS= read -r line; do echo "reply: $line"; done
+"#;
+
+#[test]
+fn the_readmes_plain_tmux_lines_learn_reap_and_resume_a_chat_on_the_users_own_tmux() {
+    let s = Server::new();
+    let lines = readme_plain_tmux_lines();
+    assert_eq!(
+        lines,
+        [
+            "ccs-reap claude-settings --write ~/.claude/settings.json",
+            "ccs-reap spawn work -- claude",
+            "ccs-reap status",
+            "ccs-reap resume work",
+        ],
+        "the README's plain-tmux lines changed: walk the new ones here"
+    );
+    let home = s.path("home");
+    let bin = s.path("bin");
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("claude"), STAND_IN_CLAUDE).unwrap();
+    std::fs::set_permissions(bin.join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(BIN, bin.join("ccs-reap")).unwrap();
+    let state_home = s.path("xdg-state");
+    // Each line runs in a window of the user's own tmux (the test's private server, which sets
+    // TMUX there), with nothing of ccs-reap configured: as a user types it.
+    let walk = s.path("walk.sh");
+    std::fs::write(
+        &walk,
+        format!(
+            "unset CCS_TMUX_SOCKET CCS_TMUX_SOCKET_PATH CCS_REAP_STATE_DIR CCS_SESSION_PREFIX CCS_CONFIG CCS_REAP_COMMIT\n\
+             export HOME='{}' XDG_STATE_HOME='{}' XDG_CONFIG_HOME='{}' PATH='{}':\"$PATH\"\n\
+             sh -c \"$2\" > \"$HOME/out.$1\" 2>&1 < /dev/null; echo $? > \"$HOME/rc.$1.tmp\"; mv \"$HOME/rc.$1.tmp\" \"$HOME/rc.$1\"\n",
+            home.display(),
+            state_home.display(),
+            s.path("xdg-config").display(),
+            bin.display()
+        ),
+    )
+    .unwrap();
+    s.session("me", "sleep 100000");
+    // The user's tmux has the user's home (new sessions take the server's environment).
+    for (k, v) in [("HOME", &home), ("XDG_STATE_HOME", &state_home)] {
+        s.ok(&["set-environment", "-g", k, &path_str(v)]);
+    }
+    let run_line = |n: usize, line: &str| -> String {
+        s.ok(&[
+            "new-window",
+            "-d",
+            "-t",
+            "=me:",
+            &format!("sh '{}' {n} '{line}'", walk.display()),
+        ]);
+        let rc = home.join(format!("rc.{n}"));
+        assert!(wait_until(20.0, || rc.exists()), "{line}: did not end");
+        let out = std::fs::read_to_string(home.join(format!("out.{n}"))).unwrap_or_default();
+        let code = std::fs::read_to_string(&rc).unwrap();
+        assert_eq!(code.trim(), "0", "{line}: exit {code}: {out}");
+        out
+    };
+    // From outside (the test), the same state dir and server.
+    let state = path_str(&state_home.join("ccs-reap"));
+    let home_s = path_str(&home);
+    let outside = [
+        ("HOME", home_s.as_str()),
+        ("CCS_REAP_STATE_DIR", state.as_str()),
+    ];
+    let sid = |s: &Server| -> Option<u32> {
+        let o = s.tmux(&["display-message", "-p", "-t", "=ccs-work:", "#{session_id}"]);
+        String::from_utf8_lossy(&o.stdout)
+            .trim()
+            .trim_start_matches('$')
+            .parse()
+            .ok()
+    };
+
+    // `config` says which server every command talks to, and why.
+    let out = run_line(9, "ccs-reap config");
+    let sock = std::fs::canonicalize(&s.sock).unwrap();
+    assert!(
+        out.contains(&format!("# tmux server: {} ($TMUX", sock.display())),
+        "{out}"
+    );
+    run_line(0, &lines[0]);
+    run_line(1, &lines[1]);
+    // The chat is on the user's tmux, and its hook told this server its conversation id.
+    let n = sid(&s).expect("spawn did not make ccs-work on the tmux it was run in");
+    assert!(
+        wait_until(10.0, || s.show(n, "@ccs_cid").is_some()),
+        "the chat never got its conversation id: its hook reports to another server\n{}\n{}",
+        s.ok(&["capture-pane", "-p", "-t", "=ccs-work:"]),
+        std::fs::read_to_string(home.join(".claude/settings.json")).unwrap_or_default()
+    );
+    let cid = s.show(n, "@ccs_cid").unwrap();
+    let out = run_line(2, &lines[2]);
+    assert!(out.contains("ccs-work") && out.contains(&cid[..8]), "{out}");
+    // Reaped (as an idle sweep would), then back with its conversation.
+    s.run(&["reap", "work", "--force"], &outside);
+    assert!(wait_until(10.0, || !s.has("ccs-work")));
+    let out = run_line(3, &lines[3]);
+    // Inside the user's tmux: switch to it, never a tmux nested in a pane.
+    assert!(out.contains("switch-client -t =ccs-work"), "{out}");
+    assert!(
+        s.has("ccs-work"),
+        "resume did not bring it back on the user's tmux: {out}"
+    );
+    let argv = || std::fs::read_to_string(home.join("claude.argv")).unwrap_or_default();
+    assert!(
+        wait_until(10.0, || argv().lines().count() >= 2),
+        "{}",
+        argv()
+    );
+    let argv = argv();
+    assert!(
+        // `--session-id` when it never had a turn (no transcript), as Claude Code wants it.
+        argv.lines()
+            .last()
+            .is_some_and(|l| l.contains(&format!("--resume {cid}"))
+                || l.contains(&format!("--session-id {cid}"))),
+        "{argv}\ncid {cid}: {out}\n{}",
+        s.ok(&["capture-pane", "-p", "-t", "=ccs-work:"])
+    );
+}
