@@ -25,6 +25,7 @@ macro_rules! say {
 
 mod agents;
 mod args;
+mod as_user;
 mod claude;
 pub mod exit;
 pub(crate) mod logging;
@@ -81,6 +82,16 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return parse_error(e),
     };
+    if let Some(name) = &cli.user {
+        if !matches!(
+            cli.cmd,
+            Some(Cmd::Doctor | Cmd::Status { .. } | Cmd::Config)
+        ) {
+            say!("ccs-reap: --user goes with doctor, status and config");
+            return ExitCode::from(exit::CONFIG);
+        }
+        return as_user::exec_as(name, cli.config.is_some());
+    }
     if let Some(code) = generated(cli.cmd.as_ref()) {
         return code;
     }
@@ -266,6 +277,15 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     // Still a look at the socket: a wrong one is said even so.
                     let rep = crate::engine::sweep::status(&Reaper::new(cfg, true)).await;
                     warn_no_server(&rep);
+                } else if crate::adapters::systemd::managed() {
+                    // Under systemd: up and saying why, not a failed start restarted forever.
+                    return match crate::engine::daemon::standby(&cfg).await {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(e) => {
+                            say!("ccs-reap: {e}");
+                            ExitCode::from(exit::FAILED)
+                        }
+                    };
                 }
                 return ExitCode::SUCCESS;
             }

@@ -413,4 +413,6 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
     }
 }
 
+mod standby;
 mod wake;
+pub use standby::standby;

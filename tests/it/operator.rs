@@ -305,3 +305,79 @@ fn the_readmes_plain_tmux_lines_learn_reap_and_resume_a_chat_on_the_users_own_tm
         s.ok(&["capture-pane", "-p", "-t", "=ccs-work:"])
     );
 }
+
+#[test]
+fn user_name_runs_doctor_status_and_config_as_that_users_instance_sees_them() {
+    let s = Server::new();
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("not root: --user NAME of another user is refused, and that is all checked");
+    }
+    // The binary where `nobody` may run it (a checkout under /root is not).
+    std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = s.path("ccs-reap");
+    std::fs::copy(BIN, &bin).unwrap();
+    let run = |want: &[i32], args: &[&str]| {
+        let inner = s.reap(&[]);
+        let mut c = Command::new(&bin);
+        c.args(args).stdin(Stdio::null());
+        for (k, v) in inner.get_envs() {
+            match v {
+                Some(v) => c.env(k, v),
+                None => c.env_remove(k),
+            };
+        }
+        Out::from(c.output().unwrap()).expect_exit(want, &format!("{args:?}"))
+    };
+    // `nobody`, as the unit ccs-reap@nobody would run: its home, its uid's tmux socket.
+    let root = rustix::process::geteuid().is_root();
+    let o = run(
+        if root { DONE } else { CONFIG },
+        &["config", "--user", "nobody"],
+    );
+    if root {
+        assert!(
+            o.stdout
+                .contains("# tmux server: /tmp/tmux-65534/ccstudio (the default"),
+            "{}",
+            o.stdout
+        );
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l == "# state dir: /nonexistent/.local/state/ccs-reap"
+                    || l == "# state dir: /var/lib/ccs-reap/nobody"),
+            "{}",
+            o.stdout
+        );
+        // Not this process's settings: the harness's CCS_REAP_STATE_DIR is not in the unit's.
+        assert!(
+            !o.stdout.contains(&path_str(&s.state_dir())),
+            "{}",
+            o.stdout
+        );
+        let o = run(FAILED, &["--user", "nobody", "doctor", "--json"]);
+        let j = o.json();
+        assert!(
+            j["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|c| c["check"] == "server"
+                    && c["message"].as_str().unwrap().contains("/tmp/tmux-65534/")),
+            "{j}"
+        );
+    }
+    // Refused with a hint: another command, --config beside it, a user that does not exist.
+    let o = s.run_expect(CONFIG, &["--user", "nobody", "turn", "begin", "1"], &[]);
+    assert!(
+        o.stderr
+            .contains("--user goes with doctor, status and config"),
+        "{}",
+        o.stderr
+    );
+    let f = path_str(&s.path("x.env"));
+    let o = s.run_expect(CONFIG, &["doctor", "--user", "nobody", "--config", &f], &[]);
+    assert!(o.stderr.contains("give one or the other"), "{}", o.stderr);
+    let o = s.run_expect(CONFIG, &["status", "--user", "no-such-user-ccs"], &[]);
+    assert!(o.stderr.contains("no such user"), "{}", o.stderr);
+}
