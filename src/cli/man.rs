@@ -68,7 +68,9 @@ pub(super) const EXIT_STATUS: &[(u8, &str)] = &[
 
 /// The state dir's files, for the man page (docs/files.md has the layout).
 pub(super) const FILES: &[(&str, &str)] = &[
-    ("$CCS_REAP_STATE_DIR, else $XDG_STATE_HOME/ccs-reap, else ~/.local/state/ccs-reap", "The state dir (0700)."),
+    ("$CCS_REAP_STATE_DIR, else /var/lib/ccs-reap/$USER (when it exists and is this user's), else $XDG_STATE_HOME/ccs-reap, else ~/.local/state/ccs-reap", "The state dir (0700). /var/lib/ccs-reap/NAME is the ccs-reap@NAME instance's (StateDirectory=), so NAME's own commands find its tombstones."),
+    ("/lib/systemd/system/ccs-reap@.service, /usr/lib/systemd/user/ccs-reap.service", "The units of the Debian package (contrib/systemd in the source): ccs-reap@NAME runs the daemon as user NAME beside that user's studio, ccs-reap.service as a user unit (systemctl --user). Neither is enabled on install; with reaping off an instance stays up and its systemctl status says why. ccs-reap doctor --user NAME (as root) checks an instance as it runs."),
+    ("/etc/ccs-reap/env, /etc/ccs-reap/NAME.env", "The package's settings file (a conffile, every setting commented), and one instance's own, read instead of it when present."),
     ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (its schema: files.md in the documents, see SEE ALSO), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
     ("<state dir>/reaper-<socket label>.lock", "The daemon's single-instance lock, one per tmux socket."),
     ("<state dir>/studios/<socket label>-<hash>@<prefix>/", "Per studio: known.json, tombstones (sessions/<id>.json) and teardown journals (reaping/<id>.json)."),
