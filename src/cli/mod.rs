@@ -131,7 +131,8 @@ pub fn main() -> ExitCode {
     // INFO lines for the daemon, or with -v; a command's results are on stdout.
     // (`events`, which runs until stopped, logs as the daemon does: "following the audit log".)
     let daemon = (cli.cmd.is_none() && !cli.once) || matches!(cli.cmd, Some(Cmd::Events { .. }));
-    init_logging(&cfg, !(daemon || cli.verbose));
+    let outcomes_said = cli.once || matches!(cli.cmd, Some(Cmd::Reap { .. }));
+    init_logging(&cfg, !(daemon || cli.verbose), outcomes_said);
     // `ccs-reap --dry-run status|reap ID|claude-hook` (before each took its own) still works.
     let root_dry_run_ok = matches!(
         cli.cmd,
@@ -333,11 +334,11 @@ async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
     let r = Reaper::new(cfg, true);
     let rep = crate::engine::sweep::status(&r).await;
     warn_no_server(&rep);
-    warn_activity(&r);
+    let shown = warn_activity(&r, &rep);
     if json {
         print_json(&rep);
     } else {
-        out(&render::render_status(&rep, wide));
+        out(&render::render_status(&shown, wide));
     }
     if rep.error.is_some() {
         ExitCode::from(exit::FAILED)
@@ -427,7 +428,7 @@ async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
     let sink: Option<crate::engine::teardown::Sink> = (!json).then_some(&print);
     let rep = crate::engine::sweep::sweep(&r, crate::engine::sweep::Batches::Wait(sink)).await;
     warn_no_server(&rep);
-    warn_activity(&r);
+    let shown = warn_activity(&r, &rep);
     if json {
         print_json(&rep);
     } else {
@@ -439,7 +440,7 @@ async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
         {
             out(&render::render_reap(l));
         }
-        out(&render::render_sweep_end(&rep));
+        out(&render::render_sweep_end(&shown));
     }
     if rep
         .reaps

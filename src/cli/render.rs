@@ -212,11 +212,19 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
             .map(human_bytes)
             .unwrap_or_else(|| "-".into())
     );
+    // The lines under the table fit the 80 columns too, wrapped (never cut: they say what to do).
+    let footer = |o: &mut String, text: &str| {
+        for l in status_parts::wrap(text) {
+            let _ = writeln!(o, "{l}");
+        }
+    };
     for c in &r.lost {
-        let _ = writeln!(
-            o,
-            "{} lost with its tmux server (pid {}): tombstoned (server-died); spawn resumes conversation {}",
-            c.session, c.server.pid, c.cid
+        footer(
+            &mut o,
+            &format!(
+                "{} lost with its tmux server (pid {}): tombstoned (server-died); spawn resumes conversation {}",
+                c.session, c.server.pid, c.cid
+            ),
         );
     }
     for l in status_parts::gauge(r) {
@@ -230,14 +238,19 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
         let _ = writeln!(o, "{l}");
     }
     if !r.enabled {
-        let _ = writeln!(
-            o,
-            "reaping is disabled: it is off until {}",
-            crate::config::ENABLED_BY
+        footer(
+            &mut o,
+            &format!(
+                "reaping is disabled: it is off until {}",
+                crate::config::ENABLED_BY
+            ),
         );
     }
     if let Some(e) = &r.error {
-        let _ = writeln!(o, "liveness unknown, every session kept: {e}");
+        footer(
+            &mut o,
+            &format!("liveness unknown, every session kept: {e}"),
+        );
     }
     o
 }

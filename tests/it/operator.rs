@@ -381,3 +381,54 @@ fn user_name_runs_doctor_status_and_config_as_that_users_instance_sees_them() {
     let o = s.run_expect(CONFIG, &["status", "--user", "no-such-user-ccs"], &[]);
     assert!(o.stderr.contains("no such user"), "{}", o.stderr);
 }
+
+#[test]
+fn what_an_operator_reads_fits_80_columns_and_says_each_thing_once() {
+    let s = Server::new();
+    // A chat without a cid (a note), an activity file missing (liveness unknown), reaping off:
+    // the lines under the table run long unless wrapped.
+    s.session("ccs-1", "sleep 100000");
+    let missing = path_str(&s.path("no-such-activity-file-with-a-rather-long-name.json"));
+    let o = s.run_expect(
+        FAILED,
+        &["status"],
+        &[("CCS_ACTIVITY_FILES", missing.as_str())],
+    );
+    for l in o.stdout.lines() {
+        assert!(
+            l.chars().count() <= 80,
+            "{} columns: {l}\n{}",
+            l.chars().count(),
+            o.stdout
+        );
+    }
+    assert!(o.stdout.contains("reaping is disabled"), "{}", o.stdout);
+    // The unreadable activity file: a warning on stderr, once, not again on stdout.
+    assert_eq!(o.stderr.matches(&missing).count(), 1, "{}", o.stderr);
+    assert!(!o.stdout.contains(&missing), "said twice:\n{}", o.stdout);
+
+    // A reap that fails (a state dir of another user): its line on stdout, and nothing else
+    // about that reap on stderr.
+    let n = s.chat("ccs-2", "c2", "");
+    s.idle_since(n, 3_600_000);
+    let other = s.path("other-state");
+    std::fs::create_dir(&other).unwrap();
+    std::os::unix::fs::chown(&other, Some(65534), Some(65534)).unwrap();
+    let other_s = path_str(&other);
+    let o = s.once(FAILED, 1000, &[("CCS_REAP_STATE_DIR", other_s.as_str())]);
+    assert_eq!(
+        o.stdout
+            .lines()
+            .filter(|l| l.starts_with("failed ccs-2"))
+            .count(),
+        1,
+        "{}",
+        o.stdout
+    );
+    assert!(
+        !o.stderr.contains("reap failed"),
+        "said twice:\n{}",
+        o.stderr
+    );
+    assert!(s.has("ccs-2"));
+}

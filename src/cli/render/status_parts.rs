@@ -73,7 +73,7 @@ pub fn why(d: &Decision, now: i64) -> String {
 
 /// `s` broken into lines of at most [`STATUS_COLUMNS`], at spaces, the lines after the first
 /// indented by two.
-fn wrap(s: &str) -> Vec<String> {
+pub fn wrap(s: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut line = String::new();
     for w in s.split(' ') {
