@@ -44,10 +44,15 @@ function resolveBinary() {
       // not installed: the next one
     }
   }
+  // npm installs a platform package as an optional dependency and succeeds without it (no
+  // install script checks it: pnpm 10 runs none), so this first run says exactly what to do.
+  const version = require('../package.json').version;
   throw new Error(
-    `ccs-reap: none of ${tried.join(', ')} is installed (an install with --no-optional, ` +
-      '--omit=optional or a lockfile made on another platform leaves it out): install ' +
-      `${tried[0]} or set CCS_REAP_BINARY to a ccs-reap binary`
+    `ccs-reap: its native binary is not installed: none of ${tried.join(', ')} is there (an ` +
+      'install with --omit=optional or --no-optional, or a lockfile made on another platform, ' +
+      `leaves it out). Install it beside ccs-reap ${version}: npm install ${tried[0]}@${version} ` +
+      `(from this source tree: scripts/package-npm, then npm install target/npm/local/*.tgz), ` +
+      'or set CCS_REAP_BINARY to a ccs-reap binary'
   );
 }
 
