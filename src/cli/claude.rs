@@ -166,6 +166,34 @@ fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<Stri
     ))
 }
 
+/// This binary's path as an upgrade leaves it valid, when it is a pnpm install's: pnpm keeps
+/// packages in `<root>/node_modules/.pnpm/<name>@<version>/node_modules/<name>`, a path an upgrade
+/// removes, and links `<root>/node_modules/ccs-reap` to the ccs-reap of the version installed,
+/// whose platform package is its sibling there. `<root>/node_modules/ccs-reap/../@ccs-reap/<pkg>
+/// /bin/ccs-reap` follows that link (the kernel takes `..` after it), so it names whichever
+/// version is installed. `None` (the path as it is) outside pnpm's store, or when that path is not
+/// this very binary.
+fn upgrade_proof(exe: &std::path::Path) -> Option<PathBuf> {
+    let s = exe.to_str()?;
+    let (root, rest) = s.split_once("/node_modules/.pnpm/")?;
+    let (_, pkg) = rest.split_once("/node_modules/@ccs-reap/")?;
+    let pkg = pkg.strip_suffix("/bin/ccs-reap")?;
+    if pkg.contains('/') {
+        return None;
+    }
+    let stable = PathBuf::from(format!(
+        "{root}/node_modules/ccs-reap/../@ccs-reap/{pkg}/bin/ccs-reap"
+    ));
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    };
+    same(&stable, exe).then_some(stable)
+}
+
 /// What the hooks a settings command writes run with: this binary's path, the settings as
 /// environment assignments (the socket and the prefix as chosen), the socket they report to.
 pub(super) struct HookSetup {
@@ -205,12 +233,14 @@ pub(super) fn hook_setup(
             socket_path.display()
         );
     }
-    let bin = std::env::current_exe().map_err(|e| {
-        command_error(
-            json,
-            CommandError::Refused(format!("failed to find this binary's path: {e}")),
-        )
-    })?;
+    let bin = std::env::current_exe()
+        .map(|b| upgrade_proof(&b).unwrap_or(b))
+        .map_err(|e| {
+            command_error(
+                json,
+                CommandError::Refused(format!("failed to find this binary's path: {e}")),
+            )
+        })?;
     // The settings in effect, from the settings file or the environment; and the file itself,
     // which the hook then reads as every command does.
     let env: Vec<(String, String)> = cfg

@@ -8,6 +8,20 @@ use std::process::{Command, Stdio};
 
 use crate::common::*;
 
+/// Write an executable file through `sh` (another process): a write fd of this one could leak
+/// into another test's fork, and an exec of the file then fails (ETXTBSY).
+fn write_exec(path: &std::path::Path, text: &str) {
+    use std::io::Write;
+    let mut c = Command::new("sh")
+        .args(["-c", "cat > \"$1\" && chmod 755 \"$1\"", "sh"])
+        .arg(path)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    assert!(c.wait().unwrap().success());
+}
+
 /// A home whose Claude Code settings run `program` as the claude-hook against `s`'s state dir.
 fn wired_home(s: &Server, program: &str) -> String {
     let home = s.path("home");
@@ -82,8 +96,7 @@ fn doctor_is_red_when_the_state_dir_or_the_hook_binary_would_fail_a_reap() {
     let j = s.run_expect(FAILED, &["doctor", "--json"], &e).json();
     assert_eq!(problems(&j), ["hook-binary"], "{j}");
     let old = s.path("old-ccs-reap");
-    std::fs::write(&old, "#!/bin/sh\necho 'ccs-reap 0.0.1 (commit old)'\n").unwrap();
-    std::fs::set_permissions(&old, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_exec(&old, "#!/bin/sh\necho 'ccs-reap 0.0.1 (commit old)'\n");
     let home = wired_home(&s, &path_str(&old));
     e[1] = ("HOME", home.as_str());
     let o = s.run_expect(FAILED, &["doctor"], &e);
@@ -202,8 +215,7 @@ fn the_readmes_plain_tmux_lines_learn_reap_and_resume_a_chat_on_the_users_own_tm
     let bin = s.path("bin");
     std::fs::create_dir_all(home.join(".claude")).unwrap();
     std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("claude"), STAND_IN_CLAUDE).unwrap();
-    std::fs::set_permissions(bin.join("claude"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_exec(&bin.join("claude"), STAND_IN_CLAUDE);
     std::os::unix::fs::symlink(BIN, bin.join("ccs-reap")).unwrap();
     let state_home = s.path("xdg-state");
     // Each line runs in a window of the user's own tmux (the test's private server, which sets
@@ -315,7 +327,14 @@ fn user_name_runs_doctor_status_and_config_as_that_users_instance_sees_them() {
     // The binary where `nobody` may run it (a checkout under /root is not).
     std::fs::set_permissions(s.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let bin = s.path("ccs-reap");
-    std::fs::copy(BIN, &bin).unwrap();
+    // Copied by cp: a write fd of this process could leak into another test's fork and make
+    // the exec fail (ETXTBSY).
+    assert!(Command::new("cp")
+        .arg(BIN)
+        .arg(&bin)
+        .status()
+        .unwrap()
+        .success());
     let run = |want: &[i32], args: &[&str]| {
         let inner = s.reap(&[]);
         let mut c = Command::new(&bin);
@@ -431,4 +450,135 @@ fn what_an_operator_reads_fits_80_columns_and_says_each_thing_once() {
         o.stderr
     );
     assert!(s.has("ccs-2"));
+}
+
+/// A pnpm install of ccs-reap `version` under `root`, as pnpm 10 lays it out: each package in
+/// its versioned store directory, its dependencies linked beside it, the studio's direct
+/// dependency linked at `node_modules/ccs-reap`. The native binary is a copy of ours.
+fn pnpm_layout(root: &std::path::Path, version: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::symlink;
+    let store = root.join("node_modules/.pnpm");
+    let native_pkg = store.join(format!(
+        "@ccs-reap+linux-x64-gnu@{version}/node_modules/@ccs-reap/linux-x64-gnu"
+    ));
+    std::fs::create_dir_all(native_pkg.join("bin")).unwrap();
+    let native = native_pkg.join("bin/ccs-reap");
+    assert!(Command::new("cp")
+        .arg(BIN)
+        .arg(&native)
+        .status()
+        .unwrap()
+        .success());
+    let main = store.join(format!("ccs-reap@{version}/node_modules"));
+    std::fs::create_dir_all(main.join("ccs-reap")).unwrap();
+    std::fs::create_dir_all(main.join("@ccs-reap")).unwrap();
+    symlink(
+        format!("../../../@ccs-reap+linux-x64-gnu@{version}/node_modules/@ccs-reap/linux-x64-gnu"),
+        main.join("@ccs-reap/linux-x64-gnu"),
+    )
+    .unwrap();
+    let top = root.join("node_modules/ccs-reap");
+    let _ = std::fs::remove_file(&top);
+    symlink(
+        format!(".pnpm/ccs-reap@{version}/node_modules/ccs-reap"),
+        &top,
+    )
+    .unwrap();
+    native
+}
+
+#[test]
+fn claude_settings_under_pnpm_writes_a_path_an_upgrade_keeps_and_doctor_reads_the_projects_settings(
+) {
+    let s = Server::new();
+    let project = s.path("studio");
+    let native = pnpm_layout(&project, "0.3.0");
+    assert!(native.exists(), "{}", native.display());
+    let home = s.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let home_s = path_str(&home);
+    // As the npm README has it: the project's own settings, written from the project.
+    let inner = s.reap(&[]);
+    let mut c = Command::new(&native);
+    c.args(["claude-settings", "--write", ".claude/settings.json"])
+        .current_dir(&project)
+        .stdin(Stdio::null());
+    for (k, v) in inner.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c.env("HOME", &home).env("CLAUDE_CONFIG_DIR", "");
+    let o = Out::from(c.output().unwrap());
+    assert_eq!(o.code, 0, "{}", o.stderr);
+    let settings = std::fs::read_to_string(project.join(".claude/settings.json")).unwrap();
+    let v: serde_json::Value = serde_json::from_str(&settings).unwrap();
+    let cmd = v["hooks"]["SessionStart"][0]["hooks"][0]["command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stable = format!(
+        "{}/node_modules/ccs-reap/../@ccs-reap/linux-x64-gnu/bin/ccs-reap",
+        project.display()
+    );
+    assert!(cmd.contains(&stable), "{cmd}");
+    assert!(!cmd.contains("@0.3.0"), "a versioned path: {cmd}");
+
+    // The upgrade: the new version's store directories, the link moved, the old ones gone.
+    pnpm_layout(&project, "0.3.1");
+    std::fs::remove_dir_all(project.join("node_modules/.pnpm/ccs-reap@0.3.0")).unwrap();
+    std::fs::remove_dir_all(project.join("node_modules/.pnpm/@ccs-reap+linux-x64-gnu@0.3.0"))
+        .unwrap();
+    let o = Command::new(&stable).arg("--version").output().unwrap();
+    assert!(
+        o.status.success(),
+        "the hook's binary is gone after the upgrade"
+    );
+
+    // doctor, run in the project, reads the project's settings (the user's has none) and runs
+    // the hook's binary.
+    s.chat("ccs-1", "c1", "");
+    let run_doctor = || {
+        let mut d = s.reap(&[("HOME", home_s.as_str()), ("CLAUDE_CONFIG_DIR", "")]);
+        d.args(["doctor", "--json"]).current_dir(&project);
+        Out::from(d.output().unwrap())
+    };
+    let o = run_doctor();
+    let j = o.json();
+    let check = |name: &str| -> Vec<(String, String)> {
+        j["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["check"] == name)
+            .map(|c| {
+                (
+                    c["verdict"].as_str().unwrap().to_string(),
+                    c["message"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    };
+    let hook = check("hook");
+    assert!(
+        hook.iter()
+            .any(|(v, m)| v == "ok" && m.contains(".claude/settings.json")),
+        "{j}"
+    );
+    assert!(
+        check("hook-binary").iter().all(|(v, _)| v == "ok") && !check("hook-binary").is_empty(),
+        "{j}"
+    );
+    // A local settings file whose hook's binary is gone: a problem.
+    let gone = serde_json::json!({"hooks": {"Stop": [{"hooks": [{"type": "command",
+        "command": "'/nonexistent/ccs-reap' claude-hook"}]}]}});
+    std::fs::write(
+        project.join(".claude/settings.local.json"),
+        gone.to_string(),
+    )
+    .unwrap();
+    let o = run_doctor();
+    assert_eq!(o.code, 1, "{}", o.stdout);
+    assert!(o.stdout.contains("settings.local.json"), "{}", o.stdout);
 }

@@ -55,9 +55,13 @@ pub(super) fn state_check(state: &StateDir) -> Check {
 /// `hook-binary`: each claude-hook command of `settings` (read from `path`) runs a binary that
 /// is there and says this version; one gone (an upgrade under pnpm, an uninstall) or of another
 /// version is a problem: its chats never get their conversation id.
-pub(super) async fn hook_binary_checks(path: &Path, settings: &serde_json::Value) -> Vec<Check> {
+/// A binary already checked (`seen`, from another file) is not checked again.
+pub(super) async fn hook_binary_checks(
+    path: &Path,
+    settings: &serde_json::Value,
+    seen: &mut Vec<String>,
+) -> Vec<Check> {
     let mut out = Vec::new();
-    let mut seen: Vec<String> = Vec::new();
     for c in hook_commands(settings) {
         let Some(prog) = program_of(&c) else { continue };
         if seen.contains(&prog) {
@@ -103,14 +107,34 @@ pub(super) async fn hook_binary_checks(path: &Path, settings: &serde_json::Value
     out
 }
 
-/// [`hook_binary_checks`] of Claude Code's user settings file, when it is there and JSON (the
-/// `hook` check says what is wrong with it otherwise).
-pub(super) async fn hook_binaries() -> Vec<Check> {
-    let Some(path) = super::claude_settings_path() else {
-        return Vec::new();
-    };
-    match super::read_bounded(&path).map(|t| serde_json::from_str::<serde_json::Value>(&t)) {
-        Ok(Ok(v)) => hook_binary_checks(&path, &v).await,
-        _ => Vec::new(),
+/// Every settings file Claude Code reads, in its order of precedence from the lowest: the user's
+/// (`$CLAUDE_CONFIG_DIR/settings.json`, else `~/.claude/settings.json`), then the project's and
+/// the local one of this directory (`.claude/settings.json`, `.claude/settings.local.json`: run
+/// `doctor` in the project). Those that exist, and the user's whether it exists or not.
+pub(super) fn claude_settings_files() -> Vec<std::path::PathBuf> {
+    let mut out: Vec<std::path::PathBuf> = super::claude_settings_path().into_iter().collect();
+    if let Ok(cwd) = std::env::current_dir() {
+        for f in ["settings.json", "settings.local.json"] {
+            let p = cwd.join(".claude").join(f);
+            if p.is_file() && !out.contains(&p) {
+                out.push(p);
+            }
+        }
     }
+    out
+}
+
+/// [`hook_binary_checks`] of each settings file Claude Code reads that is there and JSON (the
+/// `hook` check says what is wrong with one otherwise).
+pub(super) async fn hook_binaries() -> Vec<Check> {
+    let mut out = Vec::new();
+    let mut seen = Vec::new();
+    for path in claude_settings_files() {
+        if let Ok(Ok(v)) =
+            super::read_bounded(&path).map(|t| serde_json::from_str::<serde_json::Value>(&t))
+        {
+            out.extend(hook_binary_checks(&path, &v, &mut seen).await);
+        }
+    }
+    out
 }
