@@ -1,21 +1,25 @@
 'use strict';
-// ccs-reap for Node: where the native binary is, and a small promise API over it. No logic of
-// its own: every call runs the binary once (no shell) and reads its exit code or its --json.
+// ccs-reap for Node: where the native binary is, and a promise API over every command. No logic
+// of its own: every call runs the binary once (no shell, never blocking the event loop) and reads
+// its exit code or its --json. User values come after `--`, never taken for a flag.
 
-const { execFile } = require('child_process');
+const { execFile, spawn: spawnChild } = require('child_process');
+const fs = require('fs');
+const readline = require('readline');
 
 const ARCHES = { x64: 'x64', arm64: 'arm64' };
 
-/** musl when this node reports no glibc (Alpine), else gnu. */
+/**
+ * musl on Alpine (its release file), else gnu: only the order in which the two packages are
+ * looked for (both binaries are static; npm installs the one its own libc test picks). Never
+ * process.report.getReport(), which blocks the event loop for about 19 ms.
+ */
 function libc() {
-  try {
-    const report = process.report && process.report.getReport();
-    const header = report && (typeof report === 'string' ? JSON.parse(report) : report).header;
-    return header && header.glibcVersionRuntime ? 'gnu' : 'musl';
-  } catch (_) {
-    return 'gnu';
-  }
+  return fs.existsSync('/etc/alpine-release') ? 'musl' : 'gnu';
 }
+
+/** The platform package's binary once found: it does not move while this process runs. */
+let found;
 
 /**
  * The native binary: CCS_REAP_BINARY when set, else the one in this platform's package
@@ -32,6 +36,7 @@ function resolveBinary() {
         'packages only); build it (cargo install ccs-reap) and set CCS_REAP_BINARY to its path'
     );
   }
+  if (found) return found;
   const mine = libc();
   const other = mine === 'gnu' ? 'musl' : 'gnu';
   const tried = [];
@@ -39,7 +44,8 @@ function resolveBinary() {
     const pkg = `@ccs-reap/linux-${arch}-${l}`;
     tried.push(pkg);
     try {
-      return require.resolve(`${pkg}/bin/ccs-reap`);
+      found = require.resolve(`${pkg}/bin/ccs-reap`);
+      return found;
     } catch (_) {
       // not installed: the next one
     }
@@ -69,7 +75,12 @@ class CcsReapError extends Error {
 
 /** Run the binary with `args`; resolve { code, stdout, stderr } whatever the exit code. */
 function run(args, opts = {}) {
-  const bin = opts.binary || resolveBinary();
+  let bin;
+  try {
+    bin = opts.binary || resolveBinary();
+  } catch (e) {
+    return Promise.reject(new CcsReapError(e.message, null, '', ''));
+  }
   return new Promise((resolve, reject) => {
     execFile(
       bin,
@@ -115,17 +126,18 @@ async function turnEnd(id, opts) {
 }
 
 /**
- * `spawn <id> [--cid C] [--cwd D] -- <cmd...>`: the --json document
- * ({ ok, session, result: 'spawned' | 'exists', exit }).
+ * `spawn <id> [--cid C] [--cwd D] [-- <cmd...>]`: the --json document
+ * ({ ok, session, result: 'spawned' | 'exists', exit }). An empty `cmd` (or none) replays the
+ * command line the chat's tombstone keeps.
  */
-async function spawn(id, cmd, opts = {}) {
-  if (!Array.isArray(cmd) || cmd.length === 0) {
-    throw new TypeError('ccs-reap spawn: cmd must be a non-empty array of strings');
+async function spawn(id, cmd = [], opts = {}) {
+  if (!Array.isArray(cmd)) {
+    throw new TypeError('ccs-reap spawn: cmd must be an array of strings ([] replays the tombstone\'s)');
   }
   const args = ['spawn', '--json', String(id)];
   if (opts.cid) args.push('--cid', String(opts.cid));
   if (opts.sessionCwd) args.push('--cwd', String(opts.sessionCwd));
-  args.push('--', ...cmd.map(String));
+  if (cmd.length > 0) args.push('--', ...cmd.map(String));
   const r = await run(args, opts);
   if (r.code !== 0) throw failed('spawn', r);
   return JSON.parse(r.stdout);
@@ -148,7 +160,120 @@ async function status(opts) {
   return doc;
 }
 
-module.exports = { resolveBinary, run, turnBegin, turnEnd, spawn, status, CcsReapError };
+/** A command's --json document whatever its exit code; `ok` maps exit codes to a result. */
+async function jsonOf(what, args, opts, ok) {
+  const r = await run(args, opts);
+  let doc;
+  try {
+    doc = JSON.parse(r.stdout);
+  } catch (_) {
+    throw failed(what, r);
+  }
+  const out = ok(r.code, doc);
+  if (out === undefined) {
+    const e = failed(what, r);
+    e.status = doc;
+    throw e;
+  }
+  return out;
+}
+
+/** `resume <id>` (no terminal: it attaches nothing): { result: 'live' | 'spawned', attach }. */
+function resume(id, opts) {
+  return jsonOf('resume', ['resume', '--json', '--', String(id)], opts, (c, d) => (c === 0 ? d : undefined));
+}
+
+/** `forget <id>`: drop an asleep chat's tombstone: { result: 'forgotten', cid }. */
+function forget(id, opts) {
+  return jsonOf('forget', ['forget', '--json', '--', String(id)], opts, (c, d) => (c === 0 ? d : undefined));
+}
+
+/** `reap <id> [--force] [--dry-run]`: the reap's audit line (or the dry run's answer). */
+function reap(id, opts = {}) {
+  const args = ['reap', '--json'];
+  if (opts.force) args.push('--force');
+  if (opts.dryRun) args.push('--dry-run');
+  args.push('--', String(id));
+  return jsonOf('reap', args, opts, (c, d) => (c === 0 ? d : undefined));
+}
+
+/** `pin <id>` / `unpin <id>`: 'pinned' / 'unpinned' (exit 0), 'gone' (exit 4). */
+function pinLike(verb, done) {
+  return (id, opts) =>
+    jsonOf(verb, [verb, '--json', '--', String(id)], opts, (c) => (c === 0 ? done : c === 4 ? 'gone' : undefined));
+}
+const pin = pinLike('pin', 'pinned');
+const unpin = pinLike('unpin', 'unpinned');
+
+/** `doctor --json`: { ok, checks } whether healthy (exit 0) or not (exit 1). */
+function doctor(opts) {
+  return jsonOf('doctor', ['doctor', '--json'], opts, (c, d) => (c === 0 || c === 1 ? d : undefined));
+}
+
+/** `config --json`: every setting in effect and where it came from. */
+function config(opts) {
+  return jsonOf('config', ['config', '--json'], opts, (c, d) => (c === 0 ? d : undefined));
+}
+
+/**
+ * `events [--from-start]`: each audit line as it is appended, as an async iterable of parsed
+ * objects; `close()` stops the binary (SIGTERM) and ends the iteration.
+ */
+function events(opts = {}) {
+  let bin;
+  try {
+    bin = opts.binary || resolveBinary();
+  } catch (e) {
+    throw new CcsReapError(e.message, null, '', '');
+  }
+  const args = ['events'];
+  if (opts.fromStart) args.push('--from-start');
+  const child = spawnChild(bin, args, { env: opts.env || process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (d) => {
+    stderr = (stderr + d).slice(-65536);
+  });
+  const exited = new Promise((resolve) => {
+    child.on('error', (e) => resolve({ code: null, error: e }));
+    child.on('close', (code, signal) => resolve({ code, signal }));
+  });
+  const lines = readline.createInterface({ input: child.stdout, crlfDelay: Infinity });
+  return {
+    close() {
+      child.kill('SIGTERM');
+      return exited;
+    },
+    async *[Symbol.asyncIterator]() {
+      for await (const l of lines) {
+        if (l.trim()) yield JSON.parse(l);
+      }
+      const end = await exited;
+      if (end.error || (end.code !== 0 && end.signal !== 'SIGTERM')) {
+        const how = end.error ? end.error.message : `exit ${end.code}`;
+        throw new CcsReapError(`ccs-reap events: ${how}${stderr.trim() ? `: ${stderr.trim()}` : ''}`, end.code, stderr, '');
+      }
+    },
+  };
+}
+
+module.exports = {
+  resolveBinary,
+  run,
+  turnBegin,
+  turnEnd,
+  spawn,
+  status,
+  resume,
+  forget,
+  reap,
+  pin,
+  unpin,
+  doctor,
+  config,
+  events,
+  CcsReapError,
+};
 Object.defineProperty(module.exports, 'binaryPath', {
   enumerable: true,
   get: resolveBinary,
