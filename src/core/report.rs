@@ -145,6 +145,8 @@ pub struct SessionReport {
     pub rss_bytes: Option<u64>,
     pub pss_bytes: Option<u64>,
     pub viewer_list: Vec<ViewerReport>,
+    /// The agent the chat runs (`claude`, `codex`, `gemini`), from its pane's start command.
+    pub agent: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -265,6 +267,7 @@ struct SessionJson<'a> {
     rss_bytes: Option<u64>,
     pss_bytes: Option<u64>,
     viewer_list: &'a [ViewerReport],
+    agent: Option<&'static str>,
 }
 
 impl Serialize for SessionReport {
@@ -290,6 +293,7 @@ impl Serialize for SessionReport {
             rss_bytes: self.rss_bytes,
             pss_bytes: self.pss_bytes,
             viewer_list: &self.viewer_list,
+            agent: self.agent,
         }
         .serialize(s)
     }

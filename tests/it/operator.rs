@@ -582,3 +582,47 @@ fn claude_settings_under_pnpm_writes_a_path_an_upgrade_keeps_and_doctor_reads_th
     assert_eq!(o.code, 1, "{}", o.stdout);
     assert!(o.stdout.contains("settings.local.json"), "{}", o.stdout);
 }
+
+#[test]
+fn status_shows_the_agent_each_chat_runs() {
+    let s = Server::new();
+    // Programs named as the agents (a sleep each): the agent is told by the start command.
+    let bin = s.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for a in ["codex", "claude"] {
+        std::os::unix::fs::symlink("/bin/sleep", bin.join(a)).unwrap();
+    }
+    s.session("ccs-1", &format!("{} 100000", bin.join("codex").display()));
+    s.session("ccs-2", &format!("{} 100000", bin.join("claude").display()));
+    let j = s.status(&[]);
+    let by = by_name(&j);
+    assert_eq!(by["ccs-1"]["agent"], "codex", "{j}");
+    assert_eq!(by["ccs-2"]["agent"], "claude", "{j}");
+    // Mixed: a column, within the 80.
+    let o = s.run(&["status"], &[]);
+    let head = o.stdout.lines().next().unwrap();
+    assert!(head.contains("AGENT"), "{}", o.stdout);
+    let row = |name: &str| {
+        o.stdout
+            .lines()
+            .find(|l| l.starts_with(name))
+            .unwrap_or("")
+            .to_string()
+    };
+    assert!(row("ccs-1").contains(" codex "), "{}", o.stdout);
+    assert!(row("ccs-2").contains(" claude "), "{}", o.stdout);
+    assert!(
+        o.stdout.lines().all(|l| l.chars().count() <= 80),
+        "{}",
+        o.stdout
+    );
+    // One agent for all: said once, on the totals line.
+    s.tmux(&["kill-session", "-t", "=ccs-1"]);
+    let o = s.run(&["status"], &[]);
+    assert!(
+        !o.stdout.lines().next().unwrap().contains("AGENT"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("1 session(s) (claude)"), "{}", o.stdout);
+}

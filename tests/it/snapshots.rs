@@ -99,6 +99,12 @@ fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport
                 .find(|s| s.tmux_id == d.tmux_id)
                 .expect("decided sessions are the snapshot's");
             SessionReport {
+                // As the sweep tells it, from the pane's start command.
+                agent: s
+                    .panes
+                    .iter()
+                    .find_map(|p| ccs_reap::agents::of_start_command(&p.start_command))
+                    .map(|a| a.name),
                 tmux_target: s.tmux_target(),
                 turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
                 rss_bytes: s.mem_rss,

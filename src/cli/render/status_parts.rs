@@ -96,6 +96,14 @@ pub fn wrap(s: &str) -> Vec<String> {
     out
 }
 
+/// The agents the live chats run (`-`: not told by its start command), each once, sorted.
+pub fn agents(r: &SweepReport) -> Vec<&'static str> {
+    let mut a: Vec<&'static str> = r.sessions.iter().map(|s| s.agent.unwrap_or("-")).collect();
+    a.sort_unstable();
+    a.dedup();
+    a
+}
+
 /// The notes under the table: why a chat has no countdown and how to fix it.
 pub fn notes(r: &SweepReport) -> Vec<String> {
     let no_cid: Vec<&str> = by_time_to_reap(r)

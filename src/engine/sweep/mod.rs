@@ -516,6 +516,11 @@ fn report(
                     orphaned: c.orphaned,
                 })
                 .collect(),
+            agent: s
+                .panes
+                .iter()
+                .find_map(|p| crate::agents::of_start_command(&p.start_command))
+                .map(|a| a.name),
             decision: d,
         })
         .collect();
