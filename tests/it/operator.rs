@@ -626,3 +626,113 @@ fn status_shows_the_agent_each_chat_runs() {
     );
     assert!(o.stdout.contains("1 session(s) (claude)"), "{}", o.stdout);
 }
+
+/// Every `ccs-reap ...` line of the shell blocks (```sh, ```bash) of the README, docs/ and the npm
+/// README, up to a pipe, a redirection or a comment, `sudo`/`npx` dropped: (file, line).
+fn documented_lines() -> Vec<(String, String)> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let mut files = vec![
+        format!("{root}/README.md"),
+        format!("{root}/npm/ccs-reap/README.md"),
+    ];
+    let mut docs: Vec<String> = std::fs::read_dir(format!("{root}/docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .map(|p| path_str(&p))
+        .collect();
+    docs.sort();
+    files.extend(docs);
+    let mut out = Vec::new();
+    for f in files {
+        let text = std::fs::read_to_string(&f).unwrap();
+        let mut in_shell = false;
+        for l in text.lines() {
+            let t = l.trim();
+            if t.starts_with("```") {
+                in_shell = !in_shell && (t == "```sh" || t == "```bash");
+                continue;
+            }
+            if !in_shell {
+                continue;
+            }
+            let mut t = t;
+            for p in ["sudo ", "npx "] {
+                t = t.strip_prefix(p).unwrap_or(t);
+            }
+            if !(t == "ccs-reap" || t.starts_with("ccs-reap ")) {
+                continue;
+            }
+            let cut = [" #", " |", " >", " &&", " ;", ")"]
+                .iter()
+                .filter_map(|c| t.find(c))
+                .min()
+                .unwrap_or(t.len());
+            out.push((f.clone(), t[..cut].trim().to_string()));
+        }
+    }
+    out
+}
+
+/// Words as sh splits a plain command line (quotes, no expansion).
+fn words(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut quote: Option<char> = None;
+    let mut any = false;
+    for c in line.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), c) => cur.push(c),
+            (None, '"' | '\'') => {
+                quote = Some(c);
+                any = true
+            }
+            (None, c) if c.is_whitespace() => {
+                if any || !cur.is_empty() {
+                    out.push(std::mem::take(&mut cur));
+                }
+                any = false
+            }
+            (None, c) => cur.push(c),
+        }
+    }
+    if any || !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+#[test]
+fn every_documented_command_line_is_one_ccs_reap_takes() {
+    let lines = documented_lines();
+    assert!(lines.len() >= 20, "{lines:?}");
+    let mut bad = Vec::new();
+    for (f, l) in &lines {
+        // `--help` where the options end: clap checks every argument before it, runs nothing.
+        let mut args: Vec<String> = words(l).into_iter().skip(1).collect();
+        let at = args.iter().position(|a| a == "--").unwrap_or(args.len());
+        args.insert(at, "--help".into());
+        let o = Command::new(BIN)
+            .args(&args)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        if !o.status.success() {
+            bad.push(format!(
+                "{f}: {l}: {}",
+                String::from_utf8_lossy(&o.stderr)
+                    .lines()
+                    .next()
+                    .unwrap_or("")
+            ));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "documented lines ccs-reap refuses:\n{}",
+        bad.join("\n")
+    );
+}
