@@ -187,6 +187,101 @@ pub(super) fn man_page(cmd: clap::Command) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// docs/commands.md, the one source of what each command does: the per-command pages (clap's
+/// NAME, SYNOPSIS and OPTIONS) get their command's section of it as DETAILS (its checks, states,
+/// exit codes and examples), so the page says what the docs say.
+const COMMANDS_MD: &str = include_str!("../../docs/commands.md");
+
+/// The section of [`COMMANDS_MD`] about `cmd` (`status`, `turn begin`, `pin`): the one whose
+/// heading names it first in backticks (`## \`pin <id>\` / \`unpin <id>\``: both).
+fn doc_section(cmd: &str) -> Option<&'static str> {
+    let mut rest = COMMANDS_MD;
+    while let Some(at) = rest.find("\n## ") {
+        let body = &rest[at + 4..];
+        let end = body.find("\n## ").unwrap_or(body.len());
+        let (heading, text) = body[..end].split_once('\n').unwrap_or((&body[..end], ""));
+        let names = heading.split('`').skip(1).step_by(2);
+        if names
+            .into_iter()
+            .any(|n| n == cmd || n.strip_prefix(cmd).is_some_and(|r| r.starts_with(' ')))
+        {
+            return Some(text);
+        }
+        rest = &body[end..];
+    }
+    None
+}
+
+/// Markdown as roff, plainly: paragraphs, `- ` items as bullets, code blocks and tables as they
+/// are (no fill), backticks, bold marks and link targets dropped.
+fn md_roff(md: &str) -> String {
+    let inline = |l: &str| {
+        let mut t = l.replace('`', "").replace("**", "");
+        // [text](target) -> text
+        while let (Some(a), Some(m)) = (t.find('['), t.find("](")) {
+            match t[m..].find(')') {
+                Some(e) if a < m => {
+                    let text = String::from(&t[a + 1..m]);
+                    t.replace_range(a..m + e + 1, &text);
+                }
+                _ => break,
+            }
+        }
+        roff(&t)
+    };
+    let mut out = String::new();
+    let mut code = false;
+    for l in md.lines() {
+        let t = l.trim_end();
+        if t.trim_start().starts_with("```") {
+            out.push_str(if code { ".fi\n" } else { ".PP\n.nf\n" });
+            code = !code;
+        } else if code || t.starts_with('|') {
+            out.push_str(&format!("{}\n", roff(t)));
+            if !code {
+                out.push_str(".br\n");
+            }
+        } else if t.is_empty() {
+            out.push_str(".PP\n");
+        } else if let Some(item) = t.strip_prefix("- ") {
+            out.push_str(&format!(".IP \\(bu 2\n{}\n", inline(item)));
+        } else {
+            out.push_str(&format!("{}\n", inline(t.trim_start())));
+        }
+    }
+    if code {
+        out.push_str(".fi\n");
+    }
+    out
+}
+
+/// Append DETAILS (its section of docs/commands.md) to each per-command page in `dir`.
+fn command_details(dir: &std::path::Path) -> std::io::Result<()> {
+    for sub in cli_command().get_subcommands() {
+        let mut pages = vec![(sub.get_name().to_string(), sub.get_name().to_string())];
+        for inner in sub.get_subcommands() {
+            pages.push((
+                format!("{}-{}", sub.get_name(), inner.get_name()),
+                format!("{} {}", sub.get_name(), inner.get_name()),
+            ));
+        }
+        for (file, cmd) in pages {
+            let Some(text) = doc_section(&cmd) else {
+                continue;
+            };
+            let path = dir.join(format!("ccs-reap-{file}.1"));
+            let Ok(mut page) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            page.push_str(".SH DETAILS\n");
+            page.push_str(&md_roff(text));
+            page.push_str(".PP\nThe whole reference: docs/commands.md of the source (/usr/share/doc/ccs-reap/docs/commands.md from the Debian package).\n");
+            std::fs::write(&path, page)?;
+        }
+    }
+    Ok(())
+}
+
 /// `completions` and `man`: generated from the clap definition, printed to stdout; they read no
 /// configuration, so they work whatever the environment holds.
 pub(super) fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
@@ -197,6 +292,7 @@ pub(super) fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
         Cmd::Man { dir: Some(dir) } => {
             // One page per subcommand, then the main page, with its own sections, over clap's.
             let r = clap_mangen::generate_to(c.clone(), dir)
+                .and_then(|()| command_details(dir))
                 .and_then(|()| man_page(c))
                 .and_then(|page| std::fs::write(dir.join("ccs-reap.1"), page));
             return Some(match r {

@@ -736,3 +736,42 @@ fn every_documented_command_line_is_one_ccs_reap_takes() {
         bad.join("\n")
     );
 }
+
+#[test]
+fn each_commands_man_page_says_what_its_docs_say() {
+    let s = Server::new();
+    let dir = s.path("man");
+    std::fs::create_dir(&dir).unwrap();
+    s.run(&["man", "--dir", &path_str(&dir)], &[]);
+    let page =
+        |name: &str| std::fs::read_to_string(dir.join(format!("ccs-reap-{name}.1"))).unwrap();
+    let details = |name: &str| {
+        let p = page(name);
+        p.split_once(".SH DETAILS\n")
+            .unwrap_or_else(|| panic!("ccs-reap-{name}(1) has no DETAILS:\n{p}"))
+            .1
+            .to_string()
+    };
+    // The checks of doctor, each by name, as docs/commands.md lists them.
+    let d = details("doctor");
+    for check in [
+        "settings",
+        "reaping",
+        "server",
+        "sight",
+        "state",
+        "hook\\-binary",
+        "activity",
+    ] {
+        assert!(d.contains(&format!("{check}:")), "{check}: {d}");
+    }
+    // The states of status; pin's exit 4; turn begin's own section.
+    assert!(details("status").contains("no\\-cid"));
+    assert!(details("unpin").contains("4"));
+    assert!(details("turn-begin").contains("exit 4"));
+    // The same words as the docs: one source.
+    let docs = std::fs::read_to_string(format!("{}/docs/commands.md", env!("CARGO_MANIFEST_DIR")))
+        .unwrap();
+    assert!(docs.contains("exactly when chats cannot be reaped"));
+    assert!(d.contains("exactly when chats cannot be reaped"), "{d}");
+}
