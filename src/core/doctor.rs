@@ -105,14 +105,17 @@ pub fn assignments(command: &str) -> Vec<(String, String)> {
     out
 }
 
-/// The program a hook command runs: its first word after the `KEY=value` assignments (as
-/// [`assignments`] reads them), unquoted.
+/// The ccs-reap a hook command runs: the word right before `claude-hook` (`claude-settings`
+/// writes `... '<binary>' claude-hook`; behind a launcher, `npx ccs-reap claude-hook`, the name
+/// it is given), unquoted.
 pub fn program(command: &str) -> Option<String> {
-    shell_words(command).into_iter().find(|word| {
-        !word.split_once('=').is_some_and(|(k, _)| {
-            !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        })
-    })
+    let words = shell_words(command);
+    let at = words.iter().position(|w| w == "claude-hook")?;
+    let prog = words.get(at.checked_sub(1)?)?;
+    let assignment = prog.split_once('=').is_some_and(|(k, _)| {
+        !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    });
+    (!assignment).then(|| prog.clone())
 }
 
 /// Whether `--version`'s output names `version` (`ccs-reap 0.3.0 (commit ...)`).
@@ -220,6 +223,11 @@ mod tests {
         );
         assert_eq!(program("ccs-reap claude-hook").as_deref(), Some("ccs-reap"));
         assert_eq!(program("A=1 B=2"), None);
+        assert_eq!(program("A=1 claude-hook"), None);
+        assert_eq!(
+            program("npx ccs-reap claude-hook").as_deref(),
+            Some("ccs-reap")
+        );
         assert!(same_version("ccs-reap 0.3.0 (commit abc)\n", "0.3.0"));
         assert!(!same_version("ccs-reap 0.2.9 (commit abc)\n", "0.3.0"));
         assert!(!same_version("", "0.3.0"));

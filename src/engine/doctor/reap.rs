@@ -69,15 +69,28 @@ pub(super) async fn hook_binary_checks(
         }
         seen.push(prog.clone());
         let Some(bin) = program::resolve(&prog) else {
-            out.push(Check::new(
-                "hook-binary",
-                Verdict::Problem,
-                format!(
-                    "the claude-hook in {} runs {prog}, which is not an executable file here: its chats get no conversation id (run ccs-reap claude-settings --write {} again)",
-                    path.display(),
-                    path.display()
-                ),
-            ));
+            // A bare name is found through the PATH the hook gets, which may not be this one.
+            out.push(if prog.contains('/') {
+                Check::new(
+                    "hook-binary",
+                    Verdict::Problem,
+                    format!(
+                        "the claude-hook in {} runs {prog}, which is not an executable file here: its chats get no conversation id (run ccs-reap claude-settings --write {} again)",
+                        path.display(),
+                        path.display()
+                    ),
+                )
+            } else {
+                Check::new(
+                    "hook-binary",
+                    Verdict::Note,
+                    format!(
+                        "the claude-hook in {} runs {prog} by name, not found on this PATH (the hook's may differ); ccs-reap claude-settings --write {} names the binary by its path",
+                        path.display(),
+                        path.display()
+                    ),
+                )
+            });
             continue;
         };
         let want = env!("CARGO_PKG_VERSION");
