@@ -8,5 +8,8 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends tmux ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY --from=ccs-reap:0.3.0 /ccs-reap /usr/local/bin/ccs-reap
+# A stand-in for your studio: a tmux server and one chat (compose.yaml runs it). Replace it.
+COPY --chmod=755 stand-in-studio stand-in-claude /usr/local/bin/
 # uid 1000 is the node image's "node" user: the compose file's volumes are made its.
 USER 1000:1000
+CMD ["stand-in-studio"]

@@ -7,6 +7,7 @@ pub mod clock;
 pub mod memory;
 pub mod metrics;
 pub mod procs;
+pub mod program;
 pub mod psi;
 pub mod reap_hook;
 pub mod sight;

@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use sd_notify::NotifyState;
 
+/// Whether a service manager waits for our notifications (`NOTIFY_SOCKET` set: a `Type=notify`
+/// unit).
+pub fn managed() -> bool {
+    std::env::var_os("NOTIFY_SOCKET").is_some_and(|s| !s.is_empty())
+}
+
 pub struct Notifier {
     ready: bool,
     watchdog: Option<Duration>,

@@ -247,7 +247,9 @@ pub fn trust_note(hooks_file: &Path) -> String {
         "Codex runs a new hook only once it is trusted: start codex once and answer its \"Hooks \
          need review\" screen by trusting the ccs-reap hooks of {} (codex saves that trust in its \
          config.toml, as [hooks.state.\"<file>:<event>:0:0\"] trusted_hash); untrusted hooks are \
-         skipped silently, so ccs-reap would never hear of the chat. A studio that starts codex \
+         skipped silently, so ccs-reap would never hear of the chat. The screen opens over \
+         codex's prompt: text typed or pasted before it is answered goes into it, not to the \
+         chat. A studio that starts codex \
          itself may instead pass {BYPASS_TRUST_FLAG} on its own command line. ccs-reap never \
          writes that trust for you.",
         hooks_file.display()

@@ -36,6 +36,10 @@ pub(super) struct Cli {
     /// over it.
     #[arg(long, global = true, value_name = "FILE")]
     pub(super) config: Option<PathBuf>,
+    /// With doctor, status and config: as the `ccs-reap@NAME` instance sees it (NAME's settings
+    /// file, state dir and tmux socket, found as its unit finds them); root runs it as NAME.
+    #[arg(long, global = true, value_name = "NAME")]
+    pub(super) user: Option<String>,
     /// INFO lines on stderr too (the daemon always logs them; a command says only its warnings
     /// and errors there without -v).
     #[arg(long, short = 'v', global = true)]

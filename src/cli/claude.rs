@@ -124,8 +124,8 @@ pub(super) fn hook_exit<E: std::fmt::Display>(
     }
 }
 
-/// Where the hooks' socket comes from: `--socket`, else a configured socket, else (inside tmux)
-/// `$TMUX`'s first field, else the default. The path, and what chose it (`None`: the default,
+/// Where the hooks' socket comes from: `--socket`, else the configuration's (a configured
+/// socket, else, inside tmux, `$TMUX`'s server, else the default). The path, and what chose it (`None`: the default,
 /// which is said on stderr).
 fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<String>), String> {
     use crate::config::{Socket, ValueSource};
@@ -158,17 +158,40 @@ fn hook_socket(cfg: &Config, flag: Option<&str>) -> Result<(PathBuf, Option<Stri
             Some(format!("{} ({})", e.name, e.source)),
         ));
     }
-    if let Some(p) = std::env::var("TMUX")
-        .ok()
-        .as_deref()
-        .and_then(claude_hook::socket_of_tmux_env)
-    {
-        return Ok((
-            Socket::Path(PathBuf::from(p)).canonical_path(),
-            Some("$TMUX".into()),
-        ));
+    // Inside tmux, with nothing configured, the configuration already is `TMUX`'s server (the
+    // one rule every command follows).
+    Ok((
+        cfg.socket.canonical_path(),
+        cfg.socket_from_tmux.then(|| "$TMUX".into()),
+    ))
+}
+
+/// This binary's path as an upgrade leaves it valid, when it is a pnpm install's: pnpm keeps
+/// packages in `<root>/node_modules/.pnpm/<name>@<version>/node_modules/<name>`, a path an upgrade
+/// removes, and links `<root>/node_modules/ccs-reap` to the ccs-reap of the version installed,
+/// whose platform package is its sibling there. `<root>/node_modules/ccs-reap/../@ccs-reap/<pkg>
+/// /bin/ccs-reap` follows that link (the kernel takes `..` after it), so it names whichever
+/// version is installed. `None` (the path as it is) outside pnpm's store, or when that path is not
+/// this very binary.
+fn upgrade_proof(exe: &std::path::Path) -> Option<PathBuf> {
+    let s = exe.to_str()?;
+    let (root, rest) = s.split_once("/node_modules/.pnpm/")?;
+    let (_, pkg) = rest.split_once("/node_modules/@ccs-reap/")?;
+    let pkg = pkg.strip_suffix("/bin/ccs-reap")?;
+    if pkg.contains('/') {
+        return None;
     }
-    Ok((cfg.socket.canonical_path(), None))
+    let stable = PathBuf::from(format!(
+        "{root}/node_modules/ccs-reap/../@ccs-reap/{pkg}/bin/ccs-reap"
+    ));
+    let same = |a: &std::path::Path, b: &std::path::Path| {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    };
+    same(&stable, exe).then_some(stable)
 }
 
 /// What the hooks a settings command writes run with: this binary's path, the settings as
@@ -210,12 +233,14 @@ pub(super) fn hook_setup(
             socket_path.display()
         );
     }
-    let bin = std::env::current_exe().map_err(|e| {
-        command_error(
-            json,
-            CommandError::Refused(format!("failed to find this binary's path: {e}")),
-        )
-    })?;
+    let bin = std::env::current_exe()
+        .map(|b| upgrade_proof(&b).unwrap_or(b))
+        .map_err(|e| {
+            command_error(
+                json,
+                CommandError::Refused(format!("failed to find this binary's path: {e}")),
+            )
+        })?;
     // The settings in effect, from the settings file or the environment; and the file itself,
     // which the hook then reads as every command does.
     let env: Vec<(String, String)> = cfg

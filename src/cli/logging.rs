@@ -109,8 +109,10 @@ pub(crate) fn json_line(text: &str) -> String {
 
 /// Logs on stderr, text or JSON (`CCS_LOG_FORMAT`); each line with its syslog priority when
 /// stderr is systemd's journal ([`stderr_is_journal`]). `quiet` (a command without `-v`): only
-/// warnings and errors, whatever `CCS_LOG` lets through.
-pub(super) fn init_logging(cfg: &Config, quiet: bool) {
+/// warnings and errors, whatever `CCS_LOG` lets through. `outcomes_said`: the command prints each
+/// reap's outcome on stdout (`--once`, `reap`), so the teardown's own log line of it (`reap
+/// failed`, an ERROR) is left out unless `-v`: one failed reap is said once.
+pub(super) fn init_logging(cfg: &Config, quiet: bool, outcomes_said: bool) {
     use tracing_subscriber::fmt::format;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
@@ -124,6 +126,10 @@ pub(super) fn init_logging(cfg: &Config, quiet: bool) {
     } else {
         tracing_subscriber::filter::LevelFilter::TRACE
     };
+    let said_twice = quiet && outcomes_said;
+    let outcomes = tracing_subscriber::filter::filter_fn(move |m| {
+        !(said_twice && m.target() == "ccs_reap::engine::teardown::finish")
+    });
     // A log line that cannot be written is dropped: the subscriber's own report of it would be
     // an `eprintln!`, which panics when stderr is the thing that fails (`2> /dev/full`).
     let b = tracing_subscriber::fmt()
@@ -139,6 +145,7 @@ pub(super) fn init_logging(cfg: &Config, quiet: bool) {
             })
             .finish()
             .with(cap)
+            .with(outcomes)
             .init(),
         LogFormat::Text => b
             .with_ansi(false)
@@ -148,6 +155,7 @@ pub(super) fn init_logging(cfg: &Config, quiet: bool) {
             })
             .finish()
             .with(cap)
+            .with(outcomes)
             .init(),
     }
 }

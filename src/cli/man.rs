@@ -68,7 +68,9 @@ pub(super) const EXIT_STATUS: &[(u8, &str)] = &[
 
 /// The state dir's files, for the man page (docs/files.md has the layout).
 pub(super) const FILES: &[(&str, &str)] = &[
-    ("$CCS_REAP_STATE_DIR, else $XDG_STATE_HOME/ccs-reap, else ~/.local/state/ccs-reap", "The state dir (0700)."),
+    ("$CCS_REAP_STATE_DIR, else /var/lib/ccs-reap/$USER (when it exists and is this user's), else $XDG_STATE_HOME/ccs-reap, else ~/.local/state/ccs-reap", "The state dir (0700). /var/lib/ccs-reap/NAME is the ccs-reap@NAME instance's (StateDirectory=), so NAME's own commands find its tombstones."),
+    ("/lib/systemd/system/ccs-reap@.service, /usr/lib/systemd/user/ccs-reap.service", "The units of the Debian package (contrib/systemd in the source): ccs-reap@NAME runs the daemon as user NAME beside that user's studio, ccs-reap.service as a user unit (systemctl --user). Neither is enabled on install; with reaping off an instance stays up and its systemctl status says why. ccs-reap doctor --user NAME (as root) checks an instance as it runs."),
+    ("/etc/ccs-reap/env, /etc/ccs-reap/NAME.env", "The package's settings file (a conffile, every setting commented), and one instance's own, read instead of it when present."),
     ("<state dir>/reaped.jsonl", "The audit log: one JSON line per reap attempt or warning (its schema: files.md in the documents, see SEE ALSO), rotated to reaped.jsonl.1 ... by CCS_AUDIT_MAX_BYTES and CCS_AUDIT_KEEP."),
     ("<state dir>/reaper-<socket label>.lock", "The daemon's single-instance lock, one per tmux socket."),
     ("<state dir>/studios/<socket label>-<hash>@<prefix>/", "Per studio: known.json, tombstones (sessions/<id>.json) and teardown journals (reaping/<id>.json)."),
@@ -206,8 +208,102 @@ fn pages(c: clap::Command) -> std::io::Result<Vec<(String, Vec<u8>)>> {
     sub(all, &mut out)?;
     // The main page, with its own sections, in place of clap's.
     out.retain(|(name, _)| name != "ccs-reap.1");
+    add_details(&mut out);
     out.push(("ccs-reap.1".to_string(), man_page(c)?));
     Ok(out)
+}
+
+/// docs/commands.md, the one source of what each command does: the per-command pages (clap's
+/// NAME, SYNOPSIS and OPTIONS) get their command's section of it as DETAILS (its checks, states,
+/// exit codes and examples), so the page says what the docs say.
+const COMMANDS_MD: &str = include_str!("../../docs/commands.md");
+
+/// The section of [`COMMANDS_MD`] about `cmd` (`status`, `turn begin`, `pin`): the one whose
+/// heading names it first in backticks (`## \`pin <id>\` / \`unpin <id>\``: both).
+fn doc_section(cmd: &str) -> Option<&'static str> {
+    let mut rest = COMMANDS_MD;
+    while let Some(at) = rest.find("\n## ") {
+        let body = &rest[at + 4..];
+        let end = body.find("\n## ").unwrap_or(body.len());
+        let (heading, text) = body[..end].split_once('\n').unwrap_or((&body[..end], ""));
+        let names = heading.split('`').skip(1).step_by(2);
+        if names
+            .into_iter()
+            .any(|n| n == cmd || n.strip_prefix(cmd).is_some_and(|r| r.starts_with(' ')))
+        {
+            return Some(text);
+        }
+        rest = &body[end..];
+    }
+    None
+}
+
+/// Markdown as roff, plainly: paragraphs, `- ` items as bullets, code blocks and tables as they
+/// are (no fill), backticks, bold marks and link targets dropped.
+fn md_roff(md: &str) -> String {
+    let inline = |l: &str| {
+        let mut t = l.replace('`', "").replace("**", "");
+        // [text](target) -> text
+        while let (Some(a), Some(m)) = (t.find('['), t.find("](")) {
+            match t[m..].find(')') {
+                Some(e) if a < m => {
+                    let text = String::from(&t[a + 1..m]);
+                    t.replace_range(a..m + e + 1, &text);
+                }
+                _ => break,
+            }
+        }
+        roff(&t)
+    };
+    let mut out = String::new();
+    let mut code = false;
+    for l in md.lines() {
+        let t = l.trim_end();
+        if t.trim_start().starts_with("```") {
+            out.push_str(if code { ".fi\n" } else { ".PP\n.nf\n" });
+            code = !code;
+        } else if code || t.starts_with('|') {
+            out.push_str(&format!("{}\n", roff(t)));
+            if !code {
+                out.push_str(".br\n");
+            }
+        } else if t.is_empty() {
+            out.push_str(".PP\n");
+        } else if let Some(item) = t.strip_prefix("- ") {
+            out.push_str(&format!(".IP \\(bu 2\n{}\n", inline(item)));
+        } else {
+            out.push_str(&format!("{}\n", inline(t.trim_start())));
+        }
+    }
+    if code {
+        out.push_str(".fi\n");
+    }
+    out
+}
+
+/// Append DETAILS (its section of docs/commands.md) to each per-command page of `out`.
+fn add_details(out: &mut [(String, Vec<u8>)]) {
+    for sub in cli_command().get_subcommands() {
+        let mut pages = vec![(sub.get_name().to_string(), sub.get_name().to_string())];
+        for inner in sub.get_subcommands() {
+            pages.push((
+                format!("{}-{}", sub.get_name(), inner.get_name()),
+                format!("{} {}", sub.get_name(), inner.get_name()),
+            ));
+        }
+        for (file, cmd) in pages {
+            let Some(text) = doc_section(&cmd) else {
+                continue;
+            };
+            let name = format!("ccs-reap-{file}.1");
+            let Some((_, page)) = out.iter_mut().find(|(n, _)| *n == name) else {
+                continue;
+            };
+            page.extend_from_slice(b".SH DETAILS\n");
+            page.extend_from_slice(md_roff(text).as_bytes());
+            page.extend_from_slice(b".PP\nThe whole reference: docs/commands.md of the source (/usr/share/doc/ccs-reap/docs/commands.md from the Debian package).\n");
+        }
+    }
 }
 
 /// `completions` and `man`: generated from the clap definition, printed to stdout; they read no

@@ -25,6 +25,7 @@ macro_rules! say {
 
 mod agents;
 mod args;
+mod as_user;
 mod claude;
 pub mod exit;
 pub(crate) mod logging;
@@ -81,6 +82,16 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return parse_error(e),
     };
+    if let Some(name) = &cli.user {
+        if !matches!(
+            cli.cmd,
+            Some(Cmd::Doctor | Cmd::Status { .. } | Cmd::Config)
+        ) {
+            say!("ccs-reap: --user goes with doctor, status and config");
+            return ExitCode::from(exit::CONFIG);
+        }
+        return as_user::exec_as(name, cli.config.is_some());
+    }
     if let Some(code) = generated(cli.cmd.as_ref()) {
         return code;
     }
@@ -120,7 +131,8 @@ pub fn main() -> ExitCode {
     // INFO lines for the daemon, or with -v; a command's results are on stdout.
     // (`events`, which runs until stopped, logs as the daemon does: "following the audit log".)
     let daemon = (cli.cmd.is_none() && !cli.once) || matches!(cli.cmd, Some(Cmd::Events { .. }));
-    init_logging(&cfg, !(daemon || cli.verbose));
+    let outcomes_said = cli.once || matches!(cli.cmd, Some(Cmd::Reap { .. }));
+    init_logging(&cfg, !(daemon || cli.verbose), outcomes_said);
     // `ccs-reap --dry-run status|reap ID|claude-hook` (before each took its own) still works.
     let root_dry_run_ok = matches!(
         cli.cmd,
@@ -293,6 +305,15 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     // Still a look at the socket: a wrong one is said even so.
                     let rep = crate::engine::sweep::status(&Reaper::new(cfg, true)).await;
                     warn_no_server(&rep);
+                } else if crate::adapters::systemd::managed() {
+                    // Under systemd: up and saying why, not a failed start restarted forever.
+                    return match crate::engine::daemon::standby(&cfg).await {
+                        Ok(()) => ExitCode::SUCCESS,
+                        Err(e) => {
+                            say!("ccs-reap: {e}");
+                            ExitCode::from(exit::FAILED)
+                        }
+                    };
                 }
                 return ExitCode::SUCCESS;
             }
@@ -340,11 +361,11 @@ async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
     let r = Reaper::new(cfg, true);
     let rep = crate::engine::sweep::status(&r).await;
     warn_no_server(&rep);
-    warn_activity(&r);
+    let shown = warn_activity(&r, &rep);
     if json {
         print_json(&rep);
     } else {
-        out(&render::render_status(&rep, wide));
+        out(&render::render_status(&shown, wide));
     }
     if rep.error.is_some() {
         ExitCode::from(exit::FAILED)
@@ -434,7 +455,7 @@ async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
     let sink: Option<crate::engine::teardown::Sink> = (!json).then_some(&print);
     let rep = crate::engine::sweep::sweep(&r, crate::engine::sweep::Batches::Wait(sink)).await;
     warn_no_server(&rep);
-    warn_activity(&r);
+    let shown = warn_activity(&r, &rep);
     if json {
         print_json(&rep);
     } else {
@@ -446,7 +467,7 @@ async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
         {
             out(&render::render_reap(l));
         }
-        out(&render::render_sweep_end(&rep));
+        out(&render::render_sweep_end(&shown));
     }
     if rep
         .reaps

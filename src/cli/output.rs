@@ -89,11 +89,21 @@ pub(super) fn warn_no_server(rep: &crate::core::report::SweepReport) {
     }
 }
 
-/// `status` and `--once` could not read an activity file: every session is kept, said once.
-pub(super) fn warn_activity(r: &Reaper) {
+/// `status` and `--once` could not read an activity file: every session is kept, said once, here
+/// on stderr. Returns the report as stdout shows it: without its `liveness unknown` line when
+/// that line would say this very error again.
+pub(super) fn warn_activity(
+    r: &Reaper,
+    rep: &crate::core::report::SweepReport,
+) -> crate::core::report::SweepReport {
+    let mut shown = rep.clone();
     if let Some(e) = r.watching.activity_problem() {
+        if rep.error.as_deref() == Some(e.as_str()) {
+            shown.error = None;
+        }
         say!("ccs-reap: warning: an activity file (CCS_ACTIVITY_FILES) is unreadable, every session is kept: {e}");
     }
+    shown
 }
 
 pub(super) fn print_json<T: serde::Serialize>(v: &T) {

@@ -58,6 +58,7 @@ struct Row {
     viewers: String,
     turn: String,
     cid: String,
+    agent: &'static str,
     rss: String,
     pss: String,
     why: String,
@@ -108,6 +109,7 @@ fn rows(r: &SweepReport) -> Vec<Row> {
                     .map(|t| human_ms(now.saturating_sub(t).max(0) as u64))
                     .unwrap_or_else(|| "-".into()),
                 cid: d.cid.clone().unwrap_or_else(|| "-".into()),
+                agent: s.agent.unwrap_or("-"),
                 rss: mem(s.rss_bytes),
                 pss: mem(s.pss_bytes.or(s.rss_bytes)),
                 why: status_parts::why(d, now),
@@ -135,7 +137,7 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
             .fold(20, usize::max);
         let _ = writeln!(
             o,
-            "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<cid_w$} {:>9} {:>9}  WHY",
+            "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<6} {:<cid_w$} {:>9} {:>9}  WHY",
             "SESSION",
             "TMUX",
             "STATE",
@@ -143,6 +145,7 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
             "REAPED IN",
             "VIEWERS",
             "TURN",
+            "AGENT",
             "CID",
             "RSS",
             "PSS"
@@ -150,7 +153,7 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
         for x in &rows {
             let _ = writeln!(
                 o,
-                "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<cid_w$} {:>9} {:>9}  {}",
+                "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<6} {:<cid_w$} {:>9} {:>9}  {}",
                 x.name,
                 x.tmux,
                 x.state,
@@ -158,6 +161,7 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
                 x.left,
                 x.viewers,
                 x.turn,
+                x.agent,
                 x.cid,
                 x.rss,
                 x.pss,
@@ -165,32 +169,41 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
             );
         }
     } else {
-        // 14+1+7+1+6+1+7+1+4+1+9+1+8+2 = 63: WHY gets the rest of the 80 columns.
-        let line = |o: &mut String, cells: [&str; 8]| {
+        // 14+1+7+1+6+1+7+1+4+1+9+1+8+2 = 63: WHY gets the rest of the 80 columns. The agent
+        // has a column (and SESSION 7 columns less) only when the chats run different ones;
+        // else the totals line names it.
+        let mixed = status_parts::agents(r).len() > 1;
+        let name_w = if mixed { 12 } else { 14 };
+        let line = |o: &mut String, cells: [&str; 9]| {
+            let agent = if mixed {
+                format!("{:<6} ", cut(cells[5], 6))
+            } else {
+                String::new()
+            };
             let l = format!(
-                "{:<14} {:<7} {:>6} {:>7} {:<4} {:<9} {:>8}  {}",
-                cut(cells[0], 14),
+                "{:<name_w$} {:<7} {:>6} {:>7} {:<4} {agent}{:<9} {:>8}  {}",
+                cut(cells[0], name_w),
                 cut(cells[1], 7),
                 cut(cells[2], 6),
                 cut(cells[3], 7),
                 cut(cells[4], 4),
-                cut(cells[5], 9),
-                cut(cells[6], 8),
-                cells[7]
+                cut(cells[6], 9),
+                cut(cells[7], 8),
+                cells[8]
             );
             let _ = writeln!(o, "{}", cut(l.trim_end(), STATUS_COLUMNS));
         };
         line(
             &mut o,
             [
-                "SESSION", "STATE", "IDLE", "REAP IN", "VIEW", "CID", "MEM", "WHY",
+                "SESSION", "STATE", "IDLE", "REAP IN", "VIEW", "AGENT", "CID", "MEM", "WHY",
             ],
         );
         for x in &rows {
             line(
                 &mut o,
                 [
-                    &x.name, x.state, &x.idle, &x.left, &x.viewers, &x.cid, &x.pss, &x.why,
+                    &x.name, x.state, &x.idle, &x.left, &x.viewers, x.agent, &x.cid, &x.pss, &x.why,
                 ],
             );
         }
@@ -203,20 +216,33 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
     } else {
         format!(", {} asleep", r.asleep.len())
     };
+    // Every chat runs the same agent: said here, once (else the AGENT column says it per chat).
+    let agent = match status_parts::agents(r).as_slice() {
+        [one] => format!(" ({one})"),
+        _ => String::new(),
+    };
     let _ = writeln!(
         o,
-        "{} session(s){asleep}; total RSS {}, PSS {}",
+        "{} session(s){agent}{asleep}; total RSS {}, PSS {}",
         r.sessions.len(),
         human_bytes(r.total_rss_bytes),
         r.total_pss_bytes
             .map(human_bytes)
             .unwrap_or_else(|| "-".into())
     );
+    // The lines under the table fit the 80 columns too, wrapped (never cut: they say what to do).
+    let footer = |o: &mut String, text: &str| {
+        for l in status_parts::wrap(text) {
+            let _ = writeln!(o, "{l}");
+        }
+    };
     for c in &r.lost {
-        let _ = writeln!(
-            o,
-            "{} lost with its tmux server (pid {}): tombstoned (server-died); spawn resumes conversation {}",
-            c.session, c.server.pid, c.cid
+        footer(
+            &mut o,
+            &format!(
+                "{} lost with its tmux server (pid {}): tombstoned (server-died); spawn resumes conversation {}",
+                c.session, c.server.pid, c.cid
+            ),
         );
     }
     for l in status_parts::gauge(r) {
@@ -230,14 +256,19 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
         let _ = writeln!(o, "{l}");
     }
     if !r.enabled {
-        let _ = writeln!(
-            o,
-            "reaping is disabled: it is off until {}",
-            crate::config::ENABLED_BY
+        footer(
+            &mut o,
+            &format!(
+                "reaping is disabled: it is off until {}",
+                crate::config::ENABLED_BY
+            ),
         );
     }
     if let Some(e) = &r.error {
-        let _ = writeln!(o, "liveness unknown, every session kept: {e}");
+        footer(
+            &mut o,
+            &format!("liveness unknown, every session kept: {e}"),
+        );
     }
     o
 }

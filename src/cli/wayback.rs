@@ -13,7 +13,15 @@ pub(super) async fn resume(cfg: Config, json: bool, id: &str) -> ExitCode {
         Err(e) => return command_error(json, e),
     };
     let name = format!("{}{id}", r.cfg.prefix);
-    let attach = r.tmux.attach_argv(&name);
+    // Run inside a client of this very server: switch that client (TMUX tells which).
+    let inside = std::env::var("TMUX")
+        .ok()
+        .as_deref()
+        .and_then(crate::core::policy::socket_of_tmux_env)
+        .is_some_and(|p| {
+            crate::config::Socket::Path(p.into()).canonical_path() == r.cfg.socket.canonical_path()
+        });
+    let attach = r.tmux.attach_argv(&name, inside);
     let shown = attach
         .iter()
         .map(|w| {
@@ -52,10 +60,12 @@ pub(super) async fn resume(cfg: Config, json: bool, id: &str) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     use std::os::unix::process::CommandExt;
-    let e = std::process::Command::new(&attach[0])
-        .args(&attach[1..])
-        .env_remove("TMUX")
-        .exec();
+    let mut cmd = std::process::Command::new(&attach[0]);
+    cmd.args(&attach[1..]);
+    if !inside {
+        cmd.env_remove("TMUX");
+    }
+    let e = cmd.exec();
     say!("ccs-reap: failed to run {shown}: {e}");
     ExitCode::from(exit::FAILED)
 }

@@ -244,6 +244,14 @@ impl Config {
         file: Option<&SettingsFile>,
         default_dir: Option<PathBuf>,
     ) -> Result<Config, ConfigError> {
+        let vars: Vec<(String, String)> = vars.into_iter().collect();
+        // Inside tmux with no socket configured: that server, for every command (its socket is
+        // the first field of `TMUX`, as tmux sets it for every process under a pane).
+        let inside = vars
+            .iter()
+            .find(|(k, _)| k == "TMUX")
+            .and_then(|(_, v)| crate::core::policy::socket_of_tmux_env(v))
+            .map(PathBuf::from);
         let given_vars = gather(vars, file);
         let (mut d, sources) = apply(&given_vars)?;
         let mut notes = unknown_notes(&given_vars, &d.allow);
@@ -260,8 +268,15 @@ impl Config {
                 })
             }
             (None, Some(n)) => Socket::Name(n),
-            (None, None) => Socket::Name("ccstudio".into()),
+            (None, None) => match &inside {
+                Some(p) => Socket::Path(p.clone()),
+                None => Socket::Name("ccstudio".into()),
+            },
         };
+        let socket_from_tmux = inside.is_some()
+            && !sources.iter().any(|e| {
+                matches!(e.name, "CCS_TMUX_SOCKET" | "CCS_TMUX_SOCKET_PATH") && e.value.is_some()
+            });
         let state_dir = match (d.state_dir.take(), default_dir) {
             (Some(dir), _) => dir,
             (None, Some(dir)) => dir,
@@ -283,6 +298,7 @@ impl Config {
             interval: Duration::from_millis(d.interval_ms),
             grace: Duration::from_millis(d.grace_ms),
             socket,
+            socket_from_tmux,
             prefix: d.prefix,
             activity_files: d.activity_files,
             state_dir,

@@ -71,7 +71,11 @@ pub struct Config {
     pub policy: Policy,
     pub interval: Duration,
     pub grace: Duration,
+    /// The tmux server every command talks to: `CCS_TMUX_SOCKET_PATH`, else `CCS_TMUX_SOCKET`,
+    /// else (run inside tmux) `TMUX`'s server, else `-L ccstudio`.
     pub socket: Socket,
+    /// Whether `socket` is `TMUX`'s server (inside tmux, no socket configured).
+    pub socket_from_tmux: bool,
     pub prefix: String,
     pub activity_files: Vec<PathBuf>,
     pub state_dir: PathBuf,

@@ -68,6 +68,11 @@ impl Config {
             None => "# settings file: none\n".to_string(),
         };
         s.push_str(&format!("# state dir: {}\n", self.state_dir.display()));
+        s.push_str(&format!(
+            "# tmux server: {} ({})\n",
+            self.socket.canonical_path().display(),
+            self.socket_chosen_by()
+        ));
         s.push_str(&format!("# rules: {}\n", self.rules()));
         for e in &self.sources {
             match &e.value {
@@ -89,6 +94,21 @@ impl Config {
             }
         }
         s
+    }
+
+    /// What chose the tmux server every command talks to: the setting (and its source), `$TMUX`
+    /// (run inside tmux, no socket configured), or the default.
+    pub fn socket_chosen_by(&self) -> String {
+        if self.socket_from_tmux {
+            return "$TMUX: run inside tmux, no socket configured".into();
+        }
+        let set = self.sources.iter().find(|e| {
+            matches!(e.name, "CCS_TMUX_SOCKET_PATH" | "CCS_TMUX_SOCKET") && e.value.is_some()
+        });
+        match set {
+            Some(e) => format!("{}, {}", e.name, e.source),
+            None => "the default: -L ccstudio".into(),
+        }
     }
 
     /// `ccs-reap config --json`.
@@ -116,6 +136,8 @@ impl Config {
             "ok": true,
             "file": self.file,
             "state_dir": self.state_dir,
+            "tmux_socket": self.socket.canonical_path(),
+            "tmux_socket_chosen_by": self.socket_chosen_by(),
             "settings": settings,
             "rules": self.rules(),
             "warnings": self.warnings(),

@@ -105,6 +105,24 @@ pub fn assignments(command: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The ccs-reap a hook command runs: the word right before `claude-hook` (`claude-settings`
+/// writes `... '<binary>' claude-hook`; behind a launcher, `npx ccs-reap claude-hook`, the name
+/// it is given), unquoted.
+pub fn program(command: &str) -> Option<String> {
+    let words = shell_words(command);
+    let at = words.iter().position(|w| w == "claude-hook")?;
+    let prog = words.get(at.checked_sub(1)?)?;
+    let assignment = prog.split_once('=').is_some_and(|(k, _)| {
+        !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    });
+    (!assignment).then(|| prog.clone())
+}
+
+/// Whether `--version`'s output names `version` (`ccs-reap 0.3.0 (commit ...)`).
+pub fn same_version(output: &str, version: &str) -> bool {
+    output.split_whitespace().nth(1) == Some(version)
+}
+
 /// Words of a command line, with single and double quotes and backslashes as sh reads them
 /// (no expansion).
 fn shell_words(s: &str) -> Vec<String> {
@@ -195,6 +213,24 @@ mod tests {
         );
         assert!(hook_commands(&serde_json::json!({"hooks": []})).is_empty());
         assert!(hook_commands(&serde_json::json!({})).is_empty());
+    }
+
+    #[test]
+    fn the_program_of_a_hook_command() {
+        assert_eq!(
+            program("CCS_REAP_STATE_DIR='/s t/x' '/opt/my bin/ccs-reap' claude-hook").as_deref(),
+            Some("/opt/my bin/ccs-reap")
+        );
+        assert_eq!(program("ccs-reap claude-hook").as_deref(), Some("ccs-reap"));
+        assert_eq!(program("A=1 B=2"), None);
+        assert_eq!(program("A=1 claude-hook"), None);
+        assert_eq!(
+            program("npx ccs-reap claude-hook").as_deref(),
+            Some("ccs-reap")
+        );
+        assert!(same_version("ccs-reap 0.3.0 (commit abc)\n", "0.3.0"));
+        assert!(!same_version("ccs-reap 0.2.9 (commit abc)\n", "0.3.0"));
+        assert!(!same_version("", "0.3.0"));
     }
 
     #[test]

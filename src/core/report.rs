@@ -27,6 +27,10 @@ pub struct SweepReport {
     /// No server listens because it exited right after this reaper took its last chat (tmux's
     /// `exit-empty`): the studio starts one with its next chat. Not an outage.
     pub tmux_server_empty: bool,
+    /// Why this reaper cannot see the tmux server's processes as they are (another pid
+    /// namespace), when a server answered and it cannot: nothing is signalled, no memory is
+    /// measured, so no chat can be reaped.
+    pub blind: Option<String>,
     pub sessions: Vec<SessionReport>,
     pub host: Option<HostMemory>,
     /// Which memory `host` is, and why that one.
@@ -146,6 +150,8 @@ pub struct SessionReport {
     pub rss_bytes: Option<u64>,
     pub pss_bytes: Option<u64>,
     pub viewer_list: Vec<ViewerReport>,
+    /// The agent the chat runs (`claude`, `codex`, `gemini`), from its pane's start command.
+    pub agent: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -172,6 +178,10 @@ struct SweepJson<'a> {
     socket_path: &'a str,
     tmux_server_up: Option<bool>,
     tmux_server_empty: bool,
+    /// `true` this reaper sees the server's processes, `false` it cannot (see
+    /// `server_processes_problem`), `null` no server was read.
+    server_processes_visible: Option<bool>,
+    server_processes_problem: &'a Option<String>,
     sessions: &'a [SessionReport],
     host: &'a Option<HostMemory>,
     watching: &'a Option<String>,
@@ -210,6 +220,9 @@ impl Serialize for SweepReport {
             socket_path: &self.socket_path,
             tmux_server_up: self.tmux_server_up,
             tmux_server_empty: self.tmux_server_empty,
+            server_processes_visible: (self.tmux_server_up == Some(true))
+                .then_some(self.blind.is_none()),
+            server_processes_problem: &self.blind,
             sessions: &self.sessions,
             host: &self.host,
             watching: &self.watching,
@@ -265,6 +278,7 @@ struct SessionJson<'a> {
     rss_bytes: Option<u64>,
     pss_bytes: Option<u64>,
     viewer_list: &'a [ViewerReport],
+    agent: Option<&'static str>,
 }
 
 impl Serialize for SessionReport {
@@ -290,6 +304,7 @@ impl Serialize for SessionReport {
             rss_bytes: self.rss_bytes,
             pss_bytes: self.pss_bytes,
             viewer_list: &self.viewer_list,
+            agent: self.agent,
         }
         .serialize(s)
     }

@@ -92,14 +92,7 @@ pub enum HookOutcome {
     Blocked(String),
 }
 
-/// The socket path in `TMUX` (`<socket>,<server pid>,<session>`): everything before the last two
-/// commas, so a socket path with a comma in it is read whole.
-pub fn socket_of_tmux_env(tmux: &str) -> Option<&str> {
-    let mut it = tmux.rsplitn(3, ',');
-    let _session = it.next()?;
-    let _pid = it.next()?;
-    it.next().filter(|p| !p.is_empty())
-}
+pub use crate::core::policy::socket_of_tmux_env;
 
 /// Whether `pane` is a tmux pane id, `%<digits>` (nothing else is ever passed to tmux).
 pub fn valid_pane(pane: &str) -> bool {

@@ -418,4 +418,6 @@ async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
     }
 }
 
+mod standby;
 mod wake;
+pub use standby::standby;

@@ -1,8 +1,9 @@
 //! `ccs-reap doctor`: every check of a degraded state once, and for a studio whose chats are
 //! never reaped, why: reaping off, no server at the socket, no session under the prefix (with
 //! the near-misses seen), no cid, the claude-hook not wired in Claude Code's settings (or wired
-//! to another state dir, prefix or socket), an activity file missing, no memory limit visible.
-//! Reads only; writes nothing. The verdicts are `core::doctor`'s.
+//! to another state dir, prefix or socket), an activity file missing, no memory limit visible;
+//! and what a reap itself needs (`reap`). Writes nothing but what a reap checks first (the state
+//! dir's directories, a probe file removed at once). The verdicts are `core::doctor`'s.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,6 +14,8 @@ use crate::config::Config;
 use crate::core::doctor::{assignments, hook_commands, near_misses, Check, Verdict};
 use crate::core::policy::MemThreshold;
 use crate::engine::context::Reaper;
+
+mod reap;
 
 /// The largest Claude Code settings file read.
 const MAX_SETTINGS_BYTES: u64 = 1 << 20;
@@ -67,6 +70,7 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
                 Verdict::Ok,
                 format!("a tmux server listens at {}", rep.socket_path),
             ));
+            out.extend(reap::sight_check(rep.tmux_server_up, rep.blind.as_deref()));
             out.push(sessions_check(&r.cfg, &r.tmux, chats).await);
             out.push(cid_check(chats, &no_cid));
             out.extend(turns_check(&rep));
@@ -99,7 +103,10 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
             ),
         )),
     }
-    out.extend(hook_checks(cfg, chats == 0 || !no_cid.is_empty()));
+    out.push(reap::state_check(&r.state));
+    // Without the hook, a chat with no cid is never reaped; with no chat, nothing is kept yet.
+    out.extend(hook_checks(cfg, !no_cid.is_empty()));
+    out.extend(reap::hook_binaries().await);
     out.push(if cfg.activity_files.is_empty() {
         Check::new("activity", Verdict::Ok, "no activity file configured")
     } else {
@@ -229,8 +236,9 @@ fn cid_check(chats: usize, no_cid: &[&str]) -> Check {
     }
 }
 
-/// The claude-hook in Claude Code's settings file, and whether it shares our state dir, prefix
-/// and socket. Without it, a problem when some chat lacks a cid (or there is none yet).
+/// The claude-hook in Claude Code's settings files (the user's, the project's and the local one
+/// of this directory: [`reap::claude_settings_files`]), and whether it shares our state dir,
+/// prefix and socket. Wired in none of them: a problem when some chat lacks a cid.
 ///
 /// Over 80 lines: one check per thing the hook must agree on (the file, the event, the binary, the
 /// state dir, the prefix, the socket), each a few lines that say what is wrong and how to fix it.
@@ -247,38 +255,48 @@ fn hook_checks(cfg: &Config, needed: bool) -> Vec<Check> {
             "neither CLAUDE_CONFIG_DIR nor HOME is set: Claude Code's settings file is unknown",
         )];
     };
-    let text = match read_bounded(&path) {
-        Ok(t) => t,
-        Err(e) => {
-            return vec![Check::new(
-                "hook",
-                missing,
-                format!(
-                "the claude-hook is not wired: {e} (ccs-reap claude-settings --write {} wires it)",
-                path.display()
-            ),
-            )]
-        }
-    };
-    let cmds = match serde_json::from_str::<serde_json::Value>(&text) {
-        Ok(v) => hook_commands(&v),
-        Err(e) => {
-            return vec![Check::new(
-                "hook",
-                missing,
-                format!("{} is not JSON: {e}", path.display()),
-            )]
-        }
-    };
-    if cmds.is_empty() {
-        return vec![Check::new(
-            "hook",
-            missing,
-            format!(
+    // Every file Claude Code reads that holds the hook; else what is wrong with the user's.
+    let mut wired: Vec<(PathBuf, Vec<String>)> = Vec::new();
+    let mut user_problem = None;
+    for p in reap::claude_settings_files() {
+        let got = read_bounded(&p).and_then(|text| {
+            serde_json::from_str::<serde_json::Value>(&text)
+                .map(|v| hook_commands(&v))
+                .map_err(|e| format!("{} is not JSON: {e}", p.display()))
+        });
+        match got {
+            Ok(cmds) if !cmds.is_empty() => wired.push((p, cmds)),
+            Ok(_) if p == path => {
+                user_problem = Some(format!(
                 "the claude-hook is not wired in {} (ccs-reap claude-settings --write {} wires it)",
                 path.display(),
                 path.display()
-            ),
+            ))
+            }
+            Err(e) if p == path => {
+                user_problem = Some(if e.contains("is not JSON") {
+                    e
+                } else {
+                    format!(
+                        "the claude-hook is not wired: {e} (ccs-reap claude-settings --write {} wires it)",
+                        path.display()
+                    )
+                })
+            }
+            _ => {}
+        }
+    }
+    if wired.is_empty() {
+        return vec![Check::new(
+            "hook",
+            missing,
+            user_problem.unwrap_or_else(|| {
+                format!(
+                    "the claude-hook is not wired in {} (ccs-reap claude-settings --write {} wires it)",
+                    path.display(),
+                    path.display()
+                )
+            }),
         )];
     }
     let ours = [
@@ -293,25 +311,28 @@ fn hook_checks(cfg: &Config, needed: bool) -> Vec<Check> {
         ),
     ];
     let mut out = Vec::new();
-    for c in &cmds {
-        let a = assignments(c);
-        for (k, mine) in &ours {
-            if let Some((_, theirs)) = a.iter().find(|(n, _)| n == k) {
-                if theirs != mine {
-                    out.push(Check::new(
-                        "hook",
-                        Verdict::Problem,
-                        format!("the claude-hook in {} has {k}={theirs}, this ccs-reap {mine}: they do not share {} (run ccs-reap claude-settings --write again)", path.display(), what(k)),
-                    ));
+    for (file, cmds) in &wired {
+        for c in cmds {
+            let a = assignments(c);
+            for (k, mine) in &ours {
+                if let Some((_, theirs)) = a.iter().find(|(n, _)| n == k) {
+                    if theirs != mine {
+                        out.push(Check::new(
+                            "hook",
+                            Verdict::Problem,
+                            format!("the claude-hook in {} has {k}={theirs}, this ccs-reap {mine}: they do not share {} (run ccs-reap claude-settings --write {} again)", file.display(), what(k), file.display()),
+                        ));
+                    }
                 }
             }
         }
     }
     if out.is_empty() {
+        let files: Vec<String> = wired.iter().map(|(f, _)| f.display().to_string()).collect();
         out.push(Check::new(
             "hook",
             Verdict::Ok,
-            format!("the claude-hook is wired in {}", path.display()),
+            format!("the claude-hook is wired in {}", files.join(", ")),
         ));
     }
     out

@@ -220,6 +220,12 @@ impl Ownership {
         self.metrics.set_blind(None);
     }
 
+    /// Why the last look found that this process cannot see the tmux server's processes as they
+    /// are, if it did ([`Ownership::check_sight`]).
+    pub(crate) fn blind(&self) -> Option<String> {
+        self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
     /// Whether this process sees the tmux server of `server_pid` (at `socket_path`, as tmux says)
     /// as it is: in its own pid namespace ([`sight::server_check`]). Said once on stderr when
     /// it changes, kept for `/healthz` and the metrics.

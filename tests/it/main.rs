@@ -31,6 +31,7 @@ mod identity;
 mod late_born;
 mod memory;
 mod model;
+mod operator;
 mod ops;
 mod planted_files;
 mod policies;

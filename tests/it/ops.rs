@@ -112,7 +112,8 @@ fn doctor_says_why_chats_are_never_reaped_and_exits_1_on_a_problem() {
         ("HOME", home_s.as_str()),
         ("CLAUDE_CONFIG_DIR", ""),
     ];
-    // No session under the prefix, two near-misses; the hook is not wired.
+    // No session under the prefix, two near-misses; the hook is not wired (a note while no
+    // chat lacks its cid: nothing is kept for it yet).
     s.session("CCS-1", "sleep 100000");
     s.session("ccs_2", "sleep 100000");
     let o = s.run_expect(FAILED, &["doctor"], &on);
@@ -121,7 +122,7 @@ fn doctor_says_why_chats_are_never_reaped_and_exits_1_on_a_problem() {
         "{}",
         o.stdout
     );
-    assert!(o.stdout.contains("PROBLEM hook"), "{}", o.stdout);
+    assert!(o.stdout.contains("note    hook"), "{}", o.stdout);
     let j = s.run_expect(FAILED, &["doctor", "--json"], &on).json();
     assert_eq!(j["ok"], false);
     let problems: Vec<&str> = j["checks"]
@@ -131,7 +132,12 @@ fn doctor_says_why_chats_are_never_reaped_and_exits_1_on_a_problem() {
         .filter(|c| c["verdict"] == "problem")
         .map(|c| c["check"].as_str().unwrap())
         .collect();
-    assert_eq!(problems, ["sessions", "hook"], "{j}");
+    assert_eq!(problems, ["sessions"], "{j}");
+    // A chat without its cid and no hook: that chat is never reaped.
+    s.session("ccs-0", "sleep 100000");
+    let o = s.run_expect(FAILED, &["doctor"], &on);
+    assert!(o.stdout.contains("PROBLEM hook"), "{}", o.stdout);
+    s.tmux(&["kill-session", "-t", "=ccs-0"]);
 
     // A chat with its cid, the hook wired to our state dir: healthy, exit 0.
     s.chat("ccs-3", "c3", "");

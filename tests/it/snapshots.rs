@@ -104,6 +104,12 @@ fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport
                 .find(|s| s.tmux_id == d.tmux_id)
                 .expect("decided sessions are the snapshot's");
             SessionReport {
+                // As the sweep tells it, from the pane's start command.
+                agent: s
+                    .panes
+                    .iter()
+                    .find_map(|p| ccs_reap::agents::of_start_command(&p.start_command))
+                    .map(|a| a.name),
                 tmux_target: s.tmux_target(),
                 turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
                 rss_bytes: s.mem_rss,
@@ -132,6 +138,7 @@ fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport
         socket_path: "/tmp/tmux-1000/ccstudio".into(),
         tmux_server_up: Some(true),
         tmux_server_empty: false,
+        blind: None,
         total_rss_bytes: sessions.iter().filter_map(|s| s.rss_bytes).sum(),
         total_pss_bytes: Some(sessions.iter().filter_map(|s| s.pss_bytes).sum()),
         sessions,

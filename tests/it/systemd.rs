@@ -247,3 +247,52 @@ fn the_units_give_a_stop_and_a_sweep_the_time_they_take() {
     }
     assert_eq!(units, 2, "a user unit and a system unit in {dir}");
 }
+
+#[test]
+fn with_reaping_off_under_systemd_it_is_ready_says_why_and_stays_up_until_sigterm() {
+    let s = Server::new();
+    let (mut m, path) = Manager::new(&s);
+    let log = std::fs::File::create(s.path("daemon.log")).unwrap();
+    // As the .deb ships /etc/ccs-reap/env: every rule commented out.
+    let mut c = s.reap(&[("CCS_REAP_INTERVAL_MS", "100")]);
+    c.env_remove("WATCHDOG_PID")
+        .env("NOTIFY_SOCKET", &path)
+        .env("WATCHDOG_USEC", "60000000");
+    let mut d = KillOnDrop(c.stdout(Stdio::null()).stderr(log).spawn().unwrap());
+    let log = || std::fs::read_to_string(s.path("daemon.log")).unwrap_or_default();
+    assert!(
+        m.until(10.0, |g| g.len() >= 3),
+        "fewer than 3 notifications (exited before READY=1?): {:?}\n{}",
+        m.got,
+        log()
+    );
+    assert_eq!(count(&m.got, "READY=1"), 1, "{:?}", m.got);
+    assert_eq!(count(&m.got, "WATCHDOG=1"), m.got.len(), "{:?}", m.got);
+    assert!(
+        m.got[0]
+            .lines()
+            .any(|l| l.starts_with("STATUS=reaping is disabled")
+                && l.contains("CCS_ENGINE_IDLE_KILL_MS")),
+        "{:?}",
+        m.got
+    );
+    assert!(d.0.try_wait().unwrap().is_none(), "it exited: {}", log());
+    // Said once on stderr, not once per interval.
+    assert_eq!(log().matches("reaping is disabled").count(), 1, "{}", log());
+    sigterm(d.0.id());
+    assert!(
+        m.until(10.0, |g| g.iter().any(|x| has(x, "STOPPING=1"))),
+        "no STOPPING=1: {:?}\n{}",
+        m.got,
+        log()
+    );
+    let mut status = None;
+    assert!(wait_until(10.0, || {
+        status = d.0.try_wait().unwrap();
+        status.is_some()
+    }));
+    assert_eq!(status.and_then(|x| x.code()), Some(0), "{}", log());
+    // Outside systemd, as before: it says so and exits 0 at once.
+    let o = s.run(&[], &[]);
+    assert!(o.stderr.contains("reaping is disabled"), "{}", o.stderr);
+}

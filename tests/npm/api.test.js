@@ -1,7 +1,8 @@
 'use strict';
 // The installed ccs-reap npm package, against a private tmux server (scripts/check-npm runs it in
 // a project where the tarballs were installed with no registry). Env: SOCK (the server's socket,
-// -S), STATE (a state dir), NATIVE (the path binaryPath must give).
+// -S), STATE (a state dir), NATIVE (the path binaryPath must give), FAKE_CLAUDE (a stand-in
+// claude: scripts/fake-claude).
 const assert = require('assert');
 const fs = require('fs');
 const path = require('path');
@@ -40,7 +41,42 @@ async function main() {
   assert.strictEqual(await reap.turnEnd('a1', { env }), 'ended');
   // Bad input: rejected with the binary's exit code and message, nothing thrown synchronously.
   await assert.rejects(reap.turnBegin('bad id!', { env }), (e) => e instanceof reap.CcsReapError && e.code === 1 && e.message.length > 0);
-  await assert.rejects(reap.spawn('a2', [], { env }), TypeError);
+  // spawn with no command replays a tombstone's; with none to replay, the binary says so.
+  await assert.rejects(reap.spawn('a2', [], { env }), (e) => e instanceof reap.CcsReapError && e.code === 1);
+  await assert.rejects(reap.spawn('a2', 'sh', { env }), TypeError);
+  const r = await reap.run(['--version'], { env });
+  assert.strictEqual(r.code, 0);
+  assert.match(r.stdout, /^ccs-reap \d+\.\d+\.\d+ /);
+
+  // Every other command, typed. A chat of an agent (the fake claude), reaped, brought back.
+  const claude = process.env.FAKE_CLAUDE;
+  assert.strictEqual((await reap.spawn('b1', [claude], { env, cid: 'conv-b1' })).result, 'spawned');
+  assert.strictEqual(await reap.pin('b1', { env }), 'pinned');
+  assert.strictEqual(await reap.unpin('b1', { env }), 'unpinned');
+  assert.strictEqual(await reap.pin('nosuch', { env }), 'gone');
+  const cfg = await reap.config({ env });
+  assert.strictEqual(cfg.ok, true);
+  assert.strictEqual(cfg.tmux_socket, fs.realpathSync(path.dirname(process.env.SOCK)) + '/' + path.basename(process.env.SOCK));
+  const doc = await reap.doctor({ env });
+  assert.ok(typeof doc.ok === 'boolean' && Array.isArray(doc.checks), JSON.stringify(doc));
+  const ev = reap.events({ env, fromStart: true });
+  const line = await reap.reap('b1', { env, force: true });
+  assert.strictEqual(line.outcome, 'reaped', JSON.stringify(line));
+  assert.strictEqual(line.session, 'ccs-b1');
+  for await (const e of ev) {
+    if (e.session === 'ccs-b1' && e.outcome === 'reaped') break;
+  }
+  await ev.close();
+  await assert.rejects(reap.reap('nosuch', { env }), (e) => e instanceof reap.CcsReapError && e.code === 1);
+  const back = await reap.spawn('b1', [], { env });
+  assert.strictEqual(back.result, 'spawned', JSON.stringify(back));
+  const res = await reap.resume('b1', { env });
+  assert.strictEqual(res.result, 'live', JSON.stringify(res));
+  assert.ok(res.attach.includes('attach'), JSON.stringify(res));
+  await reap.reap('b1', { env, force: true });
+  assert.strictEqual((await reap.forget('b1', { env })).result, 'forgotten');
+  await assert.rejects(reap.resume('b1', { env }), (e) => e instanceof reap.CcsReapError && e.code === 1);
+
   // Flag-like ids (valid chat ids: A-Z a-z 0-9 _ -) are ids, never flags: no session yet is
   // 'respawn', never the help's exit 0 read as 'go'.
   for (const id of ['-h', '--help', '-V', '--version', '--json']) {
@@ -60,10 +96,30 @@ async function main() {
   await assert.rejects(reap.spawn('b1', ['sh', '-c', 'exec sleep 100000'], { env, sessionCwd: '--help' }),
     (e) => e instanceof reap.CcsReapError && e.code === 1 && /--help/.test(e.message));
   assert.strictEqual(await reap.turnBegin('b1', { env }), 'respawn');
-  const r = await reap.run(['--version'], { env });
-  assert.strictEqual(r.code, 0);
-  assert.match(r.stdout, /^ccs-reap \d+\.\d+\.\d+ /);
-  console.log('api.test.js: binaryPath, CCS_REAP_BINARY, turnBegin/turnEnd/spawn/status/run, flag-like ids: ok');
+
+  // No call blocks the event loop: nothing synchronous but the spawn. process.report.getReport()
+  // (how the libc was once told) blocks it for 4-19 ms, per call: never called.
+  let reports = 0;
+  const getReport = process.report.getReport;
+  process.report.getReport = (...a) => {
+    reports += 1;
+    return getReport.apply(process.report, a);
+  };
+  const sync = [];
+  for (let i = 0; i < 5; i++) {
+    const t0 = process.hrtime.bigint();
+    const p = reap.turnBegin('a1', { env });
+    sync.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    await p;
+  }
+  process.report.getReport = getReport;
+  assert.strictEqual(reports, 0, 'process.report.getReport() was called: it blocks the event loop');
+  sync.sort((a, b) => a - b);
+  const worst = sync[2];
+  console.log(
+    'api.test.js: binaryPath, CCS_REAP_BINARY, turnBegin/turnEnd/spawn/status/run, ' +
+      `resume/forget/reap/pin/unpin/doctor/config/events: ok (a call blocks the loop ${worst.toFixed(1)} ms)`
+  );
 }
 
 main().catch((e) => {

@@ -55,7 +55,85 @@ export declare function run(
 export declare function turnBegin(id: string, opts?: RunOptions): Promise<'go' | 'respawn'>;
 /** `turn end`: 'ended' (exit 0), 'respawn' (exit 4: the session is gone). */
 export declare function turnEnd(id: string, opts?: RunOptions): Promise<'ended' | 'respawn'>;
-/** `spawn <id> -- <cmd...>`: creates the session if it is gone, resuming its conversation. */
-export declare function spawn(id: string, cmd: string[], opts?: SpawnOptions): Promise<SpawnResult>;
+/**
+ * `spawn <id> [-- <cmd...>]`: creates the session if it is gone, resuming its conversation. An
+ * empty `cmd` (or none) replays the command line the chat's tombstone keeps.
+ */
+export declare function spawn(id: string, cmd?: string[], opts?: SpawnOptions): Promise<SpawnResult>;
 /** `status --json`, parsed (docs/commands.md has its fields). */
 export declare function status(opts?: RunOptions): Promise<Record<string, unknown>>;
+
+/** `resume --json`: the chat brought back (spawned from its tombstone) or found live. */
+export interface ResumeResult {
+  ok: true;
+  session: string;
+  result: 'live' | 'spawned';
+  /** Always false here (no terminal): run `attach` to attach. */
+  attached: false;
+  attach: string[];
+  exit: number;
+}
+export declare function resume(id: string, opts?: RunOptions): Promise<ResumeResult>;
+
+/** `forget --json`: the tombstone dropped. */
+export interface ForgetResult {
+  ok: true;
+  session: string;
+  result: 'forgotten';
+  cid: string | null;
+  [key: string]: unknown;
+}
+export declare function forget(id: string, opts?: RunOptions): Promise<ForgetResult>;
+
+export interface ReapOptions extends RunOptions {
+  /** --force: skip the checks of a chat's state (busy, viewed, no cid, ...). */
+  force?: boolean;
+  /** --dry-run: decide, change nothing. */
+  dryRun?: boolean;
+}
+/** One audit line (docs/files.md): `outcome` 'reaped' | 'aborted' | 'failed' | ... */
+export interface AuditLine {
+  schema_version: number;
+  session: string;
+  outcome: string;
+  reason: string;
+  cid?: string | null;
+  [key: string]: unknown;
+}
+/** `reap --json`: the reap's audit line; a refusal rejects (its document in `status`). */
+export declare function reap(id: string, opts?: ReapOptions): Promise<AuditLine | { ok: true; dry_run: true; would_reap: true; message: string }>;
+
+/** `pin` / `unpin`: 'gone' when the session is not there (exit 4). */
+export declare function pin(id: string, opts?: RunOptions): Promise<'pinned' | 'gone'>;
+export declare function unpin(id: string, opts?: RunOptions): Promise<'unpinned' | 'gone'>;
+
+/** `doctor --json`, healthy or not (exit 0 or 1). */
+export interface DoctorResult {
+  ok: boolean;
+  checks: { check: string; verdict: 'ok' | 'note' | 'problem'; message: string }[];
+}
+export declare function doctor(opts?: RunOptions): Promise<DoctorResult>;
+
+/** `config --json`: every setting in effect and where it came from. */
+export interface ConfigResult {
+  ok: true;
+  file: string | null;
+  state_dir: string;
+  tmux_socket: string;
+  tmux_socket_chosen_by: string;
+  rules: string;
+  settings: { name: string; value: string | null; default: string | null; source: string; file: string | null; line: number | null }[];
+  warnings: string[];
+  [key: string]: unknown;
+}
+export declare function config(opts?: RunOptions): Promise<ConfigResult>;
+
+export interface EventsOptions extends RunOptions {
+  /** --from-start: first what the current audit log holds. */
+  fromStart?: boolean;
+}
+/** `events`: every audit line as it is appended; `close()` stops it (SIGTERM). */
+export interface Events extends AsyncIterable<AuditLine> {
+  close(): Promise<{ code: number | null; signal?: string | null }>;
+}
+export declare function events(opts?: EventsOptions): Events;

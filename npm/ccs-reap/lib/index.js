@@ -1,23 +1,25 @@
 'use strict';
-// ccs-reap for Node: where the native binary is, and a small promise API over it. No logic of
-// its own: every call runs the binary once (no shell) and reads its exit code or its --json.
-// A user-given value is never read as a flag: it follows `--` (an id such as '-h' or '--help' is
-// a valid chat id), or is joined to its option with `=`.
+// ccs-reap for Node: where the native binary is, and a promise API over every command. No logic
+// of its own: every call runs the binary once (no shell, never blocking the event loop) and reads
+// its exit code or its --json. User values come after `--`, never taken for a flag.
 
-const { execFile } = require('child_process');
+const { execFile, spawn: spawnChild } = require('child_process');
+const fs = require('fs');
+const readline = require('readline');
 
 const ARCHES = { x64: 'x64', arm64: 'arm64' };
 
-/** musl when this node reports no glibc (Alpine), else gnu. */
+/**
+ * musl on Alpine (its release file), else gnu: only the order in which the two packages are
+ * looked for (both binaries are static; npm installs the one its own libc test picks). Never
+ * process.report.getReport(), which blocks the event loop for about 19 ms.
+ */
 function libc() {
-  try {
-    const report = process.report && process.report.getReport();
-    const header = report && (typeof report === 'string' ? JSON.parse(report) : report).header;
-    return header && header.glibcVersionRuntime ? 'gnu' : 'musl';
-  } catch (_) {
-    return 'gnu';
-  }
+  return fs.existsSync('/etc/alpine-release') ? 'musl' : 'gnu';
 }
+
+/** The platform package's binary once found: it does not move while this process runs. */
+let found;
 
 /**
  * The native binary: CCS_REAP_BINARY when set, else the one in this platform's package
@@ -34,6 +36,7 @@ function resolveBinary() {
         'packages only); build it (cargo install ccs-reap) and set CCS_REAP_BINARY to its path'
     );
   }
+  if (found) return found;
   const mine = libc();
   const other = mine === 'gnu' ? 'musl' : 'gnu';
   const tried = [];
@@ -41,15 +44,21 @@ function resolveBinary() {
     const pkg = `@ccs-reap/linux-${arch}-${l}`;
     tried.push(pkg);
     try {
-      return require.resolve(`${pkg}/bin/ccs-reap`);
+      found = require.resolve(`${pkg}/bin/ccs-reap`);
+      return found;
     } catch (_) {
       // not installed: the next one
     }
   }
+  // npm installs a platform package as an optional dependency and succeeds without it (no
+  // install script checks it: pnpm 10 runs none), so this first run says exactly what to do.
+  const version = require('../package.json').version;
   throw new Error(
-    `ccs-reap: none of ${tried.join(', ')} is installed (an install with --no-optional, ` +
-      '--omit=optional or a lockfile made on another platform leaves it out): install ' +
-      `${tried[0]} or set CCS_REAP_BINARY to a ccs-reap binary`
+    `ccs-reap: its native binary is not installed: none of ${tried.join(', ')} is there (an ` +
+      'install with --omit=optional or --no-optional, or a lockfile made on another platform, ' +
+      `leaves it out). Install it beside ccs-reap ${version}: npm install ${tried[0]}@${version} ` +
+      `(from this source tree: scripts/package-npm, then npm install target/npm/local/*.tgz), ` +
+      'or set CCS_REAP_BINARY to a ccs-reap binary'
   );
 }
 
@@ -66,7 +75,12 @@ class CcsReapError extends Error {
 
 /** Run the binary with `args`; resolve { code, stdout, stderr } whatever the exit code. */
 function run(args, opts = {}) {
-  const bin = opts.binary || resolveBinary();
+  let bin;
+  try {
+    bin = opts.binary || resolveBinary();
+  } catch (e) {
+    return Promise.reject(new CcsReapError(e.message, null, '', ''));
+  }
   return new Promise((resolve, reject) => {
     execFile(
       bin,
@@ -112,12 +126,13 @@ async function turnEnd(id, opts) {
 }
 
 /**
- * `spawn [--cid C] [--cwd D] [--agent A] [--new-conversation] -- <id> -- <cmd...>`: the --json document
- * ({ ok, session, result: 'spawned' | 'exists', exit }).
+ * `spawn [--cid C] [--cwd D] [--agent A] [--new-conversation] -- <id> [-- <cmd...>]`: the --json
+ * document ({ ok, session, result: 'spawned' | 'exists', exit }). An empty `cmd` (or none)
+ * replays the command line the chat's tombstone keeps.
  */
-async function spawn(id, cmd, opts = {}) {
-  if (!Array.isArray(cmd) || cmd.length === 0) {
-    throw new TypeError('ccs-reap spawn: cmd must be a non-empty array of strings');
+async function spawn(id, cmd = [], opts = {}) {
+  if (!Array.isArray(cmd)) {
+    throw new TypeError('ccs-reap spawn: cmd must be an array of strings ([] replays the tombstone\'s)');
   }
   // No user-given value can be read as a flag: each option's value is joined to it with `=`,
   // the id follows a first `--` and the command a second (`spawn -- -h -- claude`).
@@ -126,7 +141,8 @@ async function spawn(id, cmd, opts = {}) {
   if (opts.sessionCwd) args.push(`--cwd=${String(opts.sessionCwd)}`);
   if (opts.agent) args.push(`--agent=${String(opts.agent)}`);
   if (opts.newConversation) args.push('--new-conversation');
-  args.push('--', String(id), '--', ...cmd.map(String));
+  args.push('--', String(id));
+  if (cmd.length > 0) args.push('--', ...cmd.map(String));
   const r = await run(args, opts);
   if (r.code !== 0) throw failed('spawn', r);
   return JSON.parse(r.stdout);
@@ -149,7 +165,120 @@ async function status(opts) {
   return doc;
 }
 
-module.exports = { resolveBinary, run, turnBegin, turnEnd, spawn, status, CcsReapError };
+/** A command's --json document whatever its exit code; `ok` maps exit codes to a result. */
+async function jsonOf(what, args, opts, ok) {
+  const r = await run(args, opts);
+  let doc;
+  try {
+    doc = JSON.parse(r.stdout);
+  } catch (_) {
+    throw failed(what, r);
+  }
+  const out = ok(r.code, doc);
+  if (out === undefined) {
+    const e = failed(what, r);
+    e.status = doc;
+    throw e;
+  }
+  return out;
+}
+
+/** `resume <id>` (no terminal: it attaches nothing): { result: 'live' | 'spawned', attach }. */
+function resume(id, opts) {
+  return jsonOf('resume', ['resume', '--json', '--', String(id)], opts, (c, d) => (c === 0 ? d : undefined));
+}
+
+/** `forget <id>`: drop an asleep chat's tombstone: { result: 'forgotten', cid }. */
+function forget(id, opts) {
+  return jsonOf('forget', ['forget', '--json', '--', String(id)], opts, (c, d) => (c === 0 ? d : undefined));
+}
+
+/** `reap <id> [--force] [--dry-run]`: the reap's audit line (or the dry run's answer). */
+function reap(id, opts = {}) {
+  const args = ['reap', '--json'];
+  if (opts.force) args.push('--force');
+  if (opts.dryRun) args.push('--dry-run');
+  args.push('--', String(id));
+  return jsonOf('reap', args, opts, (c, d) => (c === 0 ? d : undefined));
+}
+
+/** `pin <id>` / `unpin <id>`: 'pinned' / 'unpinned' (exit 0), 'gone' (exit 4). */
+function pinLike(verb, done) {
+  return (id, opts) =>
+    jsonOf(verb, [verb, '--json', '--', String(id)], opts, (c) => (c === 0 ? done : c === 4 ? 'gone' : undefined));
+}
+const pin = pinLike('pin', 'pinned');
+const unpin = pinLike('unpin', 'unpinned');
+
+/** `doctor --json`: { ok, checks } whether healthy (exit 0) or not (exit 1). */
+function doctor(opts) {
+  return jsonOf('doctor', ['doctor', '--json'], opts, (c, d) => (c === 0 || c === 1 ? d : undefined));
+}
+
+/** `config --json`: every setting in effect and where it came from. */
+function config(opts) {
+  return jsonOf('config', ['config', '--json'], opts, (c, d) => (c === 0 ? d : undefined));
+}
+
+/**
+ * `events [--from-start]`: each audit line as it is appended, as an async iterable of parsed
+ * objects; `close()` stops the binary (SIGTERM) and ends the iteration.
+ */
+function events(opts = {}) {
+  let bin;
+  try {
+    bin = opts.binary || resolveBinary();
+  } catch (e) {
+    throw new CcsReapError(e.message, null, '', '');
+  }
+  const args = ['events'];
+  if (opts.fromStart) args.push('--from-start');
+  const child = spawnChild(bin, args, { env: opts.env || process.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (d) => {
+    stderr = (stderr + d).slice(-65536);
+  });
+  const exited = new Promise((resolve) => {
+    child.on('error', (e) => resolve({ code: null, error: e }));
+    child.on('close', (code, signal) => resolve({ code, signal }));
+  });
+  const lines = readline.createInterface({ input: child.stdout, crlfDelay: Infinity });
+  return {
+    close() {
+      child.kill('SIGTERM');
+      return exited;
+    },
+    async *[Symbol.asyncIterator]() {
+      for await (const l of lines) {
+        if (l.trim()) yield JSON.parse(l);
+      }
+      const end = await exited;
+      if (end.error || (end.code !== 0 && end.signal !== 'SIGTERM')) {
+        const how = end.error ? end.error.message : `exit ${end.code}`;
+        throw new CcsReapError(`ccs-reap events: ${how}${stderr.trim() ? `: ${stderr.trim()}` : ''}`, end.code, stderr, '');
+      }
+    },
+  };
+}
+
+module.exports = {
+  resolveBinary,
+  run,
+  turnBegin,
+  turnEnd,
+  spawn,
+  status,
+  resume,
+  forget,
+  reap,
+  pin,
+  unpin,
+  doctor,
+  config,
+  events,
+  CcsReapError,
+};
 Object.defineProperty(module.exports, 'binaryPath', {
   enumerable: true,
   get: resolveBinary,

@@ -370,13 +370,17 @@ impl Tmux {
     }
 
     /// The command line that attaches a terminal to session `name` on this server.
-    pub fn attach_argv(&self, name: &str) -> Vec<String> {
+    ///
+    /// From inside a client of this server (`inside`), `switch-client` instead: an `attach`
+    /// there would nest tmux in its own pane.
+    pub fn attach_argv(&self, name: &str, inside: bool) -> Vec<String> {
         let mut v = vec!["tmux".to_string()];
         match &self.socket {
             Socket::Name(n) => v.extend(["-L".to_string(), n.clone()]),
             Socket::Path(p) => v.extend(["-S".to_string(), p.to_string_lossy().into_owned()]),
         }
-        v.extend(["attach".into(), "-t".into(), format!("={name}")]);
+        let verb = if inside { "switch-client" } else { "attach" };
+        v.extend([verb.into(), "-t".into(), format!("={name}")]);
         v
     }
 }

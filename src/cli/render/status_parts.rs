@@ -74,7 +74,7 @@ pub fn why(d: &Decision, now: i64) -> String {
 
 /// `s` broken into lines of at most [`STATUS_COLUMNS`], at spaces, the lines after the first
 /// indented by two.
-fn wrap(s: &str) -> Vec<String> {
+pub fn wrap(s: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut line = String::new();
     for w in s.split(' ') {
@@ -95,6 +95,14 @@ fn wrap(s: &str) -> Vec<String> {
         out.push(line);
     }
     out
+}
+
+/// The agents the live chats run (`-`: not told by its start command), each once, sorted.
+pub fn agents(r: &SweepReport) -> Vec<&'static str> {
+    let mut a: Vec<&'static str> = r.sessions.iter().map(|s| s.agent.unwrap_or("-")).collect();
+    a.sort_unstable();
+    a.dedup();
+    a
 }
 
 /// The notes under the table: why a chat has no countdown and how to fix it.

@@ -1,6 +1,15 @@
 //! Ids and stamps as others write them: chat ids, conversation ids (never a flag), Unix-ms
 //! stamps, and the conversation id a `claude` command line names.
 
+/// The socket path in `TMUX` (`<socket>,<server pid>,<session>`): everything before the last two
+/// commas, so a socket path with a comma in it is read whole.
+pub fn socket_of_tmux_env(tmux: &str) -> Option<&str> {
+    let mut it = tmux.rsplitn(3, ',');
+    let _session = it.next()?;
+    let _pid = it.next()?;
+    it.next().filter(|p| !p.is_empty())
+}
+
 /// Parse a Unix-ms stamp. `None` for empty or garbage.
 pub fn parse_ms(s: &str) -> Option<i64> {
     let s = s.trim();

@@ -80,6 +80,11 @@ pub(super) fn report(
                     through: c.through.map(policy::TmuxId),
                 })
                 .collect(),
+            agent: s
+                .panes
+                .iter()
+                .find_map(|p| crate::agents::of_start_command(&p.start_command))
+                .map(|a| a.name),
             decision: d,
         })
         .collect();
@@ -109,6 +114,9 @@ pub(super) fn report(
         socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
         tmux_server_up,
         tmux_server_empty: empty,
+        blind: (tmux_server_up == Some(true))
+            .then(|| r.ownership.blind())
+            .flatten(),
         sessions,
         host: snap.host,
         watching: snap.host.and(r.watching.watched()).map(|w| w.to_string()),
