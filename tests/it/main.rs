@@ -39,6 +39,7 @@ mod scale;
 mod sidecar;
 mod snapshots;
 mod status_plain;
+mod studio_e2e;
 mod sweep;
 mod systemd;
 mod teardown;
