@@ -20,6 +20,7 @@
 //! Needs what `claude_e2e` needs (`npm ci --prefix tests/e2e --no-audit --no-fund`); without it
 //! it fails with that hint, unless `CCS_E2E_SKIP=1`.
 
+use crate::agents_e2e::{program, FakeApi as GeminiApi};
 use crate::claude_e2e::*;
 use crate::common::*;
 
@@ -44,30 +45,76 @@ const QUICK: [(&str, &str); 2] = [
 /// The world of `claude_e2e`, made fit for the studio's claude: the disclaimer of
 /// `--dangerously-skip-permissions` accepted in the user settings, `IS_SANDBOX=1` when run as root
 /// (in the server's global environment, which the panes get, and the studio's), and with `hooks`
-/// ccs-reap's hooks merged into those same settings by `claude-settings --write`.
-fn studio_world(tools: &Tools, hooks: bool) -> World {
+/// ccs-reap's hooks merged into those same settings by `claude-settings --write`; then also Gemini
+/// CLI on the PATH, offline against `fake_agents.py` (returned: it lives as long as the world) and
+/// wired by `hook-settings --agent gemini --write`, for a `gemini -p` run inside the chat.
+fn studio_world(tools: &Tools, hooks: bool) -> (World, Option<GeminiApi>) {
     let mut w = World::new(tools);
     let settings = w.home.join(".claude").join("settings.json");
     std::fs::create_dir_all(settings.parent().unwrap()).unwrap();
     std::fs::write(&settings, r#"{"skipDangerousModePermissionPrompt": true}"#).unwrap();
     if std::fs::metadata("/proc/self").unwrap().uid() == 0 {
-        w.env.push(("IS_SANDBOX", "1".into()));
-        w.s.ok(&["set-environment", "-g", "IS_SANDBOX", "1"]);
+        set_env(&mut w, "IS_SANDBOX", "1".into());
     }
-    if hooks {
-        ok_with(
-            &w.s,
-            &w.env,
-            &["claude-settings", "--write", &path_str(&settings)],
-            &[],
-        );
-        let text = std::fs::read_to_string(&settings).unwrap();
-        assert!(
-            text.contains("claude-hook") && text.contains("skipDangerousModePermissionPrompt"),
-            "{text}"
-        );
+    if !hooks {
+        return (w, None);
     }
-    w
+    ok_with(
+        &w.s,
+        &w.env,
+        &["claude-settings", "--write", &path_str(&settings)],
+        &[],
+    );
+    let text = std::fs::read_to_string(&settings).unwrap();
+    assert!(
+        text.contains("claude-hook") && text.contains("skipDangerousModePermissionPrompt"),
+        "{text}"
+    );
+    // Gemini CLI as agents_e2e runs it (missing: that test's hint, or its skip).
+    let Some(gemini) = program("gemini") else {
+        return (w, None);
+    };
+    std::os::unix::fs::symlink(&gemini, w.claude.parent().unwrap().join("gemini")).unwrap();
+    let dir = w.s.path("gemini-api");
+    std::fs::create_dir_all(&dir).unwrap();
+    let api = GeminiApi::start(&dir);
+    set_env(&mut w, "GEMINI_API_KEY", "fake-gemini-key".into());
+    set_env(
+        &mut w,
+        "GOOGLE_GEMINI_BASE_URL",
+        format!("http://127.0.0.1:{}", api.port),
+    );
+    set_env(&mut w, "NO_BROWSER", "1".into());
+    let gsettings = w.home.join(".gemini").join("settings.json");
+    std::fs::create_dir_all(gsettings.parent().unwrap()).unwrap();
+    let g = serde_json::json!({
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": false}},
+        "model": {"name": "gemini-2.5-flash"},
+        "privacy": {"usageStatisticsEnabled": false},
+        "telemetry": {"enabled": false},
+        "general": {"disableAutoUpdate": true, "disableUpdateNag": true},
+    });
+    std::fs::write(&gsettings, g.to_string()).unwrap();
+    ok_with(
+        &w.s,
+        &w.env,
+        &[
+            "hook-settings",
+            "--agent",
+            "gemini",
+            "--write",
+            &path_str(&gsettings),
+        ],
+        &[],
+    );
+    (w, Some(api))
+}
+
+/// `name=value` in the world's environment: the server's global one (which new panes get) and
+/// the studio's and ccs-reap's.
+fn set_env(w: &mut World, name: &'static str, value: String) {
+    w.s.ok(&["set-environment", "-g", name, &value]);
+    w.env.push((name, value));
 }
 
 /// The stand-in studio, run as a program with the world's clean environment.
@@ -396,27 +443,34 @@ impl<'a> Chat<'a> {
         assert!(r["begin"].as_u64().is_some_and(|b| b > 0), "{r}");
     }
 
-    /// (4) The chat's claude runs `claude -p` (a Bash tool call, as a script or a sub-agent of
-    /// the user's would): the nested claude inherits `TMUX` and `TMUX_PANE` and reads the same
-    /// settings, so its hooks fire in the chat's pane. None may move the chat: `@ccs_cid` stays the
-    /// chat's and its turn runs on (the tool still runs after the nested claude has ended).
-    fn nested_claude_is_not_the_chat(&mut self) {
+    /// (4) The chat's claude runs `<agent> -p` (a Bash tool call, as a script or a sub-agent of
+    /// the user's would): the nested agent inherits `TMUX` and `TMUX_PANE` and is wired by the
+    /// same settings, so its hooks fire in the chat's pane. None may move the chat: `@ccs_cid`
+    /// stays the chat's and its turn runs on (the tool still runs after the nested agent ended).
+    /// `asked` says whether its fake API got the nested prompt.
+    fn nested_agent_is_not_the_chat(&mut self, agent: &str, asked: impl Fn(&str) -> bool) {
         let (s, api) = (self.s(), &self.w.api);
-        let nested = format!("nested-{}", self.tag);
-        let out = s.path("nested.out");
-        let cmd = format!("RUN: claude -p {nested} > {} 2>&1; sleep 6", out.display());
+        let nested = format!("nested-{agent}-{}", self.tag);
+        let (out, done) = (s.path("nested.out"), s.path("nested.done"));
+        let _ = std::fs::remove_file(&done);
+        let cmd = format!(
+            "RUN: {agent} -p {nested} > {} 2>&1; touch {}; sleep 6",
+            out.display(),
+            done.display()
+        );
         let results = tool_results(api);
+        let t0 = Instant::now();
         let bg = self.st.send_bg(&cmd);
-        self.wait("the nested claude's request", || {
-            !requests_for(api, &nested).is_empty()
-        });
-        let own = format!("claude -p {nested}");
-        self.wait("the nested claude -p done", || {
-            std::fs::read_to_string(&out).is_ok_and(|t| t.contains(&format!("ECHO: {nested}")))
-                && procs_with(&[&own])
+        self.wait(&format!("the nested {agent}'s request"), || asked(&nested));
+        // Its hooks are done once it has exited and no ccs-reap hook runs in the pane any more.
+        self.wait(&format!("the nested {agent} -p done"), || {
+            done.exists()
+                && descendants(self.claude)
                     .iter()
-                    .all(|p| !cmdline(*p).starts_with(&own))
+                    .all(|p| !cmdline(*p).contains(BIN))
         });
+        let nested_s = t0.elapsed().as_secs_f64();
+        let output = std::fs::read_to_string(&out).unwrap_or_default();
         let cid = s.show(self.n, "@ccs_cid");
         let turn = s.show(self.n, "@ccs_turn");
         let rep = self.quick_sweep();
@@ -425,24 +479,29 @@ impl<'a> Chat<'a> {
             results,
             "the tool ended before the checks: too slow a machine for this test"
         );
+        assert!(
+            output.contains(&format!("ECHO: {nested}")),
+            "the nested {agent} did not answer: {output}"
+        );
         assert_eq!(
             cid.as_deref(),
             Some(self.cid.as_str()),
-            "the nested claude's SessionStart replaced the chat's cid"
+            "the nested {agent}'s hooks replaced the chat's cid"
         );
         assert!(
             turn.is_some(),
-            "the nested claude's Stop ended the chat's turn"
+            "the nested {agent}'s hooks ended the chat's turn"
         );
         let me = &by_name(&rep)[SESSION];
         assert_eq!(me["state"], "busy", "{rep}");
         assert!(s.has(SESSION), "{rep}");
-        let r = self.st.finish(bg, "the nested run");
+        let r = self.st.finish(bg, &format!("the nested {agent} run"));
         assert_eq!(r["reply"], "TOOL DONE", "{r}");
         assert_eq!(
             s.show(self.n, "@ccs_cid").as_deref(),
             Some(self.cid.as_str())
         );
+        eprintln!("nested {agent} -p: done {nested_s:.2} s after the message");
         self.said.push((cmd, "TOOL DONE".into()));
     }
 
@@ -610,7 +669,7 @@ fn kept_busy_reaped_idle_and_back(hooks: bool) {
         return;
     };
     let t_all = Instant::now();
-    let w = studio_world(&tools, hooks);
+    let (w, gemini) = studio_world(&tools, hooks);
     let _cleanup = Cleanup(&w.s);
     let mut chat = Chat::first(&w, &tools);
     if !hooks {
@@ -623,7 +682,11 @@ fn kept_busy_reaped_idle_and_back(hooks: bool) {
     }
     chat.kept_mid_turn();
     if hooks {
-        chat.nested_claude_is_not_the_chat();
+        let api = &w.api;
+        chat.nested_agent_is_not_the_chat("claude", |m| !requests_for(api, m).is_empty());
+        if let Some(g) = &gemini {
+            chat.nested_agent_is_not_the_chat("gemini", |m| !g.requests_for(m).is_empty());
+        }
         chat.prompt_wins_over_a_slow_reap_hook();
     }
     chat.reaped_when_idle();
@@ -648,8 +711,8 @@ fn studio_chat_without_hooks_is_kept_mid_turn_reaped_idle_and_resumed() {
 }
 
 /// (2) With `claude-settings --write` into the claude's user settings; (3) a prompt sent while a
-/// reap waits in a slow `before` hook wins; (4) a nested `claude -p` run by the chat's claude is
-/// not the chat.
+/// reap waits in a slow `before` hook wins; (4) a nested `claude -p`, and `gemini -p` (Gemini CLI
+/// wired by `hook-settings --agent gemini`), run by the chat's claude are not the chat.
 #[test]
 fn studio_chat_with_hooks_is_kept_mid_turn_reaped_idle_and_resumed() {
     kept_busy_reaped_idle_and_back(true);
@@ -669,7 +732,7 @@ fn studio_keeps_a_chat_that_resume_brought_back() {
     let Some(tools) = tools_or_skip() else {
         return;
     };
-    let w = studio_world(&tools, false);
+    let (w, _) = studio_world(&tools, false);
     let _cleanup = Cleanup(&w.s);
     let chat = Chat::first(&w, &tools);
     let cfg = ccs_cfg(&w.s);
@@ -756,7 +819,7 @@ fn studio_server_exiting_with_its_last_reaped_chat_is_not_an_outage() {
     let Some(tools) = tools_or_skip() else {
         return;
     };
-    let w = studio_world(&tools, false);
+    let (w, _) = studio_world(&tools, false);
     let _cleanup = Cleanup(&w.s);
     let chat = Chat::first(&w, &tools);
     let server = w.s.server_pid();
