@@ -430,7 +430,7 @@ impl<'a> Chat<'a> {
     fn viewed_while_the_studio_watches(&self) {
         let v = KillOnDrop(
             self.st
-                .command(&["view", CHAT, "--for", "2"])
+                .command(&["view", CHAT, "--for", "4"])
                 .spawn()
                 .unwrap(),
         );
