@@ -185,7 +185,13 @@ impl<'a> Studio<'a> {
         KillOnDrop(self.command(&["send", CHAT, text]).spawn().unwrap())
     }
 
-    fn finish(&self, mut c: KillOnDrop, what: &str) -> serde_json::Value {
+    fn finish(&self, c: KillOnDrop, what: &str) -> serde_json::Value {
+        let o = self.wait_out(c, what);
+        self.answer(what, o)
+    }
+
+    /// A background run's exit and output, whatever they are.
+    fn wait_out(&self, mut c: KillOnDrop, what: &str) -> Out {
         let secs = timeout();
         assert!(
             wait_until(secs, || c.0.try_wait().unwrap().is_some()),
@@ -206,14 +212,11 @@ impl<'a> Studio<'a> {
             .read_to_string(&mut stderr)
             .unwrap();
         let code = c.0.wait().unwrap().code().unwrap_or(-1);
-        self.answer(
-            what,
-            Out {
-                code,
-                stdout,
-                stderr,
-            },
-        )
+        Out {
+            code,
+            stdout,
+            stderr,
+        }
     }
 
     /// What it did (`studio.log`): starts, kills, messages, errors.
@@ -506,9 +509,11 @@ impl<'a> Chat<'a> {
     }
 
     /// (3) A reap held in a slow `before` reap hook (the documented way to warn the user) while
-    /// the studio sends a message: the prompt takes the chat back, the reap aborts ("a prompt
-    /// arrived"), signalling nothing, and the message reaches the fake API and gets its reply.
-    fn prompt_wins_over_a_slow_reap_hook(&mut self) {
+    /// the studio sends a message (its reply held until the reap is over): the message reaches
+    /// the fake API and gets its reply, the reap aborts and signals nothing. With the hooks the
+    /// prompt takes the chat back at once ("a prompt arrived"); without them the re-check before
+    /// the fence sees the turn in Claude Code's status file.
+    fn prompt_wins_over_a_slow_reap_hook(&mut self, hooks: bool) {
         let (s, api) = (self.s(), &self.w.api);
         let gate = s.path("gate");
         let log = s.path("hook.log");
@@ -545,15 +550,26 @@ impl<'a> Chat<'a> {
         });
         assert!(s.show(self.n, "@ccs_reaping").is_some(), "no reap mark");
         let msg = format!("typed during the reap {}", self.tag);
+        std::fs::write(&self.w.hold, "").unwrap();
         let bg = self.st.send_bg(&msg);
         self.wait("the message at the fake API", || {
             !requests_for(api, &msg).is_empty()
         });
-        assert_eq!(
-            s.show(self.n, "@ccs_reaping"),
-            None,
-            "the prompt did not take the chat back"
-        );
+        if hooks {
+            assert_eq!(
+                s.show(self.n, "@ccs_reaping"),
+                None,
+                "the prompt did not take the chat back"
+            );
+        } else {
+            let status = self
+                .w
+                .home
+                .join(format!(".claude/sessions/{}.json", self.claude));
+            self.wait("claude busy by its status file", || {
+                std::fs::read_to_string(&status).is_ok_and(|t| t.contains(r#""status":"busy""#))
+            });
+        }
         std::fs::write(&gate, "").unwrap();
         self.wait("the reaper's exit", || {
             reaper.0.try_wait().unwrap().is_some()
@@ -565,15 +581,28 @@ impl<'a> Chat<'a> {
             "the reaper exited {code:?}: {rlog}"
         );
         let lines = s.audit_of(SESSION);
-        assert!(
-            lines.iter().any(|l| l["outcome"] == "aborted"
-                && l["error"]
-                    .as_str()
-                    .is_some_and(|e| e.contains("a prompt arrived"))),
-            "{lines:?}\n{rlog}"
-        );
-        assert!(lines.iter().all(|l| l["outcome"] != "reaped"), "{lines:?}");
+        if let Some(l) = lines.iter().find(|l| l["outcome"] == "reaped") {
+            std::fs::remove_file(&self.w.hold).unwrap();
+            let o = self.st.wait_out(bg, "the message during the reap");
+            let at_api = requests_for(api, &msg).len();
+            panic!(
+                "the chat was reaped with the message's turn in flight ({at_api} request(s) of it \
+                 at the fake API, its reply held): {l}\nthe studio: exit {}: {}",
+                o.code,
+                o.stdout.trim()
+            );
+        }
         assert!(s.has(SESSION) && alive(self.claude), "the chat went");
+        let why = lines
+            .iter()
+            .find(|l| l["outcome"] == "aborted")
+            .unwrap_or_else(|| panic!("no aborted line: {lines:?}\n{rlog}"))["error"]
+            .to_string();
+        eprintln!("the reap during the message aborted: {why}");
+        if hooks {
+            assert!(why.contains("a prompt arrived"), "{lines:?}");
+        }
+        std::fs::remove_file(&self.w.hold).unwrap();
         let r = self.st.finish(bg, "the message during the reap");
         assert_eq!(r["reply"], format!("ECHO: {msg}"), "{r}");
         assert!(r["started"].is_null(), "{r}");
@@ -682,12 +711,12 @@ fn kept_busy_reaped_idle_and_back(hooks: bool) {
     }
     chat.kept_mid_turn();
     if hooks {
+        chat.prompt_wins_over_a_slow_reap_hook(true);
         let api = &w.api;
         chat.nested_agent_is_not_the_chat("claude", |m| !requests_for(api, m).is_empty());
         if let Some(g) = &gemini {
             chat.nested_agent_is_not_the_chat("gemini", |m| !g.requests_for(m).is_empty());
         }
-        chat.prompt_wins_over_a_slow_reap_hook();
     }
     chat.reaped_when_idle();
     chat.comes_back_with_its_history();
@@ -716,6 +745,27 @@ fn studio_chat_without_hooks_is_kept_mid_turn_reaped_idle_and_resumed() {
 #[test]
 fn studio_chat_with_hooks_is_kept_mid_turn_reaped_idle_and_resumed() {
     kept_busy_reaped_idle_and_back(true);
+}
+
+/// (3) without the hooks: a message sent while a reap waits in a slow `before` hook (its reply
+/// held by the fake API until the reap is over) wins: the reap aborts, the message gets its
+/// reply.
+///
+/// Fails today: nothing tells the reap of the prompt (no prompt hook) and its re-check of Claude
+/// Code's status file runs before the `before` hook, not right before the fence: the chat is
+/// reaped with the turn in flight and the studio's message is lost.
+#[test]
+#[ignore = "issue 43.1/43.2: without hooks the status file is read before the reap hook, not at the fence"]
+fn studio_chat_without_hooks_a_message_during_a_slow_reap_hook_wins() {
+    let Some(tools) = tools_or_skip() else {
+        return;
+    };
+    let (w, _) = studio_world(&tools, false);
+    let _cleanup = Cleanup(&w.s);
+    let mut chat = Chat::first(&w, &tools);
+    // First sight: the idle clock starts.
+    chat.ok(&["--once"], &[]);
+    chat.prompt_wins_over_a_slow_reap_hook(false);
 }
 
 /// (5) `ccs-reap resume` of a chat the studio started, then the studio's next message: the
