@@ -271,7 +271,7 @@ fn claude_pid(s: &Server) -> i32 {
             cmdline(*p)
                 .split_whitespace()
                 .next()
-                .is_some_and(|w| w == "claude" || w.ends_with("/claude"))
+                .is_some_and(ccs_reap::agents::CLAUDE.is_program_word)
         })
         .unwrap_or_else(|| panic!("no claude in the pane of {pane_pid}"))
 }
