@@ -33,7 +33,7 @@ fn e2e_dir() -> PathBuf {
 }
 
 /// The agent's program under `tests/e2e/node_modules`, or why not.
-fn program(agent: &str) -> Option<PathBuf> {
+pub(crate) fn program(agent: &str) -> Option<PathBuf> {
     let nm = e2e_dir().join("node_modules");
     let hint = "install them with: npm ci --prefix tests/e2e --no-audit --no-fund \
                 (or set CCS_E2E_SKIP=1 to skip this test)";
@@ -61,14 +61,14 @@ fn program(agent: &str) -> Option<PathBuf> {
 }
 
 /// `fake_agents.py`: killed on Drop.
-struct FakeApi {
+pub(crate) struct FakeApi {
     child: Child,
-    port: u16,
+    pub(crate) port: u16,
     log: PathBuf,
 }
 
 impl FakeApi {
-    fn start(dir: &Path) -> FakeApi {
+    pub(crate) fn start(dir: &Path) -> FakeApi {
         let log = dir.join("api.log");
         let mut child = Command::new("python3")
             .arg(e2e_dir().join("fake_agents.py"))
@@ -101,7 +101,7 @@ impl FakeApi {
     }
 
     /// The model requests whose last user text is `m`.
-    fn requests_for(&self, m: &str) -> Vec<serde_json::Value> {
+    pub(crate) fn requests_for(&self, m: &str) -> Vec<serde_json::Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
             .lines()

@@ -36,14 +36,14 @@ pub(crate) const TARGET: &str = "=ccs-e2e:";
 /// Custom keys are approved in `.claude.json` by their last 20 characters; at least 20 long.
 const KEY: &str = "sk-ant-api03-ccs-e2e-fake-key-000000000000000000000000000000";
 
-fn timeout() -> f64 {
+pub(crate) fn timeout() -> f64 {
     std::env::var("CCS_E2E_TIMEOUT")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(60.0)
 }
 
-fn e2e_dir() -> PathBuf {
+pub(crate) fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests")
         .join("e2e")
@@ -85,7 +85,7 @@ pub(crate) struct Tools {
     claude: PathBuf,
     mcp_js: PathBuf,
     node: PathBuf,
-    python: PathBuf,
+    pub(crate) python: PathBuf,
 }
 
 fn tools() -> Result<Tools, String> {
@@ -224,7 +224,7 @@ impl Drop for Cleanup<'_> {
 }
 
 /// Every living (non-zombie) descendant of `root`.
-fn descendants(root: i32) -> Vec<i32> {
+pub(crate) fn descendants(root: i32) -> Vec<i32> {
     let procs: Vec<(i32, i32)> = all_processes()
         .into_iter()
         .filter_map(|pid| {
@@ -246,7 +246,7 @@ fn descendants(root: i32) -> Vec<i32> {
 }
 
 /// The MCP server under claude's pid.
-fn mcp_child(claude: i32) -> Option<i32> {
+pub(crate) fn mcp_child(claude: i32) -> Option<i32> {
     descendants(claude)
         .into_iter()
         .find(|p| cmdline(*p).contains("server-memory/dist/index.js"))
@@ -523,21 +523,28 @@ pub(crate) fn ccs_with(
     args: &[&str],
     extra: &[(&str, &str)],
 ) -> Out {
-    Out::from(
-        Command::new(BIN)
-            .args(args)
-            .env_clear()
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .env("CCS_TMUX_SOCKET_PATH", &s.sock)
-            .env("CCS_REAP_STATE_DIR", s.state_dir())
-            .env("CCS_LOG", "debug")
-            .env("CCS_ENGINE_IDLE_KILL_MS", LIMIT)
-            .env("CCS_REAP_GRACE_MS", "5000")
-            .envs(extra.iter().copied())
-            .stdin(Stdio::null())
-            .output()
-            .unwrap(),
-    )
+    Out::from(ccs_command(s, env, args, extra).output().unwrap())
+}
+
+/// The command [`ccs_with`] runs, for a caller that runs it in the background.
+pub(crate) fn ccs_command(
+    s: &Server,
+    env: &[(&str, String)],
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Command {
+    let mut c = Command::new(BIN);
+    c.args(args)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("CCS_TMUX_SOCKET_PATH", &s.sock)
+        .env("CCS_REAP_STATE_DIR", s.state_dir())
+        .env("CCS_LOG", "debug")
+        .env("CCS_ENGINE_IDLE_KILL_MS", LIMIT)
+        .env("CCS_REAP_GRACE_MS", "5000")
+        .envs(extra.iter().copied())
+        .stdin(Stdio::null());
+    c
 }
 
 /// [`ccs_with`], which must exit 0.

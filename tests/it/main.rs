@@ -43,6 +43,7 @@ mod sidecar;
 mod snapshots;
 mod spawn_cli;
 mod status_plain;
+mod studio_e2e;
 mod sweep;
 mod systemd;
 mod teardown;
