@@ -54,7 +54,10 @@ impl Watching {
         let w = memory::resolve(cfg.mem_cgroup.as_deref(), server_pid);
         let mut last = self.watched.lock().unwrap_or_else(|p| p.into_inner());
         if last.as_ref() != Some(&w) {
-            if last.is_some() {
+            if last.is_some() && server_pid.is_none() {
+                // No tmux server (it went with its last session, or died: the sweep says which).
+                tracing::info!(watching = %w, "the memory watched changed");
+            } else if last.is_some() {
                 tracing::warn!(watching = %w, "the memory watched changed");
             } else {
                 tracing::info!(watching = %w, "watching memory");

@@ -491,9 +491,18 @@ pub fn kept_argv(option: Option<&Vec<String>>, pane_pids: &[u32]) -> Option<Vec<
     if let Some(a) = option.and_then(|a| bare(a)) {
         return Some(a);
     }
-    pane_pids.iter().find_map(|&pid| {
+    let words_of = |pid: u32| {
         let words = agents::pane_words(&procs::cmdline(pid as i32)?);
         bare(&words)
+    };
+    // The pane's own process (`exec claude ...`, or `sh -c '<words>'` that splits plainly); else
+    // the agent it started (a studio's `sh -c` string with quoting in it: the agent's own argv,
+    // as the kernel holds it, needs no shell to read).
+    pane_pids.iter().find_map(|&pid| words_of(pid)).or_else(|| {
+        pane_pids
+            .iter()
+            .flat_map(|&pid| procs::children(pid))
+            .find_map(words_of)
     })
 }
 

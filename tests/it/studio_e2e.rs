@@ -600,7 +600,12 @@ impl<'a> Chat<'a> {
             .to_string();
         eprintln!("the reap during the message aborted: {why}");
         if hooks {
-            assert!(why.contains("a prompt arrived"), "{lines:?}");
+            // The prompt hook took the chat back (the reap aborts at its fence), unless the
+            // status file's read right before the fence saw claude busy first: both abort.
+            assert!(
+                why.contains("a prompt arrived") || why.contains("status file"),
+                "{lines:?}"
+            );
         }
         std::fs::remove_file(&self.w.hold).unwrap();
         let r = self.st.finish(bg, "the message during the reap");
@@ -755,7 +760,6 @@ fn studio_chat_with_hooks_is_kept_mid_turn_reaped_idle_and_resumed() {
 /// Code's status file runs before the `before` hook, not right before the fence: the chat is
 /// reaped with the turn in flight and the studio's message is lost.
 #[test]
-#[ignore = "issue 43.1/43.2: without hooks the status file is read before the reap hook, not at the fence"]
 fn studio_chat_without_hooks_a_message_during_a_slow_reap_hook_wins() {
     let Some(tools) = tools_or_skip() else {
         return;
@@ -777,7 +781,6 @@ fn studio_chat_without_hooks_a_message_during_a_slow_reap_hook_wins() {
 /// chat is back (by `spawn`, as that message says) its session has no `CCS_CFG`, so the studio
 /// kills it and starts it again.
 #[test]
-#[ignore = "issue 43.5: the chat resume brings back has no CCS_CFG; the studio kills it"]
 fn studio_keeps_a_chat_that_resume_brought_back() {
     let Some(tools) = tools_or_skip() else {
         return;
@@ -863,7 +866,6 @@ fn studio_keeps_a_chat_that_resume_brought_back() {
 /// Fails today: the daemon warns "no tmux server at ..." (degraded `no-server`) and `/healthz`
 /// answers 503 (the chat itself is asleep, reason `idle`).
 #[test]
-#[ignore = "issue 43.7: the last reap reads as an outage (no-server, /healthz 503)"]
 fn studio_server_exiting_with_its_last_reaped_chat_is_not_an_outage() {
     use crate::common::http;
     let Some(tools) = tools_or_skip() else {
@@ -933,9 +935,13 @@ fn studio_server_exiting_with_its_last_reaped_chat_is_not_an_outage() {
             "status: the chat is lost with its server: {lost:?}"
         ));
     }
+    // A warning or an error of any kind (the memory watcher's INFO that it now watches its own
+    // cgroup, there being no server, is none).
     let warned: Vec<&str> = dlog
         .lines()
-        .filter(|l| l.contains("no tmux server"))
+        .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+        // The test's own short limit, warned about at start.
+        .filter(|l| !l.contains("a bare number is milliseconds"))
         .collect();
     if !warned.is_empty() {
         problems.push(format!("the daemon warned: {warned:?}"));
