@@ -33,6 +33,7 @@ pub static CLAUDE: Agent = Agent {
     bare_argv,
     transcript_path,
     transcript_glob: false,
+    transcript_kind: None,
     env_vars: &[CONFIG_DIR_VAR, PROJECT_DIR_NAME_VAR],
     status_path: Some(status_path),
     parse_status: Some(parse_status),

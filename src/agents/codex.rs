@@ -32,6 +32,7 @@ pub static CODEX: Agent = Agent {
     bare_argv,
     transcript_path,
     transcript_glob: true,
+    transcript_kind: None,
     env_vars: &[HOME_VAR],
     status_path: None,
     parse_status: None,

@@ -14,7 +14,7 @@ use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, Ended, Outcome, StateDir, StateError, Tombstone};
 use crate::adapters::tmux::{Created, Tmux, TmuxError};
 use crate::agents::claude::is_uuid;
-use crate::agents::{self, Agent, ArgvError, StartMode};
+use crate::agents::{self, Agent, ArgvError, StartMode, Transcript};
 use crate::config::Config;
 use crate::core::policy::ReapReason;
 use crate::core::time::rfc3339;
@@ -94,9 +94,16 @@ async fn agent_env(tmux: &Tmux, agent: &Agent, cmd: &[String]) -> Vec<(String, S
 }
 
 /// Whether the transcript of `cid` is where the agent keeps it: `None` when that cannot be told
-/// (no HOME, an unreadable directory), and the agent is left to say. A pattern
-/// ([`Agent::transcript_glob`]) is there when it matches a file.
-fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) -> Option<bool> {
+/// (no HOME, an unreadable directory or file), and the agent is left to say. A pattern
+/// ([`Agent::transcript_glob`]) is there when it matches a file; an agent that judges its files
+/// ([`Agent::transcript_kind`]: Gemini CLI writes one at launch) has each one read (never
+/// written): the conversation's file is resumable, or unused (nothing was said in it).
+fn transcript(
+    agent: &Agent,
+    env: &[(String, String)],
+    cwd: &Path,
+    cid: &str,
+) -> Option<Transcript> {
     let canon = std::fs::canonicalize(cwd).ok()?;
     let p = (agent.transcript_path)(env, &canon, cid)
         .map_err(|e| tracing::warn!(cid, error = %e, "cannot tell where the transcript is"))
@@ -105,20 +112,63 @@ fn transcript(agent: &Agent, env: &[(String, String)], cwd: &Path, cid: &str) ->
         let found = agent_proc::glob(&p);
         if found.is_empty() {
             tracing::info!(cid, pattern = %p.display(), "no transcript");
+            return Some(Transcript::Missing);
         }
-        return Some(!found.is_empty());
+        let Some(kind) = agent.transcript_kind else {
+            return Some(Transcript::Resumable);
+        };
+        let mut best = Transcript::Missing;
+        for f in found.iter().take(TRANSCRIPT_FILES) {
+            match read_bounded(f) {
+                Ok(text) => match kind(&text, cid) {
+                    Transcript::Resumable => return Some(Transcript::Resumable),
+                    Transcript::Unused => best = Transcript::Unused,
+                    Transcript::Missing => {}
+                },
+                Err(e) => {
+                    tracing::warn!(cid, path = %f.display(), error = %e, "cannot read a transcript");
+                    return None;
+                }
+            }
+        }
+        if best == Transcript::Unused {
+            tracing::info!(cid, pattern = %p.display(), "the transcript holds no message {} resumes", agent.display);
+        }
+        return Some(best);
     }
     match std::fs::metadata(&p) {
-        Ok(m) => Some(m.is_file()),
+        Ok(m) if m.is_file() => Some(Transcript::Resumable),
+        Ok(_) => Some(Transcript::Missing),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             tracing::info!(cid, path = %p.display(), "no transcript");
-            Some(false)
+            Some(Transcript::Missing)
         }
         Err(e) => {
             tracing::warn!(cid, path = %p.display(), error = %e, "cannot read the transcript's place");
             None
         }
     }
+}
+
+/// How many files matching a transcript's pattern are read (the pattern holds 8 characters of
+/// the id: more than one is already rare).
+const TRANSCRIPT_FILES: usize = 16;
+
+/// How much of a transcript is read to judge it; a larger one is taken as resumable.
+const TRANSCRIPT_MAX_BYTES: u64 = 64 << 20;
+
+/// A transcript's text, read only (a larger one than [`TRANSCRIPT_MAX_BYTES`] is an error).
+fn read_bounded(p: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(p)?;
+    let mut text = String::new();
+    f.take(TRANSCRIPT_MAX_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > TRANSCRIPT_MAX_BYTES {
+        return Err(std::io::Error::other(
+            "larger than 64 MiB: taken as resumable",
+        ));
+    }
+    Ok(text)
 }
 
 /// Another session of this server whose live pane holds conversation `cid` (its `@ccs_cid`, or
