@@ -195,6 +195,18 @@ pub fn glob(pattern: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// A file's text, read only, up to `max` bytes (a larger file is an error).
+pub fn read_bounded(p: &Path, max: u64) -> std::io::Result<String> {
+    let mut text = String::new();
+    std::fs::File::open(p)?
+        .take(max + 1)
+        .read_to_string(&mut text)?;
+    if text.len() as u64 > max {
+        return Err(std::io::Error::other(format!("larger than {max} bytes")));
+    }
+    Ok(text)
+}
+
 /// Whether `name` matches `pat`, whose `*` matches any run of characters.
 fn wild(pat: &str, name: &str) -> bool {
     let parts: Vec<&str> = pat.split('*').collect();

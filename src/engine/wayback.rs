@@ -117,9 +117,11 @@ fn transcript(
         let Some(kind) = agent.transcript_kind else {
             return Some(Transcript::Resumable);
         };
+        // At most 16 files (the pattern holds 8 characters of the id: two are already rare),
+        // each read up to 64 MiB; a larger or unreadable one is taken as resumable.
         let mut best = Transcript::Missing;
-        for f in found.iter().take(TRANSCRIPT_FILES) {
-            match read_bounded(f) {
+        for f in found.iter().take(16) {
+            match agent_proc::read_bounded(f, 64 << 20) {
                 Ok(text) => match kind(&text, cid) {
                     Transcript::Resumable => return Some(Transcript::Resumable),
                     Transcript::Unused => best = Transcript::Unused,
@@ -148,27 +150,6 @@ fn transcript(
             None
         }
     }
-}
-
-/// How many files matching a transcript's pattern are read (the pattern holds 8 characters of
-/// the id: more than one is already rare).
-const TRANSCRIPT_FILES: usize = 16;
-
-/// How much of a transcript is read to judge it; a larger one is taken as resumable.
-const TRANSCRIPT_MAX_BYTES: u64 = 64 << 20;
-
-/// A transcript's text, read only (a larger one than [`TRANSCRIPT_MAX_BYTES`] is an error).
-fn read_bounded(p: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    let f = std::fs::File::open(p)?;
-    let mut text = String::new();
-    f.take(TRANSCRIPT_MAX_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > TRANSCRIPT_MAX_BYTES {
-        return Err(std::io::Error::other(
-            "larger than 64 MiB: taken as resumable",
-        ));
-    }
-    Ok(text)
 }
 
 /// Another session of this server whose live pane holds conversation `cid` (its `@ccs_cid`, or
