@@ -34,6 +34,8 @@ pub static CLAUDE: Agent = Agent {
     transcript_path,
     transcript_glob: false,
     transcript_kind: None,
+    cid_at_first_prompt: false,
+    hooks_fix: "ccs-reap claude-settings --write ~/.claude/settings.json, then restart claude",
     env_vars: &[CONFIG_DIR_VAR, PROJECT_DIR_NAME_VAR],
     status_path: Some(status_path),
     parse_status: Some(parse_status),

@@ -33,6 +33,8 @@ pub static CODEX: Agent = Agent {
     transcript_path,
     transcript_glob: true,
     transcript_kind: None,
+    cid_at_first_prompt: true,
+    hooks_fix: "ccs-reap hook-settings --agent codex --write ~/.codex/hooks.json ($CODEX_HOME/hooks.json), then restart codex and trust the hooks",
     env_vars: &[HOME_VAR],
     status_path: None,
     parse_status: None,

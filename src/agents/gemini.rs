@@ -38,6 +38,9 @@ pub static GEMINI: Agent = Agent {
     transcript_path,
     transcript_glob: true,
     transcript_kind: Some(transcript_kind),
+    cid_at_first_prompt: false,
+    hooks_fix:
+        "ccs-reap hook-settings --agent gemini --write ~/.gemini/settings.json, then restart gemini",
     env_vars: &[],
     status_path: None,
     parse_status: None,

@@ -37,6 +37,13 @@ pub fn of_start_command(cmd: &str) -> Option<&'static Agent> {
     of_argv(&words[..=at])
 }
 
+/// The agent a session's panes run, from their start commands (the first one that names one).
+pub fn of_panes(panes: &[crate::core::policy::Pane]) -> Option<&'static Agent> {
+    panes
+        .iter()
+        .find_map(|p| of_start_command(&p.start_command))
+}
+
 /// Every agent ccs-reap knows, in the order a name is looked up.
 pub const ALL: &[&Agent] = &[&CLAUDE, &CODEX, &GEMINI];
 
@@ -185,6 +192,17 @@ pub struct Agent {
     pub hook_settings: fn(&str) -> serde_json::Value,
     /// How its process tree looks, for the people reading the docs and the teardown.
     pub process_tree: &'static str,
+    /// Whether it picks the conversation id only at the first prompt (Codex CLI): a chat of it
+    /// that never had a prompt has no id by design, and nothing to lose.
+    pub cid_at_first_prompt: bool,
+    /// How a user wires its hooks, so that its chats' ids and turns are told (`status`, `doctor`).
+    pub hooks_fix: &'static str,
+}
+
+/// How to wire the hooks of a chat's agent; an agent not known is taken for Claude Code, as
+/// `spawn` takes it.
+pub fn hooks_fix(agent: Option<&Agent>) -> &'static str {
+    agent.unwrap_or(&CLAUDE).hooks_fix
 }
 
 /// Where an agent's conversation id is learned.

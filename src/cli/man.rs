@@ -109,7 +109,7 @@ pub(super) const STATES: &[(&str, &str)] = &[
     ("viewed", "A tmux client is attached: someone may be reading it; kept."),
     ("pinned", "ccs-reap pin: kept until unpinned (but when its panes exited)."),
     ("new", "First seen at this sweep: its idle clock starts now."),
-    ("no-cid", "No conversation id known (no hook marked it, none on its claude command line): kept, since it could not be resumed. Wire the hook: ccs-reap claude-settings --write ~/.claude/settings.json."),
+    ("no-cid", "No conversation id known (no hook marked it, none on its agent's command line): kept, since it could not be resumed. Wire its agent's hooks: ccs-reap claude-settings --write ~/.claude/settings.json, or ccs-reap hook-settings --agent codex|gemini --write <its settings file>; status and doctor name each chat's own. An unused Codex CLI chat has none by design (codex picks its id at the first prompt): no degraded state."),
     ("exited", "Every pane has exited: the session is cleaned up."),
     ("unknown", "Its liveness could not be read (tmux or an activity file failed): kept."),
 ];

@@ -99,6 +99,8 @@ fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport
                 .find(|s| s.tmux_id == d.tmux_id)
                 .expect("decided sessions are the snapshot's");
             SessionReport {
+                agent: None,
+                cid_at_first_prompt: false,
                 tmux_target: s.tmux_target(),
                 turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
                 rss_bytes: s.mem_rss,

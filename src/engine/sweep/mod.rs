@@ -518,6 +518,9 @@ fn report(
         .into_iter()
         .zip(&snap.sessions)
         .map(|(d, s)| SessionReport {
+            agent: crate::agents::of_panes(&s.panes).map(|a| a.name),
+            cid_at_first_prompt: crate::agents::of_panes(&s.panes)
+                .is_some_and(|a| a.cid_at_first_prompt),
             tmux_target: s.tmux_target(),
             turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
             rss_bytes: s.mem_rss,
