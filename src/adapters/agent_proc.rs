@@ -270,6 +270,24 @@ pub fn glob(pattern: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// A file's text, read only, up to `max` bytes, as [`read_planted`] reads (never a FIFO or a
+/// device, never through a link, never past the cap): a larger file, or none, is an error.
+pub fn read_bounded(p: &Path, max: u64) -> std::io::Result<String> {
+    let how = Planted {
+        cap: max,
+        follow: false,
+        ours: false,
+    };
+    match read_planted(p, how) {
+        Ok(Some(text)) => Ok(text),
+        Ok(None) => Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("{} is gone", p.display()),
+        )),
+        Err(e) => Err(std::io::Error::other(e.to_string())),
+    }
+}
+
 /// Whether `name` matches `pat`, whose `*` matches any run of characters.
 fn wild(pat: &str, name: &str) -> bool {
     let parts: Vec<&str> = pat.split('*').collect();

@@ -12,6 +12,7 @@ use super::claude::is_uuid;
 use super::turns::{action_by_names, home_dir, settings_by_names, split_at_program};
 use super::{
     base, Agent, ArgvError, Env, HookAction, HookNames, IdSource, PathError, ResumePlan, StartMode,
+    Transcript,
 };
 use crate::core::policy::valid_cid;
 
@@ -36,6 +37,10 @@ pub static GEMINI: Agent = Agent {
     bare_argv,
     transcript_path,
     transcript_glob: true,
+    transcript_kind: Some(transcript_kind),
+    cid_at_first_prompt: false,
+    hooks_fix:
+        "ccs-reap hook-settings --agent gemini --write ~/.gemini/settings.json, then restart gemini",
     env_vars: &[],
     status_path: None,
     parse_status: None,
@@ -186,6 +191,161 @@ pub fn transcript_path(env: &Env, _cwd: &Path, cid: &str) -> Result<PathBuf, Pat
         .join("*")
         .join("chats")
         .join(format!("session-*-{id8}.jsonl")))
+}
+
+/// What a Gemini CLI session file (its text) holds of conversation `cid`, by 0.61.0's own rules
+/// (`bundle/chunk-JDPZ4CE3.js`: `loadConversationRecord`, `isResumableMessageRecord`;
+/// `chunk-2YTYPKEZ.js`: `getAllSessionFiles`, `SessionSelector.sessionExists`):
+///
+/// - the file is a conversation's when its metadata (`sessionId` and `projectHash`, from a
+///   metadata line or a `$set`; else the whole file as a legacy JSON record with a `sessionId`)
+///   names `cid` exactly: then `--session-id <cid>` is refused ("Session ID ... already exists");
+/// - `--resume <cid>` lists it only when a message left after the rewinds (`$rewindTo`; a
+///   `$set` of `messages` replaces them all) is resumable, and the file is no sub-agent's
+///   (`kind: "subagent"`): a `user` message whose text (trimmed) is not empty and does not start
+///   with `/`, `?`, `<session_context>` or `<hook_context>`, or a `gemini` message with text,
+///   tool calls or thoughts ([`Transcript::Resumable`]);
+/// - else nothing was said in it ([`Transcript::Unused`]): gemini writes the file at launch,
+///   with its metadata line alone.
+///
+/// A file of another conversation (the file name holds only the first 8 characters of the id),
+/// or none that parses, is [`Transcript::Missing`].
+pub fn transcript_kind(text: &str, cid: &str) -> Transcript {
+    use serde_json::{Map, Value};
+    let mut meta: Map<String, Value> = Map::new();
+    // The message ids in order (as gemini's listing keeps them) and whether each is resumable.
+    let mut ids: Vec<String> = Vec::new();
+    let mut kinds: std::collections::HashMap<String, bool> = Default::default();
+    fn add(ids: &mut Vec<String>, kinds: &mut std::collections::HashMap<String, bool>, m: &Value) {
+        if let Some(id) = m.get("id").and_then(Value::as_str) {
+            ids.push(id.to_string());
+            kinds.insert(id.to_string(), is_resumable(m));
+        }
+    }
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(Value::Object(r)) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if let Some(to) = r.get("$rewindTo").and_then(Value::as_str) {
+            match ids.iter().position(|i| i == to) {
+                Some(at) => {
+                    for gone in ids.split_off(at) {
+                        kinds.remove(&gone);
+                    }
+                }
+                None => {
+                    ids.clear();
+                    kinds.clear();
+                }
+            }
+        } else if r.get("id").is_some_and(Value::is_string) {
+            add(&mut ids, &mut kinds, &Value::Object(r));
+        } else if let Some(Value::Object(set)) = r.get("$set") {
+            if let Some(Value::Array(msgs)) = set.get("messages") {
+                ids.clear();
+                kinds.clear();
+                for m in msgs {
+                    add(&mut ids, &mut kinds, m);
+                }
+            }
+            meta.extend(set.clone());
+        } else if r.get("sessionId").is_some_and(Value::is_string)
+            && r.get("projectHash").is_some_and(Value::is_string)
+        {
+            if let Some(Value::Array(msgs)) = r.get("messages") {
+                for m in msgs {
+                    add(&mut ids, &mut kinds, m);
+                }
+            }
+            meta.extend(r);
+        }
+    }
+    let truthy = |v: Option<&Value>| {
+        !matches!(v, None | Some(Value::Null) | Some(Value::Bool(false)))
+            && v.and_then(Value::as_str) != Some("")
+    };
+    let (session, resumable, kind) =
+        if truthy(meta.get("sessionId")) && truthy(meta.get("projectHash")) {
+            (
+                meta.get("sessionId").cloned(),
+                kinds.values().any(|r| *r),
+                meta.get("kind").cloned(),
+            )
+        } else {
+            // A legacy `.json` record: the whole file, one object with a `sessionId`.
+            match serde_json::from_str::<Value>(text) {
+                Ok(Value::Object(o)) if o.contains_key("sessionId") => (
+                    o.get("sessionId").cloned(),
+                    o.get("messages")
+                        .and_then(Value::as_array)
+                        .is_some_and(|m| m.iter().any(is_resumable)),
+                    o.get("kind").cloned(),
+                ),
+                _ => return Transcript::Missing,
+            }
+        };
+    if session.as_ref().and_then(Value::as_str) != Some(cid) {
+        return Transcript::Missing;
+    }
+    if resumable && kind.as_ref().and_then(Value::as_str) != Some("subagent") {
+        Transcript::Resumable
+    } else {
+        Transcript::Unused
+    }
+}
+
+/// Whether gemini resumes one message record (`isResumableMessageRecord`).
+fn is_resumable(m: &serde_json::Value) -> bool {
+    let text = m.get("content").map(part_text).unwrap_or_default();
+    let text = text.trim();
+    let len = |k: &str| match m.get(k) {
+        Some(serde_json::Value::Array(a)) => a.len(),
+        Some(serde_json::Value::String(s)) => s.len(),
+        _ => 0,
+    };
+    match m.get("type").and_then(serde_json::Value::as_str) {
+        Some("user") => {
+            !(text.is_empty()
+                || text.starts_with('/')
+                || text.starts_with('?')
+                || text.starts_with("<session_context>")
+                || text.starts_with("<hook_context>"))
+        }
+        Some("gemini") => !text.is_empty() || len("toolCalls") > 0 || len("thoughts") > 0,
+        _ => false,
+    }
+}
+
+/// A message's content as text, as gemini reads it to judge it (`partToString`, verbose): a
+/// string, the parts of an array joined, a part's `text`, or a marker for a part that is no text
+/// (a function call, a thought, data).
+fn part_text(v: &serde_json::Value) -> String {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Array(a) => a.iter().map(part_text).collect(),
+        Value::Object(o) => {
+            const MARKED: [&str; 8] = [
+                "videoMetadata",
+                "thought",
+                "codeExecutionResult",
+                "executableCode",
+                "fileData",
+                "functionCall",
+                "functionResponse",
+                "inlineData",
+            ];
+            if MARKED.iter().any(|k| o.contains_key(*k)) {
+                return "[part]".into();
+            }
+            match o.get("text") {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Null) | None => String::new(),
+                Some(other) => other.to_string(),
+            }
+        }
+        _ => String::new(),
+    }
 }
 
 /// Where `hook-settings --agent gemini --write` writes by default: `~/.gemini/settings.json`.

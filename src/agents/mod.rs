@@ -38,6 +38,13 @@ pub fn of_start_command(cmd: &str) -> Option<&'static Agent> {
     of_argv(&words[..=at])
 }
 
+/// The agent a session's panes run, from their start commands (the first one that names one).
+pub fn of_panes(panes: &[crate::core::policy::Pane]) -> Option<&'static Agent> {
+    panes
+        .iter()
+        .find_map(|p| of_start_command(&p.start_command))
+}
+
 /// Every agent ccs-reap knows, in the order a name is looked up.
 pub const ALL: &[&Agent] = &[&CLAUDE, &CODEX, &GEMINI];
 
@@ -131,6 +138,8 @@ pub type TranscriptPathFn = fn(&Env, &Path, &str) -> Result<PathBuf, PathError>;
 pub type StatusPathFn = fn(&Env, u32) -> Result<PathBuf, PathError>;
 /// See [`Agent::parse_status`].
 pub type ParseStatusFn = fn(&str) -> Result<AgentStatus, StatusError>;
+/// See [`Agent::transcript_kind`].
+pub type TranscriptKindFn = fn(&str, &str) -> Transcript;
 
 /// One agent CLI.
 #[derive(Debug)]
@@ -163,6 +172,11 @@ pub struct Agent {
     /// caller expands, not one path: an agent whose file name holds a date or a project name it
     /// chose (Codex, Gemini CLI). The transcript exists when the pattern matches a file.
     pub transcript_glob: bool,
+    /// What a file found at [`Agent::transcript_path`] is, by the agent's own rules, read from
+    /// its text and the conversation id: `None` when any file there is the conversation's, and
+    /// resumable (Claude Code, Codex: no file before the first turn). Gemini CLI writes its file
+    /// at launch: one with no user message is [`Transcript::Unused`].
+    pub transcript_kind: Option<TranscriptKindFn>,
     /// The variables of the agent's environment that its paths ([`Agent::transcript_path`],
     /// [`Agent::status_path`]) depend on beside `HOME`: what the caller reads for them.
     pub env_vars: &'static [&'static str],
@@ -179,6 +193,17 @@ pub struct Agent {
     pub hook_settings: fn(&str) -> serde_json::Value,
     /// How its process tree looks, for the people reading the docs and the teardown.
     pub process_tree: &'static str,
+    /// Whether it picks the conversation id only at the first prompt (Codex CLI): a chat of it
+    /// that never had a prompt has no id by design, and nothing to lose.
+    pub cid_at_first_prompt: bool,
+    /// How a user wires its hooks, so that its chats' ids and turns are told (`status`, `doctor`).
+    pub hooks_fix: &'static str,
+}
+
+/// How to wire the hooks of a chat's agent; an agent not known is taken for Claude Code, as
+/// `spawn` takes it.
+pub fn hooks_fix(agent: Option<&Agent>) -> &'static str {
+    agent.unwrap_or(&CLAUDE).hooks_fix
 }
 
 /// Where an agent's conversation id is learned.
@@ -258,6 +283,21 @@ pub enum StartMode {
     /// No transcript, and the id cannot be chosen up front (Claude Code's `--session-id` takes
     /// only a UUID): a new chat under a new id, which the caller learns as for any new chat.
     FreshNewId,
+}
+
+/// What is found of a conversation's transcript, by its agent's own rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transcript {
+    /// The agent resumes it (`--resume <id>` finds it).
+    Resumable,
+    /// A file of that conversation is there, but holds nothing the agent resumes (no user
+    /// message): the agent neither resumes it nor lets the id be chosen again (Gemini CLI 0.61.0:
+    /// "No previous sessions found for this project." for `--resume <id>`, "Session ID ...
+    /// already exists" for `--session-id <id>`). Nothing was said in it: the chat starts afresh
+    /// under a new id ([`StartMode::FreshNewId`]), the file left as it is.
+    Unused,
+    /// No file of that conversation (a file whose name matches is another's).
+    Missing,
 }
 
 /// The command that brings a chat back.
@@ -472,16 +512,27 @@ pub fn argv_env(argv: &[String]) -> Vec<(String, Option<String>)> {
 }
 
 /// How to bring back conversation `cid` from command line `argv`: resumed when its transcript is
-/// there (`Some(true)`) or cannot be looked for (`None`: the agent says if it is not), unless a
-/// start from it already failed (`failed_before`); else started afresh under the same id.
+/// there (`Some(Resumable)`) or cannot be looked for (`None`: the agent says if it is not), unless
+/// a start from it already failed (`failed_before`); else started afresh under the same id. A
+/// transcript the agent neither resumes nor lets be reused ([`Transcript::Unused`]) is started
+/// afresh under a new id, whatever was tried before: the command without its id flags.
 pub fn plan_start(
     agent: &Agent,
     argv: &[String],
     cid: &str,
-    transcript: Option<bool>,
+    transcript: Option<Transcript>,
     failed_before: bool,
 ) -> Result<ResumePlan, ArgvError> {
-    let exists = transcript.unwrap_or(true) && !failed_before;
+    if transcript == Some(Transcript::Unused) {
+        if !crate::core::policy::valid_cid(cid) {
+            return Err(ArgvError::BadCid(cid.to_string()));
+        }
+        return Ok(ResumePlan {
+            argv: (agent.bare_argv)(argv)?,
+            mode: StartMode::FreshNewId,
+        });
+    }
+    let exists = transcript.is_none_or(|t| t == Transcript::Resumable) && !failed_before;
     (agent.resume_argv)(argv, cid, exists)
 }
 

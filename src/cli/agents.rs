@@ -83,7 +83,7 @@ pub(super) fn hook_settings(
         return ExitCode::from(exit::CONFIG);
     };
     if a.name == crate::agents::CLAUDE.name {
-        return claude_settings(json, cfg, write, socket, prefix);
+        return claude_settings(json, cfg, write, (socket, prefix), false);
     }
     let HookSetup { bin, assigns, .. } =
         match hook_setup(json, cfg, "hook-settings", socket, prefix) {

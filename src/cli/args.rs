@@ -143,6 +143,11 @@ pub(super) enum Cmd {
         /// configured one (`CCS_SESSION_PREFIX`).
         #[arg(long, value_name = "PREFIX")]
         prefix: Option<String>,
+        /// Also put CLAUDE_CODE_RESUME_THRESHOLD_MINUTES (the value spawn gives a claude it
+        /// resumes) into the settings' env block: no "resume from summary" dialog on a studio's
+        /// own `claude --resume`, nor on any other claude run with these settings.
+        #[arg(long)]
+        resume_threshold: bool,
     },
     /// Any agent's hook (claude, codex, gemini): read one hook event (JSON on stdin) and mark the
     /// conversation id, the agent (`@ccs_agent`) and the turns of the chat whose pane it runs in.

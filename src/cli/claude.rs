@@ -267,13 +267,13 @@ pub(super) fn hook_setup(
     })
 }
 
-/// `claude-settings [--write FILE] [--socket PATH|NAME] [--prefix P]`.
+/// `claude-settings [--write FILE] [--socket PATH|NAME] [--prefix P] [--resume-threshold]`.
 pub(super) fn claude_settings(
     json: bool,
     cfg: &Config,
     write: Option<&std::path::Path>,
-    socket: Option<&str>,
-    prefix: Option<&str>,
+    (socket, prefix): (Option<&str>, Option<&str>),
+    resume_threshold: bool,
 ) -> ExitCode {
     let HookSetup {
         bin,
@@ -285,10 +285,14 @@ pub(super) fn claude_settings(
     };
     let command = claude_hook::hook_command(&bin, &assigns);
     let Some(file) = write else {
-        print_json(&claude_hook::fragment(&command));
+        let mut v = claude_hook::fragment(&command);
+        if resume_threshold {
+            v = claude_hook::with_resume_env(v).unwrap_or_default();
+        }
+        print_json(&v);
         return ExitCode::SUCCESS;
     };
-    match claude_hook::write_settings(file, &command) {
+    match claude_hook::write_settings(file, &command, resume_threshold) {
         Ok(changed) => {
             if json {
                 print_json(&serde_json::json!({

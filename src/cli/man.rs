@@ -113,7 +113,7 @@ pub(super) const STATES: &[(&str, &str)] = &[
     ("foreign", "Its session's one pane is not the one recorded as the chat's (@ccs_pane; swapped, moved or respawned): kept."),
     ("pinned", "ccs-reap pin: kept until unpinned (but when its panes exited)."),
     ("new", "First seen at this sweep: its idle clock starts now."),
-    ("no-cid", "No conversation id known (no hook marked it, none on its claude command line): kept, since it could not be resumed. Wire the hook: ccs-reap claude-settings --write ~/.claude/settings.json."),
+    ("no-cid", "No conversation id known (no hook marked it, none on its agent's command line): kept, since it could not be resumed. Wire its agent's hooks: ccs-reap claude-settings --write ~/.claude/settings.json, or ccs-reap hook-settings --agent codex|gemini --write <its settings file>; status and doctor name each chat's own. An unused Codex CLI chat has none by design (codex picks its id at the first prompt): no degraded state."),
     ("unseen", "Nothing reports its turns (its cid only on a command line, no hook, no status file of its agent, no activity file): kept, as a turn may be running. Wire its hooks, or CCS_ENGINE_UNSEEN_TURNS=output."),
     ("exited", "Every pane has exited: the session is cleaned up."),
     ("unknown", "Its liveness could not be read (tmux or an activity file failed): kept."),

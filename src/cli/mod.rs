@@ -202,12 +202,13 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             write,
             socket,
             prefix,
+            resume_threshold,
         }) => claude_settings(
             cli.json,
             &cfg,
             write.as_deref(),
-            socket.as_deref(),
-            prefix.as_deref(),
+            (socket.as_deref(), prefix.as_deref()),
+            resume_threshold,
         ),
         Some(Cmd::Config) => {
             if cli.json {

@@ -105,7 +105,7 @@ impl Tracker {
                 Reason::NoCid,
                 (self.no_cid_run >= NO_CID_SWEEPS).then(|| {
                     format!(
-                        "every chat ({}) has had no conversation id for {} sweeps: none is reaped (is the claude-hook wired? `ccs-reap doctor` says)",
+                        "every chat ({}) has had no conversation id for {} sweeps: none is reaped (are their agents' hooks wired? `ccs-reap doctor` says how)",
                         seen.chats, self.no_cid_run
                     )
                 }),

@@ -145,13 +145,16 @@ impl SweepReport {
 #[derive(Debug, Clone)]
 pub struct SessionReport {
     pub decision: Decision,
+    /// The name of the agent its pane runs, from the pane's start command (`None`: not one
+    /// ccs-reap knows).
+    pub agent: Option<&'static str>,
+    /// Whether that agent picks the conversation id only at its first prompt (Codex CLI).
+    pub cid_at_first_prompt: bool,
     pub tmux_target: String,
     pub turn: Option<String>,
     pub rss_bytes: Option<u64>,
     pub pss_bytes: Option<u64>,
     pub viewer_list: Vec<ViewerReport>,
-    /// The agent the chat runs (`claude`, `codex`, `gemini`), from its pane's start command.
-    pub agent: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -307,6 +310,14 @@ impl Serialize for SessionReport {
             agent: self.agent,
         }
         .serialize(s)
+    }
+}
+
+impl SessionReport {
+    /// Whether this chat is `no-cid` by design: its agent picks the id at its first prompt
+    /// (Codex CLI), so an unused chat has none, and nothing to lose. Not a sign of unwired hooks.
+    pub fn no_cid_by_design(&self) -> bool {
+        self.decision.state == crate::core::policy::State::NoCid && self.cid_at_first_prompt
     }
 }
 

@@ -451,9 +451,36 @@ pub fn merge(settings: serde_json::Value, command: &str) -> Result<serde_json::V
 }
 
 /// `claude-settings --write <file>`: merge into the file (created when missing) through
-/// [`write_merged`]. `Ok(true)` when it changed.
-pub fn write_settings(file: &Path, command: &str) -> Result<bool, String> {
-    write_merged(file, |v| merge(v, command))
+/// [`write_merged`], with `--resume-threshold` the resume environment too
+/// ([`with_resume_env`]). `Ok(true)` when it changed.
+pub fn write_settings(file: &Path, command: &str, resume_env: bool) -> Result<bool, String> {
+    write_merged(file, |v| {
+        let v = merge(v, command)?;
+        if resume_env {
+            with_resume_env(v)
+        } else {
+            Ok(v)
+        }
+    })
+}
+
+/// `claude-settings --resume-threshold`: the settings' `env` block given what `spawn` sets for a
+/// claude it resumes (`CLAUDE_CODE_RESUME_THRESHOLD_MINUTES`, [`crate::agents::claude::RESUME_ENV`]),
+/// so that a studio's own `claude --resume` shows no "resume from summary" dialog. Every other
+/// variable of the block is kept; one that is not a JSON object is refused.
+pub fn with_resume_env(mut settings: serde_json::Value) -> Result<serde_json::Value, String> {
+    let obj = settings
+        .as_object_mut()
+        .ok_or("the settings are not a JSON object")?;
+    let env = obj
+        .entry("env")
+        .or_insert_with(|| serde_json::json!({}))
+        .as_object_mut()
+        .ok_or("\"env\" is not a JSON object")?;
+    for (k, v) in crate::agents::claude::RESUME_ENV {
+        env.insert((*k).to_string(), (*v).into());
+    }
+    Ok(settings)
 }
 
 /// Whether a hook entry's command is one of ours, by any of our hook subcommands
@@ -788,19 +815,19 @@ mod tests {
         let cmd = "'/bin/ccs-reap' claude-hook";
         // Created when missing, its directory too.
         let nested = dir.path().join("proj/.claude/settings.json");
-        assert_eq!(write_settings(&nested, cmd), Ok(true));
-        assert_eq!(write_settings(&nested, cmd), Ok(false));
-        assert_eq!(write_settings(&f, cmd), Ok(true));
+        assert_eq!(write_settings(&nested, cmd, false), Ok(true));
+        assert_eq!(write_settings(&nested, cmd, false), Ok(false));
+        assert_eq!(write_settings(&f, cmd, false), Ok(true));
         let v: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
         assert_eq!(v, fragment(cmd));
-        assert_eq!(write_settings(&f, cmd), Ok(false));
+        assert_eq!(write_settings(&f, cmd, false), Ok(false));
         // Through a symlink, mode kept; garbage left alone.
         std::fs::write(&f, r#"{"env": {"A": "1"}}"#).unwrap();
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).unwrap();
         let link = dir.path().join("link.json");
         std::os::unix::fs::symlink(&f, &link).unwrap();
-        assert_eq!(write_settings(&link, cmd), Ok(true));
+        assert_eq!(write_settings(&link, cmd, false), Ok(true));
         assert!(std::fs::symlink_metadata(&link)
             .unwrap()
             .file_type()
@@ -813,7 +840,35 @@ mod tests {
             0o600
         );
         std::fs::write(&f, "{ nope").unwrap();
-        assert!(write_settings(&f, cmd).is_err());
+        assert!(write_settings(&f, cmd, false).is_err());
         assert_eq!(std::fs::read_to_string(&f).unwrap(), "{ nope");
+    }
+
+    /// `claude-settings --resume-threshold` (issue 43.9): the resume threshold `spawn` gives a
+    /// claude it resumes, in the settings' `env` block, the user's other variables kept; twice
+    /// changes nothing; without the flag an existing one is left alone.
+    #[test]
+    fn the_resume_threshold_goes_into_the_env_block_on_request() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("settings.json");
+        let cmd = "'/bin/ccs-reap' claude-hook";
+        std::fs::write(&f, r#"{"env": {"A": "1"}, "model": "opus"}"#).unwrap();
+        assert_eq!(write_settings(&f, cmd, true), Ok(true));
+        assert_eq!(write_settings(&f, cmd, true), Ok(false));
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&f).unwrap()).unwrap();
+        let (k, want) = crate::agents::claude::RESUME_ENV[0];
+        assert_eq!(k, "CLAUDE_CODE_RESUME_THRESHOLD_MINUTES");
+        assert_eq!(v["env"][k], want);
+        assert_eq!(
+            (v["env"]["A"].as_str(), v["model"].as_str()),
+            (Some("1"), Some("opus"))
+        );
+        assert_eq!(write_settings(&f, cmd, false), Ok(false));
+        assert_eq!(with_resume_env(fragment(cmd)).unwrap()["env"][k], want);
+        assert!(with_resume_env(serde_json::json!({"env": []})).is_err());
+        std::fs::write(&f, r#"{"env": "x"}"#).unwrap();
+        assert!(write_settings(&f, cmd, true).is_err());
+        assert_eq!(std::fs::read_to_string(&f).unwrap(), r#"{"env": "x"}"#);
     }
 }

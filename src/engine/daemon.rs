@@ -180,10 +180,12 @@ pub fn degraded_seen(
         emptied: rep.tmux_server_empty,
         socket: rep.socket_path.clone(),
         chats: rep.sessions.len(),
+        // An unused chat of an agent that picks its id at its first prompt (Codex CLI) is
+        // `no-cid` by design: it does not make the reaper degraded.
         no_cid: rep
             .sessions
             .iter()
-            .filter(|s| s.decision.state == State::NoCid)
+            .filter(|s| s.decision.state == State::NoCid && !s.no_cid_by_design())
             .count(),
         any_cid: rep.sessions.iter().any(|s| s.decision.cid.is_some()),
     }

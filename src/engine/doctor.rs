@@ -57,11 +57,10 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
     });
     let rep = crate::engine::sweep::status(r).await;
     let chats = rep.sessions.len();
-    let no_cid: Vec<&str> = rep
+    let no_cid: Vec<&crate::core::report::SessionReport> = rep
         .sessions
         .iter()
         .filter(|s| s.decision.cid.is_none())
-        .map(|s| s.decision.name.as_str())
         .collect();
     match rep.tmux_server_up {
         Some(true) => {
@@ -105,7 +104,12 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
     }
     out.push(reap::state_check(&r.state));
     // Without the hook, a chat with no cid is never reaped; with no chat, nothing is kept yet.
-    out.extend(hook_checks(cfg, !no_cid.is_empty()));
+    // Only a Claude Code (or unknown) chat lacks the claude-hook: an unused Codex chat has no
+    // cid by design.
+    out.extend(hook_checks(
+        cfg,
+        no_cid.iter().any(|s| s.agent.is_none_or(|a| a == "claude")),
+    ));
     out.extend(reap::hook_binaries().await);
     out.push(if cfg.activity_files.is_empty() {
         Check::new("activity", Verdict::Ok, "no activity file configured")
@@ -205,16 +209,64 @@ fn shared_check(rep: &crate::core::report::SweepReport) -> Option<Check> {
     })
 }
 
-/// Chats without a conversation id are kept (they could not be resumed).
-fn cid_check(chats: usize, no_cid: &[&str]) -> Check {
+/// The notes for the `no-cid` chats, each fix the chat's own agent's: one note per agent whose
+/// hooks have not told the id, and one for the chats `no-cid` by design (Codex CLI picks its id at
+/// the first prompt: an unused chat has none).
+pub fn no_cid_notes(no_cid: &[&crate::core::report::SessionReport]) -> Vec<String> {
+    let mut unwired: Vec<(&'static str, Vec<&str>)> = Vec::new();
+    let mut by_design: Vec<(&'static str, Vec<&str>)> = Vec::new();
+    for s in no_cid {
+        let (list, key) = if s.no_cid_by_design() {
+            (&mut by_design, s.agent.unwrap_or("codex"))
+        } else {
+            (
+                &mut unwired,
+                crate::agents::hooks_fix(s.agent.and_then(crate::agents::by_name)),
+            )
+        };
+        match list.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, names)) => names.push(&s.decision.name),
+            None => list.push((key, vec![&s.decision.name])),
+        }
+    }
+    let mut out: Vec<String> = unwired
+        .into_iter()
+        .map(|(fix, names)| format!(
+            "no-cid ({}): never reaped, so no history is lost; no conversation id yet: the SessionStart hook has not run. Fix: {fix}",
+            names.join(", ")
+        ))
+        .collect();
+    for (name, names) in by_design {
+        let a = crate::agents::by_name(name).unwrap_or(&crate::agents::CODEX);
+        out.push(format!(
+            "no-cid by design ({}): {} picks its conversation id at its first prompt, so an unused chat has none and nothing to lose; kept until a prompt tells it. If one has had a prompt, its hooks are not wired: {}",
+            names.join(", "),
+            a.display,
+            a.hooks_fix
+        ));
+    }
+    out
+}
+
+/// Chats without a conversation id are kept (they could not be resumed). The fix named is each
+/// chat's own agent's; an unused chat of an agent that picks its id at its first prompt (Codex
+/// CLI) is `no-cid` by design, and no problem.
+fn cid_check(chats: usize, no_cid: &[&crate::core::report::SessionReport]) -> Check {
+    let unwired: Vec<&crate::core::report::SessionReport> = no_cid
+        .iter()
+        .copied()
+        .filter(|s| !s.no_cid_by_design())
+        .collect();
+    let fixes = || no_cid_notes(no_cid).join("; ");
     if chats == 0 {
         Check::new("cid", Verdict::Ok, "no chat to look at")
-    } else if no_cid.len() == chats && no_cid.len() == chats {
+    } else if no_cid.len() == chats && !unwired.is_empty() {
         Check::new(
             "cid",
             Verdict::Problem,
             format!(
-                "no chat has a conversation id ({chats}): none is reaped, none could be resumed; wire the claude-hook (ccs-reap claude-settings --write ~/.claude/settings.json)"
+                "no chat has a conversation id ({chats}): none is reaped, none could be resumed; {}",
+                fixes()
             ),
         )
     } else if !no_cid.is_empty() {
@@ -224,7 +276,7 @@ fn cid_check(chats: usize, no_cid: &[&str]) -> Check {
             format!(
                 "{} of {chats} chat(s) have no conversation id and are kept: {}",
                 no_cid.len(),
-                no_cid.join(", ")
+                fixes()
             ),
         )
     } else {

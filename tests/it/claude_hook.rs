@@ -553,3 +553,40 @@ fn a_session_id_longer_than_a_cid_may_be_is_refused_and_the_known_cid_kept() {
     );
     assert!(s.tombstone("h9").is_none());
 }
+
+/// `claude-settings --resume-threshold` (issue 43.9): the settings' `env` block gets the resume
+/// threshold `spawn` sets for a claude it resumes, printed and written; the user's own variables
+/// kept; without the flag, nothing of it.
+#[test]
+fn claude_settings_resume_threshold_puts_the_threshold_into_the_env_block() {
+    let s = Server::new();
+    let printed = s
+        .run(&["claude-settings", "--resume-threshold"], &[])
+        .json();
+    assert_eq!(
+        printed["env"]["CLAUDE_CODE_RESUME_THRESHOLD_MINUTES"], "1000000000",
+        "{printed}"
+    );
+    assert!(printed["hooks"]["SessionStart"].is_array(), "{printed}");
+    let plain = s.run(&["claude-settings"], &[]).json();
+    assert!(plain.get("env").is_none(), "{plain}");
+    let f = s.path("settings.json");
+    std::fs::write(&f, r#"{"env":{"FOO":"bar"}}"#).unwrap();
+    let file = f.to_str().unwrap();
+    s.run(
+        &["claude-settings", "--write", file, "--resume-threshold"],
+        &[],
+    );
+    let first = std::fs::read_to_string(&f).unwrap();
+    s.run(
+        &["claude-settings", "--write", file, "--resume-threshold"],
+        &[],
+    );
+    assert_eq!(std::fs::read_to_string(&f).unwrap(), first);
+    let v: serde_json::Value = serde_json::from_str(&first).unwrap();
+    assert_eq!(v["env"]["FOO"], "bar");
+    assert_eq!(
+        v["env"]["CLAUDE_CODE_RESUME_THRESHOLD_MINUTES"],
+        "1000000000"
+    );
+}

@@ -579,3 +579,100 @@ fn a_studio_whose_chats_never_get_a_cid_is_degraded_once_and_no_longer_when_one_
     assert_eq!(said("has had no conversation id for"), 1, "{t}");
     assert_eq!(said("no longer degraded (no-cid)"), 1, "{t}");
 }
+
+/// `status`'s text as one line (its notes are wrapped at spaces).
+fn flat(out: &str) -> String {
+    out.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Issue 43.7/43.8: an unused Codex CLI chat has no conversation id by design (codex picks it at
+/// its first prompt). It is `no-cid`, and kept, but it is no degraded reaper (`/healthz` 200, no
+/// `no-cid` metric), and `status` and `doctor` name its own agent's fix, never `claude-settings`.
+/// A Gemini CLI chat with no id is told its own fix too.
+#[test]
+fn an_unused_codex_chat_is_no_cid_by_design_not_degraded_and_each_chat_is_told_its_own_fix() {
+    let s = Server::new();
+    // A stand-in named `codex` (its pane's start command is what names the agent).
+    let bin = s.path("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let codex = bin.join("codex");
+    std::fs::write(&codex, "#!/bin/sh\nexec sleep 600\n").unwrap();
+    std::fs::set_permissions(&codex, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let codex_s = path_str(&codex);
+    s.session(
+        "ccs-cx1",
+        &format!("{codex_s} --dangerously-bypass-hook-trust"),
+    );
+    s.session("ccs-cx2", &codex_s);
+    let (_d, port, log) = watched_daemon(&s, &[]);
+    let health = || get(port, "/healthz", Duration::from_secs(2));
+    // Well past the ten sweeps (100 ms apart) that make an all-no-cid studio degraded.
+    std::thread::sleep(Duration::from_millis(3000));
+    let h = health().expect("healthz answers");
+    assert!(
+        h.status.contains("200"),
+        "{} {}\n{}",
+        h.status,
+        h.body,
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let m = samples(&get(port, "/metrics", Duration::from_secs(2)).unwrap().body);
+    assert_eq!(
+        m.get("ccs_reap_degraded{reason=\"no-cid\"}"),
+        Some(&0.0),
+        "{m:?}"
+    );
+    let env = [("CCS_ENGINE_IDLE_KILL_MS", "1h")];
+    let st = s.status(&env);
+    assert_eq!(by_name(&st)["ccs-cx1"]["state"], "no-cid", "{st}");
+    let out = flat(&s.run(&["status"], &env).stdout);
+    assert!(out.contains("no-cid by design (ccs-cx1, ccs-cx2)"), "{out}");
+    assert!(out.contains("hook-settings --agent codex"), "{out}");
+    assert!(!out.contains("claude-settings"), "{out}");
+    let home = s.path("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let home_s = path_str(&home);
+    let denv = [
+        ("CCS_ENGINE_IDLE_KILL_MS", "1h"),
+        ("HOME", home_s.as_str()),
+        ("CLAUDE_CONFIG_DIR", ""),
+    ];
+    let j = s.run(&["doctor", "--json"], &denv).json();
+    let check = |name: &str| {
+        j["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(check("cid")["verdict"], "note", "{j}");
+    let said = check("cid")["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        said.contains("no-cid by design") && said.contains("hook-settings --agent codex"),
+        "{j}"
+    );
+    // Claude Code's hook not wired is no problem for codex chats.
+    assert_ne!(check("hook")["verdict"], "problem", "{j}");
+
+    // A Gemini CLI chat with no id (its hook not wired): told gemini's fix, and a problem.
+    let gemini = bin.join("gemini");
+    std::fs::copy(&codex, &gemini).unwrap();
+    std::fs::set_permissions(&gemini, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    s.session("ccs-gm1", &path_str(&gemini));
+    // Once a sweep has started its clock.
+    assert!(wait_until(10.0, || by_name(&s.status(&env))["ccs-gm1"]
+        ["state"]
+        == "no-cid"));
+    let out = flat(&s.run(&["status"], &env).stdout);
+    assert!(
+        out.contains("no-cid (ccs-gm1)")
+            && out.contains("hook-settings --agent gemini --write ~/.gemini/settings.json"),
+        "{out}"
+    );
+    assert!(!out.contains("claude-settings"), "{out}");
+}

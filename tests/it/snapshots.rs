@@ -110,6 +110,7 @@ fn report(dry_run: bool, reaps: Vec<AuditLine>, summary: Summary) -> SweepReport
                     .iter()
                     .find_map(|p| ccs_reap::agents::of_start_command(&p.start_command))
                     .map(|a| a.name),
+                cid_at_first_prompt: false,
                 tmux_target: s.tmux_target(),
                 turn: (!s.turn.is_empty()).then(|| s.turn.clone()),
                 rss_bytes: s.mem_rss,

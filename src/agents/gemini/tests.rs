@@ -234,3 +234,81 @@ fn bare_argv_table_replays_as_the_command_would() {
         }
     }
 }
+
+/// Issue 43.8: the session file Gemini CLI 0.61.0 writes at launch (this one as the real CLI
+/// wrote it, in `agents_e2e`), and what `--resume` and `--session-id` make of a file, by the
+/// CLI's own rules: only a file with a resumable message is resumed; any file of the id keeps
+/// `--session-id` from taking it again.
+#[test]
+fn a_session_file_with_no_user_message_is_unused_and_starts_afresh_under_a_new_id() {
+    let launch = format!(
+        "{{\"sessionId\":\"{CID}\",\"projectHash\":\"8b58\",\"startTime\":\"2026-12-05T11:37:29.135Z\",\"lastUpdated\":\"2026-12-05T11:37:29.135Z\",\"kind\":\"main\"}}\n\
+         {{\"$set\":{{\"messages\":[{{\"id\":\"d049\",\"timestamp\":\"2026-12-05T11:37:29.135Z\",\"type\":\"user\",\"content\":[{{\"text\":\"<session_context>\\nThis is the Gemini CLI.\\n</session_context>\"}}]}}],\"lastUpdated\":\"2026-12-05T11:37:29.135Z\"}}}}\n"
+    );
+    let user = |id: &str, text: &str| {
+        serde_json::json!({"id": id, "type": "user", "content": [{"text": text}]}).to_string()
+    };
+    let turn = format!(
+        "{launch}{}\n{}\n",
+        user("m1", "remember MANGO"),
+        serde_json::json!({"id": "m2", "type": "gemini", "content": "ECHO: remember MANGO"})
+    );
+    let other = "00000000-07a9-49a2-a899-e9b200b7a0a5";
+    let table: Vec<(&str, String, &str, Transcript)> = vec![
+        ("written at launch", launch.clone(), CID, Transcript::Unused),
+        ("the metadata line alone", launch.lines().next().unwrap().into(), CID, Transcript::Unused),
+        ("after one turn", turn.clone(), CID, Transcript::Resumable),
+        ("another conversation's file", turn.clone(), other, Transcript::Missing),
+        ("a user message alone", format!("{launch}{}\n", user("m1", "hi")), CID, Transcript::Resumable),
+        ("slash commands only", format!("{launch}{}\n{}\n", user("m1", "/help"), user("m2", "  ?")), CID, Transcript::Unused),
+        ("hook context only", format!("{launch}{}\n", user("m1", "<hook_context>x</hook_context>")), CID, Transcript::Unused),
+        ("an info message only", format!("{launch}{}\n", serde_json::json!({"id": "i", "type": "info", "content": "hello"})), CID, Transcript::Unused),
+        ("a gemini tool call", format!("{launch}{}\n", serde_json::json!({"id": "g", "type": "gemini", "content": "", "toolCalls": [{"name": "x"}]})), CID, Transcript::Resumable),
+        ("the turn rewound away", format!("{turn}{}\n", serde_json::json!({"$rewindTo": "m1"})), CID, Transcript::Unused),
+        ("a rewind to an unknown id clears all", format!("{turn}{}\n", serde_json::json!({"$rewindTo": "zz"})), CID, Transcript::Unused),
+        ("a rewind keeps what came before", format!("{turn}{}\n", serde_json::json!({"$rewindTo": "m2"})), CID, Transcript::Resumable),
+        ("a sub-agent's file", turn.replace("\"main\"", "\"subagent\""), CID, Transcript::Unused),
+        ("garbage", "not json\n{\n".into(), CID, Transcript::Missing),
+        ("no projectHash, no legacy record", format!("{{\"sessionId\":\"{CID}\"}}\n{}\n", user("m1", "hi")), CID, Transcript::Missing),
+        ("a legacy .json record with a turn", serde_json::json!({"sessionId": CID, "messages": [{"id": "1", "type": "user", "content": "hi"}]}).to_string(), CID, Transcript::Resumable),
+        ("a legacy .json record without one", serde_json::json!({"sessionId": CID, "messages": []}).to_string(), CID, Transcript::Unused),
+        ("a torn last line", format!("{turn}{{\"id\":\"m3\",\"ty"), CID, Transcript::Resumable),
+    ];
+    for (name, text, cid, want) in &table {
+        assert_eq!(transcript_kind(text, cid), *want, "{name}");
+    }
+    // The way back: an unused file starts afresh under a new id (no id flag: gemini picks it,
+    // its SessionStart tells it), whatever was tried before; a resumable one is resumed; none,
+    // the same id chosen up front.
+    let cmd = words(&[
+        "env",
+        "GEMINI_CLI_NO_RELAUNCH=true",
+        "gemini",
+        "-m",
+        "x",
+        "--resume",
+        CID,
+    ]);
+    for failed_before in [false, true] {
+        let p =
+            crate::agents::plan_start(&GEMINI, &cmd, CID, Some(Transcript::Unused), failed_before)
+                .unwrap();
+        assert_eq!(p.mode, StartMode::FreshNewId);
+        assert_eq!(
+            p.argv,
+            words(&["env", "GEMINI_CLI_NO_RELAUNCH=true", "gemini", "-m", "x"])
+        );
+    }
+    let p =
+        crate::agents::plan_start(&GEMINI, &cmd, CID, Some(Transcript::Resumable), false).unwrap();
+    assert_eq!(
+        (p.mode, p.argv.last().unwrap().as_str()),
+        (StartMode::Resume, CID)
+    );
+    let p =
+        crate::agents::plan_start(&GEMINI, &cmd, CID, Some(Transcript::Missing), false).unwrap();
+    assert_eq!(p.mode, StartMode::Fresh);
+    assert!(
+        crate::agents::plan_start(&GEMINI, &cmd, "-x", Some(Transcript::Unused), false).is_err()
+    );
+}

@@ -10,10 +10,10 @@ use super::{cut, human_bytes, human_ms, STATUS_COLUMNS};
 /// How many asleep chats the table shows (the newest); `--json` lists them all.
 pub const ASLEEP_SHOWN: usize = 20;
 
-/// The fix for a chat whose conversation id is unknown (a plain `claude` whose `SessionStart` hook
-/// has not run: the hooks are not in its settings, or it started before they were written).
-pub const NO_CID_FIX: &str =
-    "ccs-reap claude-settings --write ~/.claude/settings.json, then restart claude";
+/// The fix for a Claude Code chat whose conversation id is unknown (a plain `claude` whose
+/// `SessionStart` hook has not run: the hooks are not in its settings, or it started before they
+/// were written). Another agent's chat is told its own ([`crate::agents::hooks_fix`]).
+pub const NO_CID_FIX: &str = crate::agents::CLAUDE.hooks_fix;
 
 /// The sessions in the order of their time to reap: those to be reaped now, then by deadline,
 /// then those with no countdown (in tmux order).
@@ -107,10 +107,9 @@ pub fn agents(r: &SweepReport) -> Vec<&'static str> {
 
 /// The notes under the table: why a chat has no countdown and how to fix it.
 pub fn notes(r: &SweepReport) -> Vec<String> {
-    let no_cid: Vec<&str> = by_time_to_reap(r)
+    let no_cid: Vec<&SessionReport> = by_time_to_reap(r)
         .into_iter()
         .filter(|s| s.decision.state == State::NoCid)
-        .map(|s| s.decision.name.as_str())
         .collect();
     let unseen: Vec<&str> = by_time_to_reap(r)
         .into_iter()
@@ -118,12 +117,11 @@ pub fn notes(r: &SweepReport) -> Vec<String> {
         .map(|s| s.decision.name.as_str())
         .collect();
     let mut out = Vec::new();
-    if !no_cid.is_empty() {
-        out.extend(wrap(&format!(
-            "no-cid ({}): never reaped, so no history is lost; no conversation id yet: the SessionStart hook has not run. Fix: {NO_CID_FIX}",
-            no_cid.join(", ")
-        )));
-    }
+    out.extend(
+        crate::engine::doctor::no_cid_notes(&no_cid)
+            .iter()
+            .flat_map(|n| wrap(n)),
+    );
     for (cid, names) in crate::core::report::shared_conversations(r) {
         out.extend(wrap(&format!(
             "two live agents hold conversation {cid} ({}): each writes into the same transcript; stop all but one (ccs-reap doctor says the same)",

@@ -80,11 +80,9 @@ pub(super) fn report(
                     through: c.through.map(policy::TmuxId),
                 })
                 .collect(),
-            agent: s
-                .panes
-                .iter()
-                .find_map(|p| crate::agents::of_start_command(&p.start_command))
-                .map(|a| a.name),
+            agent: crate::agents::of_panes(&s.panes).map(|a| a.name),
+            cid_at_first_prompt: crate::agents::of_panes(&s.panes)
+                .is_some_and(|a| a.cid_at_first_prompt),
             decision: d,
         })
         .collect();

@@ -382,7 +382,7 @@ fn resume_env_names_the_threshold() {
 
 #[test]
 fn the_kept_command_line_drops_the_chats_own_id_and_replays() {
-    use crate::agents::{argv_env, pane_words, plan_start, StartMode, CLAUDE};
+    use crate::agents::{argv_env, pane_words, plan_start, StartMode, Transcript, CLAUDE};
     let w = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     let u = "0b3c6a8e-1d2f-4a5b-9c7d-0123456789ab";
     // (command, kept)
@@ -426,10 +426,10 @@ fn the_kept_command_line_drops_the_chats_own_id_and_replays() {
     assert!(argv_env(&w(&["claude", "B=1"])).is_empty());
     // (transcript, failed before, mode)
     let modes = [
-        (Some(true), false, StartMode::Resume),
+        (Some(Transcript::Resumable), false, StartMode::Resume),
         (None, false, StartMode::Resume),
-        (Some(false), false, StartMode::Fresh),
-        (Some(true), true, StartMode::Fresh),
+        (Some(Transcript::Missing), false, StartMode::Fresh),
+        (Some(Transcript::Resumable), true, StartMode::Fresh),
         (None, true, StartMode::Fresh),
     ];
     for (t, f, m) in modes {
