@@ -620,9 +620,18 @@ fn the_longest_id_spawn_accepts_is_reaped_and_resumed() {
     let id = "a".repeat(MAX_ID);
     let name = format!("ccs-{id}");
     let pids = s.path("long.pids");
-    let cmd = format!("FAKE_CLAUDE_PIDS={} exec {}", pids.display(), fake_claude());
-    s.run_any(&["spawn", &id, "--cid", "conv-long", "--", &cmd], &[])
-        .expect_exit(DONE, "spawn");
+    // Words, as a studio passes them (a shell string could not be given the conversation).
+    let env = format!("FAKE_CLAUDE_PIDS={}", pids.display());
+    let fc = fake_claude();
+    let cmd = ["env", env.as_str(), fc.as_str()];
+    let spawn = |extra: &[&str]| {
+        let mut a = vec!["spawn", id.as_str()];
+        a.extend_from_slice(extra);
+        a.push("--");
+        a.extend_from_slice(&cmd);
+        s.run_any(&a, &[])
+    };
+    spawn(&["--cid", "conv-long"]).expect_exit(DONE, "spawn");
     assert!(s.has(&name));
     let n: u32 = s
         .ok(&[
@@ -642,8 +651,7 @@ fn the_longest_id_spawn_accepts_is_reaped_and_resumed() {
     assert_eq!(s.audit_of(&name)[0]["outcome"], "reaped");
     assert_eq!(s.tombstone(&id).unwrap()["cid"], "conv-long");
     // Back, resuming its conversation.
-    s.run_any(&["spawn", &id, "--", &cmd], &[])
-        .expect_exit(DONE, "spawn again");
+    spawn(&[]).expect_exit(DONE, "spawn again");
     assert!(s.has(&name));
 }
 
