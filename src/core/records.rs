@@ -203,6 +203,10 @@ pub struct Tombstone {
     /// brings back, so a studio that checks it keeps the chat (absent before 0.4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// The studio's own `@` options on the session (`show-options -t`), ccs-reap's `@ccs_*` aside:
+    /// set again on the session `spawn` brings back (absent when none, and before 0.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// The most words, and bytes, a tombstone's command line may hold: anything bigger was not a
@@ -261,6 +265,9 @@ pub struct Journal {
     /// The session's own environment, for its tombstone (see [`Tombstone::env`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// The studio's own `@` options, for its tombstone (see [`Tombstone::options`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<std::collections::BTreeMap<String, String>>,
     /// The file it was read from (not stored).
     #[serde(skip)]
     pub path: Option<PathBuf>,
@@ -275,6 +282,51 @@ pub fn kept_env_name(k: &str) -> bool {
         && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
         && !k.starts_with("TMUX")
         && !k.starts_with("CCS_REAP_")
+}
+
+/// Whether a session's user option is the studio's own, kept in a tombstone and set again on the
+/// way back: `@` and a plain name (letters, digits, `_`, `-`), not one of ccs-reap's (`@ccs_*`).
+pub fn kept_option_name(k: &str) -> bool {
+    k.strip_prefix('@').is_some_and(|n| {
+        !n.is_empty()
+            && n.bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+            && !n.starts_with("ccs_")
+    })
+}
+
+/// One line of `show-options -t` (`@name value`): the studio's own option (see
+/// [`kept_option_name`]) and its value, unquoted as tmux quotes it (bare, or `"..."` with `\"`,
+/// `\\`, `\$` escaped; `\t`, `\n`, `\r` and `\e` outside or inside). `None` for any other line,
+/// and for a value whose quoting it does not know: never guessed.
+pub fn parse_option_line(line: &str) -> Option<(String, String)> {
+    let (name, raw) = line.split_once(' ')?;
+    if !kept_option_name(name) {
+        return None;
+    }
+    let (body, quoted) = match raw.strip_prefix('"') {
+        Some(r) => (r.strip_suffix('"')?, true),
+        None => (raw, false),
+    };
+    let mut out = String::new();
+    let mut it = body.chars();
+    while let Some(c) = it.next() {
+        match c {
+            '\\' => out.push(match it.next()? {
+                '"' if quoted => '"',
+                '\\' => '\\',
+                '$' => '$',
+                't' => '\t',
+                'n' => '\n',
+                'r' => '\r',
+                'e' => '\u{1b}',
+                _ => return None,
+            }),
+            '"' => return None,
+            _ => out.push(c),
+        }
+    }
+    Some((name.to_string(), out))
 }
 
 /// What makes a tombstone or journal trustworthy, whoever wrote the file.
@@ -312,6 +364,7 @@ impl Tombstone {
             argv: None,
             start_failed: None,
             env: None,
+            options: None,
         }
     }
 
@@ -341,6 +394,9 @@ impl Tombstone {
         if let Some(e) = &self.env {
             check_env(e)?;
         }
+        if let Some(o) = &self.options {
+            check_options(o)?;
+        }
         check_cwd(&self.cwd)
     }
 }
@@ -348,6 +404,22 @@ impl Tombstone {
 /// The most variables, and bytes, a tombstone's session environment may hold.
 const MAX_ENV: usize = 256;
 const MAX_ENV_BYTES: usize = 64 * 1024;
+
+fn check_options(o: &std::collections::BTreeMap<String, String>) -> Result<(), String> {
+    if o.len() > MAX_ENV || o.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > MAX_ENV_BYTES
+    {
+        return Err(format!(
+            "its studio options are more than {MAX_ENV} or {MAX_ENV_BYTES} bytes"
+        ));
+    }
+    match o
+        .iter()
+        .find(|(k, v)| !kept_option_name(k) || v.contains('\0'))
+    {
+        Some((k, _)) => Err(format!("its studio options hold {k:?}, which is not kept")),
+        None => Ok(()),
+    }
+}
 
 fn check_env(e: &std::collections::BTreeMap<String, String>) -> Result<(), String> {
     if e.len() > MAX_ENV || e.iter().map(|(k, v)| k.len() + v.len()).sum::<usize>() > MAX_ENV_BYTES
@@ -379,6 +451,7 @@ impl Journal {
             token: Some(self.token.clone()),
             argv: self.argv.clone(),
             env: self.env.clone(),
+            options: self.options.clone(),
             ..Tombstone::new(&self.id, at_ms, self.reason)
         }
     }
@@ -426,6 +499,38 @@ pub struct Ident {
 
 #[cfg(test)]
 mod tests {
+
+    /// `show-options -t` lines as tmux 3.3a prints them: the studio's own options and their
+    /// values, unquoted; ccs-reap's own, odd names and unknown quoting left out (never guessed).
+    #[test]
+    fn the_studios_options_are_read_as_tmux_quotes_them() {
+        let table: &[(&str, Option<(&str, &str)>)] = &[
+            ("@plain abc", Some(("@plain", "abc"))),
+            (
+                r#"@studio_title "hello world \"q\" \$HOME #{x}""#,
+                Some(("@studio_title", "hello world \"q\" $HOME #{x}")),
+            ),
+            (r"@tab a\tb", Some(("@tab", "a\tb"))),
+            (r#"@chat-7 "a\\b""#, Some(("@chat-7", "a\\b"))),
+            ("@ccs_idle 5", None),
+            ("@ccs_cid c1", None),
+            ("status on", None),
+            ("@ nothing", None),
+            ("@a.b c", None),
+            (r#"@q "unterminated"#, None),
+            (r"@odd a\qb", None),
+            (r#"@mid a"b"#, None),
+        ];
+        for (line, want) in table {
+            let got = parse_option_line(line);
+            assert_eq!(
+                got.as_ref().map(|(k, v)| (k.as_str(), v.as_str())),
+                *want,
+                "{line}"
+            );
+        }
+    }
+
     use super::*;
 
     #[test]
@@ -478,6 +583,7 @@ mod tests {
             armed_by_tombstone: true,
             argv: Some(vec!["claude".into()]),
             env: None,
+            options: None,
             path: None,
         };
         let t = j.tombstone("/s", 1_000);

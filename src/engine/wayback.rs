@@ -203,6 +203,12 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         .as_ref()
         .and_then(|t| t.env.clone())
         .unwrap_or_default();
+    // And the studio's own `@` options.
+    let options = s
+        .tomb
+        .as_ref()
+        .and_then(|t| t.options.clone())
+        .unwrap_or_default();
     let long = cid.as_deref().is_some_and(is_uuid) && (mode.is_some() || own.is_some());
     let settle = if long { RESUME_SETTLE } else { SETTLE };
     let t0 = Instant::now();
@@ -215,6 +221,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
                 &crate::adapters::tmux::Start {
                     env: &extra,
                     session_env: &session_env,
+                    options: &options,
                     argv: &argv,
                     agent: runs.map(|a| a.name),
                     cid: None,
@@ -579,6 +586,7 @@ mod tests {
             argv: None,
             start_failed: None,
             env: None,
+            options: None,
         };
         let gem = tomb(Some("gemini"));
         let unknown = tomb(Some("vim"));

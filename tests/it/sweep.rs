@@ -515,6 +515,8 @@ fn a_resumed_chat_keeps_its_studios_session_environment() {
     for (k, v) in [("CCS_CFG", "h1 #{x} $HOME;x"), ("STUDIO_CHAT", "8")] {
         s.ok(&["set-environment", "-t", &format!("${n}"), k, v]);
     }
+    // And its own `@` options, as a studio keeps a chat's title there.
+    s.set(n, "@studio_title", "Chat \"eight\" #{x} $HOME");
     s.idle_since(n, 10_000_000);
     let o = s.once(DONE, GRACE, &[]);
     assert!(!s.has("ccs-8"), "{}", o.stderr);
@@ -534,6 +536,13 @@ fn a_resumed_chat_keeps_its_studios_session_environment() {
     let env = s.ok(&["show-environment", "-t", "=ccs-8"]);
     assert!(env.lines().any(|l| l == "CCS_CFG=h1 #{x} $HOME;x"), "{env}");
     assert!(env.lines().any(|l| l == "STUDIO_CHAT=8"), "{env}");
+    assert_eq!(
+        t["options"]["@studio_title"], "Chat \"eight\" #{x} $HOME",
+        "{t}"
+    );
+    assert!(t["options"].get("@ccs_cid").is_none(), "{t}");
+    let title = s.ok(&["show-options", "-v", "-t", "=ccs-8:", "@studio_title"]);
+    assert_eq!(title.trim_end(), "Chat \"eight\" #{x} $HOME");
 }
 
 /// One conversation, one live agent (issue 43.6): `spawn` refuses, naming the session and its

@@ -135,6 +135,7 @@ mod tests {
             armed_by_tombstone: true,
             argv: None,
             env: None,
+            options: None,
             path: None,
         }
     }

@@ -558,6 +558,7 @@ mod tests {
             argv: None,
             start_failed: None,
             env: None,
+            options: None,
         };
         s.write_tombstone(&t).unwrap();
         assert_eq!(s.read_tombstone("1").unwrap(), Some(t));
@@ -641,6 +642,7 @@ mod tests {
             argv: None,
             start_failed: None,
             env: None,
+            options: None,
         }
     }
 

@@ -246,15 +246,16 @@ pub(super) fn set_if_unset_command(n: u32, opt: &str, value: i64) -> TmuxCommand
 }
 
 /// What the way back keeps of session `n`: a line `ENV $N` that says whose, its kept command
-/// line (`ARGV <@ccs_argv>`), then its own environment; only while it is still session `n` (a
-/// session gone prints nothing, and the chain goes on).
+/// line (`ARGV <@ccs_argv>`), its own environment (`NAME=value`), then its options (`@name
+/// value`); only while it is still session `n` (a session gone prints nothing, and the chain goes
+/// on).
 pub(super) fn kept_command(n: u32) -> TmuxCommand<'static> {
-    let (_, s) = targets(n);
+    let (t, s) = targets(n);
     on_session(
         n,
         "1",
         format!(
-            "display-message -p -t {s} 'ENV #{{session_id}}' ; display-message -p -t {s} 'ARGV #{{@ccs_argv}}' ; show-environment -t {s}"
+            "display-message -p -t {s} 'ENV #{{session_id}}' ; display-message -p -t {s} 'ARGV #{{@ccs_argv}}' ; show-environment -t {s} ; show-options -t {t}"
         ),
     )
 }

@@ -22,6 +22,8 @@ pub struct Kept {
     pub argv: Option<Vec<String>>,
     /// Its own environment, the kept names only.
     pub env: std::collections::BTreeMap<String, String>,
+    /// The studio's own `@` options ([`crate::core::records::kept_option_name`]).
+    pub options: std::collections::BTreeMap<String, String>,
 }
 
 /// What [`Tmux::new_session_kept`] starts, and with what.
@@ -31,6 +33,8 @@ pub struct Start<'a> {
     pub env: &'a [(String, String)],
     /// The session's environment (`set-environment -t`), as the studio left it.
     pub session_env: &'a std::collections::BTreeMap<String, String>,
+    /// The studio's own `@` options, as it left them.
+    pub options: &'a std::collections::BTreeMap<String, String>,
     pub argv: &'a [String],
     /// `@ccs_agent`, when given.
     pub agent: Option<&'a str>,
@@ -72,6 +76,7 @@ impl Tmux {
         let Start {
             env,
             session_env,
+            options,
             argv,
             agent,
             cid,
@@ -136,6 +141,13 @@ impl Tmux {
                 .push_param(k.clone())
                 .push_param(literal(v));
             cmds.push(e);
+        }
+        // And the studio's own `@` options, literally (a `set-option` value is not a format).
+        for (k, v) in options
+            .iter()
+            .filter(|(k, _)| crate::core::records::kept_option_name(k))
+        {
+            cmds.push(set_opt(&target, k, v));
         }
         cmds.extend([keep, pane, set_opt(&target, ARGV_OPTION, &argv_json)]);
         if let Some(agent) = agent {
@@ -288,6 +300,12 @@ impl Tmux {
             };
             if let Some(v) = line.strip_prefix("ARGV ") {
                 k.argv = serde_json::from_str::<Vec<String>>(v).ok();
+                continue;
+            }
+            if line.starts_with('@') {
+                if let Some((name, v)) = crate::core::records::parse_option_line(line) {
+                    k.options.insert(name, v);
+                }
                 continue;
             }
             if let Some((name, v)) = line.split_once('=') {

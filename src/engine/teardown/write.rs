@@ -52,13 +52,7 @@ pub(super) async fn write_journals(
         .iter()
         .map(|&i| {
             let k = kept.get(&jobs[i].n());
-            journal(
-                &jobs[i],
-                tok,
-                server_pid,
-                k.and_then(|k| k.argv.as_ref()),
-                k.map(|k| &k.env),
-            )
+            journal(&jobs[i], tok, server_pid, k)
         })
         .collect();
     let written: Vec<Result<(), String>> = match dirs {
@@ -92,9 +86,9 @@ fn journal(
     j: &Job,
     tok: &str,
     server_pid: Option<u32>,
-    argv: Option<&Vec<String>>,
-    env: Option<&std::collections::BTreeMap<String, String>>,
+    kept: Option<&crate::adapters::tmux::Kept>,
 ) -> Journal {
+    let argv = kept.and_then(|k| k.argv.as_ref());
     let d = &j.req.decision;
     let cwd = j.fresh.as_ref().and_then(|s| {
         s.panes.iter().find_map(|p| {
@@ -124,7 +118,8 @@ fn journal(
         token: tok.to_string(),
         armed_by_tombstone: true,
         argv,
-        env: env.filter(|e| !e.is_empty()).cloned(),
+        env: kept.map(|k| &k.env).filter(|e| !e.is_empty()).cloned(),
+        options: kept.map(|k| &k.options).filter(|o| !o.is_empty()).cloned(),
         path: None,
     }
 }
@@ -200,6 +195,7 @@ fn tombstone(
         tomb.cwd = tomb.cwd.or(b.cwd);
         tomb.argv = tomb.argv.or(b.argv);
         tomb.env = tomb.env.or(b.env);
+        tomb.options = tomb.options.or(b.options);
     }
     Ok(tomb)
 }
