@@ -1042,13 +1042,17 @@ impl Model for Protocol {
             Property::sometimes("turn begin answers within its deadline", |_, s: &St| {
                 s.answered_in_time
             }),
-            Property::sometimes("a prompt takes a chat back from a reap", |_, s: &St| {
-                s.taken_back.iter().any(Option::is_some)
-            }),
-            Property::sometimes("a prompt is refused", |_, s: &St| {
-                s.refused.iter().any(Option::is_some)
-            }),
         ];
+        // Reached only where the chat's agent submits a prompt at all.
+        if self.prompts > 0 {
+            ps.push(Property::sometimes(
+                "a prompt takes a chat back from a reap",
+                |_, s: &St| s.taken_back.iter().any(Option::is_some),
+            ));
+            ps.push(Property::sometimes("a prompt is refused", |_, s: &St| {
+                s.refused.iter().any(Option::is_some)
+            }));
+        }
         if self.refusals_final {
             ps.push(Property::always(REFUSED_IN_VAIN, |_, s: &St| {
                 !s.refused_in_vain
