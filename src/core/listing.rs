@@ -46,11 +46,13 @@ pub const SESSION_FMT: &str = concat!(
     "\t",
     clean!("@ccs_pane"),
     "\t",
+    clean!("@ccs_turns"),
+    "\t",
     clean!("socket_path"),
     "\t",
     clean!("session_name"),
 );
-const SESSION_FIELDS: usize = 15;
+const SESSION_FIELDS: usize = 16;
 /// A client row: its session, and the window it shows (its session's current window), which
 /// tells a viewer through a linked window or a session group.
 pub const CLIENT_FMT: &str = "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}\t#{window_id}";
@@ -146,7 +148,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     continue;
                 }
                 l.server_pid = l.server_pid.or(f[3].parse().ok());
-                l.socket_path = l.socket_path.take().or_else(|| Some(f[13].to_string()));
+                l.socket_path = l.socket_path.take().or_else(|| Some(f[14].to_string()));
                 if !ours(name) {
                     continue;
                 }
@@ -165,6 +167,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     idle_kill_ms: f[10].to_string(),
                     warned: f[11].to_string(),
                     chat_pane: f[12].to_string(),
+                    turns_by: f[13].to_string(),
                     ..Session::default()
                 };
                 if attached.is_err() {
@@ -568,12 +571,12 @@ mod tests {
 
     #[test]
     fn listing_parses_and_filters() {
-        let out = "S\t$0\t0\t77\t123\t\tc0\t\t\t\t\t\t\t/tmp/s\tccs-1\n\
-                   S\t$1\t1\t77\t\t9\t\t\t\t\t\t\t\t/tmp/s\tccs-10\n\
-                   S\t$2\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\tother\n\
-                   S\t$3\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\tccs-\n\
-                   S\t$4\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\txccs-1\n\
-                   S\t$5\t0\t77\t1\t\t\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
+        let out = "S\t$0\t0\t77\t123\t\tc0\t\t\t\t\t\t\t\t/tmp/s\tccs-1\n\
+                   S\t$1\t1\t77\t\t9\t\t\t\t\t\t\t\t\t/tmp/s\tccs-10\n\
+                   S\t$2\t0\t77\t1\t\t\t\t\t\t\t\t\t\t/tmp/s\tother\n\
+                   S\t$3\t0\t77\t1\t\t\t\t\t\t\t\t\t\t/tmp/s\tccs-\n\
+                   S\t$4\t0\t77\t1\t\t\t\t\t\t\t\t\t\t/tmp/s\txccs-1\n\
+                   S\t$5\t0\t77\t1\t\t\t\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
                    C\t$1\t4242\t1\t1700000000\t1700000001\t@9\n\
                    C\t$2\t4243\t0\t1700000000\t1700000001\t@9\n\
                    P\t$0\t100\t0\t\t\t1700000002\t%100\t@0\t0\tclaude --resume x\n\
@@ -622,7 +625,7 @@ mod tests {
         assert!(l.problems.is_empty() && l.sessions.is_empty());
         // A row of ours with a wrong field count keeps that session alone.
         let l = parse_listing(
-            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\t%100\t@1\t0\tclaude\n",
+            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\t%100\t@1\t0\tclaude\n",
             "ccs-",
         );
         assert!(l.problems.is_empty(), "{:?}", l.problems);
@@ -631,7 +634,7 @@ mod tests {
         assert!(l.sessions[1].problem.is_none());
         // A client row of one of ours that does not parse marks that session.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0]
@@ -641,18 +644,18 @@ mod tests {
             .contains("client row"));
         // A client row whose session cannot be told: everything unknown.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert_eq!(l.problems.len(), 1);
         // A pane with a garbage status.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\t%100\t@0\t0\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0].problem.is_some());
         // A session without panes is not trusted.
-        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-1\n", "ccs-");
+        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-1\n", "ccs-");
         assert!(l.sessions[0].problem.is_some());
     }
 
@@ -662,7 +665,7 @@ mod tests {
         let ok = "8".repeat(crate::core::policy::MAX_ID_LEN);
         let row = |n: u32, id: &str| {
             format!(
-                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\t%{n}\t@{n}\t0\tclaude --resume x\n"
+                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\t%{n}\t@{n}\t0\tclaude --resume x\n"
             )
         };
         let l = parse_listing(&format!("{}{}", row(0, &id), row(1, &ok)), "ccs-");
@@ -678,10 +681,10 @@ mod tests {
         // ccs-1 ($0, window @5) is linked into `dash` ($2) and grouped with `view` ($3), whose
         // panes list the same %5; ccs-2 ($1, window @6) is watched by nobody: `dash`'s second
         // client shows another window (@7).
-        let out = "S\t$0\t0\t77\t1\t\tc1\t\t\t\t\t\t%5:50\t/s\tccs-1\n\
-                   S\t$1\t0\t77\t1\t\tc2\t\t\t\t\t\t\t/s\tccs-2\n\
-                   S\t$2\t2\t77\t\t\t\t\t\t\t\t\t\t/s\tdash\n\
-                   S\t$3\t1\t77\t\t\t\t\t\t\t\t\t\t/s\tview\n\
+        let out = "S\t$0\t0\t77\t1\t\tc1\t\t\t\t\t\t%5:50\t\t/s\tccs-1\n\
+                   S\t$1\t0\t77\t1\t\tc2\t\t\t\t\t\t\t\t/s\tccs-2\n\
+                   S\t$2\t2\t77\t\t\t\t\t\t\t\t\t\t\t/s\tdash\n\
+                   S\t$3\t1\t77\t\t\t\t\t\t\t\t\t\t\t/s\tview\n\
                    C\t$2\t900\t0\t1700000000\t1700000009\t@5\n\
                    C\t$2\t901\t0\t1700000000\t1700000009\t@7\n\
                    C\t$3\t902\t1\t1700000000\t1700000008\t@5\n\

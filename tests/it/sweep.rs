@@ -589,3 +589,31 @@ fn one_conversation_is_held_by_one_live_agent() {
     );
     assert_ne!(o.code, 0, "doctor says healthy: {}", o.stdout);
 }
+
+/// A studio that reports turns with `turn begin`/`turn end` but names the conversation only on
+/// its agent's command line (no `@ccs_cid`), its agent keeping no status file: its turns are seen
+/// (`@ccs_turns`, written once by the `turn` commands), so the chat is reaped when idle, not kept
+/// as `unseen` (the demo's shape).
+#[test]
+fn turns_reported_by_turn_commands_are_seen_whatever_the_cid_came_from() {
+    let s = Server::new();
+    let blind = s.path("blind-claude");
+    std::fs::write(&blind, "#!/bin/sh\nexec sleep 100000\n").unwrap();
+    std::fs::set_permissions(&blind, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let n = s.session(
+        "ccs-t",
+        &format!("exec {} --session-id cid-t", blind.display()),
+    );
+    let j = s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    assert_eq!(by_name(&j)["ccs-t"]["state"], "new", "{j}");
+    s.idle_since(n, 10_000_000);
+    let j = s.status(&[("CCS_ENGINE_IDLE_KILL_MS", LIMIT)]);
+    assert_eq!(by_name(&j)["ccs-t"]["state"], "unseen", "{j}");
+    s.run(&["turn", "begin", "t"], &[]);
+    s.run(&["turn", "end", "t"], &[]);
+    assert_eq!(s.show(n, "@ccs_turns").as_deref(), Some("1"));
+    s.idle_since(n, 10_000_000);
+    let o = s.once(DONE, GRACE, &[]);
+    assert!(!s.has("ccs-t"), "{}", o.stderr);
+    assert_eq!(s.tombstone("t").unwrap()["cid"], "cid-t");
+}

@@ -276,6 +276,19 @@ pub(super) fn record_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'sta
     )
 }
 
+/// Mark session `name` (`=<prefix><id>`, checked by the caller) as one whose turns something
+/// reports (`@ccs_turns`): a `turn` command, an agent's hook. Written once (only while unset):
+/// every `set-option` costs tmux a refresh of every session. Prints nothing.
+pub(super) fn turns_reported_command(name: &str) -> TmuxCommand<'static> {
+    let target = format!("={name}:");
+    IfShell::new()
+        .not_execute()
+        .target_pane(target.clone())
+        .shell_command("#{==:#{@ccs_turns},}")
+        .command(format!("set-option -t {} @ccs_turns 1", quote(&target)))
+        .build()
+}
+
 /// What [`fence_command`] prints for a session that passed.
 pub(super) const FENCED: &str = "fenced-";
 

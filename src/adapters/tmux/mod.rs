@@ -429,6 +429,7 @@ impl Tmux {
         let cmds = [
             HasSession::new().target_session(format!("={name}")).build(),
             test,
+            args::turns_reported_command(name),
         ];
         match self.run(&cmds).await {
             Ok(out) if out.trim() == "started" => Ok(TurnBegin::Started),
@@ -467,6 +468,7 @@ impl Tmux {
                 .target_pane(target)
                 .option("@ccs_turn")
                 .build(),
+            args::turns_reported_command(name),
             marked,
         ];
         match self.run(&cmds).await {

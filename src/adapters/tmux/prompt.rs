@@ -64,6 +64,7 @@ impl Tmux {
                 "#{==:#{pane_dead},1}".to_string(),
                 "display-message -p dead".to_string(),
             ),
+            super::args::turns_reported_command(name),
         ];
         let out = match self.run(&cmds).await {
             Ok(out) => out,
@@ -104,6 +105,7 @@ impl Tmux {
             HasSession::new().target_session(format!("={name}")).build(),
             set("@ccs_idle", now_ms.to_string()),
             set("@ccs_cid", cid.to_string()),
+            super::args::turns_reported_command(name),
         ];
         match self.run(&cmds).await {
             Ok(_) => Ok(true),

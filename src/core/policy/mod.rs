@@ -299,19 +299,21 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
 }
 
 /// Why a chat is `unseen` (`status`, the decision's reason).
-pub const UNSEEN_WHY: &str = "turns unseen: no hook or studio has reported this chat (no @ccs_cid), its agent writes no status file, and no activity file is configured: kept, as a turn may be running";
+pub const UNSEEN_WHY: &str = "turns unseen: no hook, turn command or studio has reported this chat (no @ccs_cid, no @ccs_turns), its agent writes no status file, and no activity file is configured: kept, as a turn may be running";
 
 /// How to make an `unseen` chat's turns seen (`status`, `doctor`).
 pub const UNSEEN_FIX: &str = "wire the agent's hooks (ccs-reap claude-settings --write ~/.claude/settings.json, or hook-settings for codex and gemini) and restart it, or set CCS_ENGINE_UNSEEN_TURNS=output to judge it by its pane's output";
 
 /// Whether anything tells when this chat's turns run: activity files (every chat's), a running
-/// `@ccs_turn`, a valid `@ccs_cid` (set by a hook, the studio or `spawn`: they report turns), or
-/// the agent's own status file, trusted. A status file not read yet counts as seen: the reaper
+/// `@ccs_turn`, a valid `@ccs_cid` (set by a hook, the studio or `spawn`: they report turns),
+/// `@ccs_turns` (a `turn` command or an agent's hook reported one), or the agent's own status
+/// file, trusted. A status file not read yet counts as seen: the reaper
 /// reads it before it acts on the decision.
 fn turns_seen(s: &Session, o: &Options, snap: &Snapshot) -> bool {
     snap.turns_by_file
         || o.turn.is_some()
         || o.cid.is_some()
+        || !s.turns_by.trim().is_empty()
         || matches!(s.agent_turn, AgentTurn::NotRead | AgentTurn::Seen { .. })
 }
 
@@ -338,7 +340,10 @@ pub fn busy_by_agent(t: &AgentTurn) -> Option<String> {
 pub fn needs_agent_turn(d: &Decision, s: &Session, for_status: bool) -> bool {
     s.agent_turn == AgentTurn::NotRead
         && (d.action == Action::Reap
-            || (for_status && !valid_cid(s.cid.trim()) && s.turn.trim().is_empty()))
+            || (for_status
+                && !valid_cid(s.cid.trim())
+                && s.turn.trim().is_empty()
+                && s.turns_by.trim().is_empty()))
 }
 
 /// A session that is not the chat's pane alone ([`chat_pane::judge`]): kept, with what is there.

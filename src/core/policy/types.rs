@@ -172,6 +172,9 @@ pub struct Session {
     /// `@ccs_pane`: the chat's own pane as ccs-reap recorded it (`%<pane id>:<pane pid>`), at
     /// first sight, `spawn` or `resume` ([`super::chat_pane`]).
     pub chat_pane: String,
+    /// `@ccs_turns`: set by whatever reported this chat's turns (`turn begin`/`turn end`, an
+    /// agent's hook): its turns are seen (rule 6b), whatever its cid came from.
+    pub turns_by: String,
     /// Unix ms of the last output in the session's windows (`window_activity`).
     pub output_ms: Option<i64>,
     pub clients: Vec<Client>,
