@@ -418,7 +418,8 @@ fn read_bounded(path: &std::path::Path) -> Result<String, String> {
     }
 }
 
-/// The memory limit the pressure rules see.
+/// The memory limit the pressure rules see. A share of no limit never fires: a problem when that
+/// rule is the only one, else a note (another rule still reaps: red exactly when nothing can).
 fn memory_check(
     cfg: &Config,
     host: Option<crate::core::policy::HostMemory>,
@@ -433,11 +434,21 @@ fn memory_check(
             Verdict::Ok,
             format!("a memory limit of {} bytes at {at}", l),
         ),
-        None if percent => Check::new(
-            "memory",
-            Verdict::Problem,
-            format!("CCS_ENGINE_MEM_HIGH is a share of a limit, but no memory limit is visible at {at}: the memory rule never starts (give a size, or CCS_ENGINE_MEM_CGROUP)"),
-        ),
+        None if percent => {
+            let others = crate::core::policy::Policy {
+                mem_high: None,
+                ..cfg.policy.clone()
+            }
+            .enabled();
+            Check::new(
+                "memory",
+                if others { Verdict::Note } else { Verdict::Problem },
+                format!(
+                    "CCS_ENGINE_MEM_HIGH is a share of a limit, but no memory limit is visible at {at}: the memory rule never starts (give a size, or CCS_ENGINE_MEM_CGROUP){}",
+                    if others { "; the other rules still reap" } else { "" }
+                ),
+            )
+        }
         None => Check::new(
             "memory",
             Verdict::Note,
