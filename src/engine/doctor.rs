@@ -170,18 +170,28 @@ async fn sessions_check(cfg: &Config, tmux: &Tmux, chats: usize) -> Check {
     }
 }
 
-/// Chats whose turns nothing reports are kept (`unseen`): said, with the fix.
+/// Chats whose turns nothing reports are kept (`unseen`): said, with the fix; a problem when no
+/// chat is left that could be reaped (every one unseen or without its conversation id).
 fn turns_check(rep: &crate::core::report::SweepReport) -> Option<Check> {
+    use crate::core::policy::State;
     let unseen: Vec<&str> = rep
         .sessions
         .iter()
-        .filter(|s| s.decision.state == crate::core::policy::State::Unseen)
+        .filter(|s| s.decision.state == State::Unseen)
         .map(|s| s.decision.name.as_str())
         .collect();
+    let none_left = rep
+        .sessions
+        .iter()
+        .all(|s| matches!(s.decision.state, State::Unseen | State::NoCid));
     (!unseen.is_empty()).then(|| {
         Check::new(
             "turns",
-            Verdict::Note,
+            if none_left {
+                Verdict::Problem
+            } else {
+                Verdict::Note
+            },
             format!(
                 "{} chat(s) are kept because nothing reports their turns (no hook, no status file of their agent, no activity file): {}; fix: {}",
                 unseen.len(),
