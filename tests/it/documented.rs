@@ -153,12 +153,16 @@ kill -TERM $d; wait $d || exit 8
 fn plan() -> Vec<(&'static str, &'static str, How)> {
     use Exp::*;
     use How::*;
-    let config = |out| Script {
+    // Settings lines: taken by the shell (exported), and by ccs-reap's reader as the settings
+    // file they are meant for ($BLOCK: the block as written), with nothing else set.
+    let config = |out| {
+        Script {
         prelude: "set -a",
-        epilogue: "ccs-reap config",
+        epilogue: "ccs-reap config && env -i PATH=\"$PATH\" HOME=\"$HOME\" ccs-reap --config \"$BLOCK\" config",
         want: 0,
         out,
         during: None,
+    }
     };
     vec![
         ("README.md", "scripts/demo", Elsewhere(&[
@@ -422,7 +426,13 @@ fn walk_script(sb: &Sandbox, b: &Block, how: &How) {
         unreachable!()
     };
     let out = sb.s.path("out");
-    let script = format!("{prelude}\n{}\n{epilogue}\n", b.text);
+    let block = sb.s.path("block");
+    std::fs::write(&block, &b.text).unwrap();
+    let script = format!(
+        "BLOCK='{}'\n{prelude}\n{}\n{epilogue}\n",
+        path_str(&block),
+        b.text
+    );
     let mut c = sb.start(&script, &out);
     if let Some(f) = during {
         f(sb, &c);
