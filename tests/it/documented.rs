@@ -75,6 +75,7 @@ fn blocks() -> Vec<Block> {
         "contrib/docker",
         "contrib/systemd",
         "contrib/debian",
+        "contrib/prometheus",
     ] {
         let mut more: Vec<String> = std::fs::read_dir(format!("{root}/{dir}"))
             .unwrap()
@@ -119,6 +120,35 @@ fn blocks() -> Vec<Block> {
                 }
             }
         }
+    }
+    // The units' headers: how to install them, `#   <line>` each.
+    for u in ["ccs-reap.service", "ccs-reap@.service"] {
+        let f = format!("contrib/systemd/{u}");
+        let text = std::fs::read_to_string(format!("{root}/{f}")).unwrap();
+        let mut b = Block {
+            file: f.clone(),
+            at: 0,
+            text: String::new(),
+            commands: Vec::new(),
+        };
+        for (i, l) in text.lines().enumerate() {
+            let Some(line) = l.strip_prefix("#   ") else {
+                if b.at > 0 {
+                    break;
+                }
+                continue;
+            };
+            if b.at == 0 {
+                b.at = i + 1;
+            }
+            b.text.push_str(line);
+            b.text.push('\n');
+            let c = uncommented(line);
+            if !c.is_empty() {
+                b.commands.push(c);
+            }
+        }
+        out.push(b);
     }
     out
 }
@@ -267,6 +297,21 @@ fn plan() -> Vec<(&'static str, &'static str, How)> {
             ("scripts/bench-tmux-marks [--perf] [N]", "a synopsis: .ci/run runs scripts/bench-tmux-marks 100"),
             ("scripts/soak", ".ci/run runs scripts/soak --quick"),
         ])),
+        ("contrib/systemd/ccs-reap.service", "cargo install --path . --locked", Lines(&[
+            ("cargo install --path . --locked", Skip("a release build of minutes: .ci/run makes the same build; ~/.cargo/bin/ccs-reap is the binary under test")),
+            ("mkdir -p ~/.local/share/man/man1 && ccs-reap man --dir ~/.local/share/man/man1", Code(0)),
+            ("install -Dm644 contrib/systemd/ccs-reap.service ~/.config/systemd/user/ccs-reap.service", Code(0)),
+            ("install -Dm600 .env.example ~/.config/ccs-reap/env", Code(0)),
+            ("systemctl --user daemon-reload && systemctl --user enable --now ccs-reap", Skip("needs a systemd user manager (not here): the walk's check runs systemd-analyze --user verify on the installed unit")),
+            ("loginctl enable-linger \"$USER\"", Skip("needs systemd-logind (not here)")),
+        ], Some(user_unit_verifies))),
+        ("contrib/systemd/ccs-reap@.service", "install -Dm755 target/release/ccs-reap /usr/local/bin/ccs-reap", Elsewhere(&[
+            ("install -Dm755 target/release/ccs-reap /usr/local/bin/ccs-reap", "writes the machine's /usr/local: scripts/check-deb installs the package's binary, as root"),
+            ("mkdir -p /usr/local/share/man/man1 && ccs-reap man --dir /usr/local/share/man/man1", "writes the machine's /usr/local: the user unit's walk runs the same into ~/.local/share/man; check-deb runs man -w ccs-reap"),
+            ("install -Dm644 contrib/systemd/ccs-reap@.service /etc/systemd/system/ccs-reap@.service", "writes the machine's /etc: check-deb verifies the installed template as an instance"),
+            ("install -Dm644 .env.example /etc/ccs-reap/env", "writes the machine's /etc: the user unit's walk installs .env.example as a settings file and reads it; check-deb the package's conffile"),
+            ("systemctl daemon-reload && systemctl enable --now ccs-reap@NAME", NO_SYSTEMD),
+        ])),
         ("npm/ccs-reap/README.md", "npm install ccs-reap", Elsewhere(&[
             ("npm install ccs-reap", "not in the npm registry until a release (E404, as its comment says): scripts/release-npm --dry-run, run by check-packages, runs the release's npm publish --dry-run"),
             ("npx ccs-reap --version", "scripts/check-npm runs it with the tarballs installed"),
@@ -292,6 +337,11 @@ impl Sandbox {
         std::os::unix::fs::symlink(BIN, bin.join("ccs-reap")).unwrap();
         std::os::unix::fs::symlink(BIN, tree.join("target/release/ccs-reap")).unwrap();
         std::os::unix::fs::symlink(fake_claude(), bin.join("claude")).unwrap();
+        // What the units' headers install from the tree.
+        let root = env!("CARGO_MANIFEST_DIR");
+        for f in ["contrib", ".env.example"] {
+            std::os::unix::fs::symlink(format!("{root}/{f}"), tree.join(f)).unwrap();
+        }
         // The studio's tmux server, up.
         s.session("keeper", "sleep 100000");
         Sandbox { s, home, tree }
@@ -469,6 +519,33 @@ fn man_and_completions_there(sb: &Sandbox) {
     }
 }
 
+/// The user unit as installed, with the binary where `cargo install` puts it: its settings file
+/// read, and `systemd-analyze --user verify` silent (its man page found, as the README says).
+fn user_unit_verifies(sb: &Sandbox) {
+    let cargo_bin = sb.home.join(".cargo/bin");
+    std::fs::create_dir_all(&cargo_bin).unwrap();
+    std::os::unix::fs::symlink(BIN, cargo_bin.join("ccs-reap")).unwrap();
+    let run = sb.s.path("run");
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::set_permissions(&run, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let o = sb
+        .sh("ccs-reap config && MANPATH=\"$HOME/.local/share/man:\" systemd-analyze --user verify ~/.config/systemd/user/ccs-reap.service")
+        .env("XDG_RUNTIME_DIR", &run)
+        .output()
+        .unwrap();
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(
+        o.status.success() && err.trim().is_empty(),
+        "the user unit as its header installs it: {}\n{out}{err}",
+        o.status
+    );
+    let file = path_str(&sb.home.join(".config/ccs-reap/env"));
+    assert!(out.contains(&format!("# settings file: {file}")), "{out}");
+}
+
 fn settings_written(sb: &Sandbox) {
     for f in [
         sb.home.join(".claude/settings.json"),
@@ -578,6 +655,10 @@ fn documented_command_lines_run_as_written() {
     assert!(
         crate::common::wrapper::which("jq").is_some(),
         "jq is missing: configuration.md's query runs it (scripts/deps test installs it)"
+    );
+    assert!(
+        crate::common::wrapper::which("systemd-analyze").is_some(),
+        "systemd-analyze is missing: the user unit's walk verifies it (scripts/deps test installs it)"
     );
     let mut ran = 0;
     for b in blocks() {
