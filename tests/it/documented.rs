@@ -1,6 +1,7 @@
 //! Every command line of the shell blocks (```sh, ```bash) of README.md, docs/*.md, the npm README
-//! and contrib's READMEs, run as written (issue 45, done-when): [`PLAN`] says for each block how
-//! it is walked, and a block the plan does not know, or one whose lines changed, fails the test.
+//! and contrib's READMEs, and of the systemd units' install headers, run as written (issue 45,
+//! done-when): [`plan`] says for each block how it is walked, and a block the plan does not know,
+//! or one whose lines changed, fails the test.
 //!
 //! The sandbox ([`Sandbox`]): a private tmux server (`-S <tmp>/s`, the studio's socket, given to
 //! every command as the studio's setting `CCS_TMUX_SOCKET_PATH`; `TMUX_TMPDIR` private too, so
@@ -22,15 +23,15 @@ enum How {
     /// what they made. Its lines as written, trailing comments left out: a changed block fails
     /// until it is walked again.
     Lines(&'static [(&'static str, Exp)], Option<fn(&Sandbox)>),
-    /// The block as written, whole, as one `sh` script between `prelude` and `epilogue`; it must
-    /// exit `want` with `out` in its stdout.
+    /// The block as written, whole, as one `sh` script between `prelude` and `epilogue` (`$BLOCK`
+    /// names a file holding the block); it must exit `want` with `out` in its output.
     Script {
         prelude: &'static str,
         epilogue: &'static str,
         want: i32,
         out: &'static str,
-        /// Done while the script runs (a block that runs until stopped), given its child.
-        during: Option<fn(&Sandbox, &Child)>,
+        /// Done while the script runs (a block that runs until stopped).
+        during: Option<fn(&Sandbox)>,
     },
     /// Not run here: each line with the reason and the closest real check.
     Elsewhere(&'static [(&'static str, &'static str)]),
@@ -179,20 +180,21 @@ until grep -q '"message":"reaped"' reaper.log || [ $i -ge 400 ]; do sleep 0.05; 
 kill -TERM $d; wait $d || exit 8
 "#;
 
+/// Settings lines: taken by the shell (exported), and by ccs-reap's reader as the settings file
+/// they are meant for (`$BLOCK`: the block as written), with nothing else set.
+const SETTINGS: &str = "ccs-reap config && \
+    env -i PATH=\"$PATH\" HOME=\"$HOME\" ccs-reap --config \"$BLOCK\" config";
+
 /// Every block, by its file and its first command line.
 fn plan() -> Vec<(&'static str, &'static str, How)> {
     use Exp::*;
     use How::*;
-    // Settings lines: taken by the shell (exported), and by ccs-reap's reader as the settings
-    // file they are meant for ($BLOCK: the block as written), with nothing else set.
-    let config = |out| {
-        Script {
+    let config = |out| Script {
         prelude: "set -a",
-        epilogue: "ccs-reap config && env -i PATH=\"$PATH\" HOME=\"$HOME\" ccs-reap --config \"$BLOCK\" config",
+        epilogue: SETTINGS,
         want: 0,
         out,
         during: None,
-    }
     };
     vec![
         ("README.md", "scripts/demo", Elsewhere(&[
@@ -485,7 +487,7 @@ fn walk_script(sb: &Sandbox, b: &Block, how: &How) {
     );
     let mut c = sb.start(&script, &out);
     if let Some(f) = during {
-        f(sb, &c);
+        f(sb);
     }
     let code = Sandbox::wait(&mut c, 60.0, &format!("{}:{}", b.file, b.at), &out);
     let o = read(&out);
@@ -563,7 +565,7 @@ fn settings_written(sb: &Sandbox) {
 
 /// `ccs-reap events` feeds `notify_ui` an audit line (a chat reaped by hand), then stops at
 /// SIGTERM: the pipeline ends, exit 0.
-fn events_reach_the_ui(sb: &Sandbox, _c: &Child) {
+fn events_reach_the_ui(sb: &Sandbox) {
     let ui = sb.home.join("ui");
     assert!(
         wait_until(20.0, || !sb.procs("events").is_empty()),
