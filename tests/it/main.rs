@@ -17,6 +17,7 @@ mod claude_wayback;
 mod cli;
 mod config;
 mod crash;
+mod documented;
 mod exactly;
 mod faults;
 mod features;
