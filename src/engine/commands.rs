@@ -380,6 +380,7 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
         .await?
         .is_some_and(|s| s.panes.iter().any(|p| !p.dead));
     if live {
+        crate::engine::own_pane::refuse_if_asleep(r, id, &name).await?;
         return Ok(Resumed::Live);
     }
     if r.state.read_tombstone(id)?.is_none() {
@@ -436,7 +437,11 @@ async fn make_way(
                     )));
                 }
             }
-            Some(_) => return Ok(None),
+            Some(_) => {
+                let id = name.strip_prefix(r.cfg.prefix.as_str()).unwrap_or(name);
+                crate::engine::own_pane::refuse_if_asleep(r, id, name).await?;
+                return Ok(None);
+            }
         }
     }
 }
