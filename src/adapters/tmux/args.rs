@@ -336,6 +336,28 @@ pub(super) fn record_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'sta
     )
 }
 
+/// Record `pane` as the chat's own pane of session `n` on the word of the chat's agent's hook
+/// (which runs below that pane): only while no reap holds the session, the pane is still in it
+/// (same `%N`, same pid), and nothing is recorded yet or the recorded pane is no longer in the
+/// session (gone, or never one). Prints `recorded` when it wrote.
+pub(super) fn record_own_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'static> {
+    let (t, _) = targets(n);
+    let opt = crate::core::policy::chat_pane::PANE_OPTION;
+    let v = pane.value();
+    let gone = format!("#{{==:{},}}", of_pane(&format!("#{{{opt}}}"), "1"));
+    let there = format!("#{{==:{},1}}", of_pane(&v, "1"));
+    on_session(
+        n,
+        &format!(
+            "#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},}},{there}}},#{{||:#{{==:#{{{opt}}},}},{gone}}}}}"
+        ),
+        format!(
+            "set-option -t {t} {opt} {} ; display-message -p recorded",
+            quote(&v)
+        ),
+    )
+}
+
 /// Mark session `name` (`=<prefix><id>`, checked by the caller) as one whose turns something
 /// reports (`@ccs_turns`): a `turn` command, an agent's hook. Written once (only while unset):
 /// every `set-option` costs tmux a refresh of every session. Prints nothing.
@@ -483,6 +505,7 @@ mod tests {
             mark_command(3, 1, "tok", true, true, Some(&r)),
             fence_set_command(3, 1, "tok", true, Some(&r)),
             pane_fence_read_command(3, &r),
+            record_own_pane_command(3, &r),
         ];
         for c in cmds
             .iter()
