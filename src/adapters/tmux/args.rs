@@ -69,14 +69,20 @@ fn targets(n: u32) -> (String, String) {
 const ALONE: &str = "#{&&:#{==:#{session_windows},1},#{==:#{window_panes},1}}";
 
 /// The condition that the session still holds the chat's recorded pane `r` (same `%N`, same
-/// pid) in any of its windows, and still records it as the chat's: the session's shape, for a
-/// chat judged as its own pane in a shared session (`CCS_ENGINE_SHARED_SESSION=pane`).
-fn pane_there(r: &PaneRecord) -> String {
+/// pid) in any of its windows, for a chat judged as its own pane in a shared session
+/// (`CCS_ENGINE_SHARED_SESSION=pane`); with `check_viewers`, also that no client anywhere shows
+/// that pane's window. One loop over the session's panes ([`of_pane`]).
+///
+/// tmux 3.1c gives up on a format nested about ten deep (a loop costs five of them: measured,
+/// it reads a loop under six enclosing `#{...}` as empty), so every condition here puts this
+/// term first, at most four deep (checked by this module's tests).
+fn pane_there(r: &PaneRecord, check_viewers: bool) -> String {
     let v = r.value();
-    format!(
-        "#{{&&:#{{==:#{{@ccs_pane}},{v}}},#{{==:{},1}}}}",
-        of_pane(&v, "1")
-    )
+    if check_viewers {
+        format!("#{{==:{},1:0}}", of_pane(&v, "1:#{window_active_clients}"))
+    } else {
+        format!("#{{==:{},1}}", of_pane(&v, "1"))
+    }
 }
 
 /// `what`, expanded in the context of the session's pane whose `%N:pid` is `v` (any window),
@@ -86,23 +92,29 @@ fn of_pane(v: &str, what: &str) -> String {
 }
 
 /// The condition on the session's shape: the chat's pane alone ([`ALONE`]), or, for a chat
-/// judged as its own pane in a shared session, that pane still there ([`pane_there`]).
+/// judged as its own pane in a shared session, that pane still recorded as the chat's (that it
+/// is still there is [`pane_there`], put first by [`with_pane`]).
 fn shape(pane: Option<&PaneRecord>) -> String {
     match pane {
         None => ALONE.to_string(),
-        Some(r) => pane_there(r),
+        Some(r) => format!("#{{==:#{{@ccs_pane}},{}}}", r.value()),
     }
 }
 
 /// [`UNWATCHED`], or for a chat judged as its own pane in a shared session: no client attached
-/// to the session, and none anywhere whose current window is the window of the chat's pane.
+/// to the session (the clients showing the pane's window are [`pane_there`]'s).
 fn unwatched(pane: Option<&PaneRecord>) -> String {
     match pane {
         None => UNWATCHED.to_string(),
-        Some(r) => format!(
-            "#{{&&:#{{==:#{{session_attached}},0}},#{{==:{},0}}}}",
-            of_pane(&r.value(), "#{window_active_clients}")
-        ),
+        Some(_) => "#{==:#{session_attached},0}".to_string(),
+    }
+}
+
+/// `cond`, and for a chat judged as its own pane, [`pane_there`] before it (shallow: see there).
+fn with_pane(cond: String, pane: Option<&PaneRecord>, check_viewers: bool) -> String {
+    match pane {
+        None => cond,
+        Some(r) => format!("#{{&&:{},{cond}}}", pane_there(r, check_viewers)),
     }
 }
 
@@ -149,6 +161,7 @@ pub(super) fn mark_command(
     if check_viewers {
         cond = format!("#{{&&:{cond},{}}}", unwatched(pane));
     }
+    let cond = with_pane(cond, pane, check_viewers);
     let (t, s) = targets(n);
     on_session(
         n,
@@ -202,6 +215,7 @@ pub(super) fn fence_set_command(
     if check_viewers {
         cond = format!("#{{&&:{cond},{}}}", unwatched(pane));
     }
+    let cond = with_pane(cond, pane, check_viewers);
     let (_, s) = targets(n);
     on_session(
         n,
@@ -344,13 +358,13 @@ pub(super) fn record_own_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<
     let (t, _) = targets(n);
     let opt = crate::core::policy::chat_pane::PANE_OPTION;
     let v = pane.value();
+    // Nothing recorded, or the recorded pane not in the session: no pane matches the record
+    // (an empty record matches none). Both loops shallow (see [`pane_there`]).
     let gone = format!("#{{==:{},}}", of_pane(&format!("#{{{opt}}}"), "1"));
-    let there = format!("#{{==:{},1}}", of_pane(&v, "1"));
+    let there = pane_there(pane, false);
     on_session(
         n,
-        &format!(
-            "#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},}},{there}}},#{{||:#{{==:#{{{opt}}},}},{gone}}}}}"
-        ),
+        &format!("#{{&&:{there},#{{&&:{gone},#{{==:#{{@ccs_reaping}},}}}}}}"),
         format!(
             "set-option -t {t} {opt} {} ; display-message -p recorded",
             quote(&v)
@@ -395,7 +409,11 @@ pub(super) fn kill_scoped_command(
         return vec![
             on_session(
                 n,
-                &format!("#{{&&:{},{}}}", ours(token), pane_there(r)),
+                &with_pane(
+                    format!("#{{&&:{},{}}}", shape(pane), ours(token)),
+                    pane,
+                    false,
+                ),
                 kill,
             ),
             on_session(
@@ -484,11 +502,31 @@ mod tests {
         depth == 0
     }
 
+    /// How many `#{...}` enclose byte `at` of `f`.
+    fn depth_at(f: &str, at: usize) -> usize {
+        let mut depth = 0usize;
+        let b = f.as_bytes();
+        let mut i = 0;
+        while i < at {
+            if b[i] == b'#' && b.get(i + 1) == Some(&b'{') {
+                depth += 1;
+                i += 2;
+                continue;
+            }
+            if b[i] == b'}' {
+                depth = depth.saturating_sub(1);
+            }
+            i += 1;
+        }
+        depth
+    }
+
     #[test]
     fn every_condition_of_a_pane_reap_is_balanced() {
         let r = PaneRecord { id: 7, pid: 70 };
         let conds = [
-            pane_there(&r),
+            pane_there(&r, true),
+            pane_there(&r, false),
             unwatched(Some(&r)),
             shape(None),
             unwatched(None),
@@ -498,8 +536,8 @@ mod tests {
             assert!(balanced(c), "{c}");
         }
         assert_eq!(
-            pane_there(&r),
-            "#{&&:#{==:#{@ccs_pane},%7:70},#{==:#{W:#{P:#{?#{==:#{pane_id}:#{pane_pid},%7:70},1,}}},1}}"
+            pane_there(&r, false),
+            "#{==:#{W:#{P:#{?#{==:#{pane_id}:#{pane_pid},%7:70},1,}}},1}"
         );
         let cmds = [
             mark_command(3, 1, "tok", true, true, Some(&r)),
@@ -513,6 +551,11 @@ mod tests {
         {
             for a in c.to_vec() {
                 assert!(balanced(&a), "{a}");
+                // tmux 3.1c reads a loop under six enclosing `#{...}` as empty (measured):
+                // each loop here sits under at most four.
+                for (i, _) in a.match_indices("#{W:") {
+                    assert!(depth_at(&a, i) <= 4, "{} deep: {a}", depth_at(&a, i));
+                }
             }
         }
     }
@@ -525,7 +568,10 @@ mod tests {
             .join(" ");
         assert!(!m.contains(ALONE), "{m}");
         assert!(m.contains("#{==:#{@ccs_pane},%7:70}"), "{m}");
-        assert!(m.contains("#{pane_id}:#{pane_pid},%7:70"), "{m}");
+        assert!(
+            m.contains("#{pane_id}:#{pane_pid},%7:70},1:#{window_active_clients},"),
+            "{m}"
+        );
         assert!(m.contains("#{window_active_clients}"), "{m}");
         let f = fence_set_command(3, 1, "tok", true, Some(&r))
             .to_vec()
