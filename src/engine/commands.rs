@@ -380,7 +380,9 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
         .await?
         .is_some_and(|s| s.panes.iter().any(|p| !p.dead));
     if live {
-        crate::engine::own_pane::refuse_if_asleep(r, id, &name).await?;
+        if let Some(why) = crate::engine::own_pane::asleep_why(r, id, &name).await? {
+            return Err(CommandError::Refused(why));
+        }
         return Ok(Resumed::Live);
     }
     if r.state.read_tombstone(id)?.is_none() {
@@ -439,7 +441,9 @@ async fn make_way(
             }
             Some(_) => {
                 let id = name.strip_prefix(r.cfg.prefix.as_str()).unwrap_or(name);
-                crate::engine::own_pane::refuse_if_asleep(r, id, name).await?;
+                if let Some(why) = crate::engine::own_pane::asleep_why(r, id, name).await? {
+                    return Err(CommandError::Refused(why));
+                }
                 return Ok(None);
             }
         }

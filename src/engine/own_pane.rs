@@ -13,21 +13,25 @@
 //! `resume` and `spawn` refuse to start the chat in it, and say how to bring it back.
 
 use crate::adapters::agent_proc;
+use crate::adapters::tmux::TmuxError;
 use crate::agents::FiredBy;
 use crate::core::policy::chat_pane::PaneRecord;
 use crate::core::policy::Session;
-use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
 
-/// `Err` (refused, saying why and what to do) when session `name` of chat `id` exists but its
-/// chat was reaped from its own pane while the session lived on: `resume` and `spawn` never
-/// start a chat in a session holding the user's panes.
-pub(crate) async fn refuse_if_asleep(r: &Reaper, id: &str, name: &str) -> Result<(), CommandError> {
+/// Why `resume` and `spawn` must refuse (`Some`, saying what to do) when session `name` of chat
+/// `id` exists but its chat was reaped from its own pane while the session lived on: a chat is
+/// never started in a session holding the user's panes.
+pub(crate) async fn asleep_why(
+    r: &Reaper,
+    id: &str,
+    name: &str,
+) -> Result<Option<String>, TmuxError> {
     if !r.tmux.asleep(name).await? {
-        return Ok(());
+        return Ok(None);
     }
     let tomb = r.state.tombstone_path(id);
-    Err(CommandError::Refused(format!(
+    Ok(Some(format!(
         "{name} still exists but no longer holds its chat: the chat was reaped from its own pane \
          while other panes or windows kept the session (CCS_ENGINE_SHARED_SESSION=pane; its \
          conversation is kept in {}). Not starting the chat among them: close or move what is \
