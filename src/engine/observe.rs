@@ -26,7 +26,17 @@ pub struct Look {
 
 /// Take one [`Look`].
 pub async fn look(cfg: &Config, tmux: &Tmux, watching: &Watching) -> Look {
-    let listing = tmux.list(&cfg.prefix, procs::exit_collected).await;
+    let mut listing = tmux.list(&cfg.prefix, procs::exit_collected).await;
+    // A shared session is judged as its chat's own pane, where the settings say so.
+    if cfg.policy.shared_session == policy::SharedSession::Pane {
+        if let Ok(l) = listing.as_mut() {
+            for s in &mut l.sessions {
+                if let Some(n) = policy::chat_pane::narrow(s) {
+                    *s = n;
+                }
+            }
+        }
+    }
     let busy = match &listing {
         Ok(_) => watching.read_activity(cfg).await,
         Err(_) => Err("not read: tmux gave no listing".into()),

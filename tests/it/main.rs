@@ -40,6 +40,7 @@ mod pressure;
 mod prometheus;
 mod records;
 mod scale;
+mod shared_pane;
 mod sidecar;
 mod snapshots;
 mod spawn_cli;

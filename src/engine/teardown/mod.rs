@@ -32,6 +32,7 @@ use crate::engine::context::Reaper;
 
 mod finish;
 mod late;
+mod pane;
 mod reap_hooks;
 mod recover;
 mod unwind;
@@ -154,7 +155,10 @@ async fn fence(
     if ns.is_empty() {
         return;
     }
-    let fence = match tmux.fence(&ns, mark.at, mark.tok).await {
+    let fence = match tmux
+        .fence(&ns, mark.at, mark.tok, &pane::scopes(jobs))
+        .await
+    {
         Ok(f) => f,
         Err(e) => {
             metrics.tmux_errors.inc();
@@ -327,7 +331,8 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         })
         .collect();
     p.marked(&tok, items.iter().map(|i| i.0).collect());
-    if let Err(e) = r.tmux.mark_reaping(&items, mark_at, &tok).await {
+    let scopes = pane::scopes(&jobs);
+    if let Err(e) = r.tmux.mark_reaping(&items, mark_at, &tok, &scopes).await {
         r.metrics.tmux_errors.inc();
         // Some marks may have been set before it failed: take back ours (best effort).
         let all: Vec<u32> = jobs.iter().map(Job::n).collect();
@@ -352,6 +357,7 @@ async fn reap_batch(r: &Reaper, reqs: Vec<Request>, p: &mut Progress<'_>) -> Vec
         &mut unmark,
     )
     .await;
+    pane::same_shape(&mut jobs, &mut unmark);
 
     tracing::debug!(
         phase = Phase::Recheck.name(),
@@ -557,7 +563,8 @@ async fn finish_wave(
         "teardown: kill-session for the sessions still there"
     );
     let mut left = None;
-    match r.tmux.kill_sessions_left(&targets, tok).await {
+    let scopes = pane::scopes(jobs);
+    match r.tmux.kill_sessions_left(&targets, tok, &scopes).await {
         Ok(n) => left = n,
         Err(e) => {
             r.metrics.tmux_errors.inc();
