@@ -139,6 +139,8 @@ pub fn reaped_because(reason: Option<ReapReason>) -> &'static str {
         Some(ReapReason::Exited) => "because its panes have exited",
         Some(ReapReason::Manual) => "on request (ccs-reap reap)",
         Some(ReapReason::ServerDied) => "because its tmux server is gone",
+        Some(ReapReason::Room) => "to make room for a new chat (ccs-reap room)",
+        Some(ReapReason::MaxLive) => "because more chats were live than CCS_ENGINE_MAX_LIVE allows",
         None => "now",
     }
 }
