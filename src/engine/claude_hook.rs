@@ -322,7 +322,9 @@ pub(crate) async fn act_on(
     match what {
         HookAction::Nothing(why) => Ok(HookOutcome::Skipped(why.clone())),
         HookAction::SetCid(c) => Ok(if r.tmux.set_cid_now(name, c, now_ms()).await? {
-            HookOutcome::Done(format!("@ccs_cid of {name} = {c}, its idle clock started"))
+            let room = crate::engine::room::on_session_start(r, s).await;
+            let room = room.map(|m| format!("; {m}")).unwrap_or_default();
+            HookOutcome::Done(format!("@ccs_cid of {name} = {c}, its idle clock started{room}"))
         } else {
             HookOutcome::Skipped(format!("{name} is gone"))
         }),

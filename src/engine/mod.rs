@@ -12,6 +12,7 @@ pub mod observe;
 pub(crate) mod observer;
 pub mod ownership;
 pub(crate) mod record;
+pub mod room;
 pub mod sweep;
 pub mod teardown;
 pub mod watching;
