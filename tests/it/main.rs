@@ -38,6 +38,7 @@ mod policies;
 mod pressure;
 mod prometheus;
 mod records;
+mod room;
 mod scale;
 mod sidecar;
 mod snapshots;

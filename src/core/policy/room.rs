@@ -205,7 +205,7 @@ fn fits(p: &RoomPlan) -> bool {
         (Some(b), Some(l)) => b <= l,
         _ => true,
     };
-    mem && p.max_live.is_none_or(|m| p.live + p.held_chats + 1 <= m)
+    mem && p.max_live.is_none_or(|m| p.live + p.held_chats < m)
 }
 
 /// Where room stands on these decisions (the chats they reap counted as gone): what `room` says,
@@ -549,10 +549,7 @@ mod tests {
             used_bytes: 0,
             limit_bytes: Some(1000 * MIB),
         });
-        assert_eq!(
-            room_limit(&p, h),
-            Some(1000 * MIB - 100 * MIB / 100 * 100 + 0)
-        );
+        assert_eq!(room_limit(&p, h), Some(900 * MIB));
         let hi = Policy {
             mem_high: Some(MemThreshold::Bytes(500 * MIB)),
             ..Policy::default()
