@@ -273,3 +273,26 @@ fn need_values_that_mean_nothing_are_refused() {
     let o = s.run_expect(CONFIG, &["room", "--for", "a;b"], &[]);
     assert!(o.stderr.contains("--for"), "{}", o.stderr);
 }
+
+#[test]
+fn status_and_doctor_show_what_a_new_chat_needs_and_the_live_count_against_the_limit() {
+    let s = Server::new();
+    for i in 1..=2 {
+        s.chat(&format!("ccs-{i}"), &format!("c{i}"), "");
+    }
+    let env = [("CCS_ENGINE_MAX_LIVE", "3")];
+    let g = s.status(&env);
+    assert_eq!(g["live_chats"], 2, "{g}");
+    assert_eq!(g["max_live"], 3, "{g}");
+    // Measured: the median of the two fake claudes' trees, far below the default.
+    let need = g["new_chat_bytes"].as_u64().unwrap();
+    assert!(need > 0 && need < 400 << 20, "{g}");
+    let o = s.run_any(&["doctor", "--json"], &env);
+    no_panic(&o);
+    let text = o.stdout;
+    assert!(text.contains("\"room\""), "{text}");
+    assert!(text.contains("2 live chat(s), at most 3"), "{text}");
+    let plain = s.run(&["status"], &env).stdout;
+    assert!(plain.contains("room for a new chat: needs"), "{plain}");
+    assert!(plain.contains("live 2 of 3"), "{plain}");
+}

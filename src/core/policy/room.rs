@@ -60,6 +60,8 @@ pub struct RoomPlan {
     /// The memory limit room is made under (`None`: none known, memory is not checked).
     pub limit_bytes: Option<u64>,
     pub used_bytes: Option<u64>,
+    /// In use as the rules see it: used, less what the chats going hold, plus what is held.
+    pub in_use_bytes: Option<u64>,
     /// Held by earlier calls, not in use yet.
     pub held_bytes: u64,
     pub held_chats: usize,
@@ -257,6 +259,7 @@ pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
         need_auto,
         limit_bytes: room_limit(p, snap.host),
         used_bytes: used,
+        in_use_bytes: used.map(|u| u.saturating_sub(freed) + held_bytes),
         held_bytes,
         held_chats,
         live,
