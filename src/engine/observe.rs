@@ -118,7 +118,6 @@ async fn snapshot(r: &Reaper, all: bool, room: Option<policy::RoomAsk>) -> (Snap
     }
     if all
         || snap.room.is_some()
-        || p.max_live.is_some()
         || p.mem_high.is_some()
         || p.mem_psi.is_some()
         || p.session_mem_max.is_some()
