@@ -57,7 +57,7 @@ fn parse_error(e: clap::Error) -> ExitCode {
 }
 
 /// The refusal of `--dry-run` where it means nothing (exit 2).
-pub const DRY_RUN_GOES_WITH: &str = "--dry-run goes with the daemon, --once, status, reap, claude-hook and hook; turn, spawn, pin, unpin, claude-settings, hook-settings and events always act, config only prints";
+pub const DRY_RUN_GOES_WITH: &str = "--dry-run goes with the daemon, --once, status, reap, claude-hook and hook; turn, spawn, room, pin, unpin, claude-settings, hook-settings and events always act, config only prints";
 
 /// A batch of reaps holds a pidfd per victim: take the hard limit of open files, not the soft one.
 fn raise_fd_limit() {
