@@ -118,11 +118,13 @@ pub async fn room(
     let mut freed = Vec::new();
     let mut not_reaped = 0;
     let mut plan = None;
+    let mut held = held;
     for _ in 0..ROUNDS {
         let o = observe_with(r, Mode::Act, Some(ask.clone())).await;
         if let Some(e) = &o.snap.global_problem {
             return Err(RoomError::Unknown(e.clone()));
         }
+        held = policy::mark_seen(held, &o.snap);
         let p = policy::room_plan(&o.snap, &o.decisions, &r.cfg.policy);
         let live = |id: &str| o.snap.sessions.iter().any(|s| s.id == id && !s.is_marked());
         if skip_if_live && freed.is_empty() && for_id.as_deref().is_some_and(live) {
@@ -181,16 +183,21 @@ pub async fn room(
         took_ms: t0.elapsed().as_millis() as u64,
         plan,
     };
+    if done.plan.fits {
+        // One reservation a chat: the newest (a spawn asked again replaces its own).
+        held.retain(|h| h.id.is_none() || h.id != for_id);
+        held.push(Reservation {
+            id: for_id,
+            bytes: done.plan.need_bytes,
+            until_ms: now_ms() + ROOM_HOLD_MS,
+            seen: false,
+        });
+    }
+    // Written either way: the chats seen since are marked.
+    r.state.write_room(&held)?;
     if !done.plan.fits {
         return Err(RoomError::NoRoom(Box::new(done)));
     }
-    let mut held = held;
-    held.push(Reservation {
-        id: for_id,
-        bytes: done.plan.need_bytes,
-        until_ms: now_ms() + ROOM_HOLD_MS,
-    });
-    r.state.write_room(&held)?;
     tracing::info!(
         need_bytes = done.plan.need_bytes,
         freed = done.freed.len(),

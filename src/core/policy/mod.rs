@@ -15,8 +15,9 @@ pub use fence::*;
 pub use ids::*;
 pub use recheck::*;
 pub use room::{
-    auto_need, plan as room_plan, room_limit, still_held, Need, Reservation, RoomAsk, RoomPlan,
-    DEFAULT_NEED as ROOM_DEFAULT_NEED, HOLD_MS as ROOM_HOLD_MS, MARGIN_PCT as ROOM_MARGIN_PCT,
+    auto_need, mark_seen, plan as room_plan, room_limit, still_held, Need, Reservation, RoomAsk,
+    RoomPlan, DEFAULT_NEED as ROOM_DEFAULT_NEED, HOLD_MS as ROOM_HOLD_MS,
+    MARGIN_PCT as ROOM_MARGIN_PCT,
 };
 pub use types::*;
 

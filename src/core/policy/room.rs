@@ -38,6 +38,9 @@ pub struct Reservation {
     pub id: Option<String>,
     pub bytes: u64,
     pub until_ms: i64,
+    /// Its chat was listed at a later call: once gone again (reaped, closed), nothing is held.
+    #[serde(default)]
+    pub seen: bool,
 }
 
 /// A request for room for one new chat.
@@ -232,6 +235,8 @@ pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
     for r in &ask.held {
         match r.id.as_deref().and_then(listed) {
             Some(s) => held_bytes += r.bytes.saturating_sub(s.mem_bytes.unwrap_or(0)),
+            // Its chat came and went: its memory went with it.
+            None if r.seen => {}
             None => {
                 held_bytes += r.bytes;
                 held_chats += 1;
@@ -277,6 +282,18 @@ pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
         }
     }
     plan
+}
+
+/// The reservations after a look at `snap`: those whose chat is listed are marked seen (once gone
+/// again, they hold nothing).
+pub fn mark_seen(held: Vec<Reservation>, snap: &Snapshot) -> Vec<Reservation> {
+    held.into_iter()
+        .map(|mut r| {
+            let id = r.id.as_deref();
+            r.seen |= id.is_some_and(|id| snap.sessions.iter().any(|s| s.id == id));
+            r
+        })
+        .collect()
 }
 
 /// The reservations still held at `now`.
@@ -413,6 +430,7 @@ mod tests {
                         id: None,
                         bytes: 150 * MIB,
                         until_ms: NOW + 1,
+                        seen: false,
                     }];
                     snap(three(), 800, 1000, Some(a))
                 },
@@ -570,22 +588,36 @@ mod tests {
                 id: Some("9".into()),
                 bytes: 300 * MIB,
                 until_ms: NOW + 1,
+                seen: false,
             },
             Reservation {
                 id: Some("8".into()),
                 bytes: 300 * MIB,
                 until_ms: NOW + 1,
+                seen: false,
             },
         ];
         let s = snap(vec![chat(9, 0, 100)], 100, 1000, Some(a));
         let pl = plan(&s, &decide(&s, NOW, &p), &p);
         assert_eq!(pl.held_bytes, 200 * MIB + 300 * MIB);
         assert_eq!(pl.held_chats, 1);
+        // Chat 9 was seen; once it is gone (reaped), its room holds nothing; 8, never seen, does.
+        let held = mark_seen(s.room.clone().unwrap().held, &s);
+        assert_eq!(
+            held.iter().map(|r| r.seen).collect::<Vec<_>>(),
+            [true, false]
+        );
+        let mut a = ask(100).unwrap();
+        a.held = held;
+        let s = snap(vec![], 100, 1000, Some(a));
+        let pl = plan(&s, &decide(&s, NOW, &p), &p);
+        assert_eq!((pl.held_bytes, pl.held_chats), (300 * MIB, 1));
         let gone = still_held(
             vec![Reservation {
                 id: None,
                 bytes: 1,
                 until_ms: NOW,
+                seen: false,
             }],
             NOW,
         );
