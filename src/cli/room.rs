@@ -36,7 +36,13 @@ pub(super) async fn room(
     need: Need,
     for_id: Option<String>,
 ) -> ExitCode {
-    match room::room(r, need, for_id, false).await {
+    let call = room::RoomCall {
+        need,
+        for_id,
+        skip_if_live: false,
+        lock_wait: room::LOCK_WAIT,
+    };
+    match room::room(r, call).await {
         Ok(d) => {
             answer(json, &d, true, None);
             ExitCode::from(exit::OK)
@@ -98,7 +104,13 @@ pub(super) async fn before_spawn(r: &Arc<Reaper>, json: bool, id: &str) -> Optio
     if !crate::core::policy::valid_id(id) {
         return None;
     }
-    match room::room(r, Need::Auto, Some(id.to_string()), true).await {
+    let call = room::RoomCall {
+        need: Need::Auto,
+        for_id: Some(id.to_string()),
+        skip_if_live: true,
+        lock_wait: room::LOCK_WAIT,
+    };
+    match room::room(r, call).await {
         Ok(d) => {
             if !d.freed.is_empty() {
                 tracing::info!(session = %id, freed = d.freed.len(), freed_bytes = d.freed_bytes, "room made before spawn");

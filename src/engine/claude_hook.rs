@@ -90,6 +90,13 @@ pub enum HookOutcome {
     Skipped(String),
     /// `UserPromptSubmit` on a chat that a reap holds: block the prompt, with this reason.
     Blocked(String),
+    /// Acted (what), on a new chat's session start that asks for room
+    /// ([`crate::engine::room::wants_room`]): the caller makes it, outside the hook's own budget.
+    NewChat {
+        said: String,
+        name: String,
+        id: String,
+    },
 }
 
 pub use crate::core::policy::socket_of_tmux_env;
@@ -322,9 +329,16 @@ pub(crate) async fn act_on(
     match what {
         HookAction::Nothing(why) => Ok(HookOutcome::Skipped(why.clone())),
         HookAction::SetCid(c) => Ok(if r.tmux.set_cid_now(name, c, now_ms()).await? {
-            let room = crate::engine::room::on_session_start(r, s).await;
-            let room = room.map(|m| format!("; {m}")).unwrap_or_default();
-            HookOutcome::Done(format!("@ccs_cid of {name} = {c}, its idle clock started{room}"))
+            let said = format!("@ccs_cid of {name} = {c}, its idle clock started");
+            if crate::engine::room::wants_room(&r.cfg.policy, s) {
+                HookOutcome::NewChat {
+                    said,
+                    name: name.clone(),
+                    id: s.id.clone(),
+                }
+            } else {
+                HookOutcome::Done(said)
+            }
         } else {
             HookOutcome::Skipped(format!("{name} is gone"))
         }),

@@ -16,8 +16,24 @@ use crate::engine::observe::{observe_with, Mode};
 use crate::engine::sweep::{choose, journals_by_owner};
 use crate::engine::teardown;
 
-/// How long a `room` call waits for the one before it.
-const LOCK_WAIT: Duration = Duration::from_secs(60);
+/// How long a `room` call waits for the ones before it.
+pub const LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a session-start hook waits for them: the agent waits on its hook (Claude Code gives a
+/// hook 60 s by default), and a chat that gets no room is started anyway.
+pub const HOOK_LOCK_WAIT: Duration = Duration::from_secs(20);
+
+/// One request for room.
+#[derive(Debug, Clone)]
+pub struct RoomCall {
+    pub need: Need,
+    /// The new chat's id, when known.
+    pub for_id: Option<String>,
+    /// `spawn`: a chat that is live already needs no room.
+    pub skip_if_live: bool,
+    /// How long to wait for the room lock.
+    pub lock_wait: Duration,
+}
 
 /// Looks at most this many times: again only when a reap it started did not end `reaped` (a
 /// chat that became busy in between: another may be taken in its place).
@@ -52,7 +68,7 @@ pub enum RoomError {
     /// floor, ...): the new chat does not fit. Nothing was taken for it.
     #[error("no room for a new chat of {} bytes: {}", .0.plan.need_bytes, left(&.0.plan))]
     NoRoom(Box<RoomDone>),
-    #[error("another room call held the room lock {} for {} s", .0, LOCK_WAIT.as_secs())]
+    #[error("other room calls held the room lock {0} all the time this one could wait")]
     Locked(String),
     #[error("{0}")]
     State(#[from] crate::adapters::state::StateError),
@@ -89,17 +105,17 @@ pub fn left(p: &RoomPlan) -> String {
 }
 
 /// Make room for one new chat (`for_id`: its id, when known).
-/// `spawn` (`skip_if_live`) asks only for a chat not live yet: one already there needs none.
-pub async fn room(
-    r: &Reaper,
-    need: Need,
-    for_id: Option<String>,
-    skip_if_live: bool,
-) -> Result<RoomDone, RoomError> {
+pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
+    let RoomCall {
+        need,
+        for_id,
+        skip_if_live,
+        lock_wait,
+    } = call;
     let t0 = Instant::now();
     let lock_path = r.state.studio_dir().join("room.lock");
     let state = r.state.clone();
-    let _lock = tokio::task::spawn_blocking(move || state.lock_room(LOCK_WAIT))
+    let _lock = tokio::task::spawn_blocking(move || state.lock_room(lock_wait))
         .await
         .map_err(|e| RoomError::Locked(format!("{} ({e})", lock_path.display())))??
         .ok_or_else(|| RoomError::Locked(lock_path.display().to_string()))?;
@@ -126,8 +142,8 @@ pub async fn room(
         }
         held = policy::mark_seen(held, &o.snap);
         let p = policy::room_plan(&o.snap, &o.decisions, &r.cfg.policy);
-        let live = |id: &str| o.snap.sessions.iter().any(|s| s.id == id && !s.is_marked());
-        if skip_if_live && freed.is_empty() && for_id.as_deref().is_some_and(live) {
+        let listed = |id: &str| o.snap.sessions.iter().any(|s| s.id == id && !s.is_marked());
+        if skip_if_live && freed.is_empty() && for_id.as_deref().is_some_and(listed) {
             return Ok(RoomDone {
                 plan: RoomPlan { fits: true, ..p },
                 freed: Vec::new(),
@@ -214,14 +230,24 @@ pub fn in_force(p: &policy::Policy) -> bool {
     p.mem_high.is_some() || p.max_live.is_some()
 }
 
-/// A new chat's session-start hook (`@ccs_cid` unset before it: not a resume, not a `/clear`):
-/// room for it at once (`auto`, for its own id), where a limit is in force, instead of waiting for
-/// the next sweep or pressure crossing. What was done, for the hook's line; `None`: nothing asked.
-pub async fn on_session_start(r: &Reaper, s: &policy::Session) -> Option<String> {
-    if !in_force(&r.cfg.policy) || policy::valid_cid(s.cid.trim()) {
-        return None;
-    }
-    Some(match room(r, Need::Auto, Some(s.id.clone()), false).await {
+/// Whether a session-start hook on `s` is a new chat's that asks for room: a limit in force, and
+/// no conversation id before the hook (not a resume, not a `/clear` of a known one).
+pub fn wants_room(p: &policy::Policy, s: &policy::Session) -> bool {
+    in_force(p) && !policy::valid_cid(s.cid.trim())
+}
+
+/// A new chat's session-start hook ([`wants_room`]): room for it at once (`auto`, for its own id),
+/// instead of waiting for the next sweep or pressure crossing. What was done, for the hook's line.
+/// Run after the hook's own bounded work, never cut short by it: a teardown is never dropped
+/// half-way.
+pub async fn on_session_start(r: &Reaper, name: &str, id: &str) -> String {
+    let call = RoomCall {
+        need: Need::Auto,
+        for_id: Some(id.to_string()),
+        skip_if_live: false,
+        lock_wait: HOOK_LOCK_WAIT,
+    };
+    match room(r, call).await {
         Ok(d) => format!(
             "room made: {} chat(s) reaped, {} bytes, in {} ms",
             d.freed.len(),
@@ -230,12 +256,12 @@ pub async fn on_session_start(r: &Reaper, s: &policy::Session) -> Option<String>
         ),
         Err(RoomError::NoRoom(d)) => {
             let why = left(&d.plan);
-            tracing::warn!(session = %s.name, "no room for this new chat: {why}");
+            tracing::warn!(session = %name, "no room for this new chat: {why}");
             format!("no room: {why}")
         }
         Err(e) => {
-            tracing::warn!(session = %s.name, error = %e, "room for this new chat could not be made");
+            tracing::warn!(session = %name, error = %e, "room for this new chat could not be made");
             format!("room not made: {e}")
         }
-    })
+    }
 }
