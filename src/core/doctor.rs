@@ -37,7 +37,10 @@ impl Check {
 /// Room for a new chat (`room`, `spawn`): what one needs, the room under the limit now, the
 /// live chats against `CCS_ENGINE_MAX_LIVE`. A note, never a problem: room is made on request.
 pub fn room_check(g: &crate::core::report::Gauge) -> Check {
-    let mib = |b: u64| format!("{} MiB", b >> 20);
+    let mib = |b: u64| match b {
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b => format!("{} KiB", b >> 10),
+    };
     let mem = match (g.room_bytes, g.room_limit_bytes) {
         (Some(r), Some(l)) => format!("room {} under a limit of {}", mib(r), mib(l)),
         _ => "no memory limit known: memory is not checked".into(),
