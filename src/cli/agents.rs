@@ -57,6 +57,7 @@ pub(super) fn agent_hook_main(
     let r = Reaper::new(cfg, false);
     let done =
         rt.block_on(async { tokio::time::timeout(left, agent_hook::act(&r, a, &ev, &pane)).await });
+    room_after_hook(&rt, &r, done.as_ref().ok());
     hook_exit(done.ok(), budget, fail)
 }
 

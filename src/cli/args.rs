@@ -84,8 +84,25 @@ pub(super) enum Cmd {
         /// spawn would refuse.
         #[arg(long)]
         new_conversation: bool,
+        /// Do not make room first (by default spawn makes room for a new chat where
+        /// CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_LIVE is set, as `room --need auto` does).
+        #[arg(long)]
+        no_room: bool,
         #[arg(last = true)]
         cmd: Vec<String>,
+    },
+    /// Free memory for one new chat before it starts: idle chats past the floor are reaped,
+    /// least recently used first, until SIZE fits under the memory limit in force and one more
+    /// chat within CCS_ENGINE_MAX_LIVE. Exit 5 when only chats that may not be taken are left.
+    Room {
+        /// What the new chat needs: a size (400M, 1G) or `auto`, the median footprint of this
+        /// server's live chats (400M before there is one).
+        #[arg(long, value_name = "SIZE|auto", default_value = "auto")]
+        need: String,
+        /// The new chat's id, when known: never taken, and the room held for it is released
+        /// as it grows.
+        #[arg(long = "for", value_name = "ID")]
+        for_id: Option<String>,
     },
     /// Bring a chat back and attach to it: a live chat is attached; an asleep (reaped) one is
     /// spawned from its tombstone first. Without a terminal, print the attach command.

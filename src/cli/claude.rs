@@ -87,7 +87,21 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     let r = Reaper::new(cfg, false);
     let done =
         rt.block_on(async { tokio::time::timeout(left, claude_hook::act(&r, &ev, &pane)).await });
+    room_after_hook(&rt, &r, done.as_ref().ok());
     hook_exit(done.ok(), budget, fail)
+}
+
+/// A new chat's session-start hook asks for room, after its own work and outside its budget (a
+/// teardown is never cut short); no room is a warning on stderr (the chat is started anyway).
+pub(super) fn room_after_hook<E>(
+    rt: &tokio::runtime::Runtime,
+    r: &Reaper,
+    done: Option<&Result<HookOutcome, E>>,
+) {
+    if let Some(Ok(HookOutcome::NewChat { name, id, .. })) = done {
+        let said = rt.block_on(crate::engine::room::on_session_start(r, name, id));
+        tracing::debug!(session = %name, "{said}");
+    }
 }
 
 /// A hook's `--dry-run`: what it would do (`None`: it gave up at `budget`), said on stderr.
@@ -116,7 +130,9 @@ pub(super) fn hook_exit<E: std::fmt::Display>(
             let _ = writeln!(std::io::stderr(), "{why}");
             ExitCode::from(exit::BLOCKED)
         }
-        Some(Ok(HookOutcome::Done(_) | HookOutcome::Skipped(_))) => ExitCode::SUCCESS,
+        Some(Ok(HookOutcome::Done(_) | HookOutcome::Skipped(_) | HookOutcome::NewChat { .. })) => {
+            ExitCode::SUCCESS
+        }
         Some(Err(e)) => fail(&e.to_string()),
         None => fail(&format!(
             "gave up after {budget:?} (CCS_TMUX_TIMEOUT_MS): the chat's marks may be stale"

@@ -11,5 +11,7 @@ pub const CONFIG: u8 = 2;
 pub const LOCKED: u8 = 3;
 /// `turn`, `pin`: the session is gone or was reaped; respawn it.
 pub const RESPAWN: u8 = 4;
+/// `room`, `spawn`: no room for a new chat, only chats that may not be taken are left.
+pub const NO_ROOM: u8 = 5;
 /// `claude-hook`: the prompt is blocked (Claude Code's own code for "block, show stderr").
 pub const BLOCKED: u8 = 2;

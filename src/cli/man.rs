@@ -64,6 +64,7 @@ pub(super) const EXIT_STATUS: &[(u8, &str)] = &[
     (exit::CONFIG, "Bad configuration (the message names the variable) or command line, or a tmux older than 3.1c; nothing was touched. claude-hook: the prompt is blocked (the chat is being reaped)."),
     (exit::LOCKED, "Another daemon holds this tmux socket's lock (restarting will not help)."),
     (exit::RESPAWN, "turn begin, turn end, pin, unpin: the session is gone; respawn it with spawn."),
+    (exit::NO_ROOM, "room, spawn: no room for a new chat; only busy, viewed, pinned, warned or young chats are left (nothing was taken for it). Queue or refuse the chat."),
 ];
 
 /// The state dir's files, for the man page (docs/files.md has the layout).

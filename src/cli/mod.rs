@@ -32,6 +32,7 @@ pub(crate) mod logging;
 mod man;
 mod output;
 pub mod render;
+mod room;
 mod wayback;
 
 use agents::*;
@@ -56,7 +57,7 @@ fn parse_error(e: clap::Error) -> ExitCode {
 }
 
 /// The refusal of `--dry-run` where it means nothing (exit 2).
-pub const DRY_RUN_GOES_WITH: &str = "--dry-run goes with the daemon, --once, status, reap, claude-hook and hook; turn, spawn, pin, unpin, claude-settings, hook-settings and events always act, config only prints";
+pub const DRY_RUN_GOES_WITH: &str = "--dry-run goes with the daemon, --once, status, reap, claude-hook and hook; turn, spawn, room, pin, unpin, claude-settings, hook-settings and events always act, config only prints";
 
 /// A batch of reaps holds a pidfd per victim: take the hard limit of open files, not the soft one.
 fn raise_fd_limit() {
@@ -247,6 +248,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             cwd,
             agent,
             new_conversation,
+            no_room,
             cmd,
         }) => {
             let (id, cmd) = match args::spawn_words(id, cmd) {
@@ -256,24 +258,38 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                     return ExitCode::from(exit::CONFIG);
                 }
             };
+            let r = Reaper::new(cfg, false);
+            if !no_room && crate::engine::room::in_force(&r.cfg.policy) {
+                if let Some(code) = room::before_spawn(&r, cli.json, &id).await {
+                    return code;
+                }
+            }
             let ask = commands::SpawnAsk {
                 agent: agent.as_deref(),
                 new_conversation,
             };
-            match commands::spawn(
-                &Reaper::new(cfg, false),
-                &id,
-                cid.as_deref(),
-                cwd,
-                &cmd,
-                ask,
-            )
-            .await
-            {
+            match commands::spawn(&r, &id, cid.as_deref(), cwd, &cmd, ask).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
                 Err(e) => command_error(cli.json, e),
             }
+        }
+        Some(Cmd::Room { need, for_id }) => {
+            let need = match room::parse_need(&need) {
+                Ok(n) => n,
+                Err(e) => {
+                    say!("ccs-reap: {e}");
+                    return ExitCode::from(exit::CONFIG);
+                }
+            };
+            if let Some(id) = for_id
+                .as_deref()
+                .filter(|i| !crate::core::policy::valid_id(i))
+            {
+                say!("ccs-reap: --for {id:?} is not a chat id (letters, digits, '_' and '-')");
+                return ExitCode::from(exit::CONFIG);
+            }
+            room::room(&Reaper::new(cfg, false), cli.json, need, for_id).await
         }
         Some(Cmd::Resume { id }) => wayback::resume(cfg, cli.json, &id).await,
         Some(Cmd::Forget { id }) => wayback::forget(cfg, cli.json, &id),

@@ -32,10 +32,12 @@ impl Config {
             "CCS_ENGINE_SESSION_MEM_MAX",
         );
         rule(p.max_idle.is_some(), "max-idle", "CCS_ENGINE_MAX_IDLE");
+        rule(p.max_live.is_some(), "max-live", "CCS_ENGINE_MAX_LIVE");
         let pressure = p.mem_high.is_some()
             || p.mem_psi.is_some()
             || p.session_mem_max.is_some()
-            || p.max_idle.is_some();
+            || p.max_idle.is_some()
+            || p.max_live.is_some();
         rule(pressure, "floor", "CCS_ENGINE_MIN_IDLE_MS");
         let stuck = p.reap_stuck && (p.stuck_wall_ms.is_some() || p.stuck_idle_ms.is_some());
         rule(

@@ -222,6 +222,23 @@ pub const VARS: &[Setting] = &[
         },
     },
     Setting {
+        name: "CCS_ENGINE_MAX_LIVE",
+        group: MEMORY,
+        default: "unset: off",
+        help: "Keep at most this many live chats (busy and idle); the oldest idle beyond are reaped (reason max-live), and room makes a new chat fit within it.",
+        parse: |d, s| {
+            let n = whole(s, "a whole number of chats (at least 1)")?;
+            if n == 0 {
+                return Err(
+                    "0 would leave no room for any chat: at least 1 (unset it to have no limit)"
+                        .into(),
+                );
+            }
+            d.policy.max_live = Some(n);
+            Ok(())
+        },
+    },
+    Setting {
         name: "CCS_ENGINE_MIN_IDLE_MS",
         group: MEMORY,
         default: "60000",

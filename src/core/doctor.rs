@@ -34,6 +34,41 @@ impl Check {
 }
 
 /// Whether any check found a problem.
+/// Room for a new chat (`room`, `spawn`): what one needs, the room under the limit now, the
+/// live chats against `CCS_ENGINE_MAX_LIVE`. A note, never a problem: room is made on request.
+pub fn room_check(g: &crate::core::report::Gauge) -> Check {
+    let mib = |b: u64| match b {
+        b if b >= 1 << 20 => format!("{} MiB", b >> 20),
+        b => format!("{} KiB", b >> 10),
+    };
+    let mem = match (g.room_bytes, g.room_limit_bytes) {
+        (Some(r), Some(l)) => format!("room {} under a limit of {}", mib(r), mib(l)),
+        _ => "no memory limit known: memory is not checked".into(),
+    };
+    let live = match g.max_live {
+        Some(m) => format!(
+            "{} live chat(s), at most {m} (CCS_ENGINE_MAX_LIVE)",
+            g.live_chats
+        ),
+        None => format!("{} live chat(s), no CCS_ENGINE_MAX_LIVE", g.live_chats),
+    };
+    let short = g.room_bytes.is_some_and(|r| r < g.new_chat_bytes)
+        || g.max_live.is_some_and(|m| g.live_chats >= m);
+    Check::new(
+        "room",
+        if short { Verdict::Note } else { Verdict::Ok },
+        format!(
+            "a new chat needs {}; {mem}; {live}{}",
+            mib(g.new_chat_bytes),
+            if short {
+                ": the next new chat needs room made (ccs-reap room, spawn does it)"
+            } else {
+                ""
+            }
+        ),
+    )
+}
+
 pub fn any_problem(checks: &[Check]) -> bool {
     checks.iter().any(|c| c.verdict == Verdict::Problem)
 }

@@ -60,6 +60,14 @@ pub struct Gauge {
     /// The memory stall (PSI `some avg10`, %) read, and `CCS_ENGINE_MEM_PSI`.
     pub stall_pct: Option<f64>,
     pub stall_threshold_pct: Option<f64>,
+    /// What a new chat would need (`auto`: the median footprint of the live chats, else the
+    /// documented default), the limit room is made under, and the room under it now.
+    pub new_chat_bytes: u64,
+    pub room_limit_bytes: Option<u64>,
+    pub room_bytes: Option<u64>,
+    /// Live chats (not going), and `CCS_ENGINE_MAX_LIVE`.
+    pub live_chats: usize,
+    pub max_live: Option<usize>,
 }
 
 /// A chat that is asleep: reaped, with a tombstone that brings it back.

@@ -90,6 +90,13 @@ pub enum HookOutcome {
     Skipped(String),
     /// `UserPromptSubmit` on a chat that a reap holds: block the prompt, with this reason.
     Blocked(String),
+    /// Acted (what), on a new chat's session start that asks for room
+    /// ([`crate::engine::room::wants_room`]): the caller makes it, outside the hook's own budget.
+    NewChat {
+        said: String,
+        name: String,
+        id: String,
+    },
 }
 
 pub use crate::core::policy::socket_of_tmux_env;
@@ -139,6 +146,8 @@ pub fn reaped_because(reason: Option<ReapReason>) -> &'static str {
         Some(ReapReason::Exited) => "because its panes have exited",
         Some(ReapReason::Manual) => "on request (ccs-reap reap)",
         Some(ReapReason::ServerDied) => "because its tmux server is gone",
+        Some(ReapReason::Room) => "to make room for a new chat (ccs-reap room)",
+        Some(ReapReason::MaxLive) => "because more chats were live than CCS_ENGINE_MAX_LIVE allows",
         None => "now",
     }
 }
@@ -321,7 +330,16 @@ pub(crate) async fn act_on(
     match what {
         HookAction::Nothing(why) => Ok(HookOutcome::Skipped(why.clone())),
         HookAction::SetCid(c) => Ok(if r.tmux.set_cid_now(name, c, now_ms()).await? {
-            HookOutcome::Done(format!("@ccs_cid of {name} = {c}, its idle clock started"))
+            let said = format!("@ccs_cid of {name} = {c}, its idle clock started");
+            if crate::engine::room::wants_room(&r.cfg.policy, s) {
+                HookOutcome::NewChat {
+                    said,
+                    name: name.clone(),
+                    id: s.id.clone(),
+                }
+            } else {
+                HookOutcome::Done(said)
+            }
         } else {
             HookOutcome::Skipped(format!("{name} is gone"))
         }),

@@ -130,6 +130,7 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
         }
     });
     out.push(memory_check(cfg, rep.host, rep.watching.as_deref()));
+    out.push(crate::core::doctor::room_check(&rep.gauge));
     out
 }
 

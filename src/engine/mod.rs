@@ -13,6 +13,7 @@ pub(crate) mod observer;
 pub(crate) mod own_pane;
 pub mod ownership;
 pub(crate) mod record;
+pub mod room;
 pub mod sweep;
 pub mod teardown;
 pub mod watching;

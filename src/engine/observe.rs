@@ -86,8 +86,11 @@ fn warn_too_long(listing: &Listing) {
 }
 
 /// Read tmux, the activity files and (where needed) /proc into a snapshot.
-async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
-    let mut snap = Snapshot::default();
+async fn snapshot(r: &Reaper, all: bool, room: Option<policy::RoomAsk>) -> (Snapshot, Listing) {
+    let mut snap = Snapshot {
+        room,
+        ..Snapshot::default()
+    };
     let Look { listing, busy } = look(&r.cfg, &r.tmux, &r.watching).await;
     let listing = match listing {
         Ok(l) => l,
@@ -124,6 +127,7 @@ async fn snapshot(r: &Reaper, all: bool) -> (Snapshot, Listing) {
         }
     }
     if all
+        || snap.room.is_some()
         || p.mem_high.is_some()
         || p.mem_psi.is_some()
         || p.session_mem_max.is_some()
@@ -220,8 +224,13 @@ pub fn find_cids(snap: &mut Snapshot, want: &HashSet<u32>) {
 
 /// Snapshot and decide, looking up conversation ids where the decision hinges on one.
 pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
+    observe_with(r, mode, None).await
+}
+
+/// [`observe`], deciding a request for room for a new chat with the rest.
+pub async fn observe_with(r: &Reaper, mode: Mode, room: Option<policy::RoomAsk>) -> Observation {
     let now = now_ms();
-    let (mut snap, listing) = snapshot(r, mode == Mode::Status).await;
+    let (mut snap, listing) = snapshot(r, mode == Mode::Status, room).await;
     let mut decisions = policy::decide(&snap, now, &r.cfg.policy);
     let want: HashSet<u32> = decisions
         .iter()

@@ -39,6 +39,7 @@ mod policies;
 mod pressure;
 mod prometheus;
 mod records;
+mod room;
 mod scale;
 mod shared_pane;
 mod sidecar;

@@ -308,6 +308,7 @@ fn dry_run_is_offered_only_where_it_means_something() {
         "pin",
         "unpin",
         "spawn",
+        "room",
         "config",
         "events",
         "claude-settings",
@@ -332,7 +333,7 @@ fn dry_run_is_offered_only_where_it_means_something() {
     let o = s.run_expect(CONFIG, &["--dry-run", "turn", "begin", "1"], &[]);
     assert!(
         o.stderr.contains("status, reap, claude-hook and hook")
-            && o.stderr.contains("turn, spawn, pin"),
+            && o.stderr.contains("turn, spawn, room, pin"),
         "{}",
         o.stderr
     );

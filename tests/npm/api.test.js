@@ -44,6 +44,19 @@ async function main() {
   // spawn with no command replays a tombstone's; with none to replay, the binary says so.
   await assert.rejects(reap.spawn('a2', [], { env }), (e) => e instanceof reap.CcsReapError && e.code === 1);
   await assert.rejects(reap.spawn('a2', 'sh', { env }), TypeError);
+  // room: nothing to free without a limit; a limit of one live chat with only a busy one left: no room (5).
+  const made = await reap.room({ env, need: '1M' });
+  assert.strictEqual(made.ok, true, JSON.stringify(made));
+  assert.deepStrictEqual(made.freed, []);
+  await reap.turnBegin('a1', { env });
+  const none = await reap.room({ env: { ...env, CCS_ENGINE_MAX_LIVE: '1' } });
+  assert.strictEqual(none.ok, false, JSON.stringify(none));
+  assert.strictEqual(none.exit, 5);
+  assert.strictEqual(none.plan.left.busy, 1, JSON.stringify(none));
+  await assert.rejects(reap.spawn('a3', ['sh', '-c', 'exec sleep 100000'], { env: { ...env, CCS_ENGINE_MAX_LIVE: '1' }, newConversation: true }),
+    (e) => e instanceof reap.CcsReapError && e.code === 5);
+  await reap.turnEnd('a1', { env });
+  await assert.rejects(reap.room({ env, need: 'lots' }), (e) => e instanceof reap.CcsReapError && e.code === 2);
   const r = await reap.run(['--version'], { env });
   assert.strictEqual(r.code, 0);
   assert.match(r.stdout, /^ccs-reap \d+\.\d+\.\d+ /);

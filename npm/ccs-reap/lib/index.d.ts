@@ -21,7 +21,31 @@ export interface SpawnOptions extends RunOptions {
   agent?: string;
   /** Start a command that cannot be given the conversation as a new one, where spawn refuses (--new-conversation). */
   newConversation?: boolean;
+  /** Do not make room first (--no-room); by default spawn makes room where CCS_ENGINE_MEM_HIGH or CCS_ENGINE_MAX_LIVE is set, and rejects with code 5 when there is none. */
+  noRoom?: boolean;
 }
+
+export interface RoomOptions extends RunOptions {
+  /** What the new chat needs: a size ('400M', '1G') or 'auto' (the default: the median footprint of the live chats). */
+  need?: string;
+  /** The new chat's id, when known (--for). */
+  for?: string;
+}
+/** `room --json`'s document: `ok` false (exit 5) when no room can be made. */
+export interface RoomResult {
+  ok: boolean;
+  exit: 0 | 5;
+  error: string | null;
+  need_bytes: number;
+  need_auto: boolean;
+  freed: { session: string; id: string; reason: 'room' | 'max-live' | string; bytes: number }[];
+  freed_bytes: number;
+  not_reaped: number;
+  took_ms: number;
+  plan: { fits: boolean; limit_bytes: number | null; used_bytes: number | null; live: number; max_live: number | null; left: Record<string, number>; [key: string]: unknown };
+}
+/** `room`: free memory for one new chat before it starts (least recently used idle chats first). */
+export declare function room(opts?: RoomOptions): Promise<RoomResult>;
 
 /** `spawn --json`'s document. */
 export interface SpawnResult {

@@ -142,11 +142,25 @@ async function spawn(id, cmd = [], opts = {}) {
   if (opts.sessionCwd) args.push(`--cwd=${String(opts.sessionCwd)}`);
   if (opts.agent) args.push(`--agent=${String(opts.agent)}`);
   if (opts.newConversation) args.push('--new-conversation');
+  if (opts.noRoom) args.push('--no-room');
   args.push('--', String(id));
   if (cmd.length > 0) args.push('--', ...cmd.map(String));
   const r = await run(args, opts);
   if (r.code !== 0) throw failed('spawn', r);
   return JSON.parse(r.stdout);
+}
+
+/**
+ * `room [--need SIZE|auto] [--for ID] --json`: free memory for one new chat before it starts.
+ * Resolves the document on exit 0 ({ ok: true, freed, freed_bytes, took_ms, plan }) and on exit 5
+ * ({ ok: false, error, plan }: no room, only chats that may not be taken are left: queue or
+ * refuse the chat); rejects on anything else.
+ */
+function room(opts = {}) {
+  const args = ['room', '--json'];
+  if (opts.need !== undefined) args.push(`--need=${String(opts.need)}`);
+  if (opts.for !== undefined) args.push(`--for=${String(opts.for)}`);
+  return jsonOf('room', args, opts, (c, d) => (c === 0 || c === 5 ? d : undefined));
 }
 
 /** `status --json`, parsed. */
@@ -269,6 +283,7 @@ module.exports = {
   turnBegin,
   turnEnd,
   spawn,
+  room,
   status,
   resume,
   forget,

@@ -60,6 +60,9 @@ pub struct Metrics {
     /// No sample while the value is unknown (no reading; no limit).
     host_used: MaybeGauge,
     host_limit: MaybeGauge,
+    /// Room for a new chat (`room`): what one needs, the room under the limit, the live chats
+    /// and `CCS_ENGINE_MAX_LIVE`.
+    room: [MaybeGauge; 4],
     tmux_server_up: Gauge,
     /// How the memory watcher is woken: 1 for the path in use (`event`, `poll`, `poll+event`,
     /// `off`).
@@ -95,6 +98,7 @@ impl Default for Metrics {
             tmux_errors: Counter::default(),
             host_used: MaybeGauge::default(),
             host_limit: MaybeGauge::default(),
+            room: Default::default(),
             tmux_server_up: Gauge::default(),
             pressure_watch: Family::default(),
             pressure_wakes: Family::default(),
@@ -185,6 +189,9 @@ impl Default for Metrics {
             "1 while this reaper cannot see the tmux server's processes as they are (it runs in another pid namespace than the server): it signals nothing and measures no memory, else 0",
             m.pid_namespace_mismatch.clone(),
         );
+        for (g, (name, help)) in m.room.iter().zip(ROOM_GAUGES) {
+            registry.register(name, help, g.clone());
+        }
         let build = Family::<Labels, Gauge>::default();
         build
             .get_or_create(&labels(&[
@@ -242,6 +249,14 @@ impl prometheus_client::encoding::EncodeMetric for MaybeGauge {
     }
 }
 
+/// The room gauges, in the order of `Metrics::room`.
+const ROOM_GAUGES: [(&str, &str); 4] = [
+    ("new_chat_need_bytes", "What a new chat would need: the median footprint of the live chats (PSS, else RSS), 400 MiB before any is measured (ccs-reap room --need auto)"),
+    ("room_bytes", "The room for new chats now: the limit room is made under (CCS_ENGINE_MEM_HIGH, else the memory limit less 10 %) less the memory in use; no sample without a limit"),
+    ("live_chats", "Live chats (busy and idle, not being reaped)"),
+    ("max_live_chats", "CCS_ENGINE_MAX_LIVE; no sample when unset"),
+];
+
 fn labels(pairs: &[(&str, &str)]) -> Labels {
     pairs
         .iter()
@@ -275,6 +290,16 @@ impl Metrics {
         };
         self.host_used.set(r.host.map(|h| h.used_bytes));
         self.host_limit.set(r.host.and_then(|h| h.limit_bytes));
+        let g = &r.gauge;
+        let live = u64::try_from(g.live_chats).ok();
+        let max = g.max_live.and_then(|m| u64::try_from(m).ok());
+        for (m, v) in self
+            .room
+            .iter()
+            .zip([Some(g.new_chat_bytes), g.room_bytes, live, max])
+        {
+            m.set(v);
+        }
     }
 
     /// The memory watcher's wake path now: 1 for it, 0 for the others it had.

@@ -16,6 +16,7 @@ use crate::core::compat;
 use crate::core::known;
 mod observed;
 mod private;
+mod room;
 mod tombs;
 use crate::core::records;
 
@@ -28,6 +29,7 @@ pub use known::*;
 pub use observed::{Observed, OBSERVED_CLOCK};
 use private::{open_flags, private_dir, private_file, read_private_max, refuse};
 pub use records::*;
+pub use room::RoomLock;
 pub use tombs::TombLock;
 
 #[derive(Debug, thiserror::Error)]

@@ -172,6 +172,17 @@ pub fn gauge(r: &SweepReport) -> Vec<String> {
         ),
         None => format!("memory used {used}, {threshold}, no limit"),
     }];
+    // (A report made by hand, as the snapshots' are, has no figure.)
+    out.extend((g.new_chat_bytes > 0).then(|| {
+        format!(
+            "room for a new chat: needs {}{}; live {}{}",
+            human_bytes(g.new_chat_bytes),
+            g.room_bytes
+                .map_or_else(String::new, |b| format!(", room {}", human_bytes(b))),
+            g.live_chats,
+            g.max_live.map_or_else(String::new, |m| format!(" of {m}"))
+        )
+    }));
     let taken = |why: crate::core::policy::ReapReason| {
         r.sessions
             .iter()

@@ -8,11 +8,17 @@ pub mod chat_pane;
 mod fence;
 mod ids;
 mod recheck;
+mod room;
 mod types;
 
 pub use fence::*;
 pub use ids::*;
 pub use recheck::*;
+pub use room::{
+    auto_need, mark_seen, plan as room_plan, room_limit, still_held, Need, Reservation, RoomAsk,
+    RoomPlan, DEFAULT_NEED as ROOM_DEFAULT_NEED, HOLD_MS as ROOM_HOLD_MS,
+    MARGIN_PCT as ROOM_MARGIN_PCT,
+};
 pub use types::*;
 
 fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
@@ -529,6 +535,8 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
         }
     }
 
+    room::max_live_rule(snap, &mut out, policy);
+
     // Bloat: a session idle past the floor whose tree holds more than CCS_ENGINE_SESSION_MEM_MAX
     // goes, whatever the total: it comes back small on its next message.
     if let Some(max) = policy.session_mem_max {
@@ -596,6 +604,7 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
             }
         }
     }
+    room::room_rule(snap, &mut out, policy);
     out
 }
 

@@ -49,7 +49,11 @@ pub fn still_reapable(
         ReapReason::Idle => fresh.reap_reason == Some(ReapReason::Idle),
         // The pressure rules chose it for how long it had been idle: its clock must not have
         // restarted since (a short turn in between), and it must still be past the floor.
-        ReapReason::Memory | ReapReason::MaxIdle | ReapReason::Bloat => {
+        ReapReason::Memory
+        | ReapReason::MaxIdle
+        | ReapReason::Bloat
+        | ReapReason::Room
+        | ReapReason::MaxLive => {
             matches!(fresh.state, State::Idle | State::Expired)
                 && fresh.idle_ms >= decided_idle_ms
                 && fresh.idle_ms.unwrap_or(0) >= p.min_idle_ms

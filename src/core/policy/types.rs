@@ -30,6 +30,8 @@ pub struct Policy {
     /// Emit `warned` this long before an idle reap.
     pub warn_ms: Option<u64>,
     pub max_idle: Option<usize>,
+    /// At most this many live chats (busy and idle); the oldest idle beyond go (`max-live`).
+    pub max_live: Option<usize>,
     pub min_idle_ms: u64,
     pub stuck_wall_ms: Option<u64>,
     pub stuck_idle_ms: Option<u64>,
@@ -78,6 +80,7 @@ impl Default for Policy {
             session_mem_max: None,
             warn_ms: None,
             max_idle: None,
+            max_live: None,
             min_idle_ms: 60_000,
             stuck_wall_ms: None,
             stuck_idle_ms: None,
@@ -99,6 +102,7 @@ impl Policy {
             || self.mem_psi.is_some()
             || self.session_mem_max.is_some()
             || self.max_idle.is_some()
+            || self.max_live.is_some()
             || (self.reap_stuck && (self.stuck_wall_ms.is_some() || self.stuck_idle_ms.is_some()))
     }
 
@@ -343,6 +347,8 @@ pub struct Snapshot {
     pub stall_pct: Option<f64>,
     /// Whether activity files are configured: they tell every chat's turns.
     pub turns_by_file: bool,
+    /// A request for room for a new chat (`ccs-reap room`, `spawn`, a session-start hook).
+    pub room: Option<super::RoomAsk>,
 }
 
 /// What to do with a session.
@@ -448,6 +454,10 @@ pub enum ReapReason {
     Exited,
     Manual,
     Bloat,
+    /// Room made for a new chat (`ccs-reap room`, `spawn`, a session-start hook).
+    Room,
+    /// More live chats than `CCS_ENGINE_MAX_LIVE`.
+    MaxLive,
     /// Not a reap: the tmux server died (or was replaced) with the chat alive on it; its
     /// tombstone comes from the reaper's record of last known conversations.
     ServerDied,
@@ -469,6 +479,8 @@ impl ReapReason {
             ReapReason::Exited => "exited",
             ReapReason::Manual => "manual",
             ReapReason::Bloat => "bloat",
+            ReapReason::Room => "room",
+            ReapReason::MaxLive => "max-live",
             ReapReason::ServerDied => "server-died",
         }
     }
@@ -478,7 +490,7 @@ impl ReapReason {
         ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
-    pub const ALL: [ReapReason; 8] = [
+    pub const ALL: [ReapReason; 10] = [
         ReapReason::Idle,
         ReapReason::Memory,
         ReapReason::MaxIdle,
@@ -486,6 +498,8 @@ impl ReapReason {
         ReapReason::Exited,
         ReapReason::Manual,
         ReapReason::Bloat,
+        ReapReason::Room,
+        ReapReason::MaxLive,
         ReapReason::ServerDied,
     ];
 }

@@ -154,7 +154,7 @@ async fn collect_exits(r: &Reaper, o: Observation) -> Observation {
 
 /// The reap journals in the state dir, split by their owner: the ids of the chats a live reaper
 /// is tearing down, and the journals of dead reapers. An unreadable journal is left alone.
-fn journals_by_owner(
+pub(crate) fn journals_by_owner(
     state: &StateDir,
     ownership: &Ownership,
 ) -> (HashSet<String>, Vec<st::Journal>) {
@@ -305,7 +305,7 @@ fn warn_before_reaps(state: &StateDir, metrics: &Metrics, decisions: &[Decision]
 /// a dry run only says it would; one another reap holds (a live reaper's journal, a mark that
 /// holds, a batch of ours in flight) is not ours to start. A stale mark was cleared before, and
 /// the test-and-set decides. Those started are put in the in-flight set here.
-fn choose(
+pub(crate) fn choose(
     dry_run: bool,
     ownership: &Ownership,
     inflight: &InFlight,
@@ -445,7 +445,7 @@ struct Done {
 
 /// What became of a session the sweep decided to reap.
 #[derive(Debug, Clone, Copy)]
-enum Fate {
+pub(crate) enum Fate {
     /// Another reap holds it (another reaper, or a batch of ours still in flight).
     Held,
     /// A dry run, or `status`: it would be reaped.

@@ -60,6 +60,7 @@ pub(super) fn report(
         lost,
         empty,
     } = done;
+    let room = policy::room_plan(snap, &decisions, &r.cfg.policy);
     let mut sessions: Vec<SessionReport> = decisions
         .into_iter()
         .zip(&snap.sessions)
@@ -128,6 +129,14 @@ pub(super) fn report(
             mem_threshold_bytes: crate::core::policy::mem_limit(&r.cfg.policy, snap.host),
             stall_pct: snap.stall_pct,
             stall_threshold_pct: r.cfg.policy.mem_psi,
+            new_chat_bytes: room.need_bytes,
+            room_limit_bytes: room.limit_bytes,
+            room_bytes: room
+                .limit_bytes
+                .zip(room.in_use_bytes)
+                .map(|(l, u)| l.saturating_sub(u)),
+            live_chats: room.live,
+            max_live: room.max_live,
         },
         took_ms: t0.elapsed().as_millis() as u64,
     }

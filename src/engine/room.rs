@@ -1,0 +1,267 @@
+//! `ccs-reap room`: free memory for one new chat before it starts. One look at the world with a
+//! [`RoomAsk`] decided by the core (the room and `max-live` rules beside the others), its reaps
+//! carried out by the same fenced teardown as a sweep's, under the studio's room lock; the room
+//! made is held for the new chat ([`Reservation`]) so that the next call does not count the same
+//! free bytes again.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use crate::adapters::clock::now_ms;
+use crate::adapters::state::Outcome;
+use crate::core::policy::{self, Need, ReapReason, Reservation, RoomAsk, RoomPlan, ROOM_HOLD_MS};
+use crate::engine::context::Reaper;
+use crate::engine::observe::{observe_with, Mode};
+use crate::engine::sweep::{choose, journals_by_owner};
+use crate::engine::teardown;
+
+/// How long a `room` call waits for the ones before it.
+pub const LOCK_WAIT: Duration = Duration::from_secs(60);
+
+/// How long a session-start hook waits for them: the agent waits on its hook (Claude Code gives a
+/// hook 60 s by default), and a chat that gets no room is started anyway.
+pub const HOOK_LOCK_WAIT: Duration = Duration::from_secs(20);
+
+/// One request for room.
+#[derive(Debug, Clone)]
+pub struct RoomCall {
+    pub need: Need,
+    /// The new chat's id, when known.
+    pub for_id: Option<String>,
+    /// `spawn`: a chat that is live already needs no room.
+    pub skip_if_live: bool,
+    /// How long to wait for the room lock.
+    pub lock_wait: Duration,
+}
+
+/// Looks at most this many times: again only when a reap it started did not end `reaped` (a
+/// chat that became busy in between: another may be taken in its place).
+const ROUNDS: usize = 3;
+
+/// One chat reaped for room.
+#[derive(Debug, Clone, Serialize)]
+pub struct Freed {
+    pub session: String,
+    pub id: String,
+    pub reason: ReapReason,
+    /// What its tree held at the teardown (PSS where readable, else RSS).
+    pub bytes: u64,
+}
+
+/// What a `room` call did.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoomDone {
+    /// The room as the last look saw it, the chats it chose counted as gone.
+    pub plan: RoomPlan,
+    pub freed: Vec<Freed>,
+    pub freed_bytes: u64,
+    /// Reaps that did not end `reaped` (the chat changed before its fence, or failed).
+    pub not_reaped: usize,
+    pub took_ms: u64,
+}
+
+/// Why no room was made.
+#[derive(Debug, thiserror::Error)]
+pub enum RoomError {
+    /// Only chats that may not be taken are left (busy, viewed, pinned, warned, under the
+    /// floor, ...): the new chat does not fit. Nothing was taken for it.
+    #[error("no room for a new chat of {} bytes: {}", .0.plan.need_bytes, left(&.0.plan))]
+    NoRoom(Box<RoomDone>),
+    #[error("other room calls held the room lock {0} all the time this one could wait")]
+    Locked(String),
+    #[error("{0}")]
+    State(#[from] crate::adapters::state::StateError),
+    #[error("liveness unknown, nothing taken: {0}")]
+    Unknown(String),
+}
+
+/// What is left that cannot be taken, for the refusal.
+pub fn left(p: &RoomPlan) -> String {
+    let mut why = Vec::new();
+    if let (Some(b), Some(l)) = (p.projected_bytes, p.limit_bytes) {
+        if b > l {
+            why.push(format!("{b} bytes would be in use, above the limit of {l}"));
+        }
+    }
+    if let Some(m) = p.max_live {
+        if p.live + p.held_chats + 1 > m {
+            why.push(format!(
+                "{} live chats and {} held, at most {m}",
+                p.live, p.held_chats
+            ));
+        }
+    }
+    let kinds: Vec<String> = p.left.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    format!(
+        "{}; only chats that may not be taken are left: {}",
+        why.join("; "),
+        if kinds.is_empty() {
+            "none".into()
+        } else {
+            kinds.join(", ")
+        }
+    )
+}
+
+/// Make room for one new chat (`for_id`: its id, when known).
+pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
+    let RoomCall {
+        need,
+        for_id,
+        skip_if_live,
+        lock_wait,
+    } = call;
+    let t0 = Instant::now();
+    let lock_path = r.state.studio_dir().join("room.lock");
+    let state = r.state.clone();
+    let _lock = tokio::task::spawn_blocking(move || state.lock_room(lock_wait))
+        .await
+        .map_err(|e| RoomError::Locked(format!("{} ({e})", lock_path.display())))??
+        .ok_or_else(|| RoomError::Locked(lock_path.display().to_string()))?;
+    let held = match r.state.read_room() {
+        Ok(h) => policy::still_held(h, now_ms()),
+        Err(e) => {
+            tracing::warn!(error = %e, "the room held for earlier new chats is unreadable: counted as none");
+            Vec::new()
+        }
+    };
+    let ask = RoomAsk {
+        need,
+        for_id: for_id.clone(),
+        held: held.clone(),
+    };
+    let mut freed = Vec::new();
+    let mut not_reaped = 0;
+    let mut plan = None;
+    let mut held = held;
+    for _ in 0..ROUNDS {
+        let o = observe_with(r, Mode::Act, Some(ask.clone())).await;
+        if let Some(e) = &o.snap.global_problem {
+            return Err(RoomError::Unknown(e.clone()));
+        }
+        held = policy::mark_seen(held, &o.snap);
+        let p = policy::room_plan(&o.snap, &o.decisions, &r.cfg.policy);
+        let listed = |id: &str| o.snap.sessions.iter().any(|s| s.id == id && !s.is_marked());
+        if skip_if_live && freed.is_empty() && for_id.as_deref().is_some_and(listed) {
+            return Ok(RoomDone {
+                plan: RoomPlan { fits: true, ..p },
+                freed: Vec::new(),
+                freed_bytes: 0,
+                not_reaped: 0,
+                took_ms: t0.elapsed().as_millis() as u64,
+            });
+        }
+        plan = Some(p);
+        let (live, _) = journals_by_owner(&r.state, &r.ownership);
+        let (_, reqs) = choose(
+            false,
+            &r.ownership,
+            &r.inflight,
+            &o.decisions,
+            &o.snap,
+            &live,
+            o.listing.server_pid,
+        );
+        if reqs.is_empty() {
+            break;
+        }
+        let guard = r
+            .inflight
+            .hold(reqs.iter().map(|q| q.decision.tmux_id).collect());
+        let ends = teardown::reap_to(r, reqs, None).await;
+        drop(guard);
+        let before = not_reaped;
+        for f in ends {
+            if f.end.outcome() != Outcome::Reaped {
+                not_reaped += 1;
+                continue;
+            }
+            let l = &f.line;
+            freed.push(Freed {
+                session: l.session.clone(),
+                id: l.id.clone(),
+                reason: l.reason,
+                bytes: l.pss_bytes.unwrap_or(l.rss_bytes),
+            });
+        }
+        if not_reaped == before {
+            break;
+        }
+    }
+    let Some(plan) = plan else {
+        return Err(RoomError::Unknown("no look was taken".into()));
+    };
+    let done = RoomDone {
+        freed_bytes: freed.iter().map(|f| f.bytes).sum(),
+        freed,
+        not_reaped,
+        took_ms: t0.elapsed().as_millis() as u64,
+        plan,
+    };
+    if done.plan.fits {
+        // One reservation a chat: the newest (a spawn asked again replaces its own).
+        held.retain(|h| h.id.is_none() || h.id != for_id);
+        held.push(Reservation {
+            id: for_id,
+            bytes: done.plan.need_bytes,
+            until_ms: now_ms() + ROOM_HOLD_MS,
+            seen: false,
+        });
+    }
+    // Written either way: the chats seen since are marked.
+    r.state.write_room(&held)?;
+    if !done.plan.fits {
+        return Err(RoomError::NoRoom(Box::new(done)));
+    }
+    tracing::info!(
+        need_bytes = done.plan.need_bytes,
+        freed = done.freed.len(),
+        freed_bytes = done.freed_bytes,
+        took_ms = done.took_ms,
+        "room made for a new chat"
+    );
+    Ok(done)
+}
+
+/// Whether a limit is in force that `spawn` makes room under by default: a memory rule, or
+/// `CCS_ENGINE_MAX_LIVE`.
+pub fn in_force(p: &policy::Policy) -> bool {
+    p.mem_high.is_some() || p.max_live.is_some()
+}
+
+/// Whether a session-start hook on `s` is a new chat's that asks for room: a limit in force, and
+/// no conversation id before the hook (not a resume, not a `/clear` of a known one).
+pub fn wants_room(p: &policy::Policy, s: &policy::Session) -> bool {
+    in_force(p) && !policy::valid_cid(s.cid.trim())
+}
+
+/// A new chat's session-start hook ([`wants_room`]): room for it at once (`auto`, for its own id),
+/// instead of waiting for the next sweep or pressure crossing. What was done, for the hook's line.
+/// Run after the hook's own bounded work, never cut short by it: a teardown is never dropped
+/// half-way.
+pub async fn on_session_start(r: &Reaper, name: &str, id: &str) -> String {
+    let call = RoomCall {
+        need: Need::Auto,
+        for_id: Some(id.to_string()),
+        skip_if_live: false,
+        lock_wait: HOOK_LOCK_WAIT,
+    };
+    match room(r, call).await {
+        Ok(d) => format!(
+            "room made: {} chat(s) reaped, {} bytes, in {} ms",
+            d.freed.len(),
+            d.freed_bytes,
+            d.took_ms
+        ),
+        Err(RoomError::NoRoom(d)) => {
+            let why = left(&d.plan);
+            tracing::warn!(session = %name, "no room for this new chat: {why}");
+            format!("no room: {why}")
+        }
+        Err(e) => {
+            tracing::warn!(session = %name, error = %e, "room for this new chat could not be made");
+            format!("room not made: {e}")
+        }
+    }
+}
