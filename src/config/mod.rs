@@ -617,7 +617,7 @@ mod tests {
     #[test]
     fn known_variables_are_the_settings_and_each_is_documented() {
         let known = known_vars();
-        assert_eq!(known.len(), 35, "{known:?}");
+        assert_eq!(known.len(), 36, "{known:?}");
         assert!(known.iter().any(|k| k == "CCS_ENGINE_IDLE_KILL_MS"));
         assert!(known.iter().any(|k| k == "CCS_AUDIT_KEEP"));
         let docs = include_str!("../../docs/configuration.md");
