@@ -35,6 +35,9 @@ pub enum WaybackError {
     Refused(String),
     #[error("{0}")]
     Gone(String),
+    /// `spawn` made room first and there was none (why): the chat was not started.
+    #[error("no room for a new chat: {0}")]
+    NoRoom(String),
 }
 
 /// How long a resumed (or afresh started) agent must stay alive, with no other sign that it is
@@ -66,6 +69,8 @@ pub struct Start<'a> {
     pub on_disk: Option<&'a Tombstone>,
     /// The caller wants a command that cannot be given the conversation started without it.
     pub new_conversation: bool,
+    /// Make room for the chat first (`spawn` under a limit), once every check passed.
+    pub room: bool,
 }
 
 /// How the new agent was seen to be up, or not.
@@ -209,6 +214,12 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         .as_ref()
         .and_then(|t| t.options.clone())
         .unwrap_or_default();
+    // Room last, just before the start: no chat is reaped for one that is refused.
+    if s.room {
+        crate::engine::room::before_start(r, s.id)
+            .await
+            .map_err(WaybackError::NoRoom)?;
+    }
     let long = cid.as_deref().is_some_and(is_uuid) && (mode.is_some() || own.is_some());
     let settle = if long { RESUME_SETTLE } else { SETTLE };
     let t0 = Instant::now();
