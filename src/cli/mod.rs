@@ -259,10 +259,12 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 }
             };
             let r = Reaper::new(cfg, false);
+            let make_room = room::Before { r: &r, id: &id };
+            let room_first = !no_room && crate::engine::room::in_force(&r.cfg.policy);
             let ask = commands::SpawnAsk {
                 agent: agent.as_deref(),
                 new_conversation,
-                room: !no_room && crate::engine::room::in_force(&r.cfg.policy),
+                room: room_first.then_some(&make_room as &dyn crate::engine::wayback::MakeRoom),
             };
             match commands::spawn(&r, &id, cid.as_deref(), cwd, &cmd, ask).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),

@@ -102,6 +102,18 @@ fn answer(json: bool, d: &RoomDone, ok: bool, why: Option<String>) {
     }
 }
 
+/// `spawn`'s room, made once its checks passed, just before the chat starts.
+pub(super) struct Before<'a> {
+    pub r: &'a Reaper,
+    pub id: &'a str,
+}
+
+impl crate::engine::wayback::MakeRoom for Before<'_> {
+    fn make(&self) -> crate::engine::wayback::RoomFuture<'_> {
+        Box::pin(room::before_start(self.r, self.id))
+    }
+}
+
 /// `spawn` found no room (`why`): the chat was not started, [`exit::NO_ROOM`].
 pub(super) fn no_room(json: bool, id: &str, why: &str) -> ExitCode {
     say!("ccs-reap: spawn {id}: not started, no room for a new chat: {why} (--no-room spawns anyway)");

@@ -372,7 +372,7 @@ pub struct SpawnAsk<'a> {
     /// where `spawn` would otherwise refuse.
     pub new_conversation: bool,
     /// Make room for the chat first, once every check passed (a limit in force, no `--no-room`).
-    pub room: bool,
+    pub room: Option<&'a dyn wayback::MakeRoom>,
 }
 
 /// `resume <id>`: a live chat is left as it is; an asleep one is spawned from its tombstone.

@@ -70,8 +70,24 @@ pub struct Start<'a> {
     /// The caller wants a command that cannot be given the conversation started without it.
     pub new_conversation: bool,
     /// Make room for the chat first (`spawn` under a limit), once every check passed.
-    pub room: bool,
+    pub room: Option<&'a dyn MakeRoom>,
 }
+
+/// What makes room for a chat just before it starts (`spawn` under a limit, given by its
+/// caller): `Err(why)` when there is none, and the chat is not started.
+pub trait MakeRoom: Send + Sync {
+    fn make(&self) -> RoomFuture<'_>;
+}
+
+impl std::fmt::Debug for dyn MakeRoom + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MakeRoom")
+    }
+}
+
+/// The room being made.
+pub type RoomFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>>;
 
 /// How the new agent was seen to be up, or not.
 enum Verdict {
@@ -215,10 +231,8 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         .and_then(|t| t.options.clone())
         .unwrap_or_default();
     // Room last, just before the start: no chat is reaped for one that is refused.
-    if s.room {
-        crate::engine::room::before_start(r, s.id)
-            .await
-            .map_err(WaybackError::NoRoom)?;
+    if let Some(room) = s.room {
+        room.make().await.map_err(WaybackError::NoRoom)?;
     }
     let long = cid.as_deref().is_some_and(is_uuid) && (mode.is_some() || own.is_some());
     let settle = if long { RESUME_SETTLE } else { SETTLE };
