@@ -231,7 +231,15 @@ pub(super) fn room_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
         }
         chosen.push(i);
         plan.live = plan.live.saturating_sub(1);
-        let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
+        let Some(mem) = snap.sessions[i].mem_bytes else {
+            // Its size not known, it frees nothing known: memory still short, room stops here
+            // (as the memory rule takes at most one such chat), and so takes none.
+            plan.fits = fits(&plan);
+            if !mem_fits(&plan) {
+                break;
+            }
+            continue;
+        };
         plan.projected_bytes = plan.projected_bytes.map(|b| b.saturating_sub(mem));
         plan.fits = fits(&plan);
     }
@@ -251,13 +259,16 @@ pub(super) fn room_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
 }
 
 fn fits(p: &RoomPlan) -> bool {
-    let mem = match (p.projected_bytes, p.limit_bytes) {
+    mem_fits(p) && p.max_live.is_none_or(|m| p.live + p.held_chats < m)
+}
+
+fn mem_fits(p: &RoomPlan) -> bool {
+    match (p.projected_bytes, p.limit_bytes) {
         (Some(b), Some(l)) => b <= l,
         // A limit, and the memory in use unknown: it cannot be told.
         (None, Some(_)) => false,
         _ => true,
-    };
-    mem && p.max_live.is_none_or(|m| p.live + p.held_chats < m)
+    }
 }
 
 /// Where room stands on these decisions (the chats they reap counted as gone): what `room` says,
@@ -928,6 +939,41 @@ mod review_tests {
                 ),
                 vec![],
                 Some((true, 2)),
+            ),
+            (
+                "11: a chat of unknown size frees nothing known: room for memory stops at it",
+                Policy::default(),
+                s(
+                    vec![
+                        Session {
+                            mem_bytes: None,
+                            ..chat(1, 900, 100)
+                        },
+                        chat(2, 600, 100),
+                        chat(3, 300, 100),
+                    ],
+                    Some(mem(800)),
+                    ask(Need::Bytes(150 * MIB), None, vec![]),
+                ),
+                vec![],
+                Some((false, 3)),
+            ),
+            (
+                "11: sizes do not matter to max-live alone",
+                max(2),
+                s(
+                    vec![
+                        Session {
+                            mem_bytes: None,
+                            ..chat(1, 900, 100)
+                        },
+                        chat(2, 600, 100),
+                    ],
+                    None,
+                    ask(Need::Bytes(150 * MIB), None, vec![]),
+                ),
+                vec![("1", ReapReason::Room)],
+                Some((true, 1)),
             ),
             (
                 "12: a limit known, the memory in use not: no room, nothing taken",
