@@ -130,6 +130,7 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
             Vec::new()
         }
     };
+    finish_dead_reapers(r).await;
     let ask = RoomAsk {
         need,
         for_id: for_id.clone(),
@@ -248,6 +249,27 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
         "room made for a new chat"
     );
     Ok(done)
+}
+
+/// A teardown a dead reaper left half-way (its journal, its mark) is finished first, as a sweep
+/// does before its look: its chat is going, and room counts it gone. A look of its own only when
+/// there is such a journal.
+async fn finish_dead_reapers(r: &Reaper) {
+    let (_, dead) = journals_by_owner(&r.state, &r.ownership);
+    if dead.is_empty() {
+        return;
+    }
+    let o = observe_with(r, Mode::Status, None).await;
+    if o.snap.global_problem.is_some() {
+        return;
+    }
+    let done = teardown::recover(r, &o.listing, dead).await;
+    if !done.is_empty() {
+        tracing::info!(
+            finished = done.len(),
+            "teardowns a dead reaper left half-way finished before room"
+        );
+    }
 }
 
 /// `spawn`'s room (`auto`, for its id), made once every check of the spawn passed, just before

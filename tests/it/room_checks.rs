@@ -65,3 +65,36 @@ fn with_the_sweeps_rules_off_room_reaps_no_exited_chat() {
     assert_eq!(reaps(&s), Vec::<String>::new());
     assert!(s.has("ccs-1"));
 }
+
+#[test]
+fn room_finishes_a_teardown_a_dead_reaper_left_before_its_look() {
+    let s = Server::new();
+    // ccs-1 marked by a reaper that died half-way (its journal names it; its owner is gone).
+    let n = s.chat("ccs-1", "c1", "plain");
+    s.idle_since(n, 900_000);
+    s.set(n, "@ccs_reaping", &now_ms().to_string());
+    s.set_token(n, "r1x0x0");
+    let claude = s.pids("ccs-1")["claude"];
+    let dir = s.studio().join("reaping");
+    std::fs::create_dir_all(&dir).unwrap();
+    let journal = serde_json::json!({
+        "id": "1", "session": "ccs-1", "tmux_id": n, "cid": "c1", "reason": "idle",
+        "idle_ms": 1, "cwd": null, "started_at": "2026-01-01T00:00:00Z",
+        "owner": {"pid": 99_999_999, "start": 1},
+        "victims": [{"pid": claude, "start": stat(claude).unwrap().start}],
+        "server_pid": s.server_pid(), "token": "r1x0x0"
+    });
+    std::fs::write(dir.join("1.json"), journal.to_string()).unwrap();
+    let o = s.run(
+        &["room", "--need", "1M", "--json"],
+        &[("CCS_REAP_GRACE_MS", "2000")],
+    );
+    assert_eq!(o.json()["ok"], true, "{}", o.stderr);
+    assert!(
+        !s.has("ccs-1"),
+        "the dead reaper's teardown was left: {}",
+        o.stderr
+    );
+    assert!(!dir.join("1.json").exists(), "the journal was left");
+    assert!(!alive(claude), "{claude} survived");
+}
