@@ -98,3 +98,40 @@ fn room_finishes_a_teardown_a_dead_reaper_left_before_its_look() {
     assert!(!dir.join("1.json").exists(), "the journal was left");
     assert!(!alive(claude), "{claude} survived");
 }
+
+#[test]
+fn room_never_claims_room_its_reaps_did_not_make() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Server::new();
+    for (i, age) in [(1, 900_000), (2, 800_000)] {
+        let n = s.chat(&format!("ccs-{i}"), &format!("c{i}"), "plain");
+        s.idle_since(n, age);
+    }
+    // Every reap is vetoed by the studio's `before` hook: none ends `reaped`, in any round.
+    let h = s.path("hook");
+    std::fs::write(
+        &h,
+        "#!/bin/sh\ncat >/dev/null\n[ \"$1\" = before ] && exit 3\nexit 0\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&h, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let h = path_str(&h);
+    let env = [
+        ("CCS_ENGINE_MAX_LIVE", "2"),
+        ("CCS_REAP_HOOK", h.as_str()),
+        ("CCS_REAP_GRACE_MS", "2000"),
+    ];
+    let o = s.run_expect(
+        &[ccs_reap::cli::exit::NO_ROOM as i32],
+        &["room", "--need", "1M", "--json"],
+        &env,
+    );
+    let j = o.json();
+    assert_eq!(j["ok"], false, "{j}\n{}", o.stderr);
+    assert!(j["not_reaped"].as_u64().unwrap() >= 1, "{j}");
+    assert!(!j["plan"]["fits"].as_bool().unwrap(), "{j}");
+    assert_eq!(s.names(), ["ccs-1", "ccs-2"]);
+    // Nothing held for a chat that got no room.
+    let held = std::fs::read_to_string(s.studio().join("room.json")).unwrap_or_default();
+    assert!(!held.contains("until_ms"), "{held}");
+}
