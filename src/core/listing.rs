@@ -48,11 +48,13 @@ pub const SESSION_FMT: &str = concat!(
     "\t",
     clean!("@ccs_turns"),
     "\t",
+    clean!("@ccs_asleep"),
+    "\t",
     clean!("socket_path"),
     "\t",
     clean!("session_name"),
 );
-const SESSION_FIELDS: usize = 16;
+const SESSION_FIELDS: usize = 17;
 /// A client row: its session, and the window it shows (its session's current window), which
 /// tells a viewer through a linked window or a session group.
 pub const CLIENT_FMT: &str = "C\t#{session_id}\t#{client_pid}\t#{client_control_mode}\t#{client_created}\t#{client_activity}\t#{window_id}";
@@ -148,7 +150,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     continue;
                 }
                 l.server_pid = l.server_pid.or(f[3].parse().ok());
-                l.socket_path = l.socket_path.take().or_else(|| Some(f[14].to_string()));
+                l.socket_path = l.socket_path.take().or_else(|| Some(f[15].to_string()));
                 if !ours(name) {
                     continue;
                 }
@@ -168,6 +170,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                     warned: f[11].to_string(),
                     chat_pane: f[12].to_string(),
                     turns_by: f[13].to_string(),
+                    asleep: f[14].to_string(),
                     ..Session::default()
                 };
                 if attached.is_err() {
@@ -335,12 +338,15 @@ const FENCED: &str = "F";
 /// whose current window is the session's current window (the chat's only window): a viewer
 /// through a linked window or a session group counts as one attached to the chat's session.
 ///
+/// A session marked `@ccs_asleep` (its chat reaped from its own pane, what is left the user's)
+/// never passes, whatever was decided.
+///
 /// A session passes only once the fence's write set `fenced_var` to our token in it too (see
 /// `adapters::tmux::args::fence_set_command`). One that still carries our token but no mark at
 /// all was taken back by a prompt hook before the fence: a row `T<TAB>$N` ([`taken_back`]).
 pub fn fence_format(mark_at: i64, token: &str, token_var: &str, fenced_var: &str) -> String {
     format!(
-        "#{{?#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{token_var}}},{token}}}}},#{{==:#{{{fenced_var}}},{token}}}}},\
+        "#{{?#{{&&:#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{token_var}}},{token}}}}},#{{==:#{{{fenced_var}}},{token}}}}},#{{==:#{{@ccs_asleep}},}}}},\
          {FENCED}{SEP}#{{session_id}}{SEP}#{{session_attached}}{SEP}#{{window_active_clients}}\
          {SEP}#{{session_windows}}{SEP}#{{window_panes}}{SEP}#{{pane_id}}:#{{pane_pid}}{SEP}{}{SEP}{},\
          #{{?#{{&&:#{{==:#{{@ccs_reaping}},}},#{{==:#{{{token_var}}},{token}}}}},{TAKEN}{SEP}#{{session_id}},}}}}",
@@ -613,6 +619,7 @@ mod tests {
             "CCS_REAP_FENCED",
         );
         assert!(f.contains("#{==:#{@ccs_reaping},1700000000000}"), "{f}");
+        assert!(f.contains("#{==:#{@ccs_asleep},}}"), "{f}");
         assert!(f.contains("#{==:#{CCS_REAP_TOKEN},f2_1_2_3_4_5_ab}"), "{f}");
         assert!(
             f.contains("#{==:#{CCS_REAP_FENCED},f2_1_2_3_4_5_ab}"),
@@ -638,12 +645,12 @@ mod tests {
 
     #[test]
     fn listing_parses_and_filters() {
-        let out = "S\t$0\t0\t77\t123\t\tc0\t\t\t\t\t\t\t\t/tmp/s\tccs-1\n\
-                   S\t$1\t1\t77\t\t9\t\t\t\t\t\t\t\t\t/tmp/s\tccs-10\n\
-                   S\t$2\t0\t77\t1\t\t\t\t\t\t\t\t\t\t/tmp/s\tother\n\
-                   S\t$3\t0\t77\t1\t\t\t\t\t\t\t\t\t\t/tmp/s\tccs-\n\
-                   S\t$4\t0\t77\t1\t\t\t\t\t\t\t\t\t\t/tmp/s\txccs-1\n\
-                   S\t$5\t0\t77\t1\t\t\t\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
+        let out = "S\t$0\t0\t77\t123\t\tc0\t\t\t\t\t\t\t\t\t/tmp/s\tccs-1\n\
+                   S\t$1\t1\t77\t\t9\t\t\t\t\t\t\t\t\t\t/tmp/s\tccs-10\n\
+                   S\t$2\t0\t77\t1\t\t\t\t\t\t\t\t\t\t\t/tmp/s\tother\n\
+                   S\t$3\t0\t77\t1\t\t\t\t\t\t\t\t\t\t\t/tmp/s\tccs-\n\
+                   S\t$4\t0\t77\t1\t\t\t\t\t\t\t\t\t\t\t/tmp/s\txccs-1\n\
+                   S\t$5\t0\t77\t1\t\t\t\t\t\t\t\t\t\t\t/tmp/s\tccs-a b\n\
                    C\t$1\t4242\t1\t1700000000\t1700000001\t@9\n\
                    C\t$2\t4243\t0\t1700000000\t1700000001\t@9\n\
                    P\t$0\t100\t0\t\t\t1700000002\t%100\t@0\t0\tclaude --resume x\n\
@@ -692,7 +699,7 @@ mod tests {
         assert!(l.problems.is_empty() && l.sessions.is_empty());
         // A row of ours with a wrong field count keeps that session alone.
         let l = parse_listing(
-            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\t%100\t@1\t0\tclaude\n",
+            "S\t$0\t0\tccs-1\nS\t$1\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t\t/s\tccs-2\nP\t$1\t100\t0\t\t\t1\t%100\t@1\t0\tclaude\n",
             "ccs-",
         );
         assert!(l.problems.is_empty(), "{:?}", l.problems);
@@ -701,7 +708,7 @@ mod tests {
         assert!(l.sessions[1].problem.is_none());
         // A client row of one of ours that does not parse marks that session.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t\t/s\tccs-1\nC\t$0\tx\t1\t1\t1\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0]
@@ -711,18 +718,18 @@ mod tests {
             .contains("client row"));
         // A client row whose session cannot be told: everything unknown.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t\t/s\tccs-1\nC_x\nP\t$0\t100\t0\t\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert_eq!(l.problems.len(), 1);
         // A pane with a garbage status.
         let l = parse_listing(
-            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\t%100\t@0\t0\tclaude --resume x\n",
+            "S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t\t/s\tccs-1\nP\t$0\t100\t1\tzz\t\t1\t%100\t@0\t0\tclaude --resume x\n",
             "ccs-",
         );
         assert!(l.sessions[0].problem.is_some());
         // A session without panes is not trusted.
-        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-1\n", "ccs-");
+        let l = parse_listing("S\t$0\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t\t/s\tccs-1\n", "ccs-");
         assert!(l.sessions[0].problem.is_some());
     }
 
@@ -732,7 +739,7 @@ mod tests {
         let ok = "8".repeat(crate::core::policy::MAX_ID_LEN);
         let row = |n: u32, id: &str| {
             format!(
-                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\t%{n}\t@{n}\t0\tclaude --resume x\n"
+                "S\t${n}\t0\t7\t1\t\tc\t\t\t\t\t\t\t\t\t/s\tccs-{id}\nP\t${n}\t10{n}\t0\t\t\t1\t%{n}\t@{n}\t0\tclaude --resume x\n"
             )
         };
         let l = parse_listing(&format!("{}{}", row(0, &id), row(1, &ok)), "ccs-");
@@ -748,10 +755,10 @@ mod tests {
         // ccs-1 ($0, window @5) is linked into `dash` ($2) and grouped with `view` ($3), whose
         // panes list the same %5; ccs-2 ($1, window @6) is watched by nobody: `dash`'s second
         // client shows another window (@7).
-        let out = "S\t$0\t0\t77\t1\t\tc1\t\t\t\t\t\t%5:50\t\t/s\tccs-1\n\
-                   S\t$1\t0\t77\t1\t\tc2\t\t\t\t\t\t\t\t/s\tccs-2\n\
-                   S\t$2\t2\t77\t\t\t\t\t\t\t\t\t\t\t/s\tdash\n\
-                   S\t$3\t1\t77\t\t\t\t\t\t\t\t\t\t\t/s\tview\n\
+        let out = "S\t$0\t0\t77\t1\t\tc1\t\t\t\t\t\t%5:50\t\t1700000000000\t/s\tccs-1\n\
+                   S\t$1\t0\t77\t1\t\tc2\t\t\t\t\t\t\t\t\t/s\tccs-2\n\
+                   S\t$2\t2\t77\t\t\t\t\t\t\t\t\t\t\t\t/s\tdash\n\
+                   S\t$3\t1\t77\t\t\t\t\t\t\t\t\t\t\t\t/s\tview\n\
                    C\t$2\t900\t0\t1700000000\t1700000009\t@5\n\
                    C\t$2\t901\t0\t1700000000\t1700000009\t@7\n\
                    C\t$3\t902\t1\t1700000000\t1700000008\t@5\n\
@@ -764,6 +771,7 @@ mod tests {
         assert!(l.problems.is_empty(), "{:?}", l.problems);
         let (c1, c2) = (&l.sessions[0], &l.sessions[1]);
         assert_eq!(c1.chat_pane, "%5:50");
+        assert_eq!(c1.asleep, "1700000000000");
         let via: Vec<_> = c1.clients.iter().map(|c| (c.pid, c.through)).collect();
         assert_eq!(via, [(900, Some(2)), (902, Some(3))]);
         assert_eq!(c1.attached, 0);

@@ -36,6 +36,10 @@ pub async fn act(
             r.cfg.prefix
         )));
     };
+    // Nothing at all in a session asleep, not even its agent's name ([`claude_hook::asleep`]).
+    if let Some(said) = claude_hook::skipped_asleep(&s) {
+        return Ok(said);
+    }
     if matches!(what, HookAction::SetCid(_))
         && !r
             .tmux

@@ -218,7 +218,7 @@ pub async fn dry_run_of(
         Err(e) => return format!("nothing: tmux failed: {e}"),
     };
     if !matches!(what, HookAction::Nothing(_)) {
-        if let Some(why) = not_the_chats_agent(&s) {
+        if let Some(why) = not_the_chats_agent(&s).or_else(|| asleep(&s)) {
             return format!("nothing: {why}");
         }
     }
@@ -315,6 +315,27 @@ pub(crate) fn not_the_chats_agent(s: &Session) -> Option<String> {
     }
 }
 
+/// Why no hook may act on session `s` (`Some`): its chat was reaped from its own pane while the
+/// session lived on (`@ccs_asleep`), so what runs there now (a `claude` the user started in a
+/// pane left over, say) is not the chat: recording its pane, its cid, its turns or its idle
+/// clock would make the user's pane a chat again, reaped with the session, and its cid would
+/// overwrite the chat's tombstone.
+pub(crate) fn asleep(s: &Session) -> Option<String> {
+    (!s.asleep.trim().is_empty()).then(|| {
+        format!(
+            "{} is no longer the chat's: it sleeps since its chat's pane was reaped (@ccs_asleep); nothing marked",
+            s.name
+        )
+    })
+}
+
+/// [`asleep`], said at debug: the hook does nothing, and its exit is 0.
+pub(crate) fn skipped_asleep(s: &Session) -> Option<HookOutcome> {
+    let why = asleep(s)?;
+    tracing::debug!(session = %s.name, "{why}");
+    Some(HookOutcome::Skipped(why))
+}
+
 pub(crate) async fn act_on(
     r: &Reaper,
     what: &HookAction,
@@ -324,6 +345,9 @@ pub(crate) async fn act_on(
     if !matches!(what, HookAction::Nothing(_)) {
         if let Some(why) = not_the_chats_agent(s) {
             return Ok(HookOutcome::Skipped(why));
+        }
+        if let Some(said) = skipped_asleep(s) {
+            return Ok(said);
         }
         crate::engine::own_pane::record(r, s).await;
     }

@@ -43,14 +43,43 @@ pub(crate) async fn asleep_why(
 /// Record the hook's pane as session `s`'s chat pane, when it is the chat's agent's and differs
 /// from the record (costs no tmux call where the record is already this pane). Best effort: a
 /// failure is logged, never the hook's.
+///
+/// Which shapes are recorded (docs/rules.md, "The chat's pane, on its agent's word"): nothing
+/// recorded yet; or the recorded pane gone from the server while this pane is alone in its
+/// session. Never in a session asleep (its chat reaped from its pane: what is left is the
+/// user's), never while a reap holds it, never over a recorded pane still in the session, nor
+/// over one gone from it while other panes live there (shared: anyone's), nor over one that
+/// lives on in another session (swapped or moved out: the pane here came from elsewhere). The
+/// session's shape and marks are tested in the write itself ([`Tmux::record_own_pane`]); where
+/// the recorded pane lives is read first, safely: a pane gone from the server never returns.
+///
+/// [`Tmux::record_own_pane`]: crate::adapters::tmux::Tmux::record_own_pane
 pub(crate) async fn record(r: &Reaper, s: &Session) {
     let Some(p) = s.panes.first() else { return };
     let Some(rec) = PaneRecord::of(p) else { return };
-    if p.dead || s.chat_pane.trim() == rec.value() {
+    if p.dead || s.chat_pane.trim() == rec.value() || !s.asleep.trim().is_empty() {
         return;
     }
     if crate::agents::fired_by(&agent_proc::ancestors(64), p.pid) != FiredBy::Own {
         return;
+    }
+    if let Some(old) = PaneRecord::parse(&s.chat_pane) {
+        match r.tmux.pane_on_server(&old).await {
+            Ok(false) => {}
+            Ok(true) => {
+                tracing::debug!(
+                    session = %s.name,
+                    pane = %rec.value(),
+                    recorded = %old.value(),
+                    "the hook's pane not recorded: the recorded pane lives on (in this session, or swapped or moved into another): this pane is not the chat's"
+                );
+                return;
+            }
+            Err(e) => {
+                tracing::warn!(session = %s.name, error = %e, "failed to list the server's panes: the hook's pane not recorded");
+                return;
+            }
+        }
     }
     match r.tmux.record_own_pane(s.tmux_id, &rec).await {
         Ok(true) => tracing::info!(
@@ -63,7 +92,7 @@ pub(crate) async fn record(r: &Reaper, s: &Session) {
             session = %s.name,
             pane = %rec.value(),
             recorded = %s.chat_pane,
-            "the hook's pane not recorded: another pane is recorded and still there, a reap holds the session, or it is gone"
+            "the hook's pane not recorded: another pane is recorded and still there, or gone while other panes live in the session; a reap holds the session, its chat's pane was reaped (asleep), or it is gone"
         ),
         Err(e) => tracing::warn!(
             session = %s.name,

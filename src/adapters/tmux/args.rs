@@ -351,20 +351,27 @@ pub(super) fn record_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'sta
 }
 
 /// Record `pane` as the chat's own pane of session `n` on the word of the chat's agent's hook
-/// (which runs below that pane): only while no reap holds the session, the pane is still in it
-/// (same `%N`, same pid), and nothing is recorded yet or the recorded pane is no longer in the
-/// session (gone, or never one). Prints `recorded` when it wrote.
+/// (which runs below that pane): only while no reap holds the session, its chat was not reaped
+/// from its pane ([`ASLEEP_OPTION`] unset: what is left is the user's), the pane is still in it
+/// (same `%N`, same pid), and either nothing is recorded yet, or the recorded pane is no longer
+/// in the session (gone, or never one) and the session is one pane alone: a record gone while
+/// other panes live is a shared or swapped shape, whose panes may be anyone's. (That the
+/// recorded pane lives nowhere else on the server is the caller's to read first: once gone from
+/// the server, a pane never comes back.) Prints `recorded` when it wrote.
 pub(super) fn record_own_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'static> {
     let (t, _) = targets(n);
     let opt = crate::core::policy::chat_pane::PANE_OPTION;
     let v = pane.value();
     // Nothing recorded, or the recorded pane not in the session: no pane matches the record
-    // (an empty record matches none). Both loops shallow (see [`pane_there`]).
+    // (an empty record matches none). Both loops shallow (see [`pane_there`]); the terms after
+    // them loop over nothing.
     let gone = format!("#{{==:{},}}", of_pane(&format!("#{{{opt}}}"), "1"));
     let there = pane_there(pane, false);
+    let shape = format!("#{{||:#{{==:#{{{opt}}},}},{ALONE}}}");
+    let free = format!("#{{&&:#{{==:#{{@ccs_reaping}},}},#{{==:#{{{ASLEEP_OPTION}}},}}}}");
     on_session(
         n,
-        &format!("#{{&&:{there},#{{&&:{gone},#{{==:#{{@ccs_reaping}},}}}}}}"),
+        &format!("#{{&&:{there},#{{&&:{gone},#{{&&:{shape},{free}}}}}}}"),
         format!(
             "set-option -t {t} {opt} {} ; display-message -p recorded",
             quote(&v)
@@ -396,7 +403,8 @@ pub(super) const FENCED: &str = "fenced-";
 /// For a chat judged as its own pane in a shared session (`pane`), `kill-pane` of exactly that
 /// pane (`%N`) instead, only while the session carries our reap token and still holds that very
 /// pane (same `%N` and pid) recorded as the chat's (a pane that closed with its process is gone
-/// already); then, while the token is still ours, the session is marked [`ASLEEP_OPTION`] and our
+/// already); then, while the token is still ours, the session is marked [`ASLEEP_OPTION`] (`1`
+/// first, then the reap's mark time, its ms, so a failing `-F` still leaves it marked) and our
 /// mark cleared: the session's other panes and windows, and the session, stay.
 pub(super) fn kill_scoped_command(
     n: u32,
@@ -420,7 +428,7 @@ pub(super) fn kill_scoped_command(
                 n,
                 &ours(token),
                 format!(
-                    "set-option -t {t} {ASLEEP_OPTION} 1 ; set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-environment -u -t {s} {FENCED_VAR}"
+                    "set-option -t {t} {ASLEEP_OPTION} 1 ; set-option -F -t {t} {ASLEEP_OPTION} '#{{?#{{@ccs_reaping}},#{{@ccs_reaping}},1}}' ; set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-environment -u -t {s} {FENCED_VAR}"
                 ),
             ),
         ];
@@ -590,6 +598,33 @@ mod tests {
         assert!(
             k[1].contains("@ccs_asleep 1") && k[1].contains("-u -t '$3:' @ccs_reaping"),
             "{k:?}"
+        );
+        // Asleep at the reap's mark time (its ms), `1` where the mark is not there to read.
+        assert!(
+            k[1].contains("set-option -F -t '$3:' @ccs_asleep '#{?#{@ccs_reaping},#{@ccs_reaping},1}' ; set-option -u"),
+            "{k:?}"
+        );
+    }
+
+    /// The agent's hook records its pane only in the server's own test: no reap holds the
+    /// session, it is not asleep (what is left is the user's), and nothing is recorded, or the
+    /// session is one pane alone.
+    #[test]
+    fn the_own_pane_record_is_refused_asleep_held_or_shared_in_the_same_call() {
+        let r = PaneRecord { id: 7, pid: 70 };
+        let c = record_own_pane_command(3, &r).to_vec().join(" ");
+        for term in [
+            "#{==:#{@ccs_asleep},}",
+            "#{==:#{@ccs_reaping},}",
+            &format!("#{{||:#{{==:#{{@ccs_pane}},}},{ALONE}}}"),
+            "#{pane_id}:#{pane_pid},%7:70},1,}",
+            "#{==:#{session_id},$3}",
+        ] {
+            assert!(c.contains(term), "{term} in {c}");
+        }
+        assert!(
+            c.contains("set-option -t '$3:' @ccs_pane '%7:70' ; display-message -p recorded"),
+            "{c}"
         );
     }
 }

@@ -16,6 +16,19 @@ impl Tmux {
         Ok(out.lines().any(|l| l.trim() == "recorded"))
     }
 
+    /// Whether the pane `pane` (same `%N`, same pid) is anywhere on the server, in any session:
+    /// one listing of every pane. A server gone is `false`. Once `false` it stays so: tmux never
+    /// gives a `%N` twice.
+    pub async fn pane_on_server(&self, pane: &PaneRecord) -> Result<bool, TmuxError> {
+        let mut c = tmux_interface::TmuxCommand::with_name("list-panes");
+        c.push_param("-a")
+            .push_param("-F")
+            .push_param("#{pane_id}:#{pane_pid}");
+        let out = self.gone_is_ok(self.run(&[c]).await)?;
+        let v = pane.value();
+        Ok(out.lines().any(|l| l.trim() == v))
+    }
+
     /// Whether session `=name`'s chat was reaped from its own pane while the session lived on
     /// ([`super::ASLEEP_OPTION`] set). A session gone is `false`.
     pub async fn asleep(&self, name: &str) -> Result<bool, TmuxError> {

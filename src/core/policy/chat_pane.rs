@@ -49,8 +49,12 @@ impl PaneRecord {
 
 /// What is there besides (or instead of) the chat: a state and a WHY for a chat that is kept
 /// whatever its clock says, or `None` when the session is the chat's pane alone (or, not yet
-/// recorded, holds one pane: judged by the other rules).
+/// recorded, holds one pane: judged by the other rules). A session [`asleep`] is never the chat
+/// again, whatever it holds and whatever its record says: `shared`.
 pub fn judge(s: &Session) -> Option<(State, String)> {
+    if let Some(why) = asleep(s) {
+        return Some((State::Shared, why));
+    }
     let recorded = (!s.chat_pane.trim().is_empty()).then(|| PaneRecord::parse(&s.chat_pane));
     match (s.panes.as_slice(), recorded) {
         ([], _) => None,
@@ -99,10 +103,34 @@ pub fn judge(s: &Session) -> Option<(State, String)> {
     }
 }
 
+/// Why session `s` is not its chat's any more (`Some`) when it is marked `@ccs_asleep`: its
+/// chat was reaped from its own pane while the session lived on, so whatever is left, even one
+/// pane, even one a record names, is the user's (killing it would kill the user's shell).
+pub fn asleep(s: &Session) -> Option<String> {
+    let v = s.asleep.trim();
+    if v.is_empty() {
+        return None;
+    }
+    let when = v
+        .parse::<i64>()
+        .ok()
+        // `1`, as 49b marked it, is no time: a mark's ms are after 2001.
+        .filter(|ms| *ms >= 1_000_000_000_000)
+        .and_then(crate::core::time::rfc3339_checked)
+        .map_or_else(
+            || " (when, not recorded)".to_string(),
+            |t| format!(" at {t}"),
+        );
+    Some(format!(
+        "asleep: its chat's pane was reaped{when}; close the rest or kill-session {} (then resume {})",
+        s.name, s.id
+    ))
+}
+
 /// The pane to record as the chat's, at first sight: the session's one pane, when it has exactly
 /// one, its id is listed and nothing is recorded yet.
 pub fn to_record(s: &Session) -> Option<PaneRecord> {
-    if !s.chat_pane.trim().is_empty() || s.problem.is_some() {
+    if !s.chat_pane.trim().is_empty() || s.problem.is_some() || !s.asleep.trim().is_empty() {
         return None;
     }
     match s.panes.as_slice() {
@@ -116,7 +144,11 @@ pub fn to_record(s: &Session) -> Option<PaneRecord> {
 /// `None` (judge the session whole) unless the session is sound, holds more than one pane, and
 /// exactly one of them is the recorded chat's (same `%N`, same pid), alive.
 pub fn narrow(s: &Session) -> Option<Session> {
-    if s.problem.is_some() || s.panes.len() < 2 || s.pane_only.is_some() {
+    if s.problem.is_some()
+        || s.panes.len() < 2
+        || s.pane_only.is_some()
+        || !s.asleep.trim().is_empty()
+    {
         return None;
     }
     let r = PaneRecord::parse(&s.chat_pane)?;
@@ -281,6 +313,51 @@ mod tests {
         }
     }
 
+    /// A session asleep (its chat reaped from its pane) is never the chat again, whatever it
+    /// holds and whatever its record says: shared, saying when and what to do.
+    #[test]
+    fn an_asleep_session_is_never_the_chat() {
+        let chat = || pane(3, 300, 0, "claude");
+        // (asleep, panes, record, a word of the WHY)
+        let table: &[(&str, Vec<Pane>, &str, &str)] = &[
+            (
+                "1700000000000",
+                vec![chat()],
+                "%3:300",
+                " at 2023-11-14T22:13:20.000Z; ",
+            ),
+            (
+                "1700000000000",
+                vec![chat()],
+                "",
+                "kill-session ccs-1 (then resume 1)",
+            ),
+            (
+                "1",
+                vec![pane(4, 400, 0, "sh"), chat()],
+                "%9:9",
+                "(when, not recorded)",
+            ),
+            ("garbage", vec![chat()], "%3:300", "(when, not recorded)"),
+            ("-5", vec![chat()], "%3:300", "(when, not recorded)"),
+        ];
+        for (at, panes, rec, word) in table {
+            let mut s = sess(rec, panes.clone());
+            s.asleep = (*at).into();
+            let (state, why) = judge(&s).expect("kept");
+            assert_eq!(state, State::Shared, "{at:?}");
+            assert!(
+                why.starts_with("asleep: its chat's pane was reaped"),
+                "{why}"
+            );
+            assert!(why.contains(word), "{why}");
+        }
+        // Unset (or blank) is not asleep.
+        let mut s = sess("%3:300", vec![chat()]);
+        s.asleep = "  ".into();
+        assert_eq!(judge(&s), None);
+    }
+
     #[test]
     fn a_shared_session_narrows_to_the_recorded_pane_only_when_it_is_there_alive() {
         let chat = || pane(3, 300, 0, "claude");
@@ -302,6 +379,9 @@ mod tests {
         let mut odd = sess("%3:300", vec![chat(), other()]);
         odd.problem = Some("x".into());
         assert!(narrow(&odd).is_none());
+        let mut asleep = sess("%3:300", vec![chat(), other()]);
+        asleep.asleep = "1700000000000".into();
+        assert!(narrow(&asleep).is_none());
         // Once narrowed, judged as the chat's pane alone.
         assert_eq!(judge(&n), None);
         assert!(narrow(&n).is_none());
@@ -321,6 +401,9 @@ mod tests {
         let mut no_id = one.clone();
         no_id.panes[0].id = None;
         assert_eq!(to_record(&no_id), None);
+        let mut asleep = one.clone();
+        asleep.asleep = "1".into();
+        assert_eq!(to_record(&asleep), None);
         let mut odd = one;
         odd.problem = Some("x".into());
         assert_eq!(to_record(&odd), None);

@@ -191,6 +191,10 @@ pub struct Session {
     /// `@ccs_pane`: the chat's own pane as ccs-reap recorded it (`%<pane id>:<pane pid>`), at
     /// first sight, `spawn` or `resume` ([`super::chat_pane`]).
     pub chat_pane: String,
+    /// `@ccs_asleep`: set when its chat was reaped from its own pane while the session lived on
+    /// (`CCS_ENGINE_SHARED_SESSION=pane`), to the Unix ms of that reap's mark: what is left is
+    /// the user's, never the chat again ([`super::chat_pane::judge`]).
+    pub asleep: String,
     /// Set where the session is shared and `CCS_ENGINE_SHARED_SESSION=pane`: the session is
     /// judged (and reaped) as this pane alone, the recorded chat's pane; `panes` then holds only
     /// it, and `set_aside` the others ([`super::chat_pane::narrow`]).
