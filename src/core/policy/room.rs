@@ -113,11 +113,14 @@ fn going(s: &super::Session, d: &Decision) -> bool {
     d.action == Action::Reap || s.is_marked()
 }
 
-/// Whether a session holds a chat: not one whose recorded pane is gone while the session lives
-/// on (`foreign`; `shared` without it: its chat reaped from its own pane, `@ccs_asleep`, or the
-/// user's panes only). A shared session holding the chat's recorded pane (or with none recorded)
+/// Whether a session holds a chat: not one marked `@ccs_asleep` (its chat reaped from its own
+/// pane, the session lived on), nor one whose recorded pane is gone (`foreign`; `shared`
+/// without it: the user's panes only). A shared session holding the chat's recorded pane (or with none recorded)
 /// holds a chat.
 fn holds_chat(s: &super::Session, d: &Decision) -> bool {
+    if super::chat_pane::asleep(s).is_some() {
+        return false;
+    }
     match d.state {
         State::Foreign => false,
         State::Shared => match super::chat_pane::PaneRecord::parse(&s.chat_pane) {
@@ -826,6 +829,24 @@ mod review_tests {
                 max(2),
                 s(
                     vec![chat(1, 900, 1), chat(2, 600, 1), asleep(3, 2)],
+                    None,
+                    None,
+                ),
+                vec![],
+                None,
+            ),
+            (
+                "1: a session marked @ccs_asleep is no chat, whatever its record names",
+                max(2),
+                s(
+                    vec![
+                        chat(1, 900, 1),
+                        chat(2, 600, 1),
+                        Session {
+                            asleep: NOW.to_string(),
+                            ..chat(3, 900, 1)
+                        },
+                    ],
                     None,
                     None,
                 ),
