@@ -259,18 +259,17 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
                 }
             };
             let r = Reaper::new(cfg, false);
-            if !no_room && crate::engine::room::in_force(&r.cfg.policy) {
-                if let Some(code) = room::before_spawn(&r, cli.json, &id).await {
-                    return code;
-                }
-            }
+            let make_room = room::Before { r: &r, id: &id };
+            let room_first = !no_room && crate::engine::room::in_force(&r.cfg.policy);
             let ask = commands::SpawnAsk {
                 agent: agent.as_deref(),
                 new_conversation,
+                room: room_first.then_some(&make_room as &dyn crate::engine::wayback::MakeRoom),
             };
             match commands::spawn(&r, &id, cid.as_deref(), cwd, &cmd, ask).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
+                Err(commands::CommandError::NoRoom(why)) => room::no_room(cli.json, &id, &why),
                 Err(e) => command_error(cli.json, e),
             }
         }

@@ -56,9 +56,14 @@ pub(super) async fn room(
         Err(e) => {
             say!("ccs-reap: room: {e}");
             if json {
-                print_json(
-                    &serde_json::json!({ "ok": false, "error": e.to_string(), "exit": exit::FAILED }),
-                );
+                // Told apart: a memory limit whose usage could not be read is no room claimed.
+                let result = match e {
+                    RoomError::MemoryUnknown(_) => "memory-unknown",
+                    _ => "failed",
+                };
+                print_json(&serde_json::json!({
+                    "ok": false, "result": result, "error": e.to_string(), "exit": exit::FAILED,
+                }));
             }
             ExitCode::from(exit::FAILED)
         }
@@ -97,39 +102,25 @@ fn answer(json: bool, d: &RoomDone, ok: bool, why: Option<String>) {
     }
 }
 
-/// `spawn`'s room first (`auto`, for its id): `None` to go on and spawn, else the exit (no room:
-/// [`exit::NO_ROOM`], the chat is not started). A room that could not be asked (the lock, the
-/// state dir) is warned about and the spawn goes on: room is a help, never a new way to fail.
-pub(super) async fn before_spawn(r: &Arc<Reaper>, json: bool, id: &str) -> Option<ExitCode> {
-    if !crate::core::policy::valid_id(id) {
-        return None;
+/// `spawn`'s room, made once its checks passed, just before the chat starts.
+pub(super) struct Before<'a> {
+    pub r: &'a Reaper,
+    pub id: &'a str,
+}
+
+impl crate::engine::wayback::MakeRoom for Before<'_> {
+    fn make(&self) -> crate::engine::wayback::RoomFuture<'_> {
+        Box::pin(room::before_start(self.r, self.id))
     }
-    let call = room::RoomCall {
-        need: Need::Auto,
-        for_id: Some(id.to_string()),
-        skip_if_live: true,
-        lock_wait: room::LOCK_WAIT,
-    };
-    match room::room(r, call).await {
-        Ok(d) => {
-            if !d.freed.is_empty() {
-                tracing::info!(session = %id, freed = d.freed.len(), freed_bytes = d.freed_bytes, "room made before spawn");
-            }
-            None
-        }
-        Err(RoomError::NoRoom(d)) => {
-            let why = room::left(&d.plan);
-            say!("ccs-reap: spawn {id}: not started, no room for a new chat: {why} (--no-room spawns anyway)");
-            if json {
-                print_json(&serde_json::json!({
-                    "ok": false, "session": id, "result": "no-room", "exit": exit::NO_ROOM, "error": why,
-                }));
-            }
-            Some(ExitCode::from(exit::NO_ROOM))
-        }
-        Err(e) => {
-            say!("ccs-reap: spawn {id}: room could not be made ({e}): spawning anyway");
-            None
-        }
+}
+
+/// `spawn` found no room (`why`): the chat was not started, [`exit::NO_ROOM`].
+pub(super) fn no_room(json: bool, id: &str, why: &str) -> ExitCode {
+    say!("ccs-reap: spawn {id}: not started, no room for a new chat: {why} (--no-room spawns anyway)");
+    if json {
+        print_json(&serde_json::json!({
+            "ok": false, "session": id, "result": "no-room", "exit": exit::NO_ROOM, "error": why,
+        }));
     }
+    ExitCode::from(exit::NO_ROOM)
 }

@@ -33,7 +33,6 @@ impl Check {
     }
 }
 
-/// Whether any check found a problem.
 /// Room for a new chat (`room`, `spawn`): what one needs, the room under the limit now, the
 /// live chats against `CCS_ENGINE_MAX_LIVE`. A note, never a problem: room is made on request.
 pub fn room_check(g: &crate::core::report::Gauge) -> Check {
@@ -69,6 +68,7 @@ pub fn room_check(g: &crate::core::report::Gauge) -> Check {
     )
 }
 
+/// Whether any check found a problem.
 pub fn any_problem(checks: &[Check]) -> bool {
     checks.iter().any(|c| c.verdict == Verdict::Problem)
 }

@@ -41,6 +41,9 @@ pub enum CommandError {
     Failed { name: String, why: Failure },
     #[error("{0}")]
     Gone(String),
+    /// `spawn` made room first and there was none (why): nothing was started.
+    #[error("no room for a new chat: {0}")]
+    NoRoom(String),
 }
 
 impl From<wayback::WaybackError> for CommandError {
@@ -51,6 +54,7 @@ impl From<wayback::WaybackError> for CommandError {
             W::State(e) => CommandError::State(e),
             W::Refused(m) => CommandError::Refused(m),
             W::Gone(m) => CommandError::Gone(m),
+            W::NoRoom(m) => CommandError::NoRoom(m),
         }
     }
 }
@@ -352,6 +356,7 @@ pub async fn spawn(
             tomb_cid,
             on_disk: on_disk.as_ref(),
             new_conversation: ask.new_conversation,
+            room: ask.room,
         },
     )
     .await
@@ -366,6 +371,8 @@ pub struct SpawnAsk<'a> {
     /// `--new-conversation`: a command that cannot be given the conversation starts without it,
     /// where `spawn` would otherwise refuse.
     pub new_conversation: bool,
+    /// Make room for the chat first, once every check passed (a limit in force, no `--no-room`).
+    pub room: Option<&'a dyn wayback::MakeRoom>,
 }
 
 /// `resume <id>`: a live chat is left as it is; an asleep one is spawned from its tombstone.

@@ -35,8 +35,9 @@ pub struct RoomCall {
     pub lock_wait: Duration,
 }
 
-/// Looks at most this many times: again only when a reap it started did not end `reaped` (a
-/// chat that became busy in between: another may be taken in its place).
+/// Reaps in at most this many looks: again only when a reap it started did not end `reaped` (a
+/// chat that became busy in between: another may be taken in its place); after the last of
+/// them, one more look only tells whether the room is there.
 const ROUNDS: usize = 3;
 
 /// One chat reaped for room.
@@ -74,6 +75,9 @@ pub enum RoomError {
     State(#[from] crate::adapters::state::StateError),
     #[error("liveness unknown, nothing taken: {0}")]
     Unknown(String),
+    /// A memory limit is in force (this many bytes) but the memory in use could not be read.
+    #[error("the memory in use could not be read, under a limit of {0} bytes: whether a new chat fits cannot be told, nothing taken")]
+    MemoryUnknown(u64),
 }
 
 /// What is left that cannot be taken, for the refusal.
@@ -93,15 +97,15 @@ pub fn left(p: &RoomPlan) -> String {
         }
     }
     let kinds: Vec<String> = p.left.iter().map(|(k, n)| format!("{n} {k}")).collect();
-    format!(
-        "{}; only chats that may not be taken are left: {}",
-        why.join("; "),
+    why.push(format!(
+        "only chats that may not be taken are left: {}",
         if kinds.is_empty() {
             "none".into()
         } else {
             kinds.join(", ")
         }
-    )
+    ));
+    why.join("; ")
 }
 
 /// Make room for one new chat (`for_id`: its id, when known).
@@ -126,6 +130,7 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
             Vec::new()
         }
     };
+    finish_dead_reapers(r).await;
     let ask = RoomAsk {
         need,
         for_id: for_id.clone(),
@@ -135,13 +140,18 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
     let mut not_reaped = 0;
     let mut plan = None;
     let mut held = held;
-    for _ in 0..ROUNDS {
+    // ROUNDS looks that may reap, then at most one that only tells: a plan is returned as made
+    // only when every reap it counted ended `reaped`.
+    for round in 0..=ROUNDS {
         let o = observe_with(r, Mode::Act, Some(ask.clone())).await;
         if let Some(e) = &o.snap.global_problem {
             return Err(RoomError::Unknown(e.clone()));
         }
         held = policy::mark_seen(held, &o.snap);
-        let p = policy::room_plan(&o.snap, &o.decisions, &r.cfg.policy);
+        let mut p = policy::room_plan(&o.snap, &o.decisions, &r.cfg.policy);
+        if p.memory_unknown {
+            return Err(RoomError::MemoryUnknown(p.limit_bytes.unwrap_or(0)));
+        }
         let listed = |id: &str| o.snap.sessions.iter().any(|s| s.id == id && !s.is_marked());
         if skip_if_live && freed.is_empty() && for_id.as_deref().is_some_and(listed) {
             return Ok(RoomDone {
@@ -152,7 +162,6 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
                 took_ms: t0.elapsed().as_millis() as u64,
             });
         }
-        plan = Some(p);
         let (live, _) = journals_by_owner(&r.state, &r.ownership);
         let (_, reqs) = choose(
             false,
@@ -164,8 +173,20 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
             o.listing.server_pid,
         );
         if reqs.is_empty() {
+            plan = Some(p);
             break;
         }
+        if round == ROUNDS {
+            // Reaps still wanted after the last round: the room was not made.
+            p.fits = false;
+            if not_reaped > 0 {
+                let k = "not reaped (changed before its reap)".to_string();
+                *p.left.entry(k).or_default() += not_reaped;
+            }
+            plan = Some(p);
+            break;
+        }
+        plan = Some(p);
         let guard = r
             .inflight
             .hold(reqs.iter().map(|q| q.decision.tmux_id).collect());
@@ -210,10 +231,16 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
         });
     }
     // Written either way: the chats seen since are marked.
-    r.state.write_room(&held)?;
+    let written = r.state.write_room(&held);
     if !done.plan.fits {
+        // No room stays no room: an unwritable file must not turn it into an error the caller
+        // starts the chat on anyway.
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "the room held for new chats could not be written");
+        }
         return Err(RoomError::NoRoom(Box::new(done)));
     }
+    written?;
     tracing::info!(
         need_bytes = done.plan.need_bytes,
         freed = done.freed.len(),
@@ -222,6 +249,53 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
         "room made for a new chat"
     );
     Ok(done)
+}
+
+/// A teardown a dead reaper left half-way (its journal, its mark) is finished first, as a sweep
+/// does before its look: its chat is going, and room counts it gone. A look of its own only when
+/// there is such a journal.
+async fn finish_dead_reapers(r: &Reaper) {
+    let (_, dead) = journals_by_owner(&r.state, &r.ownership);
+    if dead.is_empty() {
+        return;
+    }
+    let o = observe_with(r, Mode::Status, None).await;
+    if o.snap.global_problem.is_some() {
+        return;
+    }
+    let done = teardown::recover(r, &o.listing, dead).await;
+    if !done.is_empty() {
+        tracing::info!(
+            finished = done.len(),
+            "teardowns a dead reaper left half-way finished before room"
+        );
+    }
+}
+
+/// `spawn`'s room (`auto`, for its id), made once every check of the spawn passed, just before
+/// the chat starts: `Err(why)` when there is no room (the chat is not started). A room that
+/// could not be asked (the lock held all the time it waited, the state dir, the memory in use
+/// unreadable) is warned about and the chat starts: room is a help, never a new way to fail.
+pub async fn before_start(r: &Reaper, id: &str) -> Result<(), String> {
+    let call = RoomCall {
+        need: Need::Auto,
+        for_id: Some(id.to_string()),
+        skip_if_live: true,
+        lock_wait: LOCK_WAIT,
+    };
+    match room(r, call).await {
+        Ok(d) => {
+            if !d.freed.is_empty() {
+                tracing::info!(session = %id, freed = d.freed.len(), freed_bytes = d.freed_bytes, "room made before spawn");
+            }
+            Ok(())
+        }
+        Err(RoomError::NoRoom(d)) => Err(left(&d.plan)),
+        Err(e) => {
+            tracing::warn!(session = %id, error = %e, "room for this new chat could not be made: spawning anyway");
+            Ok(())
+        }
+    }
 }
 
 /// Whether a limit is in force that `spawn` makes room under by default: a memory rule, or

@@ -35,6 +35,9 @@ pub enum WaybackError {
     Refused(String),
     #[error("{0}")]
     Gone(String),
+    /// `spawn` made room first and there was none (why): the chat was not started.
+    #[error("no room for a new chat: {0}")]
+    NoRoom(String),
 }
 
 /// How long a resumed (or afresh started) agent must stay alive, with no other sign that it is
@@ -66,7 +69,25 @@ pub struct Start<'a> {
     pub on_disk: Option<&'a Tombstone>,
     /// The caller wants a command that cannot be given the conversation started without it.
     pub new_conversation: bool,
+    /// Make room for the chat first (`spawn` under a limit), once every check passed.
+    pub room: Option<&'a dyn MakeRoom>,
 }
+
+/// What makes room for a chat just before it starts (`spawn` under a limit, given by its
+/// caller): `Err(why)` when there is none, and the chat is not started.
+pub trait MakeRoom: Send + Sync {
+    fn make(&self) -> RoomFuture<'_>;
+}
+
+impl std::fmt::Debug for dyn MakeRoom + '_ {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MakeRoom")
+    }
+}
+
+/// The room being made.
+pub type RoomFuture<'a> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + Send + 'a>>;
 
 /// How the new agent was seen to be up, or not.
 enum Verdict {
@@ -209,6 +230,10 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         .as_ref()
         .and_then(|t| t.options.clone())
         .unwrap_or_default();
+    // Room last, just before the start: no chat is reaped for one that is refused.
+    if let Some(room) = s.room {
+        room.make().await.map_err(WaybackError::NoRoom)?;
+    }
     let long = cid.as_deref().is_some_and(is_uuid) && (mode.is_some() || own.is_some());
     let settle = if long { RESUME_SETTLE } else { SETTLE };
     let t0 = Instant::now();

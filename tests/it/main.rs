@@ -40,6 +40,7 @@ mod pressure;
 mod prometheus;
 mod records;
 mod room;
+mod room_checks;
 mod scale;
 mod shared_pane;
 mod sidecar;

@@ -75,6 +75,9 @@ pub struct RoomPlan {
     pub projected_bytes: Option<u64>,
     /// Whether the new chat fits once the chosen chats are gone.
     pub fits: bool,
+    /// A memory limit is in force but the memory in use is not known: the new chat's room
+    /// cannot be told (it does not fit, and nothing is taken for it).
+    pub memory_unknown: bool,
     /// Chats that cannot be taken, by state (`busy`, `viewed`, `pinned`, `young` under the floor,
     /// `warned`, ...), when it does not fit.
     pub left: std::collections::BTreeMap<String, usize>,
@@ -86,7 +89,7 @@ pub fn auto_need(snap: &Snapshot, out: &[Decision], for_id: Option<&str>) -> Opt
         .sessions
         .iter()
         .zip(out)
-        .filter(|(s, d)| !going(s, d) && Some(s.id.as_str()) != for_id)
+        .filter(|(s, d)| is_live(s, d) && Some(s.id.as_str()) != for_id)
         .filter_map(|(s, _)| s.mem_bytes.filter(|&b| b > 0))
         .collect();
     if m.is_empty() {
@@ -110,9 +113,40 @@ fn going(s: &super::Session, d: &Decision) -> bool {
     d.action == Action::Reap || s.is_marked()
 }
 
+/// Whether a session holds a chat: not one marked `@ccs_asleep` (its chat reaped from its own
+/// pane, the session lived on), nor one whose recorded pane is gone (`foreign`; `shared`
+/// without it: the user's panes only). A shared session holding the chat's recorded pane (or with none recorded)
+/// holds a chat.
+fn holds_chat(s: &super::Session, d: &Decision) -> bool {
+    if super::chat_pane::asleep(s).is_some() {
+        return false;
+    }
+    match d.state {
+        State::Foreign => false,
+        State::Shared => match super::chat_pane::PaneRecord::parse(&s.chat_pane) {
+            Some(r) => s
+                .panes
+                .iter()
+                .chain(&s.set_aside)
+                .any(|p| super::chat_pane::PaneRecord::of(p) == Some(r)),
+            None => s.chat_pane.trim().is_empty(),
+        },
+        _ => true,
+    }
+}
+
+/// A live chat, as `max-live` and room count them: a chat, not going.
+fn is_live(s: &super::Session, d: &Decision) -> bool {
+    !going(s, d) && holds_chat(s, d)
+}
+
 /// Whether a chat may be taken for room or `max-live`: idle and kept, not going, past the floor,
-/// not warned for this idle period (its user was told when it goes), not the new chat itself.
-fn takeable(s: &super::Session, d: &Decision, p: &Policy, for_id: Option<&str>) -> bool {
+/// not warned for this idle period (its user was told when it goes), not the new chat itself,
+/// not a chat another call made room for (held: under `CCS_ENGINE_MIN_IDLE_MS=0`, a chat just
+/// started may be idle already).
+fn takeable(s: &super::Session, d: &Decision, p: &Policy, ask: Option<&RoomAsk>) -> bool {
+    let for_id = ask.and_then(|a| a.for_id.as_deref());
+    let held = ask.is_some_and(|a| a.held.iter().any(|r| r.id.as_deref() == Some(&s.id)));
     let o = s.options();
     let warned = matches!((o.idle, o.warned), (Stamp::At(t), Some(w)) if t == w);
     d.state == State::Idle
@@ -121,6 +155,7 @@ fn takeable(s: &super::Session, d: &Decision, p: &Policy, for_id: Option<&str>) 
         && d.idle_ms.unwrap_or(0) >= p.min_idle_ms
         && !warned
         && Some(s.id.as_str()) != for_id
+        && !held
 }
 
 /// Why a chat could not be taken, as `left` counts it.
@@ -138,9 +173,9 @@ fn why_left(s: &super::Session, d: &Decision, p: &Policy) -> &'static str {
 }
 
 /// The candidates, oldest idle first (ties: the lower `$N`).
-fn candidates(snap: &Snapshot, out: &[Decision], p: &Policy, for_id: Option<&str>) -> Vec<usize> {
+fn candidates(snap: &Snapshot, out: &[Decision], p: &Policy) -> Vec<usize> {
     let mut c: Vec<usize> = (0..out.len())
-        .filter(|&i| takeable(&snap.sessions[i], &out[i], p, for_id))
+        .filter(|&i| takeable(&snap.sessions[i], &out[i], p, snap.room.as_ref()))
         .collect();
     c.sort_by_key(|&i| {
         (
@@ -155,11 +190,10 @@ fn candidates(snap: &Snapshot, out: &[Decision], p: &Policy, for_id: Option<&str
 pub(super) fn max_live_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
     let Some(max) = p.max_live else { return };
     let mut live = (0..out.len())
-        .filter(|&i| !going(&snap.sessions[i], &out[i]))
+        .filter(|&i| is_live(&snap.sessions[i], &out[i]))
         .count();
     let total = live;
-    let for_id = snap.room.as_ref().and_then(|a| a.for_id.as_deref());
-    for i in candidates(snap, out, p, for_id) {
+    for i in candidates(snap, out, p) {
         if live <= max {
             break;
         }
@@ -168,7 +202,8 @@ pub(super) fn max_live_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
         d.state = State::Expired;
         d.reap_reason = Some(ReapReason::MaxLive);
         d.why = format!("{total} live chats, at most {max}: oldest idle goes first");
-        live -= 1;
+        // A chat reaped from its own pane leaves its session asleep, no chat: one fewer too.
+        live = live.saturating_sub(1);
     }
 }
 
@@ -176,17 +211,38 @@ pub(super) fn max_live_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
 /// (reason `room`) until the new chat fits; none at all when it cannot fit (the studio is told,
 /// and may queue it, with every idle chat still there).
 pub(super) fn room_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
-    let Some(ask) = &snap.room else { return };
-    let for_id = ask.for_id.as_deref();
+    if snap.room.is_none() {
+        return;
+    }
+    if !p.enabled() {
+        // The sweep's rules are off (a cgroup limit alone): room does nothing the daemon would
+        // not, only its own rule acts.
+        for d in out.iter_mut().filter(|d| d.action == Action::Reap) {
+            d.action = Action::Keep;
+            d.reap_reason = None;
+            d.why = format!(
+                "{} (not reaped: reaping is off, room takes only idle chats)",
+                d.why
+            );
+        }
+    }
     let mut plan = plan(snap, out, p);
     let mut chosen = Vec::new();
-    for i in candidates(snap, out, p, for_id) {
+    for i in candidates(snap, out, p) {
         if plan.fits {
             break;
         }
         chosen.push(i);
-        plan.live -= 1;
-        let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
+        plan.live = plan.live.saturating_sub(1);
+        let Some(mem) = snap.sessions[i].mem_bytes else {
+            // Its size not known, it frees nothing known: memory still short, room stops here
+            // (as the memory rule takes at most one such chat), and so takes none.
+            plan.fits = fits(&plan);
+            if !mem_fits(&plan) {
+                break;
+            }
+            continue;
+        };
         plan.projected_bytes = plan.projected_bytes.map(|b| b.saturating_sub(mem));
         plan.fits = fits(&plan);
     }
@@ -206,11 +262,16 @@ pub(super) fn room_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
 }
 
 fn fits(p: &RoomPlan) -> bool {
-    let mem = match (p.projected_bytes, p.limit_bytes) {
+    mem_fits(p) && p.max_live.is_none_or(|m| p.live + p.held_chats < m)
+}
+
+fn mem_fits(p: &RoomPlan) -> bool {
+    match (p.projected_bytes, p.limit_bytes) {
         (Some(b), Some(l)) => b <= l,
+        // A limit, and the memory in use unknown: it cannot be told.
+        (None, Some(_)) => false,
         _ => true,
-    };
-    mem && p.max_live.is_none_or(|m| p.live + p.held_chats < m)
+    }
 }
 
 /// Where room stands on these decisions (the chats they reap counted as gone): what `room` says,
@@ -232,7 +293,12 @@ pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
     let own = for_id.and_then(listed);
     let need_left = need_bytes.saturating_sub(own.and_then(|s| s.mem_bytes).unwrap_or(0));
     let (mut held_bytes, mut held_chats) = (0u64, 0usize);
-    for r in &ask.held {
+    // The new chat's own reservation (its `spawn`'s, or a `spawn` asked again) is its need.
+    for r in ask
+        .held
+        .iter()
+        .filter(|r| r.id.is_none() || r.id != ask.for_id)
+    {
         match r.id.as_deref().and_then(listed) {
             Some(s) => held_bytes += r.bytes.saturating_sub(s.mem_bytes.unwrap_or(0)),
             // Its chat came and went: its memory went with it.
@@ -251,18 +317,25 @@ pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
         .map(|(s, _)| s.mem_bytes.unwrap_or(0))
         .sum();
     let used = snap.host.map(|h| h.used_bytes);
+    let own_live = own.is_some_and(|s| {
+        snap.sessions
+            .iter()
+            .zip(out)
+            .any(|(o, d)| o.tmux_id == s.tmux_id && is_live(o, d))
+    });
     let live = snap
         .sessions
         .iter()
         .zip(out)
-        .filter(|(s, d)| !going(s, d))
+        .filter(|(s, d)| is_live(s, d))
         .count()
-        // The new chat, once listed, is among the live: it is asked for, not counted twice.
-        - usize::from(own.is_some_and(|s| !s.is_marked()));
+        // The new chat, once listed and live, is among the live: asked for, not counted twice.
+        .saturating_sub(usize::from(own_live));
+    let limit_bytes = room_limit(p, snap.host);
     let mut plan = RoomPlan {
         need_bytes,
         need_auto,
-        limit_bytes: room_limit(p, snap.host),
+        limit_bytes,
         used_bytes: used,
         in_use_bytes: used.map(|u| u.saturating_sub(freed) + held_bytes),
         held_bytes,
@@ -271,12 +344,13 @@ pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
         max_live: p.max_live,
         projected_bytes: used.map(|u| u.saturating_sub(freed) + held_bytes + need_left),
         fits: false,
+        memory_unknown: limit_bytes.is_some() && used.is_none(),
         left: Default::default(),
     };
     plan.fits = fits(&plan);
     if !plan.fits {
         for (s, d) in snap.sessions.iter().zip(out) {
-            if !going(s, d) && Some(s.id.as_str()) != for_id {
+            if is_live(s, d) && Some(s.id.as_str()) != for_id {
                 *plan.left.entry(why_left(s, d, p).to_string()).or_default() += 1;
             }
         }
@@ -296,9 +370,12 @@ pub fn mark_seen(held: Vec<Reservation>, snap: &Snapshot) -> Vec<Reservation> {
         .collect()
 }
 
-/// The reservations still held at `now`.
+/// The reservations still held at `now`: none past its time, and none held longer than
+/// [`HOLD_MS`] from now (written before the clock was stepped back: it would hold too long).
 pub fn still_held(held: Vec<Reservation>, now: i64) -> Vec<Reservation> {
-    held.into_iter().filter(|r| r.until_ms > now).collect()
+    held.into_iter()
+        .filter(|r| r.until_ms > now && r.until_ms <= now.saturating_add(HOLD_MS))
+        .collect()
 }
 
 #[cfg(test)]
@@ -622,5 +699,350 @@ mod tests {
             NOW,
         );
         assert!(gone.is_empty());
+    }
+}
+
+#[cfg(test)]
+mod review_tests {
+    //! The review of issue 47: what counts as live, whose reservations count, what is never
+    //! taken, and what room may do when the sweep's rules are off.
+    use super::super::*;
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000_000;
+    const MIB: u64 = 1 << 20;
+
+    fn pane(id: u32) -> Pane {
+        Pane {
+            pid: 100 + id,
+            dead: false,
+            dead_status: None,
+            dead_signal: None,
+            exit_unreported: false,
+            start_command: String::new(),
+            id: Some(100 + id),
+            window: Some(id),
+            window_index: Some(0),
+        }
+    }
+
+    /// An idle chat whose own pane is recorded, idle for `idle_s` seconds, holding `mib` MiB.
+    fn chat(id: u32, idle_s: i64, mib: u64) -> Session {
+        Session {
+            tmux_id: id,
+            name: format!("ccs-{id}"),
+            id: id.to_string(),
+            idle: (NOW - idle_s * 1000).to_string(),
+            cid: format!("cid-{id}"),
+            chat_pane: format!("%{}:{}", 100 + id, 100 + id),
+            mem_bytes: Some(mib * MIB),
+            panes: vec![pane(id)],
+            ..Session::default()
+        }
+    }
+
+    /// A session that holds no chat: its recorded pane is gone (reaped from its pane, asleep),
+    /// what is left is the user's (one pane: `foreign`; two: `shared`).
+    fn asleep(id: u32, panes: u32) -> Session {
+        let mut s = chat(id, 900, 1);
+        s.panes = (0..panes).map(|k| pane(50 + id * 10 + k)).collect();
+        s
+    }
+
+    fn ask(need: Need, for_id: Option<&str>, held: Vec<Reservation>) -> Option<RoomAsk> {
+        Some(RoomAsk {
+            need,
+            for_id: for_id.map(String::from),
+            held,
+        })
+    }
+
+    fn held(id: Option<&str>, mib: u64) -> Reservation {
+        Reservation {
+            id: id.map(String::from),
+            bytes: mib * MIB,
+            until_ms: NOW + 1,
+            seen: false,
+        }
+    }
+
+    fn reaped(out: &[Decision]) -> Vec<(String, ReapReason)> {
+        out.iter()
+            .filter(|d| d.action == Action::Reap)
+            .filter_map(|d| Some((d.id.clone(), d.reap_reason?)))
+            .collect()
+    }
+
+    fn with(p: Policy, f: impl FnOnce(&mut Policy)) -> Policy {
+        let mut p = p;
+        f(&mut p);
+        p
+    }
+
+    #[test]
+    fn review_rows() {
+        let max = |n| {
+            with(Policy::default(), |p| {
+                p.max_live = Some(n);
+                p.shared_session = SharedSession::Pane;
+            })
+        };
+        let mem = |used: u64| HostMemory {
+            used_bytes: used * MIB,
+            limit_bytes: Some(1000 * MIB),
+        };
+        let exited = {
+            let mut s = chat(7, 900, 1);
+            s.panes[0].dead = true;
+            s.panes[0].dead_status = Some(0);
+            s
+        };
+        let floor0 = |p: Policy| with(p, |p| p.min_idle_ms = 0);
+        type Row = (
+            &'static str,
+            Policy,
+            Snapshot,
+            Vec<(&'static str, ReapReason)>,
+            Option<(bool, usize)>,
+        );
+        let s =
+            |sessions: Vec<Session>, host: Option<HostMemory>, room: Option<RoomAsk>| Snapshot {
+                sessions,
+                host,
+                room,
+                ..Snapshot::default()
+            };
+        let table: Vec<Row> = vec![
+            (
+                "1: an asleep session (its pane reaped, one user pane left) is no live chat",
+                max(2),
+                s(
+                    vec![chat(1, 900, 1), chat(2, 600, 1), asleep(3, 1)],
+                    None,
+                    None,
+                ),
+                vec![],
+                None,
+            ),
+            (
+                "1: nor is one with two user panes left (shared, its recorded pane gone)",
+                max(2),
+                s(
+                    vec![chat(1, 900, 1), chat(2, 600, 1), asleep(3, 2)],
+                    None,
+                    None,
+                ),
+                vec![],
+                None,
+            ),
+            (
+                "1: a session marked @ccs_asleep is no chat, whatever its record names",
+                max(2),
+                s(
+                    vec![
+                        chat(1, 900, 1),
+                        chat(2, 600, 1),
+                        Session {
+                            asleep: NOW.to_string(),
+                            ..chat(3, 900, 1)
+                        },
+                    ],
+                    None,
+                    None,
+                ),
+                vec![],
+                None,
+            ),
+            (
+                "1: room within max-live: asleep sessions are not counted, nothing goes",
+                max(3),
+                s(
+                    vec![chat(1, 900, 1), chat(2, 600, 1), asleep(3, 1), asleep(4, 2)],
+                    None,
+                    ask(Need::Bytes(MIB), None, vec![]),
+                ),
+                vec![],
+                Some((true, 2)),
+            ),
+            (
+                "1: auto need is the median of the chats, not of asleep sessions",
+                Policy::default(),
+                s(
+                    vec![chat(1, 900, 100), asleep(3, 1), asleep(4, 1)],
+                    Some(mem(0)),
+                    ask(Need::Auto, None, vec![]),
+                ),
+                vec![],
+                Some((true, 1)),
+            ),
+            (
+                "2: the hook's own chat does not count its own spawn's reservation",
+                Policy::default(),
+                s(
+                    vec![chat(1, 900, 100), chat(9, 0, 50)],
+                    Some(mem(800)),
+                    ask(
+                        Need::Bytes(150 * MIB),
+                        Some("9"),
+                        vec![held(Some("9"), 150)],
+                    ),
+                ),
+                vec![],
+                Some((true, 1)),
+            ),
+            (
+                "2: a spawn asked again does not count its own earlier reservation",
+                max(2),
+                s(
+                    vec![chat(1, 900, 1)],
+                    None,
+                    ask(Need::Bytes(MIB), Some("9"), vec![held(Some("9"), 1)]),
+                ),
+                vec![],
+                Some((true, 1)),
+            ),
+            (
+                "2: nor its bytes",
+                Policy::default(),
+                s(
+                    vec![chat(1, 900, 100)],
+                    Some(mem(700)),
+                    ask(
+                        Need::Bytes(150 * MIB),
+                        Some("9"),
+                        vec![held(Some("9"), 150)],
+                    ),
+                ),
+                vec![],
+                Some((true, 1)),
+            ),
+            (
+                "9: floor 0: a chat inside another's reservation is never taken",
+                floor0(max(2)),
+                s(
+                    vec![chat(8, 5, 1), chat(1, 0, 1)],
+                    None,
+                    ask(Need::Bytes(MIB), None, vec![held(Some("8"), 1)]),
+                ),
+                vec![("1", ReapReason::Room)],
+                Some((true, 1)),
+            ),
+            (
+                "9: the hook's own chat, going (exited), is not taken off the live count again",
+                floor0(max(1)),
+                s(
+                    vec![exited.clone()],
+                    None,
+                    ask(Need::Bytes(MIB), Some("7"), vec![]),
+                ),
+                vec![("7", ReapReason::Exited)],
+                Some((true, 0)),
+            ),
+            (
+                "9: floor 0: the hook's own chat is never taken",
+                floor0(max(1)),
+                s(
+                    vec![chat(9, 5, 1), chat(1, 0, 1)],
+                    None,
+                    ask(Need::Bytes(MIB), Some("9"), vec![]),
+                ),
+                // Two live chats, at most one: max-live takes the other one, never the new.
+                vec![("1", ReapReason::MaxLive)],
+                Some((true, 0)),
+            ),
+            (
+                "10: rules off (a cgroup limit alone): room does not reap the exited chat",
+                Policy::default(),
+                s(
+                    vec![chat(1, 900, 100), exited.clone()],
+                    Some(mem(500)),
+                    ask(Need::Bytes(100 * MIB), None, vec![]),
+                ),
+                vec![],
+                Some((true, 2)),
+            ),
+            (
+                "11: a chat of unknown size frees nothing known: room for memory stops at it",
+                Policy::default(),
+                s(
+                    vec![
+                        Session {
+                            mem_bytes: None,
+                            ..chat(1, 900, 100)
+                        },
+                        chat(2, 600, 100),
+                        chat(3, 300, 100),
+                    ],
+                    Some(mem(800)),
+                    ask(Need::Bytes(150 * MIB), None, vec![]),
+                ),
+                vec![],
+                Some((false, 3)),
+            ),
+            (
+                "11: sizes do not matter to max-live alone",
+                max(2),
+                s(
+                    vec![
+                        Session {
+                            mem_bytes: None,
+                            ..chat(1, 900, 100)
+                        },
+                        chat(2, 600, 100),
+                    ],
+                    None,
+                    ask(Need::Bytes(150 * MIB), None, vec![]),
+                ),
+                vec![("1", ReapReason::Room)],
+                Some((true, 1)),
+            ),
+            (
+                "12: a limit known, the memory in use not: no room, nothing taken",
+                with(Policy::default(), |p| {
+                    p.mem_high = Some(MemThreshold::Bytes(900 * MIB))
+                }),
+                s(
+                    vec![chat(1, 900, 100)],
+                    None,
+                    ask(Need::Bytes(100 * MIB), None, vec![]),
+                ),
+                vec![],
+                Some((false, 1)),
+            ),
+        ];
+        // Every row is run, and every row that fails is said.
+        let mut failed = Vec::new();
+        for (what, p, snap, want, plan_want) in table {
+            let run = std::panic::catch_unwind(|| {
+                let out = decide(&snap, NOW, &p);
+                let want: Vec<(String, ReapReason)> =
+                    want.into_iter().map(|(i, r)| (i.to_string(), r)).collect();
+                assert_eq!(reaped(&out), want, "{what}");
+                if let Some((fits, live)) = plan_want {
+                    let pl = plan(&snap, &out, &p);
+                    assert_eq!((pl.fits, pl.live), (fits, live), "{what}: {pl:?}");
+                    if what.contains("median") {
+                        assert_eq!(pl.need_bytes, 100 * MIB, "{what}");
+                    }
+                    if what.starts_with("12") {
+                        assert!(pl.memory_unknown, "{what}");
+                    }
+                }
+            });
+            if run.is_err() {
+                failed.push(what);
+            }
+        }
+        assert!(failed.is_empty(), "rows failed: {failed:#?}");
+    }
+
+    #[test]
+    fn a_reservation_from_beyond_the_hold_is_dropped() {
+        let r = |until_ms| Reservation {
+            until_ms,
+            ..held(None, 1)
+        };
+        let kept = still_held(vec![r(NOW + HOLD_MS), r(NOW + HOLD_MS + 1), r(NOW)], NOW);
+        assert_eq!(kept, vec![r(NOW + HOLD_MS)]);
     }
 }
