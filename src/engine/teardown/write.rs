@@ -1,6 +1,13 @@
 //! What a reap writes: how the session ended, its journal, its tombstone.
 
-use super::*;
+use super::ports::{ProcPort, TmuxPort};
+use super::stage::{Reap, Stage};
+use super::{now_ms, Batch, Failure};
+use crate::adapters::procs;
+use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs, StateDir, StateError};
+use crate::config::Config;
+use crate::core::policy::{ReapReason, Session};
+use crate::core::records::Tombstone;
 use crate::engine::context::socket_path;
 
 /// How the session ended: `stopped` (we reaped it), or, for exited panes, `completed`/`failed`
@@ -32,18 +39,17 @@ pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> En
 /// that cannot be trusted), the directory fsynced once; above 8, as batch files linked under
 /// each chat's name (`atomic::write_many`, docs/files.md "Batch files"). A reap
 /// whose journal cannot be written is not attempted.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn write_journals(
-    tmux: &Tmux,
-    state: &StateDir,
-    dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
-    jobs: &mut [Job],
+pub(super) async fn write_journals<T: TmuxPort, P: ProcPort>(
+    b: &Batch<'_, T, P>,
+    dirs: &Result<ReapDirs, StateError>,
+    jobs: &mut [Reap],
     tok: &str,
     server_pid: Option<u32>,
-    p: &mut Progress<'_>,
-    unmark: &mut Vec<u32>,
 ) {
-    let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
+    let (tmux, state) = (b.tmux, &b.r.state);
+    let live: Vec<usize> = (0..jobs.len())
+        .filter(|&i| matches!(jobs[i].stage, Stage::Checked { .. }))
+        .collect();
     // The command lines the way back restarts (one tmux call for the batch).
     let going: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
     // And their own environments (a studio's `CCS_CFG`): the same call.
@@ -69,28 +75,41 @@ pub(super) async fn write_journals(
     for ((i, jn), w) in live.into_iter().zip(journals).zip(written) {
         let j = &mut jobs[i];
         match w {
-            Ok(()) => {
-                p.journal_written(i, jn.clone());
-                j.journal = Some(jn);
-            }
-            Err(e) => {
-                unmark.push(j.n());
-                j.fail(Failure::NotAttempted(e));
-            }
+            Ok(()) => journaled(j, jn),
+            Err(e) => j.fail(Failure::NotAttempted(e)),
         }
     }
 }
 
+/// From `Checked` to `Journaled`, holding `journal`.
+fn journaled(j: &mut Reap, journal: Journal) {
+    j.stage = match std::mem::replace(&mut j.stage, Stage::Asked) {
+        Stage::Checked {
+            token,
+            fresh,
+            ids,
+            victims,
+        } => Stage::Journaled {
+            token,
+            fresh,
+            ids,
+            victims,
+            journal,
+        },
+        other => other,
+    };
+}
+
 /// One reap's journal.
 fn journal(
-    j: &Job,
+    j: &Reap,
     tok: &str,
     server_pid: Option<u32>,
     kept: Option<&crate::adapters::tmux::Kept>,
 ) -> Journal {
     let argv = kept.and_then(|k| k.argv.as_ref());
-    let d = &j.req.decision;
-    let cwd = j.fresh.as_ref().and_then(|s| {
+    let d = &j.request.decision;
+    let cwd = j.stage.fresh().and_then(|s| {
         s.panes.iter().find_map(|p| {
             std::fs::read_link(format!("/proc/{}/cwd", p.pid))
                 .ok()
@@ -98,8 +117,8 @@ fn journal(
         })
     });
     let pane_pids: Vec<u32> = j
-        .fresh
-        .as_ref()
+        .stage
+        .fresh()
         .map(|s| s.panes.iter().map(|p| p.pid).collect())
         .unwrap_or_default();
     let argv = crate::engine::wayback::kept_argv(argv, &pane_pids);
@@ -108,12 +127,12 @@ fn journal(
         session: d.name.clone(),
         tmux_id: d.tmux_id,
         cid: j.line.cid.clone(),
-        reason: j.req.reason,
+        reason: j.request.reason,
         idle_ms: d.idle_ms,
         cwd,
         started_at: j.line.at.clone(),
         owner: procs::myself(),
-        victims: j.ids.clone(),
+        victims: j.stage.ids().to_vec(),
         server_pid,
         token: tok.to_string(),
         armed_by_tombstone: true,
@@ -132,22 +151,18 @@ fn journal(
 pub(super) fn write_tombstones(
     cfg: &Config,
     state: &StateDir,
-    dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
-    jobs: &mut [Job],
-    unmark: &mut Vec<u32>,
+    dirs: &Result<ReapDirs, StateError>,
+    jobs: &mut [Reap],
 ) {
     let mut live = Vec::new();
     let mut tombs = Vec::new();
-    for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
+    for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| j.stage.is_on()) {
         match tombstone(cfg, state, j) {
             Ok(t) => {
                 live.push(i);
                 tombs.push(t);
             }
-            Err(e) => {
-                unmark.push(j.n());
-                j.fail(Failure::NotAttempted(e));
-            }
+            Err(e) => j.fail(Failure::NotAttempted(e)),
         }
     }
     let written: Vec<Result<(), String>> = match dirs {
@@ -158,32 +173,29 @@ pub(super) fn write_tombstones(
             .collect(),
         Err(e) => live.iter().map(|_| Err(e.to_string())).collect(),
     };
-    for (i, w) in live.into_iter().zip(written) {
-        if let Err(e) = w {
-            let j = &mut jobs[i];
-            unmark.push(j.n());
-            j.fail(Failure::NotAttempted(e));
+    for ((i, w), t) in live.into_iter().zip(written).zip(tombs) {
+        let j = &mut jobs[i];
+        match w {
+            Ok(()) => super::fence::fenced(j, t),
+            Err(e) => j.fail(Failure::NotAttempted(e)),
         }
     }
 }
 
 /// One reap's tombstone, from its journal.
-fn tombstone(
-    cfg: &Config,
-    state: &StateDir,
-    j: &Job,
-) -> Result<crate::core::records::Tombstone, String> {
-    let Some(jn) = &j.journal else {
+fn tombstone(cfg: &Config, state: &StateDir, j: &Reap) -> Result<Tombstone, String> {
+    let Stage::Journaled { journal: jn, .. } = &j.stage else {
         return Err("no journal was written".into());
     };
     // The cleanup of exited panes has no living process to read a cwd or command line from:
     // it keeps those of the tombstone it replaces.
-    let before = (j.req.reason == ReapReason::Exited && (jn.cwd.is_none() || jn.argv.is_none()))
-        .then(|| state.read_tombstone(&jn.id).ok().flatten())
-        .flatten();
+    let before = (j.request.reason == ReapReason::Exited
+        && (jn.cwd.is_none() || jn.argv.is_none()))
+    .then(|| state.read_tombstone(&jn.id).ok().flatten())
+    .flatten();
     let mut tomb = jn.tombstone(&socket_path(cfg), now_ms());
     // The agent its command line runs, else its pane's start command's, else the one before.
-    let start_command = j.fresh.as_ref().and_then(|s| s.panes.first());
+    let start_command = j.stage.fresh().and_then(|s| s.panes.first());
     tomb.agent = crate::engine::wayback::agent_name(tomb.argv.as_deref())
         .or_else(|| {
             start_command

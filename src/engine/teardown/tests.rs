@@ -1,0 +1,333 @@
+//! The teardown's races, one row each, against the recording stand-in (no tmux, no process
+//! signalled): each row asserts the calls made, the tombstone, the audit line, the journals left
+//! and what was left marked.
+
+use super::standin::{Script, StandIn, SERVER_PID};
+use super::{reap_with, Request};
+use crate::config::Config;
+use crate::core::policy::{self, Action, Pane, ReapReason, Session};
+use crate::engine::context::Reaper;
+
+/// The pid of the chat's one process (its pane's).
+const PANE: u32 = 4_000_001;
+
+fn session() -> Session {
+    Session {
+        tmux_id: 1,
+        name: "ccs-1".into(),
+        id: "1".into(),
+        cid: "conv-1".into(),
+        idle: (crate::adapters::clock::now_ms() - 10_000_000).to_string(),
+        panes: vec![Pane {
+            pid: PANE,
+            dead: false,
+            dead_status: None,
+            dead_signal: None,
+            exit_unreported: false,
+            start_command: "claude".into(),
+            id: Some(1),
+            window: Some(1),
+            window_index: Some(0),
+        }],
+        ..Session::default()
+    }
+}
+
+struct Row {
+    name: &'static str,
+    script: Script,
+    calls: &'static [&'static str],
+    outcome: &'static str,
+    /// What the audit line's error says (a part of it), if it has one.
+    error: Option<&'static str>,
+    tombstone: bool,
+    journals: usize,
+    /// The sessions left marked, and those left at all.
+    marked: &'static [u32],
+    sessions: &'static [u32],
+}
+
+const HEALTHY: &[&str] = &[
+    "mark $1",
+    "list",
+    "members $1",
+    "memory",
+    "kept $1",
+    "fence $1",
+    "stop 4000001",
+    "kill-session $1",
+    "late $1",
+];
+
+fn rows() -> Vec<Row> {
+    let panic_at = |at| Script {
+        panic_at: Some(at),
+        ..Script::default()
+    };
+    vec![
+        Row {
+            name: "healthy",
+            script: Script::default(),
+            calls: HEALTHY,
+            outcome: "reaped",
+            error: None,
+            tombstone: true,
+            journals: 0,
+            marked: &[],
+            sessions: &[],
+        },
+        Row {
+            name: "the mark lost between re-check and fence",
+            script: Script {
+                mark_lost_before_fence: true,
+                ..Script::default()
+            },
+            calls: &[
+                "mark $1",
+                "list",
+                "members $1",
+                "memory",
+                "kept $1",
+                "fence $1",
+                "clear $1",
+            ],
+            outcome: "aborted",
+            error: Some("fenced off"),
+            tombstone: false,
+            journals: 0,
+            // The other reaper's mark: the clear is checked in the server.
+            marked: &[1],
+            sessions: &[1],
+        },
+        Row {
+            name: "kill-session fails",
+            script: Script {
+                kill_fails: true,
+                ..Script::default()
+            },
+            calls: HEALTHY,
+            outcome: "failed",
+            error: Some("scripted to fail"),
+            tombstone: true,
+            journals: 0,
+            marked: &[1],
+            sessions: &[1],
+        },
+        Row {
+            name: "a survivor after SIGKILL",
+            script: Script {
+                survivor: Some(PANE as i32),
+                ..Script::default()
+            },
+            calls: HEALTHY,
+            outcome: "failed",
+            error: Some("4000001"),
+            tombstone: true,
+            journals: 0,
+            marked: &[],
+            sessions: &[],
+        },
+        Row {
+            name: "a prompt arriving after the mark",
+            script: Script {
+                prompt_after_mark: true,
+                ..Script::default()
+            },
+            calls: &[
+                "mark $1",
+                "list",
+                "members $1",
+                "memory",
+                "kept $1",
+                "fence $1",
+                "clear $1",
+            ],
+            outcome: "aborted",
+            error: Some("prompt"),
+            tombstone: false,
+            journals: 0,
+            marked: &[],
+            sessions: &[1],
+        },
+        Row {
+            name: "a panic at the mark",
+            script: panic_at("mark"),
+            calls: &["mark $1", "clear $1"],
+            outcome: "failed",
+            error: Some("panicked"),
+            tombstone: false,
+            journals: 0,
+            marked: &[],
+            sessions: &[1],
+        },
+        Row {
+            name: "a panic at the re-check",
+            script: panic_at("list"),
+            calls: &["mark $1", "list", "clear $1"],
+            outcome: "failed",
+            error: Some("panicked"),
+            tombstone: false,
+            journals: 0,
+            marked: &[],
+            sessions: &[1],
+        },
+        Row {
+            name: "a panic at the victims",
+            script: panic_at("members"),
+            calls: &["mark $1", "list", "members $1", "clear $1"],
+            outcome: "failed",
+            error: Some("panicked"),
+            tombstone: false,
+            journals: 0,
+            marked: &[],
+            sessions: &[1],
+        },
+        Row {
+            name: "a panic at the journals",
+            script: panic_at("kept"),
+            calls: &[
+                "mark $1",
+                "list",
+                "members $1",
+                "memory",
+                "kept $1",
+                "clear $1",
+            ],
+            outcome: "failed",
+            error: Some("panicked"),
+            tombstone: false,
+            journals: 0,
+            marked: &[],
+            sessions: &[1],
+        },
+        Row {
+            name: "a panic at the fence (journal written)",
+            script: panic_at("fence"),
+            calls: &[
+                "mark $1",
+                "list",
+                "members $1",
+                "memory",
+                "kept $1",
+                "fence $1",
+                "clear $1",
+            ],
+            outcome: "failed",
+            error: Some("panicked"),
+            tombstone: false,
+            journals: 0,
+            marked: &[],
+            sessions: &[1],
+        },
+        // Signalled: never given back half torn down; the next sweep finishes it.
+        Row {
+            name: "a panic at the signals",
+            script: panic_at("stop"),
+            calls: &[
+                "mark $1",
+                "list",
+                "members $1",
+                "memory",
+                "kept $1",
+                "fence $1",
+                "stop 4000001",
+            ],
+            outcome: "failed",
+            error: Some("panicked"),
+            tombstone: true,
+            journals: 1,
+            marked: &[1],
+            sessions: &[1],
+        },
+        Row {
+            name: "a panic at kill-session",
+            script: panic_at("kill-session"),
+            calls: &HEALTHY[..8],
+            outcome: "failed",
+            error: Some("panicked"),
+            tombstone: true,
+            journals: 1,
+            marked: &[1],
+            sessions: &[1],
+        },
+        Row {
+            name: "a panic at the late look",
+            script: panic_at("late"),
+            calls: HEALTHY,
+            outcome: "failed",
+            error: Some("panicked"),
+            tombstone: true,
+            journals: 1,
+            marked: &[],
+            sessions: &[],
+        },
+    ]
+}
+
+#[tokio::test]
+async fn every_race_of_the_teardown_ends_as_its_row_says() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary dir: {e}"));
+    for row in rows() {
+        let state = dir.path().join(row.name.replace(' ', "-"));
+        let vars = [
+            ("CCS_REAP_STATE_DIR", state.to_string_lossy().into_owned()),
+            ("CCS_ENGINE_IDLE_KILL_MS", "120000".into()),
+            ("CCS_REAP_SOCKET_NAME", "standin".into()),
+        ];
+        let cfg = Config::from_vars(vars.into_iter().map(|(k, v)| (k.to_string(), v)), None)
+            .unwrap_or_else(|e| panic!("{}: the config: {e}", row.name));
+        let r = Reaper::new(cfg, false);
+        let now = crate::adapters::clock::now_ms();
+        let busy = Default::default();
+        let (decision, s) = policy::decide_session(session(), &busy, false, now, &r.cfg.policy)
+            .unwrap_or_else(|| panic!("{}: no decision", row.name));
+        assert_eq!(decision.action, Action::Reap, "{}: {decision:?}", row.name);
+        let req = Request {
+            decision,
+            session: s,
+            reason: ReapReason::Idle,
+            force: false,
+            server_pid: Some(SERVER_PID),
+        };
+        let standin = StandIn::new(vec![session()], row.script.clone());
+        let delivered = std::sync::Mutex::new(Vec::new());
+        let sink = |l: &crate::adapters::state::AuditLine| {
+            delivered
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(l.clone());
+        };
+        let ends = reap_with(&r, &standin, &standin, vec![req], Some(&sink)).await;
+
+        let name = row.name;
+        assert_eq!(standin.calls(), row.calls, "{name}: the calls");
+        assert_eq!(ends.len(), 1, "{name}: one end a request");
+        let line = &ends[0].line;
+        let json = serde_json::to_value(line).unwrap_or_default();
+        assert_eq!(json["outcome"], row.outcome, "{name}: {json}");
+        match row.error {
+            Some(e) => assert!(
+                line.error.as_deref().unwrap_or("").contains(e),
+                "{name}: the error: {json}"
+            ),
+            None => assert_eq!(line.error, None, "{name}"),
+        }
+        // Delivered once, and appended once to the audit log.
+        let delivered = delivered.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(delivered.len(), 1, "{name}: delivered {delivered:?}");
+        let audit = std::fs::read_to_string(r.state.audit_path()).unwrap_or_default();
+        assert_eq!(audit.lines().count(), 1, "{name}: the audit log:\n{audit}");
+        let tomb = r.state.read_tombstone("1").ok().flatten();
+        assert_eq!(tomb.is_some(), row.tombstone, "{name}: the tombstone");
+        if let Some(t) = tomb {
+            assert_eq!(t.cid.as_deref(), Some("conv-1"), "{name}");
+        }
+        assert_eq!(
+            r.state.journals().len(),
+            row.journals,
+            "{name}: the journals"
+        );
+        assert_eq!(standin.marked(), row.marked, "{name}: left marked");
+        assert_eq!(standin.sessions(), row.sessions, "{name}: left listed");
+    }
+}
