@@ -267,6 +267,7 @@ fn rows() -> Vec<Row> {
 #[tokio::test]
 async fn every_race_of_the_teardown_ends_as_its_row_says() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary dir: {e}"));
+    let mut failed: Vec<String> = Vec::new();
     for row in rows() {
         let state = dir.path().join(row.name.replace(' ', "-"));
         let vars = [
@@ -300,34 +301,58 @@ async fn every_race_of_the_teardown_ends_as_its_row_says() {
         let ends = reap_with(&r, &standin, &standin, vec![req], Some(&sink)).await;
 
         let name = row.name;
-        assert_eq!(standin.calls(), row.calls, "{name}: the calls");
-        assert_eq!(ends.len(), 1, "{name}: one end a request");
-        let line = &ends[0].line;
+        let mut wrong = Vec::new();
+        let mut check = |ok: bool, what: String| {
+            if !ok {
+                wrong.push(what);
+            }
+        };
+        let calls = standin.calls();
+        check(calls == row.calls, format!("the calls: {calls:?}"));
+        check(
+            ends.len() == 1,
+            format!("{} ends for one request", ends.len()),
+        );
+        let line = ends.first().map(|f| &f.line);
         let json = serde_json::to_value(line).unwrap_or_default();
-        assert_eq!(json["outcome"], row.outcome, "{name}: {json}");
+        check(json["outcome"] == row.outcome, format!("the line: {json}"));
+        let error = line.and_then(|l| l.error.as_deref());
         match row.error {
-            Some(e) => assert!(
-                line.error.as_deref().unwrap_or("").contains(e),
-                "{name}: the error: {json}"
+            Some(e) => check(
+                error.unwrap_or("").contains(e),
+                format!("the error: {error:?}"),
             ),
-            None => assert_eq!(line.error, None, "{name}"),
+            None => check(error.is_none(), format!("the error: {error:?}")),
         }
         // Delivered once, and appended once to the audit log.
-        let delivered = delivered.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        assert_eq!(delivered.len(), 1, "{name}: delivered {delivered:?}");
+        let delivered = delivered.lock().unwrap_or_else(|p| p.into_inner()).len();
+        check(delivered == 1, format!("delivered {delivered} times"));
         let audit = std::fs::read_to_string(r.state.audit_path()).unwrap_or_default();
-        assert_eq!(audit.lines().count(), 1, "{name}: the audit log:\n{audit}");
+        let appended = audit.lines().count();
+        check(appended == 1, format!("appended {appended} times"));
         let tomb = r.state.read_tombstone("1").ok().flatten();
-        assert_eq!(tomb.is_some(), row.tombstone, "{name}: the tombstone");
-        if let Some(t) = tomb {
-            assert_eq!(t.cid.as_deref(), Some("conv-1"), "{name}");
-        }
-        assert_eq!(
-            r.state.journals().len(),
-            row.journals,
-            "{name}: the journals"
+        check(
+            tomb.is_some() == row.tombstone,
+            format!("the tombstone: {tomb:?}"),
         );
-        assert_eq!(standin.marked(), row.marked, "{name}: left marked");
-        assert_eq!(standin.sessions(), row.sessions, "{name}: left listed");
+        if let Some(t) = tomb {
+            check(
+                t.cid.as_deref() == Some("conv-1"),
+                format!("its cid: {t:?}"),
+            );
+        }
+        let journals = r.state.journals().len();
+        check(
+            journals == row.journals,
+            format!("{journals} journals left"),
+        );
+        let marked = standin.marked();
+        check(marked == row.marked, format!("left marked: {marked:?}"));
+        let listed = standin.sessions();
+        check(listed == row.sessions, format!("left listed: {listed:?}"));
+        if !wrong.is_empty() {
+            failed.push(format!("{name}: {}", wrong.join("; ")));
+        }
     }
+    assert!(failed.is_empty(), "rows failed:\n{}", failed.join("\n"));
 }
