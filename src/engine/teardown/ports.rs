@@ -12,6 +12,11 @@ use crate::adapters::tmux::{Fence, Kept, Listing, Tmux, TmuxError};
 use crate::core::policy::Session;
 use crate::engine::ownership::Ownership;
 
+/// Why this reaper cannot see the tmux server's processes as they are (what the check found).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Blind(pub String);
+
 /// The tmux calls of a teardown.
 pub(crate) trait TmuxPort: Sync {
     /// The test-and-set of `@ccs_reaping` on `items` (`(n, check the turn, check the viewers)`).
@@ -89,7 +94,7 @@ impl TmuxPort for Tmux {
 /// What a teardown asks of the process table.
 pub(crate) trait ProcPort: Sync {
     /// Whether this reaper sees the tmux server's processes as they are (why not, if not).
-    fn sight(&self, server_pid: Option<u32>, socket_path: Option<&str>) -> Result<(), String>;
+    fn sight(&self, server_pid: Option<u32>, socket_path: Option<&str>) -> Result<(), Blind>;
     /// Every process of each of `sessions` (their session numbers to their members), from one
     /// scan of the table.
     fn members(
@@ -128,8 +133,10 @@ pub(crate) struct Host<'a> {
 }
 
 impl ProcPort for Host<'_> {
-    fn sight(&self, server_pid: Option<u32>, socket_path: Option<&str>) -> Result<(), String> {
-        self.ownership.check_sight(server_pid, socket_path)
+    fn sight(&self, server_pid: Option<u32>, socket_path: Option<&str>) -> Result<(), Blind> {
+        self.ownership
+            .check_sight(server_pid, socket_path)
+            .map_err(Blind)
     }
 
     fn members(

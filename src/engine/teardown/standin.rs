@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::ports::{ProcPort, TmuxPort};
+use super::ports::{Blind, ProcPort, TmuxPort};
 use crate::adapters::procs::{Ident, LateReport, StopReport, TableError, Victim, World};
 use crate::adapters::tmux::{Fence, Kept, Listing, TmuxError};
 use crate::core::policy::Session;
@@ -217,7 +217,7 @@ fn ident(pid: u32) -> Ident {
 }
 
 impl ProcPort for StandIn {
-    fn sight(&self, _server_pid: Option<u32>, _socket_path: Option<&str>) -> Result<(), String> {
+    fn sight(&self, _server_pid: Option<u32>, _socket_path: Option<&str>) -> Result<(), Blind> {
         Ok(())
     }
 

@@ -10,6 +10,25 @@ use crate::core::policy::{ReapReason, Session};
 use crate::core::records::Tombstone;
 use crate::engine::context::socket_path;
 
+/// Why a reap's journal or tombstone was not written (the reap is then not attempted).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum WriteError {
+    /// Writing it failed (the error names the file).
+    #[error(transparent)]
+    State(StateError),
+    /// The state dir's reap directories could not be made (the error names them).
+    #[error("{0}")]
+    Dirs(String),
+    #[error("no journal was written")]
+    NoJournal,
+}
+
+impl WriteError {
+    fn dirs(e: &StateError) -> WriteError {
+        WriteError::Dirs(e.to_string())
+    }
+}
+
 /// How the session ended: `stopped` (we reaped it), or, for exited panes, `completed`/`failed`
 /// with the status recorded in the line.
 pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> Ended {
@@ -61,22 +80,22 @@ pub(super) async fn write_journals<T: TmuxPort, P: ProcPort>(
             journal(&jobs[i], tok, server_pid, k)
         })
         .collect();
-    let written: Vec<Result<(), String>> = match dirs {
+    let written: Vec<Result<(), WriteError>> = match dirs {
         Ok(d) => {
             let refs: Vec<&Journal> = journals.iter().collect();
             state
                 .write_journals_in(d, &refs)
                 .into_iter()
-                .map(|w| w.map_err(|e| e.to_string()))
+                .map(|w| w.map_err(WriteError::State))
                 .collect()
         }
-        Err(e) => live.iter().map(|_| Err(e.to_string())).collect(),
+        Err(e) => live.iter().map(|_| Err(WriteError::dirs(e))).collect(),
     };
     for ((i, jn), w) in live.into_iter().zip(journals).zip(written) {
         let j = &mut jobs[i];
         match w {
             Ok(()) => journaled(j, jn),
-            Err(e) => j.fail(Failure::NotAttempted(e)),
+            Err(e) => j.fail(Failure::NotAttempted(e.to_string())),
         }
     }
 }
@@ -162,30 +181,30 @@ pub(super) fn write_tombstones(
                 live.push(i);
                 tombs.push(t);
             }
-            Err(e) => j.fail(Failure::NotAttempted(e)),
+            Err(e) => j.fail(Failure::NotAttempted(e.to_string())),
         }
     }
-    let written: Vec<Result<(), String>> = match dirs {
+    let written: Vec<Result<(), WriteError>> = match dirs {
         Ok(d) => state
             .write_tombstones_in(d, &tombs)
             .into_iter()
-            .map(|w| w.map_err(|e| e.to_string()))
+            .map(|w| w.map_err(WriteError::State))
             .collect(),
-        Err(e) => live.iter().map(|_| Err(e.to_string())).collect(),
+        Err(e) => live.iter().map(|_| Err(WriteError::dirs(e))).collect(),
     };
     for ((i, w), t) in live.into_iter().zip(written).zip(tombs) {
         let j = &mut jobs[i];
         match w {
             Ok(()) => super::fence::fenced(j, t),
-            Err(e) => j.fail(Failure::NotAttempted(e)),
+            Err(e) => j.fail(Failure::NotAttempted(e.to_string())),
         }
     }
 }
 
 /// One reap's tombstone, from its journal.
-fn tombstone(cfg: &Config, state: &StateDir, j: &Reap) -> Result<Tombstone, String> {
+fn tombstone(cfg: &Config, state: &StateDir, j: &Reap) -> Result<Tombstone, WriteError> {
     let Stage::Journaled { journal: jn, .. } = &j.stage else {
-        return Err("no journal was written".into());
+        return Err(WriteError::NoJournal);
     };
     // The cleanup of exited panes has no living process to read a cwd or command line from:
     // it keeps those of the tombstone it replaces.
