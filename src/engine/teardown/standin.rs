@@ -30,8 +30,10 @@ pub(super) struct Script {
     pub kill_fails: bool,
     /// This pid survives the SIGKILL.
     pub survivor: Option<i32>,
-    /// The call (its name in [`StandIn::calls`]) at which the stand-in panics.
+    /// The call (its name in [`StandIn::calls`]) at which the stand-in panics, after letting
+    /// `panic_after` such calls through.
     pub panic_at: Option<&'static str>,
+    pub panic_after: usize,
 }
 
 pub(super) struct StandIn {
@@ -80,8 +82,16 @@ impl StandIn {
     }
 
     fn call(&self, name: &'static str, what: String) {
-        lock(&self.calls).push(format!("{name} {what}").trim_end().to_string());
-        if self.script.panic_at == Some(name) {
+        let before = {
+            let mut calls = lock(&self.calls);
+            let before = calls
+                .iter()
+                .filter(|c| c.split(' ').next() == Some(name))
+                .count();
+            calls.push(format!("{name} {what}").trim_end().to_string());
+            before
+        };
+        if self.script.panic_at == Some(name) && before == self.script.panic_after {
             panic!("the stand-in panics at {name}");
         }
     }
@@ -274,6 +284,8 @@ impl ProcPort for StandIn {
             };
             done(g, &rep);
             reports.push(rep);
+            // Each group ends on its own: the finishing sees them one wave each.
+            tokio::task::yield_now().await;
         }
         reports
     }

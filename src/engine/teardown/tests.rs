@@ -4,6 +4,7 @@
 
 use super::standin::{Script, StandIn, SERVER_PID};
 use super::{reap_with, Request};
+use crate::adapters::state::Outcome;
 use crate::config::Config;
 use crate::core::policy::{self, Action, Pane, ReapReason, Session};
 use crate::engine::context::Reaper;
@@ -12,21 +13,26 @@ use crate::engine::context::Reaper;
 const PANE: u32 = 4_000_001;
 
 fn session() -> Session {
+    chat(1)
+}
+
+/// The chat `ccs-<n>`, idle long since, its one process `PANE + n - 1`.
+fn chat(n: u32) -> Session {
     Session {
-        tmux_id: 1,
-        name: "ccs-1".into(),
-        id: "1".into(),
-        cid: "conv-1".into(),
+        tmux_id: n,
+        name: format!("ccs-{n}"),
+        id: n.to_string(),
+        cid: format!("conv-{n}"),
         idle: (crate::adapters::clock::now_ms() - 10_000_000).to_string(),
         panes: vec![Pane {
-            pid: PANE,
+            pid: PANE + n - 1,
             dead: false,
             dead_status: None,
             dead_signal: None,
             exit_unreported: false,
             start_command: "claude".into(),
-            id: Some(1),
-            window: Some(1),
+            id: Some(n),
+            window: Some(n),
             window_index: Some(0),
         }],
         ..Session::default()
@@ -269,27 +275,8 @@ async fn every_race_of_the_teardown_ends_as_its_row_says() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary dir: {e}"));
     let mut failed: Vec<String> = Vec::new();
     for row in rows() {
-        let state = dir.path().join(row.name.replace(' ', "-"));
-        let vars = [
-            ("CCS_REAP_STATE_DIR", state.to_string_lossy().into_owned()),
-            ("CCS_ENGINE_IDLE_KILL_MS", "120000".into()),
-            ("CCS_REAP_SOCKET_NAME", "standin".into()),
-        ];
-        let cfg = Config::from_vars(vars.into_iter().map(|(k, v)| (k.to_string(), v)), None)
-            .unwrap_or_else(|e| panic!("{}: the config: {e}", row.name));
-        let r = Reaper::new(cfg, false);
-        let now = crate::adapters::clock::now_ms();
-        let busy = Default::default();
-        let (decision, s) = policy::decide_session(session(), &busy, false, now, &r.cfg.policy)
-            .unwrap_or_else(|| panic!("{}: no decision", row.name));
-        assert_eq!(decision.action, Action::Reap, "{}: {decision:?}", row.name);
-        let req = Request {
-            decision,
-            session: s,
-            reason: ReapReason::Idle,
-            force: false,
-            server_pid: Some(SERVER_PID),
-        };
+        let r = reaper(&dir.path().join(row.name.replace(' ', "-")));
+        let req = request(&r, session());
         let standin = StandIn::new(vec![session()], row.script.clone());
         let delivered = std::sync::Mutex::new(Vec::new());
         let sink = |l: &crate::adapters::state::AuditLine| {
@@ -355,4 +342,106 @@ async fn every_race_of_the_teardown_ends_as_its_row_says() {
         }
     }
     assert!(failed.is_empty(), "rows failed:\n{}", failed.join("\n"));
+}
+
+/// The reaper of these tests, its state dir under `dir`.
+fn reaper(dir: &std::path::Path) -> std::sync::Arc<Reaper> {
+    let vars = [
+        ("CCS_REAP_STATE_DIR", dir.to_string_lossy().into_owned()),
+        ("CCS_ENGINE_IDLE_KILL_MS", "120000".into()),
+        ("CCS_REAP_SOCKET_NAME", "standin".into()),
+    ];
+    let cfg = Config::from_vars(vars.into_iter().map(|(k, v)| (k.to_string(), v)), None)
+        .unwrap_or_else(|e| panic!("the config: {e}"));
+    Reaper::new(cfg, false)
+}
+
+/// The request to reap `s`, as a sweep decides it.
+fn request(r: &Reaper, s: Session) -> Request {
+    let busy = Default::default();
+    let now = crate::adapters::clock::now_ms();
+    let (decision, s) = policy::decide_session(s, &busy, false, now, &r.cfg.policy)
+        .unwrap_or_else(|| panic!("no decision"));
+    assert_eq!(decision.action, Action::Reap, "{decision:?}");
+    Request {
+        decision,
+        session: s,
+        reason: ReapReason::Idle,
+        force: false,
+        server_pid: Some(SERVER_PID),
+    }
+}
+
+/// A batch of two that panics once the first chat is finished, the second still signalled:
+/// the first's line stays as written (`reaped`, once), the second gets one `failed` line; the
+/// second is never released half torn down (its mark and journal stay for the next sweep).
+#[tokio::test]
+async fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary dir: {e}"));
+    let r = reaper(dir.path());
+    let reqs = vec![request(&r, chat(1)), request(&r, chat(2))];
+    let script = Script {
+        panic_at: Some("kill-session"),
+        panic_after: 1,
+        ..Script::default()
+    };
+    let standin = StandIn::new(vec![chat(1), chat(2)], script);
+    let delivered = std::sync::Mutex::new(Vec::new());
+    let sink = |l: &crate::adapters::state::AuditLine| {
+        let mut d = delivered.lock().unwrap_or_else(|p| p.into_inner());
+        d.push((l.session.clone(), l.outcome));
+    };
+    let ends = reap_with(&r, &standin, &standin, reqs, Some(&sink)).await;
+
+    let calls = standin.calls();
+    assert_eq!(
+        calls[5..],
+        [
+            "fence $1,$2",
+            "stop 4000001,4000002",
+            "kill-session $1",
+            "late $1",
+            "kill-session $2"
+        ],
+        "{calls:?}"
+    );
+    let outcomes: Vec<(String, Outcome)> = ends
+        .iter()
+        .map(|f| (f.line.session.clone(), f.line.outcome))
+        .collect();
+    let want = vec![
+        ("ccs-1".to_string(), Outcome::Reaped),
+        ("ccs-2".to_string(), Outcome::Failed),
+    ];
+    assert_eq!(outcomes, want);
+    assert!(
+        ends[1]
+            .line
+            .error
+            .as_deref()
+            .unwrap_or("")
+            .contains("panicked"),
+        "{:?}",
+        ends[1].line
+    );
+    let delivered = delivered.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    assert_eq!(delivered, want, "each line delivered once");
+    let audit = std::fs::read_to_string(r.state.audit_path()).unwrap_or_default();
+    assert_eq!(audit.lines().count(), 2, "{audit}");
+    let journals: Vec<u32> = r
+        .state
+        .journals()
+        .into_iter()
+        .flatten()
+        .map(|j| j.tmux_id)
+        .collect();
+    assert_eq!(journals, vec![2], "the signalled chat's journal stays");
+    assert_eq!(standin.marked(), vec![2], "the signalled chat's mark stays");
+    assert_eq!(standin.sessions(), vec![2]);
+    for id in ["1", "2"] {
+        assert!(
+            r.state.read_tombstone(id).ok().flatten().is_some(),
+            "tombstone {id}"
+        );
+    }
 }
