@@ -173,9 +173,9 @@ impl Reap {
             Stage::Ended { .. } => return (None, None),
             Stage::Signalled { journal, .. } => Some(journal.clone()),
             Stage::Stopped { held, .. } => held.journal.take(),
-            // Never reached with a journal held: the release runs first (and the unwinding
-            // gives back what was held before it ends the reaps).
-            _ => None,
+            // Not reached in order (every reap still on is stopped or signalled before the
+            // lines are written): what it holds of the state dir goes with it.
+            other => other.held().journal,
         };
         let line = logged(audit_line(self.line.clone(), &end), t0);
         self.stage = Stage::Ended {

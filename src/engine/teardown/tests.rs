@@ -445,3 +445,29 @@ async fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
         );
     }
 }
+
+/// A panic once the audit line is written (in its delivery): the line stays as written, once,
+/// and no second, contradicting line follows; nothing is left marked or journaled.
+#[tokio::test]
+async fn a_batch_that_panics_after_its_audit_line_writes_no_second_line() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("a temporary dir: {e}"));
+    let r = reaper(dir.path());
+    let standin = StandIn::new(vec![session()], Script::default());
+    let sink = |l: &crate::adapters::state::AuditLine| panic!("the sink panics at {}", l.session);
+    let ends = reap_with(
+        &r,
+        &standin,
+        &standin,
+        vec![request(&r, session())],
+        Some(&sink),
+    )
+    .await;
+
+    assert_eq!(standin.calls(), HEALTHY);
+    assert_eq!(ends.len(), 1);
+    assert_eq!(ends[0].line.outcome, Outcome::Reaped, "{:?}", ends[0].line);
+    let audit = std::fs::read_to_string(r.state.audit_path()).unwrap_or_default();
+    assert_eq!(audit.lines().count(), 1, "{audit}");
+    assert!(r.state.journals().is_empty());
+    assert!(standin.marked().is_empty() && standin.sessions().is_empty());
+}

@@ -8,7 +8,7 @@
 //! whose owner lives on until a restart.
 
 use super::ports::TmuxPort;
-use super::stage::{Lines, Reap, Stage, Token};
+use super::stage::{Held, Lines, Reap, Stage, Token};
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::StateDir;
 use crate::core::reap_end::{Failure, ReapEnd};
@@ -44,36 +44,31 @@ pub(super) async fn unwind(
     {
         tracing::warn!(session = %r.request.decision.name, "a chat signalled by a batch that panicked: left for the next sweep to finish");
     }
-    let (clear, token) = give_back(lines.state, reaps);
+    let (clear, token) = give_back(lines.state, reaps, why);
     if let Some(tok) = token {
         if let Err(e) = tmux.clear_reaping_many(&clear, &tok).await {
             metrics.tmux_errors.inc();
             tracing::warn!(error = %e, sessions = ?clear, "failed to clear the reap marks of a batch that panicked");
         }
     }
-    // A line already written stays as it is (a reap ends once).
-    let failed = (0..reaps.len())
-        .filter(|&i| !matches!(reaps[i].stage, Stage::Ended { .. }))
+    // Every reap is stopped or ended now: the lines not written yet are, `failed`; a line
+    // already written stays as it is (a reap ends once), and any not delivered yet is.
+    let all = (0..reaps.len())
         .map(|i| (i, ReapEnd::Failed(Failure::Panicked(why.to_string()))))
         .collect();
-    for r in reaps.iter_mut() {
-        if let Stage::Signalled { .. } = r.stage {
-            // Its journal stays for the next sweep: the line is written, the journal kept.
-            r.stage = Stage::Stopped {
-                end: ReapEnd::Failed(Failure::Panicked(why.to_string())),
-                held: Default::default(),
-            };
-        }
-    }
-    lines.end(reaps, failed);
+    lines.end(reaps, all);
 }
 
-/// Remove the journals that the reaps not signalled hold, and take their marks (given back by
-/// the caller in one call): the sessions and the batch's token.
-fn give_back(state: &StateDir, reaps: &mut [Reap]) -> (Vec<u32>, Option<Token>) {
+/// Stop every reap not ended yet, `failed` by the panic `why`, giving back what it holds: its
+/// journal removed here, its mark returned to the caller to clear in one call (the sessions and
+/// the batch's token). A signalled reap gives back nothing ([`Stage::held`]).
+fn give_back(state: &StateDir, reaps: &mut [Reap], why: &str) -> (Vec<u32>, Option<Token>) {
     let mut clear = Vec::new();
     let mut token = None;
     for r in reaps.iter_mut() {
+        if matches!(r.stage, Stage::Ended { .. }) {
+            continue;
+        }
         let held = r.stage.held();
         if let Some(jn) = &held.journal {
             if let Err(e) = state.remove_journal(jn) {
@@ -84,9 +79,10 @@ fn give_back(state: &StateDir, reaps: &mut [Reap]) -> (Vec<u32>, Option<Token>) 
             clear.push(r.n());
             token = Some(t);
         }
-        if let Stage::Stopped { held, .. } = &mut r.stage {
-            *held = Default::default();
-        }
+        r.stage = Stage::Stopped {
+            end: ReapEnd::Failed(Failure::Panicked(why.to_string())),
+            held: Held::default(),
+        };
     }
     (clear, token)
 }
