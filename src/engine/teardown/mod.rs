@@ -170,7 +170,7 @@ pub(crate) async fn reap_with<'a>(
 }
 
 /// The protocol, step by step (docs/teardown.md): mark, re-check, victims, journals, hook, fence,
-/// tombstones, signals, finish. Long (about 110 lines) on purpose: the order of the steps is the
+/// tombstones, signals, finish. Long (about 85 lines) on purpose: the order of the steps is the
 /// protocol, and each step is a function of its own; what remains here is their order and the
 /// phase timings between them.
 async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [Reap]) {
@@ -187,38 +187,13 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
     // 1. The marks: the atomic test-and-set, in the server. The token names us and our limit.
     let tok = r.ownership.mark_owner().token(&nonce());
     let _live = r.ownership.hold_token(&tok);
-    let token: stage::Token = Arc::from(tok.as_str());
     // The lease runs from before the mark, on our own clock.
-    let mark_boot = crate::adapters::clock::boot_ms();
-    let mark_at = now_ms();
-    let items: Vec<(u32, bool, bool)> = reaps
-        .iter()
-        .map(|j| {
-            let d = &j.request.decision;
-            let force = j.request.force;
-            (
-                d.tmux_id,
-                !force && !d.override_turn,
-                !force && !d.override_viewers,
-            )
-        })
-        .collect();
-    for j in reaps.iter_mut() {
-        j.stage = Stage::Marked {
-            token: token.clone(),
-        };
-    }
-    if let Err(e) = b.tmux.mark_reaping(&items, mark_at, &tok).await {
-        r.metrics.tmux_errors.inc();
-        // Some marks may have been set before it failed: take back ours (best effort).
-        let all: Vec<u32> = reaps.iter().map(Reap::n).collect();
-        if let Err(e) = b.tmux.clear_reaping_many(&all, &tok).await {
-            tracing::warn!(error = %e, "failed to clear reap marks after a failed marking");
-        }
-        for j in reaps.iter_mut() {
-            j.stage = Stage::Asked;
-            j.fail(Failure::Mark(e.to_string()));
-        }
+    let mark = Mark {
+        boot_ms: crate::adapters::clock::boot_ms(),
+        at: now_ms(),
+        tok: &tok,
+    };
+    if !mark_all(b, reaps, mark).await {
         return b.lines.end_all(reaps);
     }
     phase_done(Phase::Mark, t0);
@@ -255,11 +230,6 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
     // this journal after we died, the sign that this reap went past its fence): a reap stopped
     // at the fence writes none, so it never overwrites the tombstone of a reap that holds the
     // chat. Then at once the first signal.
-    let mark = Mark {
-        at: mark_at,
-        tok: &tok,
-        boot_ms: mark_boot,
-    };
     fence::fence(b, reaps, mark).await;
     phase_done(Phase::Fence, t0);
     write_tombstones(&r.cfg, &r.state, &dirs, reaps);
@@ -283,6 +253,49 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
         after_hooks(&r.cfg, hook, &ends).await;
     }
     phase_done(Phase::Finish, t0);
+}
+
+/// Step 1, the marks: the atomic test-and-set of every reap's session, in the server, with
+/// `mark`'s time and token (the token names us and our limit); every reap is then `Marked`.
+/// Returns false if the call failed: the marks it may have set are taken back (best effort) and
+/// every reap fails.
+async fn mark_all<T: TmuxPort, P: ProcPort>(
+    b: &Batch<'_, T, P>,
+    reaps: &mut [Reap],
+    mark: Mark<'_>,
+) -> bool {
+    let token: stage::Token = Arc::from(mark.tok);
+    let items: Vec<(u32, bool, bool)> = reaps
+        .iter()
+        .map(|j| {
+            let d = &j.request.decision;
+            let force = j.request.force;
+            (
+                d.tmux_id,
+                !force && !d.override_turn,
+                !force && !d.override_viewers,
+            )
+        })
+        .collect();
+    for j in reaps.iter_mut() {
+        j.stage = Stage::Marked {
+            token: token.clone(),
+        };
+    }
+    let Err(e) = b.tmux.mark_reaping(&items, mark.at, mark.tok).await else {
+        return true;
+    };
+    b.r.metrics.tmux_errors.inc();
+    // Some marks may have been set before it failed: take back ours (best effort).
+    let all: Vec<u32> = reaps.iter().map(Reap::n).collect();
+    if let Err(e) = b.tmux.clear_reaping_many(&all, mark.tok).await {
+        tracing::warn!(error = %e, "failed to clear reap marks after a failed marking");
+    }
+    for j in reaps.iter_mut() {
+        j.stage = Stage::Asked;
+        j.fail(Failure::Mark(e.to_string()));
+    }
+    false
 }
 
 /// The DEBUG line that ends a step of the protocol: its name and the milliseconds since the batch
