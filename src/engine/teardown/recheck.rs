@@ -1,7 +1,7 @@
 //! The re-check right before acting: which sessions of the batch carry our mark, re-checked on
 //! fresh data, and their victims collected.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::ports::{ProcPort, TmuxPort};
 use super::stage::{Reap, Stage};
@@ -13,11 +13,8 @@ use crate::core::policy::{self, Session};
 
 /// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.
 /// A reap that no longer passes is aborted (its mark given back by the release: the clear is
-/// checked in the server, a no-op on a mark not ours); one that passes is `Checked`. Returns the
-/// fresh listing.
-///
-/// Long (about 90 lines) on purpose: the re-check's refusals in the order the fencing relies on
-/// (server, presence, our mark, the name, then the fresh decision).
+/// checked in the server, a no-op on a mark not ours); one that passes is `Checked`
+/// ([`check_one`]). Returns the fresh listing.
 pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
     b: &Batch<'_, T, P>,
     jobs: &mut [Reap],
@@ -48,82 +45,92 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
             return None;
         }
     };
-    let by_id: HashMap<u32, &Session> = listing.sessions.iter().map(|s| (s.tmux_id, s)).collect();
     for j in jobs.iter_mut().filter(|j| j.stage.is_on()) {
         if j.request.server_pid.is_some() && j.request.server_pid != listing.server_pid {
             j.abort(Abort::ServerRestarted);
         }
     }
-    let ignore_orphans = cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore;
-    // The agents' status files are found by the pids tmux lists: read only where this reaper
-    // sees the server's processes (else the victims' step refuses the reap, saying why).
-    let sees = b
-        .procs
-        .sight(listing.server_pid, listing.socket_path.as_deref())
-        .is_ok();
+    let look = Fresh {
+        cfg,
+        by_id: listing.sessions.iter().map(|s| (s.tmux_id, s)).collect(),
+        busy: &busy,
+        // The agents' status files are found by the pids tmux lists: read only where this
+        // reaper sees the server's processes (else the victims' step refuses the reap, saying
+        // why).
+        sees: b
+            .procs
+            .sight(listing.server_pid, listing.socket_path.as_deref())
+            .is_ok(),
+        token,
+    };
     for j in jobs.iter_mut().filter(|j| j.stage.is_on()) {
-        let old = &j.request.session;
-        // Listed only under a name of ours: one renamed away may still carry our mark (the
-        // clear is checked in the server, and is a no-op on a session that is gone).
-        let Some(s) = by_id.get(&j.n()) else {
-            j.abort(Abort::GoneOrRenamed);
-            continue;
-        };
-        // The test-and-set left our mark only where all its conditions held. (A session we do
-        // not hold is queued too: the clear is checked in the server, a no-op unless ours.)
-        if !s.holds_mark_of(token) {
-            j.abort(Abort::NotHeld);
-            continue;
-        }
-        // Same `$N` and same name: a session renamed since it was listed (even to another name
-        // of ours) is not the one this reap was decided for.
-        if s.name != old.name {
-            j.abort(Abort::Renamed);
-            continue;
-        }
-        let mut s = (*s).clone();
-        s.cmdline_cid = old.cmdline_cid.clone();
-        s.mem_bytes = old.mem_bytes;
-        if ignore_orphans {
-            for c in &mut s.clients {
-                c.orphaned = procs::orphaned(c.pid);
-            }
-        }
-        // The agent's own status file, read again: a turn it began since the sweep keeps it.
-        if sees {
-            s.agent_turn = crate::engine::agent_status::turn_of(&s);
-        }
-        let by_file = !cfg.activity_files.is_empty();
-        let Some((fresh, s)) = policy::decide_session(s, &busy, by_file, now_ms(), &cfg.policy)
-        else {
-            j.abort(Abort::NoFreshDecision);
-            continue;
-        };
-        let d = &j.request.decision;
-        if let Err(why) = policy::still_reapable(
-            &fresh,
-            d.idle_ms,
-            j.request.reason,
-            j.request.force,
-            &cfg.policy,
-        ) {
-            j.abort(Abort::Changed(why));
-            continue;
-        }
-        // The chat's cid as it is now (a studio may have set `@ccs_cid` since the sweep).
-        if fresh.cid.is_some() {
-            j.line.cid = fresh.cid.clone();
-        }
-        if let Stage::Marked { token } = &j.stage {
-            j.stage = Stage::Checked {
-                token: token.clone(),
-                fresh: s,
-                ids: Vec::new(),
-                victims: Vec::new(),
-            };
-        }
+        check_one(&look, j);
     }
     Some(listing)
+}
+
+/// What the re-check of each reap reads: the fresh listing by session, the ids the activity files
+/// mark running, whether this reaper sees the server's processes, and our token.
+struct Fresh<'a> {
+    cfg: &'a crate::config::Config,
+    by_id: HashMap<u32, &'a Session>,
+    busy: &'a HashSet<String>,
+    sees: bool,
+    token: &'a str,
+}
+
+/// Re-check one reap on fresh data: its refusals in the order the fencing relies on (presence,
+/// our mark, the name, then the fresh decision). One that passes is `Checked`.
+fn check_one(f: &Fresh<'_>, j: &mut Reap) {
+    let old = &j.request.session;
+    // Listed only under a name of ours: one renamed away may still carry our mark (the clear is
+    // checked in the server, and is a no-op on a session that is gone).
+    let Some(s) = f.by_id.get(&j.n()) else {
+        return j.abort(Abort::GoneOrRenamed);
+    };
+    // The test-and-set left our mark only where all its conditions held. (A session we do not
+    // hold is given back too: the clear is checked in the server, a no-op unless ours.)
+    if !s.holds_mark_of(f.token) {
+        return j.abort(Abort::NotHeld);
+    }
+    // Same `$N` and same name: a session renamed since it was listed (even to another name of
+    // ours) is not the one this reap was decided for.
+    if s.name != old.name {
+        return j.abort(Abort::Renamed);
+    }
+    let mut s = (*s).clone();
+    s.cmdline_cid = old.cmdline_cid.clone();
+    s.mem_bytes = old.mem_bytes;
+    if f.cfg.policy.orphan_viewers == policy::OrphanViewers::Ignore {
+        for c in &mut s.clients {
+            c.orphaned = procs::orphaned(c.pid);
+        }
+    }
+    // The agent's own status file, read again: a turn it began since the sweep keeps it.
+    if f.sees {
+        s.agent_turn = crate::engine::agent_status::turn_of(&s);
+    }
+    let (cfg, by_file) = (f.cfg, !f.cfg.activity_files.is_empty());
+    let Some((fresh, s)) = policy::decide_session(s, f.busy, by_file, now_ms(), &cfg.policy) else {
+        return j.abort(Abort::NoFreshDecision);
+    };
+    let (d, req) = (&j.request.decision, &j.request);
+    if let Err(why) = policy::still_reapable(&fresh, d.idle_ms, req.reason, req.force, &cfg.policy)
+    {
+        return j.abort(Abort::Changed(why));
+    }
+    // The chat's cid as it is now (a studio may have set `@ccs_cid` since the sweep).
+    if fresh.cid.is_some() {
+        j.line.cid = fresh.cid.clone();
+    }
+    if let Stage::Marked { token } = &j.stage {
+        j.stage = Stage::Checked {
+            token: token.clone(),
+            fresh: s,
+            ids: Vec::new(),
+            victims: Vec::new(),
+        };
+    }
 }
 
 /// The victims of every session still to be reaped, from one scan of the process table, pinned.
