@@ -156,6 +156,20 @@ fn rows() -> Vec<Row> {
             sessions: &[1],
         },
         Row {
+            name: "the test-and-set fails",
+            script: Script {
+                mark_fails: true,
+                ..Script::default()
+            },
+            calls: &["mark $1", "clear $1"],
+            outcome: "failed",
+            error: Some("scripted to fail"),
+            tombstone: false,
+            journals: 0,
+            marked: &[],
+            sessions: &[1],
+        },
+        Row {
             name: "a panic at the mark",
             script: panic_at("mark"),
             calls: &["mark $1", "clear $1"],
