@@ -147,6 +147,7 @@ pub(super) fn fenced(j: &mut Reap, tombstone: crate::core::records::Tombstone) {
             ids,
             victims,
             journal,
+            facts,
             ..
         } => Stage::Fenced {
             token,
@@ -154,6 +155,7 @@ pub(super) fn fenced(j: &mut Reap, tombstone: crate::core::records::Tombstone) {
             victims,
             journal,
             tombstone,
+            facts,
         },
         other => other,
     };

@@ -23,7 +23,13 @@ pub(super) async fn end_late(
     for (i, _) in done {
         let j = &mut reaps[*i];
         let n = j.n();
-        let Stage::Signalled { ids, failure, .. } = &mut j.stage else {
+        let Stage::Signalled {
+            ids,
+            failure,
+            facts,
+            ..
+        } = &mut j.stage
+        else {
             continue;
         };
         let reports = match &found {
@@ -48,9 +54,9 @@ pub(super) async fn end_late(
                 "processes born after the victims' scan"
             );
         }
-        j.line.kill += rep.kill;
+        facts.kill += rep.kill;
         for id in &rep.found {
-            j.line.pids.push(id.pid);
+            facts.pids.push(id.pid);
             ids.push(*id);
         }
     }

@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::ports::{ProcPort, TmuxPort};
-use super::stage::{Reap, Stage};
+use super::stage::{Facts, Reap, Stage};
 use super::write::ended;
 use super::{now_ms, Abort, Batch, Failure};
 use crate::adapters::procs;
@@ -119,16 +119,17 @@ fn check_one(f: &Fresh<'_>, j: &mut Reap) {
     {
         return j.abort(Abort::Changed(why));
     }
-    // The chat's cid as it is now (a studio may have set `@ccs_cid` since the sweep).
-    if fresh.cid.is_some() {
-        j.line.cid = fresh.cid.clone();
-    }
     if let Stage::Marked { token } = &j.stage {
         j.stage = Stage::Checked {
             token: token.clone(),
             fresh: s,
             ids: Vec::new(),
             victims: Vec::new(),
+            // The chat's cid as it is now (a studio may have set `@ccs_cid` since the sweep).
+            facts: Facts {
+                cid: fresh.cid,
+                ..Facts::default()
+            },
         };
     }
 }
@@ -169,6 +170,7 @@ pub(super) fn collect_victims(procs: &impl ProcPort, jobs: &mut [Reap], listing:
             fresh,
             ids,
             victims,
+            facts,
             ..
         } = &mut j.stage
         else {
@@ -179,7 +181,7 @@ pub(super) fn collect_victims(procs: &impl ProcPort, jobs: &mut [Reap], listing:
         // Every member, pinned or not: one that could not be pinned (/proc could not tell) and
         // still lives is a survivor, never a silent success.
         *ids = found.to_vec();
-        j.line.pids = ids.iter().map(|i| i.pid).collect();
-        j.line.ended = Some(ended(fresh, reason, &mut j.line));
+        facts.pids = ids.iter().map(|i| i.pid).collect();
+        ended(fresh, reason, facts);
     }
 }

@@ -3,9 +3,10 @@
 use std::collections::HashSet;
 use std::future::Future;
 
+use super::finish::{end_of, survivors};
 use super::ports::{ProcPort, TmuxPort};
 use super::stage::{Reap, Stage};
-use super::{finish, late, verify, Batch, Failure};
+use super::{finish, late, Batch, Failure};
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs::{self, Ident};
 
@@ -40,8 +41,9 @@ impl<'a> MemoryRead<'a> {
     pub async fn into(self, reaps: &mut [Reap]) {
         if let Some(mem) = self.read.await {
             for (&i, (rss, pss)) in self.of.iter().zip(mem) {
-                reaps[i].line.rss_bytes = rss;
-                reaps[i].line.pss_bytes = pss;
+                if let Some(f) = reaps[i].stage.facts_mut() {
+                    (f.rss_bytes, f.pss_bytes) = (rss, pss);
+                }
             }
         }
     }
@@ -93,6 +95,7 @@ fn signalled(j: &mut Reap) -> Vec<procs::Victim> {
             victims,
             journal,
             tombstone,
+            facts,
             ..
         } => {
             tracing::debug!(session = %journal.session, cid = ?tombstone.cid, "the first signal, past the fence");
@@ -100,6 +103,7 @@ fn signalled(j: &mut Reap) -> Vec<procs::Victim> {
                 ids,
                 journal,
                 failure: None,
+                facts,
             };
             victims
         }
@@ -125,8 +129,9 @@ async fn finish_wave<T: TmuxPort, P: ProcPort>(
 ) {
     let r = b.r;
     for (i, rep) in done {
-        reaps[*i].line.term = rep.term;
-        reaps[*i].line.kill = rep.kill;
+        if let Some(f) = reaps[*i].stage.facts_mut() {
+            (f.term, f.kill) = (rep.term, rep.kill);
+        }
     }
     // 7. A session usually goes with its pane's claude: asking for one that is gone is a no-op
     // (the command is checked in the server); only a large wave lists first, to ask for fewer.
@@ -168,10 +173,17 @@ async fn finish_wave<T: TmuxPort, P: ProcPort>(
     let mut ended = Vec::with_capacity(done.len());
     for (i, _) in done {
         let j = &mut reaps[*i];
-        let Stage::Signalled { ids, failure, .. } = &mut j.stage else {
+        let Stage::Signalled {
+            ids,
+            failure,
+            facts,
+            ..
+        } = &mut j.stage
+        else {
             continue;
         };
-        let end = verify(&mut j.line, ids, failure.take(), |id| b.procs.alive(id));
+        facts.survivors = survivors(ids, |id| b.procs.alive(id));
+        let end = end_of(&facts.survivors, failure.take());
         ended.push((*i, end));
     }
     b.lines.end(reaps, ended);

@@ -12,7 +12,7 @@ use std::time::Instant;
 use super::{logged, Request, Sink};
 use crate::adapters::metrics::Metrics;
 use crate::adapters::procs::{Ident, Victim};
-use crate::adapters::state::{AuditLine, Journal, StateDir};
+use crate::adapters::state::{AuditLine, Ended, Journal, StateDir};
 use crate::core::policy::Session;
 use crate::core::reap_end::{audit_line, Abort, Failure, Finished, ReapEnd};
 use crate::core::records::Tombstone;
@@ -24,10 +24,49 @@ pub(crate) type Token = Arc<str>;
 /// One reap of a batch.
 pub(crate) struct Reap {
     pub request: Request,
-    /// The facts of its audit line as gathered so far (begun from the decision); the line as
-    /// written is built from them and the end ([`audit_line`]), once, when the reap ends.
+    /// Its audit line as begun, from the decision; the line as written is built from it, the
+    /// facts its stage gathered and its end ([`Reap::end`]), once.
     pub line: AuditLine,
     pub stage: Stage,
+}
+
+/// What a reap learned on its way, for its audit line: carried by its stage from the re-check
+/// on, and read once, when the line is built ([`Facts::onto`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Facts {
+    /// The chat's cid as the re-check found it (a studio may have set `@ccs_cid` since the
+    /// sweep).
+    pub cid: Option<String>,
+    /// How the session ended, and the exited pane's status (the cleanup of exited panes).
+    pub ended: Option<Ended>,
+    pub exit_status: Option<i32>,
+    pub exit_signal: Option<i32>,
+    /// Every member of its tree, the late ones too.
+    pub pids: Vec<i32>,
+    pub rss_bytes: u64,
+    pub pss_bytes: Option<u64>,
+    pub term: usize,
+    pub kill: usize,
+    pub survivors: Vec<i32>,
+}
+
+impl Facts {
+    /// The begun `line` with these facts.
+    pub fn onto(self, line: &AuditLine) -> AuditLine {
+        AuditLine {
+            cid: self.cid.or_else(|| line.cid.clone()),
+            ended: self.ended,
+            exit_status: self.exit_status,
+            exit_signal: self.exit_signal,
+            pids: self.pids,
+            rss_bytes: self.rss_bytes,
+            pss_bytes: self.pss_bytes,
+            term: self.term,
+            kill: self.kill,
+            survivors: self.survivors,
+            ..line.clone()
+        }
+    }
 }
 
 /// Where a reap is, and what it holds there.
@@ -43,6 +82,7 @@ pub(crate) enum Stage {
         fresh: Session,
         ids: Vec<Ident>,
         victims: Vec<Victim>,
+        facts: Facts,
     },
     /// Its journal is written.
     Journaled {
@@ -51,6 +91,7 @@ pub(crate) enum Stage {
         ids: Vec<Ident>,
         victims: Vec<Victim>,
         journal: Journal,
+        facts: Facts,
     },
     /// Past the fence, its tombstone written: the next step is its first signal.
     Fenced {
@@ -59,6 +100,7 @@ pub(crate) enum Stage {
         victims: Vec<Victim>,
         journal: Journal,
         tombstone: Tombstone,
+        facts: Facts,
     },
     /// Its tree was sent its first signal: never given back half torn down. `failure`: a step
     /// past the signals that failed (`kill-session`).
@@ -66,9 +108,14 @@ pub(crate) enum Stage {
         ids: Vec<Ident>,
         journal: Journal,
         failure: Option<Failure>,
+        facts: Facts,
     },
     /// Over before its first signal, still holding `held` until the release gives it back.
-    Stopped { end: ReapEnd, held: Held },
+    Stopped {
+        end: ReapEnd,
+        held: Held,
+        facts: Facts,
+    },
     /// Over: its line written (never twice), and whether it went to the sink.
     Ended { finished: Finished, delivered: bool },
 }
@@ -123,6 +170,35 @@ impl Stage {
         }
     }
 
+    /// What it learned so far, from the re-check on.
+    pub fn facts(&self) -> Option<&Facts> {
+        match self {
+            Stage::Checked { facts, .. }
+            | Stage::Journaled { facts, .. }
+            | Stage::Fenced { facts, .. }
+            | Stage::Signalled { facts, .. }
+            | Stage::Stopped { facts, .. } => Some(facts),
+            _ => None,
+        }
+    }
+
+    /// What it learned so far, to add to.
+    pub fn facts_mut(&mut self) -> Option<&mut Facts> {
+        match self {
+            Stage::Checked { facts, .. }
+            | Stage::Journaled { facts, .. }
+            | Stage::Fenced { facts, .. }
+            | Stage::Signalled { facts, .. }
+            | Stage::Stopped { facts, .. } => Some(facts),
+            _ => None,
+        }
+    }
+
+    /// What it learned, taken (nothing, before the re-check).
+    pub fn take_facts(&mut self) -> Facts {
+        self.facts_mut().map(std::mem::take).unwrap_or_default()
+    }
+
     /// Every member of its tree, once collected.
     pub fn ids(&self) -> &[Ident] {
         match self {
@@ -155,7 +231,8 @@ impl Reap {
             return;
         }
         let held = self.stage.held();
-        self.stage = Stage::Stopped { end, held };
+        let facts = self.stage.take_facts();
+        self.stage = Stage::Stopped { end, held, facts };
     }
 
     pub fn abort(&mut self, why: Abort) {
@@ -177,7 +254,8 @@ impl Reap {
             // lines are written): what it holds of the state dir goes with it.
             other => other.held().journal,
         };
-        let line = logged(audit_line(self.line.clone(), &end), t0);
+        let facts = self.stage.take_facts();
+        let line = logged(audit_line(facts.onto(&self.line), &end), t0);
         self.stage = Stage::Ended {
             finished: Finished {
                 end,

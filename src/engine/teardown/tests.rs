@@ -51,6 +51,8 @@ struct Row {
     /// The sessions left marked, and those left at all.
     marked: &'static [u32],
     sessions: &'static [u32],
+    /// The line's SIGTERMs, SIGKILLs and survivors, where the reap got that far.
+    stop: Option<(usize, usize, &'static [i32])>,
 }
 
 const HEALTHY: &[&str] = &[
@@ -81,6 +83,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[],
+            stop: Some((1, 0, &[])),
         },
         Row {
             name: "the mark lost between re-check and fence",
@@ -104,6 +107,7 @@ fn rows() -> Vec<Row> {
             // The other reaper's mark: the clear is checked in the server.
             marked: &[1],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "kill-session fails",
@@ -118,6 +122,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[1],
             sessions: &[1],
+            stop: Some((1, 0, &[])),
         },
         Row {
             name: "a survivor after SIGKILL",
@@ -132,6 +137,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[],
+            stop: Some((1, 1, &[PANE as i32])),
         },
         Row {
             name: "a prompt arriving after the mark",
@@ -154,6 +160,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "the test-and-set fails",
@@ -168,6 +175,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "a panic at the mark",
@@ -179,6 +187,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "a panic at the re-check",
@@ -190,6 +199,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "a panic at the victims",
@@ -201,6 +211,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "a panic at the journals",
@@ -219,6 +230,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "a panic at the fence (journal written)",
@@ -238,6 +250,7 @@ fn rows() -> Vec<Row> {
             journals: 0,
             marked: &[],
             sessions: &[1],
+            stop: None,
         },
         // Signalled: never given back half torn down; the next sweep finishes it.
         Row {
@@ -258,6 +271,7 @@ fn rows() -> Vec<Row> {
             journals: 1,
             marked: &[1],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "a panic at kill-session",
@@ -269,6 +283,7 @@ fn rows() -> Vec<Row> {
             journals: 1,
             marked: &[1],
             sessions: &[1],
+            stop: None,
         },
         Row {
             name: "a panic at the late look",
@@ -280,6 +295,7 @@ fn rows() -> Vec<Row> {
             journals: 1,
             marked: &[],
             sessions: &[],
+            stop: None,
         },
     ]
 }
@@ -341,6 +357,30 @@ async fn every_race_of_the_teardown_ends_as_its_row_says() {
                 t.cid.as_deref() == Some("conv-1"),
                 format!("its cid: {t:?}"),
             );
+        }
+        // The facts its stages gathered: the cid, the victims and their memory from the
+        // victims' step on, the signals from the first signal on.
+        if let Some(l) = line {
+            check(
+                l.cid.as_deref() == Some("conv-1"),
+                format!("the cid: {:?}", l.cid),
+            );
+            let panicked = row.error == Some("panicked");
+            if panicked {
+                // A line written by the unwinding is the line as begun.
+                let got = (l.pids.len(), l.rss_bytes, l.term);
+                check(got == (0, 0, 0), format!("a panic's line: {got:?}"));
+            } else if calls.iter().any(|c| c == "memory") {
+                let pids = (l.pids.clone(), l.rss_bytes, l.pss_bytes);
+                check(
+                    pids == (vec![PANE as i32], 1 << 20, Some(1 << 19)),
+                    format!("the victims: {pids:?}"),
+                );
+            }
+            if let Some((term, kill, survivors)) = row.stop {
+                let got = (l.term, l.kill, l.survivors.as_slice());
+                check(got == (term, kill, survivors), format!("the stop: {got:?}"));
+            }
         }
         let journals = r.state.journals().len();
         check(

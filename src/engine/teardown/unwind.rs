@@ -8,7 +8,7 @@
 //! whose owner lives on until a restart.
 
 use super::ports::TmuxPort;
-use super::stage::{Held, Lines, Reap, Stage, Token};
+use super::stage::{Facts, Held, Lines, Reap, Stage, Token};
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::StateDir;
 use crate::core::reap_end::{Failure, ReapEnd};
@@ -79,9 +79,11 @@ fn give_back(state: &StateDir, reaps: &mut [Reap], why: &str) -> (Vec<u32>, Opti
             clear.push(r.n());
             token = Some(t);
         }
+        // Its line as begun: what the batch gathered before it panicked is not told.
         r.stage = Stage::Stopped {
             end: ReapEnd::Failed(Failure::Panicked(why.to_string())),
             held: Held::default(),
+            facts: Facts::default(),
         };
     }
     (clear, token)

@@ -1,10 +1,10 @@
 //! What a reap writes: how the session ended, its journal, its tombstone.
 
 use super::ports::{ProcPort, TmuxPort};
-use super::stage::{Reap, Stage};
+use super::stage::{Facts, Reap, Stage};
 use super::{now_ms, Batch, Failure};
 use crate::adapters::procs;
-use crate::adapters::state::{AuditLine, Ended, Journal, ReapDirs, StateDir, StateError};
+use crate::adapters::state::{Ended, Journal, ReapDirs, StateDir, StateError};
 use crate::config::Config;
 use crate::core::policy::{ReapReason, Session};
 use crate::core::records::Tombstone;
@@ -29,25 +29,26 @@ impl WriteError {
     }
 }
 
-/// How the session ended: `stopped` (we reaped it), or, for exited panes, `completed`/`failed`
-/// with the status recorded in the line.
-pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> Ended {
+/// How the session ended, into its `facts`: `stopped` (we reaped it), or, for exited panes,
+/// `completed`/`failed` with the exited pane's status.
+pub(super) fn ended(s: &Session, reason: ReapReason, facts: &mut Facts) {
     if reason != ReapReason::Exited {
-        return Ended::Stopped;
+        facts.ended = Some(Ended::Stopped);
+        return;
     }
     let p = s
         .panes
         .iter()
         .find(|p| p.dead_signal.is_some() || p.dead_status != Some(0))
         .or(s.panes.first());
-    line.exit_status = p.and_then(|p| p.dead_status);
-    line.exit_signal = p.and_then(|p| p.dead_signal);
-    let clean = line.exit_signal.is_none() && line.exit_status == Some(0);
-    if clean {
+    facts.exit_status = p.and_then(|p| p.dead_status);
+    facts.exit_signal = p.and_then(|p| p.dead_signal);
+    let clean = facts.exit_signal.is_none() && facts.exit_status == Some(0);
+    facts.ended = Some(if clean {
         Ended::Completed
     } else {
         Ended::Failed
-    }
+    });
 }
 
 /// The journals go down before the `before` hook runs: a reaper that dies or stalls from here
@@ -108,12 +109,14 @@ fn journaled(j: &mut Reap, journal: Journal) {
             fresh,
             ids,
             victims,
+            facts,
         } => Stage::Journaled {
             token,
             fresh,
             ids,
             victims,
             journal,
+            facts,
         },
         other => other,
     };
@@ -145,7 +148,11 @@ fn journal(
         id: d.id.clone(),
         session: d.name.clone(),
         tmux_id: d.tmux_id,
-        cid: j.line.cid.clone(),
+        cid: j
+            .stage
+            .facts()
+            .and_then(|f| f.cid.clone())
+            .or_else(|| j.line.cid.clone()),
         reason: j.request.reason,
         idle_ms: d.idle_ms,
         cwd,
