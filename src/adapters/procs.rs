@@ -53,7 +53,10 @@ pub fn table() -> Result<Vec<Proc>, TableError> {
 pub use crate::core::records::Ident;
 
 mod late;
+mod scope;
 pub use late::{end_late, late_members, LateReport, World};
+pub(crate) use scope::env_in_pane;
+pub use scope::{members_scoped, pane_only_of};
 
 /// The pids that must never be signalled: <= 1, the tmux server, ourselves and our ancestors.
 pub fn protected(table: &[Proc], server_pid: Option<u32>) -> HashSet<i32> {
@@ -100,7 +103,16 @@ pub fn members_of<'a>(
         _ => None,
     };
     let uid = rustix::process::getuid().as_raw();
-    members(table, &wanted, &listing.all_panes, env, uid, &prot)
+    let pane_of = pane_only_of(&listing.sessions);
+    members_scoped(
+        table,
+        &wanted,
+        &listing.all_panes,
+        env,
+        uid,
+        &prot,
+        &pane_of,
+    )
 }
 
 /// Group the process table by session: for each wanted (session number, pane pids), every
@@ -118,23 +130,15 @@ pub fn members(
     uid: u32,
     protected: &HashSet<i32>,
 ) -> HashMap<u32, Vec<Ident>> {
-    let want: HashSet<u32> = wanted.iter().map(|(n, _)| *n).collect();
-    // The other sessions' panes first: a pane moved into another session is the other's. The
-    // very panes of a wanted session are its own, wherever else they show (its window linked
-    // into another session, or a session grouped with it, lists the same pane there): a reap
-    // takes only a session that is its chat's pane alone, so that pane is the chat's.
-    let own: HashSet<u32> = wanted.iter().flat_map(|(_, p)| p.iter().copied()).collect();
-    let mut extra: HashMap<u32, Vec<u32>> = HashMap::new();
-    for &(n, pid) in others {
-        if !want.contains(&n) && !own.contains(&pid) {
-            extra.entry(n).or_default().push(pid);
-        }
-    }
-    let mut all: Vec<(u32, Vec<u32>)> = extra.into_iter().collect();
-    all.extend(wanted.iter().cloned());
-    let mut out = claim_all(table, &all, wanted, tmux_env, uid, protected);
-    out.retain(|n, _| want.contains(n));
-    out
+    members_scoped(
+        table,
+        wanted,
+        others,
+        tmux_env,
+        uid,
+        protected,
+        &HashMap::new(),
+    )
 }
 
 /// Long (about 100 lines) on purpose: one pass over the process table whose claims (pane trees,
@@ -146,6 +150,7 @@ fn claim_all(
     tmux_env: Option<(&str, u32)>,
     uid: u32,
     protected: &HashSet<i32>,
+    pane_of: &HashMap<u32, u32>,
 ) -> HashMap<u32, Vec<Ident>> {
     let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
     for p in table {
@@ -230,7 +235,9 @@ fn claim_all(
                 continue;
             };
             if let Some(n) = tmux_entry_of(&env, &needles) {
-                claim(p, n, &mut owner, &mut out);
+                if env_in_pane(&env, n, pane_of) {
+                    claim(p, n, &mut owner, &mut out);
+                }
             }
         }
     }

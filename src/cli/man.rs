@@ -109,7 +109,7 @@ pub(super) const STATES: &[(&str, &str)] = &[
     ("busy", "A turn is running (turn begin, an agent's hook, or Claude Code's own status file): never reaped, but by a stuck rule."),
     ("stuck", "A turn running past CCS_ENGINE_STUCK_WALL_MS or CCS_ENGINE_STUCK_IDLE_MS: reported; reaped only with CCS_ENGINE_REAP_STUCK=1."),
     ("viewed", "A tmux client shows it (attached to its session, or to another whose current window is the chat's: a linked window, a grouped session): someone may be reading it; kept."),
-    ("shared", "Its session holds more than the chat's own pane (a pane or window the user added): kept, nothing in it signalled; the WHY names what is there."),
+    ("shared", "Its session holds more than the chat's own pane (a pane or window the user added): kept, nothing in it signalled; the WHY names what is there. With CCS_ENGINE_SHARED_SESSION=pane, judged by the chat's recorded pane alone instead, and reaped by that pane (kill-pane): the session stays."),
     ("foreign", "Its session's one pane is not the one recorded as the chat's (@ccs_pane; swapped, moved or respawned): kept."),
     ("pinned", "ccs-reap pin: kept until unpinned (but when its panes exited)."),
     ("new", "First seen at this sweep: its idle clock starts now."),

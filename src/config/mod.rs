@@ -240,7 +240,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::policy::{MemThreshold, OrphanViewers};
+    use crate::core::policy::{MemThreshold, OrphanViewers, SharedSession};
     use std::path::Path;
 
     fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
@@ -440,6 +440,12 @@ mod tests {
                 c.policy.viewer_max_ms == Some(86_400_000)
             }),
             ("CCS_ENGINE_REAP_EXITED", "0", |c| !c.policy.reap_exited),
+            ("CCS_ENGINE_SHARED_SESSION", " pane ", |c| {
+                c.policy.shared_session == SharedSession::Pane
+            }),
+            ("CCS_ENGINE_SHARED_SESSION", "keep", |c| {
+                c.policy.shared_session == SharedSession::Keep
+            }),
             ("CCS_AUDIT_MAX_BYTES", "2000", |c| c.audit_max_bytes == 2000),
             ("CCS_AUDIT_MAX_BYTES", " 1M ", |c| {
                 c.audit_max_bytes == 1 << 20
@@ -511,6 +517,8 @@ mod tests {
             ("CCS_ENGINE_ORPHAN_VIEWERS", "drop"),
             ("CCS_ENGINE_VIEWER_MAX_MS", "forever"),
             ("CCS_ENGINE_REAP_EXITED", "sometimes"),
+            ("CCS_ENGINE_SHARED_SESSION", "session"),
+            ("CCS_ENGINE_SHARED_SESSION", "Pane"),
             ("CCS_AUDIT_MAX_BYTES", "0"),
             ("CCS_AUDIT_MAX_BYTES", "0K"),
             ("CCS_AUDIT_MAX_BYTES", "lots"),
@@ -609,7 +617,7 @@ mod tests {
     #[test]
     fn known_variables_are_the_settings_and_each_is_documented() {
         let known = known_vars();
-        assert_eq!(known.len(), 34, "{known:?}");
+        assert_eq!(known.len(), 35, "{known:?}");
         assert!(known.iter().any(|k| k == "CCS_ENGINE_IDLE_KILL_MS"));
         assert!(known.iter().any(|k| k == "CCS_AUDIT_KEEP"));
         let docs = include_str!("../../docs/configuration.md");

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use crate::core::policy::{OrphanViewers, UnseenTurns};
+use crate::core::policy::{OrphanViewers, SharedSession, UnseenTurns};
 use crate::core::units;
 
 use super::parse::{
@@ -96,6 +96,20 @@ pub const VARS: &[Setting] = &[
                 "keep" => UnseenTurns::Keep,
                 "output" => UnseenTurns::Output,
                 _ => return Err("keep or output".into()),
+            };
+            Ok(())
+        },
+    },
+    Setting {
+        name: "CCS_ENGINE_SHARED_SESSION",
+        group: REAPING,
+        default: "keep",
+        help: "A chat whose session holds more than its own recorded pane (a pane or window the user added): keep (state shared), or pane: judge and reap only the chat's pane (its process tree, then kill-pane of exactly that pane); the session and the rest stay, so has-session still finds it.",
+        parse: |d, s| {
+            d.policy.shared_session = match s.trim() {
+                "keep" => SharedSession::Keep,
+                "pane" => SharedSession::Pane,
+                _ => return Err("keep or pane".into()),
             };
             Ok(())
         },

@@ -378,6 +378,46 @@ pub fn plain_name(name: &str) -> bool {
 /// now shared, swapped or watched is simply not in the set; a row that does not parse passes
 /// nothing.
 pub fn fenced(out: &str, asked: &[(u32, &str, bool)]) -> std::collections::HashSet<u32> {
+    fenced_in(out, asked, &HashMap::new())
+}
+
+/// [`fenced`], where the sessions of `panes` are chats judged as their own pane in a shared
+/// session (`CCS_ENGINE_SHARED_SESSION=pane`): such a session passes on its `F` row (mark, name)
+/// without being one pane alone, and on its `P` row (printed by the fence's call right after its
+/// write: `P $N clients found window-clients`): the recorded pane is still the one the reap was
+/// decided for and still there, and where the reap asked for none, no client is attached to the
+/// session and none shows that pane's window.
+pub fn fenced_in(
+    out: &str,
+    asked: &[(u32, &str, bool)],
+    panes: &HashMap<u32, crate::core::policy::chat_pane::PaneRecord>,
+) -> std::collections::HashSet<u32> {
+    let mut prow: HashMap<u32, Vec<&str>> = HashMap::new();
+    for line in out.lines() {
+        let f: Vec<&str> = line.trim_end_matches('\r').split(' ').collect();
+        if f.len() == 5 && f[0] == "P" {
+            if let Some(n) = parse_sid(f[1]) {
+                prow.insert(n, f);
+            }
+        }
+    }
+    let one = |n: u32, name: &str, check_viewers: bool, f: &Vec<&str>| match panes.get(&n) {
+        None => {
+            let alone = f[4] == "1" && f[5] == "1";
+            let recorded = f[7].trim();
+            let the_chats = recorded.is_empty() || recorded == f[6];
+            let unwatched = f[2] == "0" && f[3] == "0";
+            plain_name(name) && f[8] == name && alone && the_chats && (!check_viewers || unwatched)
+        }
+        Some(r) => prow.get(&n).is_some_and(|p| {
+            let unwatched = f[2] == "0" && p[2] == "0" && p[4] == "0";
+            plain_name(name)
+                && f[8] == name
+                && f[7].trim() == r.value()
+                && p[3] == "1"
+                && (!check_viewers || unwatched)
+        }),
+    };
     let mut rows: HashMap<u32, Vec<&str>> = HashMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.splitn(FENCE_FIELDS, SEP).collect();
@@ -390,17 +430,7 @@ pub fn fenced(out: &str, asked: &[(u32, &str, bool)]) -> std::collections::HashS
     asked
         .iter()
         .filter(|&&(n, name, check_viewers)| {
-            rows.get(&n).is_some_and(|f| {
-                let alone = f[4] == "1" && f[5] == "1";
-                let recorded = f[7].trim();
-                let the_chats = recorded.is_empty() || recorded == f[6];
-                let unwatched = f[2] == "0" && f[3] == "0";
-                plain_name(name)
-                    && f[8] == name
-                    && alone
-                    && the_chats
-                    && (!check_viewers || unwatched)
-            })
+            rows.get(&n).is_some_and(|f| one(n, name, check_viewers, f))
         })
         .map(|&(n, ..)| n)
         .collect()
@@ -507,6 +537,43 @@ mod tests {
         let all: Vec<_> = table.iter().map(|t| t.0).collect();
         let want: std::collections::HashSet<u32> = [1, 2, 12, 17].into();
         assert_eq!(fenced(&out, &all), want);
+    }
+
+    #[test]
+    fn a_chat_judged_as_its_pane_passes_the_fence_on_that_pane_and_its_viewers() {
+        use crate::core::policy::chat_pane::PaneRecord;
+        let r = PaneRecord { id: 3, pid: 30 };
+        let panes: HashMap<u32, PaneRecord> = [(1, r)].into();
+        // Two windows, the current pane not the chat's: the `F` row alone never passes it.
+        let f = "F\t$1\t0\t0\t2\t1\t%4:40\t%3:30\tccs-1\n";
+        // (P row, check viewers, passes)
+        let table: &[(&str, bool, bool)] = &[
+            ("P $1 0 1 0", true, true),
+            ("", true, false),
+            // The pane gone (swapped out, killed).
+            ("P $1 0  ", true, false),
+            // A client on the chat's window, or attached to the session.
+            ("P $1 0 1 1", true, false),
+            ("P $1 0 1 1", false, true),
+            ("P $1 1 1 0", true, false),
+            // A row that does not parse, or another session's.
+            ("P $1 0 1", true, false),
+            ("P $2 0 1 0", true, false),
+        ];
+        for &(p, v, passes) in table {
+            let out = format!("{f}{p}\n");
+            assert_eq!(
+                fenced_in(&out, &[(1, "ccs-1", v)], &panes).contains(&1),
+                passes,
+                "{p:?} {v}"
+            );
+            // Judged whole, the same rows never pass: it is not one pane alone.
+            assert!(fenced(&out, &[(1, "ccs-1", v)]).is_empty());
+        }
+        // Another recorded pane than the one the reap was decided for.
+        let other = f.replace("%3:30", "%5:50");
+        let out = format!("{other}P $1 0 1 0\n");
+        assert!(fenced_in(&out, &[(1, "ccs-1", true)], &panes).is_empty());
     }
 
     #[test]

@@ -316,6 +316,7 @@ pub(crate) async fn act_on(
         if let Some(why) = not_the_chats_agent(s) {
             return Ok(HookOutcome::Skipped(why));
         }
+        crate::engine::own_pane::record(r, s).await;
     }
     match what {
         HookAction::Nothing(why) => Ok(HookOutcome::Skipped(why.clone())),

@@ -380,6 +380,9 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
         .await?
         .is_some_and(|s| s.panes.iter().any(|p| !p.dead));
     if live {
+        if let Some(why) = crate::engine::own_pane::asleep_why(r, id, &name).await? {
+            return Err(CommandError::Refused(why));
+        }
         return Ok(Resumed::Live);
     }
     if r.state.read_tombstone(id)?.is_none() {
@@ -436,7 +439,13 @@ async fn make_way(
                     )));
                 }
             }
-            Some(_) => return Ok(None),
+            Some(_) => {
+                let id = name.strip_prefix(r.cfg.prefix.as_str()).unwrap_or(name);
+                if let Some(why) = crate::engine::own_pane::asleep_why(r, id, name).await? {
+                    return Err(CommandError::Refused(why));
+                }
+                return Ok(None);
+            }
         }
     }
 }

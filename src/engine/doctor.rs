@@ -170,18 +170,28 @@ async fn sessions_check(cfg: &Config, tmux: &Tmux, chats: usize) -> Check {
     }
 }
 
-/// Chats whose turns nothing reports are kept (`unseen`): said, with the fix.
+/// Chats whose turns nothing reports are kept (`unseen`): said, with the fix; a problem when no
+/// chat is left that could be reaped (every one unseen or without its conversation id).
 fn turns_check(rep: &crate::core::report::SweepReport) -> Option<Check> {
+    use crate::core::policy::State;
     let unseen: Vec<&str> = rep
         .sessions
         .iter()
-        .filter(|s| s.decision.state == crate::core::policy::State::Unseen)
+        .filter(|s| s.decision.state == State::Unseen)
         .map(|s| s.decision.name.as_str())
         .collect();
+    let none_left = rep
+        .sessions
+        .iter()
+        .all(|s| matches!(s.decision.state, State::Unseen | State::NoCid));
     (!unseen.is_empty()).then(|| {
         Check::new(
             "turns",
-            Verdict::Note,
+            if none_left {
+                Verdict::Problem
+            } else {
+                Verdict::Note
+            },
             format!(
                 "{} chat(s) are kept because nothing reports their turns (no hook, no status file of their agent, no activity file): {}; fix: {}",
                 unseen.len(),
@@ -418,7 +428,8 @@ fn read_bounded(path: &std::path::Path) -> Result<String, String> {
     }
 }
 
-/// The memory limit the pressure rules see.
+/// The memory limit the pressure rules see. A share of no limit never fires: a problem when that
+/// rule is the only one, else a note (another rule still reaps: red exactly when nothing can).
 fn memory_check(
     cfg: &Config,
     host: Option<crate::core::policy::HostMemory>,
@@ -433,11 +444,21 @@ fn memory_check(
             Verdict::Ok,
             format!("a memory limit of {} bytes at {at}", l),
         ),
-        None if percent => Check::new(
-            "memory",
-            Verdict::Problem,
-            format!("CCS_ENGINE_MEM_HIGH is a share of a limit, but no memory limit is visible at {at}: the memory rule never starts (give a size, or CCS_ENGINE_MEM_CGROUP)"),
-        ),
+        None if percent => {
+            let others = crate::core::policy::Policy {
+                mem_high: None,
+                ..cfg.policy.clone()
+            }
+            .enabled();
+            Check::new(
+                "memory",
+                if others { Verdict::Note } else { Verdict::Problem },
+                format!(
+                    "CCS_ENGINE_MEM_HIGH is a share of a limit, but no memory limit is visible at {at}: the memory rule never starts (give a size, or CCS_ENGINE_MEM_CGROUP){}",
+                    if others { "; the other rules still reap" } else { "" }
+                ),
+            )
+        }
         None => Check::new(
             "memory",
             Verdict::Note,

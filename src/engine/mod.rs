@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod inflight;
 pub mod observe;
 pub(crate) mod observer;
+pub(crate) mod own_pane;
 pub mod ownership;
 pub(crate) mod record;
 pub mod sweep;

@@ -163,6 +163,41 @@ fn doctor_and_status_say_when_the_servers_processes_are_out_of_sight() {
     assert!(s.has("ccs-1"));
 }
 
+/// A chat whose turns nothing reports is kept (`unseen`): when every chat is so, none can be
+/// reaped and doctor is red; beside one that can be, a note.
+#[test]
+fn doctor_is_red_when_every_chat_is_kept_unseen() {
+    let s = Server::new();
+    // A claude-like launcher that names its conversation and keeps no status file.
+    let blind = s.path("claude");
+    write_exec(&blind, "#!/bin/sh\nexec sleep 100000\n");
+    let n = s.session(
+        "ccs-blind",
+        &format!(
+            "exec {} --session-id 7f1c0b7e-3d55-4a8e-9f0e-2b1d8c6a4e01",
+            blind.display()
+        ),
+    );
+    // Past first sight (a sweep has started its idle clock).
+    s.idle_since(n, 1000);
+    let env = [("CCS_ENGINE_IDLE_KILL_MS", "1h"), ("CLAUDE_CONFIG_DIR", "")];
+    let verdict = |j: &serde_json::Value| {
+        j["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["check"] == "turns"))
+            .map(|c| c["verdict"].as_str().unwrap_or("").to_string())
+    };
+    let j = s.run_expect(FAILED, &["doctor", "--json"], &env).json();
+    assert_eq!(verdict(&j).as_deref(), Some("problem"), "{j}");
+    assert_eq!(problems(&j), ["turns"], "{j}");
+    // A chat whose turns are seen (the studio marks its cid and turns): the blind one is a note.
+    let n = s.session("ccs-seen", "sleep 100000");
+    s.set(n, "@ccs_cid", "9a0d2c1e-5b6f-4c7d-8e9f-0a1b2c3d4e5f");
+    s.idle_since(n, 1000);
+    let j = s.run_expect(DONE, &["doctor", "--json"], &env).json();
+    assert_eq!(verdict(&j).as_deref(), Some("note"), "{j}");
+}
+
 /// The README's plain-tmux lines ("Without a studio"), as written.
 fn readme_plain_tmux_lines() -> Vec<String> {
     let text =

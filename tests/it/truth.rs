@@ -367,6 +367,26 @@ fn a_percentage_where_no_limit_is_visible_is_a_warning_naming_the_rule() {
     );
     let o = s.run_any(&["status"], &env).expect_exit(DONE, "status");
     assert!(o.stderr.contains(want), "{}", o.stderr);
+    // doctor: red while that rule is the only one (nothing could be reaped), a note beside another
+    // rule that still reaps.
+    let memory = |extra: &[(&str, &str)]| {
+        let mut e = env.to_vec();
+        e.extend_from_slice(extra);
+        let j = s
+            .run_any(&["doctor", "--json"], &e)
+            .expect_exit(DONE_OR_FAILED, "doctor")
+            .json();
+        let c = j["checks"]
+            .as_array()
+            .and_then(|c| c.iter().find(|c| c["check"] == "memory").cloned())
+            .unwrap_or_else(|| panic!("no memory check: {j}"));
+        (c["verdict"].as_str().unwrap_or("").to_string(), j)
+    };
+    let (v, j) = memory(&[]);
+    assert_eq!(v, "problem", "{j}");
+    assert_eq!(j["ok"], false, "{j}");
+    let (v, j) = memory(&[("CCS_ENGINE_IDLE_KILL_MS", "1h")]);
+    assert_eq!(v, "note", "{j}");
     // The daemon says it at start-up.
     let log = s.path("daemon.log");
     let _d = KillOnDrop(

@@ -57,7 +57,8 @@ function resolveBinary() {
     `ccs-reap: its native binary is not installed: none of ${tried.join(', ')} is there (an ` +
       'install with --omit=optional or --no-optional, or a lockfile made on another platform, ' +
       `leaves it out). Install it beside ccs-reap ${version}: npm install ${tried[0]}@${version} ` +
-      `(from this source tree: scripts/package-npm, then npm install target/npm/local/*.tgz), ` +
+      '(from a source tree: scripts/package-npm there, then ' +
+      'npm install <tree>/target/npm/local/*.tgz here), ' +
       'or set CCS_REAP_BINARY to a ccs-reap binary'
   );
 }

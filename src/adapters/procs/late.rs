@@ -29,6 +29,9 @@ pub struct World {
     pub server_pid: Option<u32>,
     /// Every live pane on the server at the victims' scan: (session number, pane pid).
     pub all_panes: Vec<(u32, u32)>,
+    /// The chats judged as their own pane in a shared session: session number to its pane's
+    /// `%N` ([`super::pane_only_of`]).
+    pub pane_of: HashMap<u32, u32>,
 }
 
 impl World {
@@ -37,6 +40,7 @@ impl World {
             socket_path: l.socket_path.clone(),
             server_pid: l.server_pid,
             all_panes: l.all_panes.clone(),
+            pane_of: super::pane_only_of(&l.sessions),
         }
     }
 }
@@ -66,6 +70,29 @@ pub fn late_members(
     tmux_env: Option<(&str, u32)>,
     uid: u32,
     protected: &HashSet<i32>,
+) -> HashMap<u32, Vec<Ident>> {
+    late_members_scoped(
+        table,
+        chats,
+        others,
+        tmux_env,
+        uid,
+        protected,
+        &HashMap::new(),
+    )
+}
+
+/// [`late_members`], where a process found by the `TMUX` marker of a chat of `pane_of` (judged
+/// as its own pane in a shared session) is that chat's only with its `TMUX_PANE`
+/// ([`super::env_in_pane`]).
+pub fn late_members_scoped(
+    table: &[Proc],
+    chats: &[(u32, &[Ident])],
+    others: &[(u32, u32)],
+    tmux_env: Option<(&str, u32)>,
+    uid: u32,
+    protected: &HashSet<i32>,
+    pane_of: &HashMap<u32, u32>,
 ) -> HashMap<u32, Vec<Ident>> {
     let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
     let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
@@ -164,7 +191,7 @@ pub fn late_members(
                 return None;
             }
             let env = std::fs::read(format!("/proc/{}/environ", p.pid)).ok()?;
-            super::tmux_entry_of(&env, &needles)
+            super::tmux_entry_of(&env, &needles).filter(|&n| super::env_in_pane(&env, n, pane_of))
         });
         if let Some(n) = n {
             owner.insert(p.pid, Some(n));
@@ -213,7 +240,15 @@ pub async fn end_late(
     for round in 0..=ROUNDS {
         let t = table()?;
         let prot = protected(&t, world.server_pid);
-        let found = late_members(&t, &views, &world.all_panes, env, uid, &prot);
+        let found = late_members_scoped(
+            &t,
+            &views,
+            &world.all_panes,
+            env,
+            uid,
+            &prot,
+            &world.pane_of,
+        );
         if found.is_empty() {
             break;
         }

@@ -68,6 +68,75 @@ fn targets(n: u32) -> (String, String) {
 /// pane itself is told by the fence, [`crate::core::listing::fenced`]).
 const ALONE: &str = "#{&&:#{==:#{session_windows},1},#{==:#{window_panes},1}}";
 
+/// The condition that the session still holds the chat's recorded pane `r` (same `%N`, same
+/// pid) in any of its windows, for a chat judged as its own pane in a shared session
+/// (`CCS_ENGINE_SHARED_SESSION=pane`); with `check_viewers`, also that no client anywhere shows
+/// that pane's window. One loop over the session's panes ([`of_pane`]).
+///
+/// tmux 3.1c gives up on a format nested about ten deep (a loop costs five of them: measured,
+/// it reads a loop under six enclosing `#{...}` as empty), so every condition here puts this
+/// term first, at most four deep (checked by this module's tests).
+fn pane_there(r: &PaneRecord, check_viewers: bool) -> String {
+    let v = r.value();
+    if check_viewers {
+        format!("#{{==:{},1:0}}", of_pane(&v, "1:#{window_active_clients}"))
+    } else {
+        format!("#{{==:{},1}}", of_pane(&v, "1"))
+    }
+}
+
+/// `what`, expanded in the context of the session's pane whose `%N:pid` is `v` (any window),
+/// and nothing for every other pane: empty when no pane is `v`.
+fn of_pane(v: &str, what: &str) -> String {
+    format!("#{{W:#{{P:#{{?#{{==:#{{pane_id}}:#{{pane_pid}},{v}}},{what},}}}}}}")
+}
+
+/// The condition on the session's shape: the chat's pane alone ([`ALONE`]), or, for a chat
+/// judged as its own pane in a shared session, that pane still recorded as the chat's (that it
+/// is still there is [`pane_there`], put first by [`with_pane`]).
+fn shape(pane: Option<&PaneRecord>) -> String {
+    match pane {
+        None => ALONE.to_string(),
+        Some(r) => format!("#{{==:#{{@ccs_pane}},{}}}", r.value()),
+    }
+}
+
+/// [`UNWATCHED`], or for a chat judged as its own pane in a shared session: no client attached
+/// to the session (the clients showing the pane's window are [`pane_there`]'s).
+fn unwatched(pane: Option<&PaneRecord>) -> String {
+    match pane {
+        None => UNWATCHED.to_string(),
+        Some(_) => "#{==:#{session_attached},0}".to_string(),
+    }
+}
+
+/// `cond`, and for a chat judged as its own pane, [`pane_there`] before it (shallow: see there).
+fn with_pane(cond: String, pane: Option<&PaneRecord>, check_viewers: bool) -> String {
+    match pane {
+        None => cond,
+        Some(r) => format!("#{{&&:{},{cond}}}", pane_there(r, check_viewers)),
+    }
+}
+
+/// What the fence reads of a chat judged as its own pane, in the fence's own call, right after
+/// its write ([`crate::core::listing::fenced_in`]): a row `P $N clients found window-clients`
+/// (single spaces; `found` is `1`, or empty with the pane gone), printed only while session `n`
+/// is still there.
+pub(super) fn pane_fence_read_command(n: u32, r: &PaneRecord) -> TmuxCommand<'static> {
+    let v = r.value();
+    let each = |what: &str| of_pane(&v, what);
+    let (_, s) = targets(n);
+    on_session(
+        n,
+        "1",
+        format!(
+            "display-message -p -t {s} 'P #{{session_id}} #{{session_attached}} {} {}'",
+            each("1"),
+            each("#{window_active_clients}")
+        ),
+    )
+}
+
 /// The condition that nobody watches the session: no client attached to it, and none anywhere
 /// whose current window is its current window (the chat's only one), through a linked window or
 /// a session group (`#{window_active_clients}`, in tmux 3.1c to 3.5a).
@@ -83,14 +152,16 @@ pub(super) fn mark_command(
     token: &str,
     check_turn: bool,
     check_viewers: bool,
+    pane: Option<&PaneRecord>,
 ) -> TmuxCommand<'static> {
-    let mut cond = format!("#{{&&:#{{==:#{{@ccs_reaping}},}},{ALONE}}}");
+    let mut cond = format!("#{{&&:#{{==:#{{@ccs_reaping}},}},{}}}", shape(pane));
     if check_turn {
         cond = format!("#{{&&:{cond},#{{==:#{{@ccs_turn}},}}}}");
     }
     if check_viewers {
-        cond = format!("#{{&&:{cond},{UNWATCHED}}}");
+        cond = format!("#{{&&:{cond},{}}}", unwatched(pane));
     }
+    let cond = with_pane(cond, pane, check_viewers);
     let (t, s) = targets(n);
     on_session(
         n,
@@ -135,13 +206,16 @@ pub(super) fn fence_set_command(
     mark_at: i64,
     token: &str,
     check_viewers: bool,
+    pane: Option<&PaneRecord>,
 ) -> TmuxCommand<'static> {
     let mut cond = format!(
-        "#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}},{ALONE}}}"
+        "#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}},{}}}",
+        shape(pane)
     );
     if check_viewers {
-        cond = format!("#{{&&:{cond},{UNWATCHED}}}");
+        cond = format!("#{{&&:{cond},{}}}", unwatched(pane));
     }
+    let cond = with_pane(cond, pane, check_viewers);
     let (_, s) = targets(n);
     on_session(
         n,
@@ -276,6 +350,28 @@ pub(super) fn record_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'sta
     )
 }
 
+/// Record `pane` as the chat's own pane of session `n` on the word of the chat's agent's hook
+/// (which runs below that pane): only while no reap holds the session, the pane is still in it
+/// (same `%N`, same pid), and nothing is recorded yet or the recorded pane is no longer in the
+/// session (gone, or never one). Prints `recorded` when it wrote.
+pub(super) fn record_own_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'static> {
+    let (t, _) = targets(n);
+    let opt = crate::core::policy::chat_pane::PANE_OPTION;
+    let v = pane.value();
+    // Nothing recorded, or the recorded pane not in the session: no pane matches the record
+    // (an empty record matches none). Both loops shallow (see [`pane_there`]).
+    let gone = format!("#{{==:{},}}", of_pane(&format!("#{{{opt}}}"), "1"));
+    let there = pane_there(pane, false);
+    on_session(
+        n,
+        &format!("#{{&&:{there},#{{&&:{gone},#{{==:#{{@ccs_reaping}},}}}}}}"),
+        format!(
+            "set-option -t {t} {opt} {} ; display-message -p recorded",
+            quote(&v)
+        ),
+    )
+}
+
 /// Mark session `name` (`=<prefix><id>`, checked by the caller) as one whose turns something
 /// reports (`@ccs_turns`): a `turn` command, an agent's hook. Written once (only while unset):
 /// every `set-option` costs tmux a refresh of every session. Prints nothing.
@@ -296,14 +392,55 @@ pub(super) const FENCED: &str = "fenced-";
 /// newer server that reuses `$N`) and holds nothing but one pane (the chat's, stopped by then): a
 /// pane or a window someone put in it since the fence keeps the session, and all in it but the
 /// chat's pane.
-pub(super) fn kill_command(n: u32, token: &str) -> TmuxCommand<'static> {
+///
+/// For a chat judged as its own pane in a shared session (`pane`), `kill-pane` of exactly that
+/// pane (`%N`) instead, only while the session carries our reap token and still holds that very
+/// pane (same `%N` and pid) recorded as the chat's (a pane that closed with its process is gone
+/// already); then, while the token is still ours, the session is marked [`ASLEEP_OPTION`] and our
+/// mark cleared: the session's other panes and windows, and the session, stay.
+pub(super) fn kill_scoped_command(
+    n: u32,
+    token: &str,
+    pane: Option<&PaneRecord>,
+) -> Vec<TmuxCommand<'static>> {
+    if let Some(r) = pane {
+        let (t, s) = targets(n);
+        let kill = format!("kill-pane -t {}", quote(&format!("%{}", r.id)));
+        return vec![
+            on_session(
+                n,
+                &with_pane(
+                    format!("#{{&&:{},{}}}", shape(pane), ours(token)),
+                    pane,
+                    false,
+                ),
+                kill,
+            ),
+            on_session(
+                n,
+                &ours(token),
+                format!(
+                    "set-option -t {t} {ASLEEP_OPTION} 1 ; set-option -u -t {t} @ccs_reaping ; set-environment -u -t {s} {TOKEN_VAR} ; set-environment -u -t {s} {FENCED_VAR}"
+                ),
+            ),
+        ];
+    }
     let kill = KillSession::new()
         .target_session(quote(&sid(n)))
         .build()
         .to_vec()
         .join(" ");
-    on_session(n, &format!("#{{&&:{},{ALONE}}}", ours(token)), kill)
+    vec![on_session(
+        n,
+        &format!("#{{&&:{},{ALONE}}}", ours(token)),
+        kill,
+    )]
 }
+
+/// Set on a session whose chat was reaped from its own pane while the session lived on (shared,
+/// `CCS_ENGINE_SHARED_SESSION=pane`): what is left is not the chat. `turn begin` then answers
+/// "respawn it", and `resume`/`spawn` refuse while the session exists.
+pub const ASLEEP_OPTION: &str = "@ccs_asleep";
 
 #[cfg(test)]
 mod tests {
@@ -331,7 +468,7 @@ mod tests {
 
     #[test]
     fn the_mark_and_the_kill_need_the_chat_alone_and_the_mark_every_viewer_gone() {
-        let m = |t, v| mark_command(3, 1, "tok", t, v).to_vec().join(" ");
+        let m = |t, v| mark_command(3, 1, "tok", t, v, None).to_vec().join(" ");
         for (t, v) in [(true, true), (true, false), (false, true), (false, false)] {
             let c = m(t, v);
             assert!(c.contains(ALONE), "{c}");
@@ -339,7 +476,120 @@ mod tests {
             assert_eq!(c.contains("#{session_attached}"), v, "{c}");
             assert_eq!(c.contains("#{@ccs_turn}"), t, "{c}");
         }
-        let k = kill_command(3, "tok").to_vec().join(" ");
+        let k = kill_scoped_command(3, "tok", None)[0].to_vec().join(" ");
         assert!(k.contains(ALONE) && k.contains("kill-session"), "{k}");
+    }
+
+    /// Every `#{` closed once, and no `}` closing nothing: a condition tmux reads as written.
+    fn balanced(f: &str) -> bool {
+        let mut depth = 0i32;
+        let b = f.as_bytes();
+        let mut i = 0;
+        while i < b.len() {
+            if b[i] == b'#' && b.get(i + 1) == Some(&b'{') {
+                depth += 1;
+                i += 2;
+                continue;
+            }
+            if b[i] == b'}' {
+                depth -= 1;
+                if depth < 0 {
+                    return false;
+                }
+            }
+            i += 1;
+        }
+        depth == 0
+    }
+
+    /// How many `#{...}` enclose byte `at` of `f`.
+    fn depth_at(f: &str, at: usize) -> usize {
+        let mut depth = 0usize;
+        let b = f.as_bytes();
+        let mut i = 0;
+        while i < at {
+            if b[i] == b'#' && b.get(i + 1) == Some(&b'{') {
+                depth += 1;
+                i += 2;
+                continue;
+            }
+            if b[i] == b'}' {
+                depth = depth.saturating_sub(1);
+            }
+            i += 1;
+        }
+        depth
+    }
+
+    #[test]
+    fn every_condition_of_a_pane_reap_is_balanced() {
+        let r = PaneRecord { id: 7, pid: 70 };
+        let conds = [
+            pane_there(&r, true),
+            pane_there(&r, false),
+            unwatched(Some(&r)),
+            shape(None),
+            unwatched(None),
+            of_pane("%7:70", "1"),
+        ];
+        for c in &conds {
+            assert!(balanced(c), "{c}");
+        }
+        assert_eq!(
+            pane_there(&r, false),
+            "#{==:#{W:#{P:#{?#{==:#{pane_id}:#{pane_pid},%7:70},1,}}},1}"
+        );
+        let cmds = [
+            mark_command(3, 1, "tok", true, true, Some(&r)),
+            fence_set_command(3, 1, "tok", true, Some(&r)),
+            pane_fence_read_command(3, &r),
+            record_own_pane_command(3, &r),
+        ];
+        for c in cmds
+            .iter()
+            .chain(kill_scoped_command(3, "tok", Some(&r)).iter())
+        {
+            for a in c.to_vec() {
+                assert!(balanced(&a), "{a}");
+                // tmux 3.1c reads a loop under six enclosing `#{...}` as empty (measured):
+                // each loop here sits under at most four.
+                for (i, _) in a.match_indices("#{W:") {
+                    assert!(depth_at(&a, i) <= 4, "{} deep: {a}", depth_at(&a, i));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_chat_judged_as_its_pane_is_checked_and_killed_as_that_pane_only() {
+        let r = PaneRecord { id: 7, pid: 70 };
+        let m = mark_command(3, 1, "tok", true, true, Some(&r))
+            .to_vec()
+            .join(" ");
+        assert!(!m.contains(ALONE), "{m}");
+        assert!(m.contains("#{==:#{@ccs_pane},%7:70}"), "{m}");
+        assert!(
+            m.contains("#{pane_id}:#{pane_pid},%7:70},1:#{window_active_clients},"),
+            "{m}"
+        );
+        assert!(m.contains("#{window_active_clients}"), "{m}");
+        let f = fence_set_command(3, 1, "tok", true, Some(&r))
+            .to_vec()
+            .join(" ");
+        assert!(!f.contains(ALONE) && f.contains("%7:70"), "{f}");
+        let k: Vec<String> = kill_scoped_command(3, "tok", Some(&r))
+            .iter()
+            .map(|c| c.to_vec().join(" "))
+            .collect();
+        assert!(k[0].contains("kill-pane -t '%7'"), "{k:?}");
+        assert!(
+            !k[0].contains("kill-session") && k[0].contains("%7:70"),
+            "{k:?}"
+        );
+        assert!(k[0].contains("#{==:#{session_id},$3}"), "{k:?}");
+        assert!(
+            k[1].contains("@ccs_asleep 1") && k[1].contains("-u -t '$3:' @ccs_reaping"),
+            "{k:?}"
+        );
     }
 }

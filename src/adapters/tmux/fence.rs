@@ -1,13 +1,17 @@
-//! The fence before a batch's first signal: its write (the commit a prompt hook reads) and its
-//! read, in one call where they fit.
+//! The marks of a batch (the test-and-set) and the fence before its first signal: its write
+//! (the commit a prompt hook reads) and its read, in one call where they fit. Each checks the
+//! chat's shape: its pane alone, or, judged as its own pane in a shared session, that pane.
 
 use std::collections::{HashMap, HashSet};
 
 use tmux_interface::ListSessions;
 
-use super::args::{self, fence_set_command, FENCED_VAR, TOKEN_VAR};
+use super::args::{
+    self, fence_set_command, mark_command, pane_fence_read_command, FENCED_VAR, TOKEN_VAR,
+};
 use super::listing;
 use super::{Tmux, TmuxError};
+use crate::core::policy::chat_pane::PaneRecord;
 
 /// What the fence saw: the sessions still exactly ours and set fenced, and those a prompt took
 /// back before it.
@@ -18,6 +22,39 @@ pub struct Fence {
 }
 
 impl Tmux {
+    /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in
+    /// as few tmux calls as the argv budget allows: `(n, check_turn, check_viewers)`. Which ones
+    /// we hold is read from the next listing (those that carry `token`): the re-check lists the
+    /// server anyway, and a read-back here would cost one more tmux command per session.
+    ///
+    /// The sessions of `panes` are chats judged as their own pane in a shared session: their
+    /// mark checks that pane still there and recorded, not the session alone.
+    pub async fn mark_reaping(
+        &self,
+        items: &[(u32, bool, bool)],
+        now_ms: i64,
+        token: &str,
+        panes: &HashMap<u32, PaneRecord>,
+    ) -> Result<(), TmuxError> {
+        let checks: HashMap<u32, (bool, bool)> =
+            items.iter().map(|&(n, t, v)| (n, (t, v))).collect();
+        let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
+        let token_s = token.to_string();
+        self.per_session(&ns, |n| {
+            let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
+            vec![mark_command(
+                n,
+                now_ms,
+                &token_s,
+                check_turn,
+                check_viewers,
+                panes.get(&n),
+            )]
+        })
+        .await
+        .map(|_| ())
+    }
+
     /// The fence before a batch's first signal: which of `ns` (`(n, name, check_viewers)`) still
     /// carry exactly our mark (`@ccs_reaping` = `mark_at` and our `token`) under the name the reap
     /// was decided for (a name a format cannot hold as it is never passes), with no client attached
@@ -29,11 +66,16 @@ impl Tmux {
     /// session still exactly ours is set fenced in the server, so a prompt hook from then on refuses
     /// its prompt; one that took the chat back before (its mark cleared) is listed as such, in
     /// [`Fence::taken_back`].
+    ///
+    /// The sessions of `panes` are chats judged as their own pane in a shared session: their
+    /// write and read check that pane (still there, recorded, its window unwatched) instead of
+    /// the session alone ([`listing::fenced_in`]).
     pub async fn fence(
         &self,
         ns: &[(u32, &str, bool)],
         mark_at: i64,
         token: &str,
+        panes: &HashMap<u32, PaneRecord>,
     ) -> Result<Fence, TmuxError> {
         if ns.is_empty() || !args::plain_token(token) {
             return Ok(Fence::default());
@@ -44,18 +86,24 @@ impl Tmux {
         // The read in the same (last) call as the writes: it prints only its own rows (a write
         // prints nothing). No server, or none of its sessions left: nothing carries the mark.
         let fmt = listing::fence_format(mark_at, token, TOKEN_VAR, FENCED_VAR);
+        // A chat judged as its own pane is read at the same instant (its `P` row).
+        let mut reads: Vec<_> = ids
+            .iter()
+            .filter_map(|n| panes.get(n).map(|r| pane_fence_read_command(*n, r)))
+            .collect();
+        reads.push(ListSessions::new().format(fmt).build());
         let out = self
             .per_session_then(
                 &ids,
                 |n| {
                     let v = checks.get(&n).copied().unwrap_or(true);
-                    vec![fence_set_command(n, mark_at, &tok, v)]
+                    vec![fence_set_command(n, mark_at, &tok, v, panes.get(&n))]
                 },
-                vec![ListSessions::new().format(fmt).build()],
+                reads,
             )
             .await?;
         Ok(Fence {
-            held: listing::fenced(&out, ns),
+            held: listing::fenced_in(&out, ns, panes),
             taken_back: listing::taken_back(&out),
         })
     }

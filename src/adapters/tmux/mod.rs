@@ -21,6 +21,7 @@ use crate::core::policy::Session;
 mod args;
 mod call;
 mod fence;
+mod own_pane;
 mod prompt;
 mod script;
 use crate::core::listing;
@@ -33,10 +34,10 @@ pub use wayback::{Created, Kept, Probe, Start, AGENT_OPTION, ARGV_OPTION};
 
 use crate::core::policy::chat_pane::PaneRecord;
 use args::{
-    clear_command, clear_stale_command, fence_command, kill_command, mark_command, quote,
-    record_pane_command, set_if_unset_command, takeover_command, FENCED,
+    clear_command, clear_stale_command, fence_command, quote, record_pane_command,
+    set_if_unset_command, takeover_command, FENCED,
 };
-pub use args::{format_literal, literal, sid, FENCED_VAR, TOKEN_VAR};
+pub use args::{format_literal, literal, sid, ASLEEP_OPTION, FENCED_VAR, TOKEN_VAR};
 use listing::parse_sid;
 pub use listing::{
     mark_unreported_exits, parse_listing, ExitCollected, Listing, CLIENT_FMT, PANE_FMT, SESSION_FMT,
@@ -290,28 +291,6 @@ impl Tmux {
         .map(|_| ())
     }
 
-    /// The atomic test-and-set of the reap marks ([`mark_command`]) for many sessions at once, in
-    /// as few tmux calls as the argv budget allows: `(n, check_turn, check_viewers)`. Which ones
-    /// we hold is read from the next listing (those that carry `token`): the re-check lists the
-    /// server anyway, and a read-back here would cost one more tmux command per session.
-    pub async fn mark_reaping(
-        &self,
-        items: &[(u32, bool, bool)],
-        now_ms: i64,
-        token: &str,
-    ) -> Result<(), TmuxError> {
-        let checks: HashMap<u32, (bool, bool)> =
-            items.iter().map(|&(n, t, v)| (n, (t, v))).collect();
-        let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
-        let token_s = token.to_string();
-        self.per_session(&ns, |n| {
-            let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
-            vec![mark_command(n, now_ms, &token_s, check_turn, check_viewers)]
-        })
-        .await
-        .map(|_| ())
-    }
-
     /// Take over a dead reaper's mark of session `n` (only while it is still `value` and
     /// `token`), to finish its teardown under our own mark; then whether we hold it (the fence).
     pub async fn take_over(
@@ -343,16 +322,22 @@ impl Tmux {
     /// `kill-session` of many sessions, each only while it carries our token, batched. Sessions
     /// already gone are fine.
     pub async fn kill_sessions(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
-        self.kill_sessions_left(ns, token).await.map(|_| ())
+        self.kill_sessions_left(ns, token, &HashMap::new())
+            .await
+            .map(|_| ())
     }
 
     /// [`Tmux::kill_sessions`], and how many sessions the server holds right after the kills, in
     /// the same call (`Some(0)`: these were its last; with tmux's `exit-empty` it exits now).
     /// `None` when that could not be read.
+    ///
+    /// The sessions of `panes` are chats judged as their own pane in a shared session: only that
+    /// pane is killed (`kill-pane`), the session stays ([`args::kill_scoped_command`]).
     pub async fn kill_sessions_left(
         &self,
         ns: &[u32],
         token: &str,
+        panes: &HashMap<u32, PaneRecord>,
     ) -> Result<Option<usize>, TmuxError> {
         let token = token.to_string();
         // One `LEFT` a session still there, then `END`: the count is known only once `END` came
@@ -361,7 +346,11 @@ impl Tmux {
         end.push_param("-p").push_param("END");
         let tail = vec![ListSessions::new().format("LEFT").build(), end];
         let out = self
-            .per_session_then(ns, |n| vec![kill_command(n, &token)], tail)
+            .per_session_then(
+                ns,
+                |n| args::kill_scoped_command(n, &token, panes.get(&n)),
+                tail,
+            )
             .await?;
         let lines: Vec<&str> = out.lines().map(str::trim).collect();
         Ok(lines
@@ -413,11 +402,15 @@ impl Tmux {
     pub async fn turn_begin(&self, name: &str, now_ms: i64) -> Result<TurnBegin, TmuxError> {
         let target = format!("={name}:");
         let t = quote(&target);
-        // Started only if no reap holds it and its pane is alive; otherwise say which.
+        // Started only if no reap holds it, its pane is alive, and its chat was not reaped from
+        // its pane while the session lived on (`@ccs_asleep`); otherwise say which.
         let mut test = IfShell::new()
             .not_execute()
             .target_pane(target.clone())
-            .shell_command("#{&&:#{==:#{@ccs_reaping},},#{==:#{pane_dead},0}}")
+            .shell_command(format!(
+                "#{{&&:#{{&&:#{{==:#{{@ccs_reaping}},}},#{{==:#{{pane_dead}},0}}}},#{{==:#{{{}}},}}}}",
+                args::ASLEEP_OPTION
+            ))
             .command(format!(
                 "set-option -t {t} @ccs_turn {now_ms} ; display-message -p started"
             ))

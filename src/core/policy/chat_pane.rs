@@ -111,6 +111,32 @@ pub fn to_record(s: &Session) -> Option<PaneRecord> {
     }
 }
 
+/// A shared session judged as its chat's pane alone (`CCS_ENGINE_SHARED_SESSION=pane`): the
+/// session with only the recorded pane in `panes` (the others set aside), marked `pane_only`.
+/// `None` (judge the session whole) unless the session is sound, holds more than one pane, and
+/// exactly one of them is the recorded chat's (same `%N`, same pid), alive.
+pub fn narrow(s: &Session) -> Option<Session> {
+    if s.problem.is_some() || s.panes.len() < 2 || s.pane_only.is_some() {
+        return None;
+    }
+    let r = PaneRecord::parse(&s.chat_pane)?;
+    let mut mine = s.panes.iter().filter(|p| PaneRecord::of(p) == Some(r));
+    let chat = mine.next()?;
+    if mine.next().is_some() || chat.dead {
+        return None;
+    }
+    let mut n = s.clone();
+    n.panes = vec![chat.clone()];
+    n.set_aside = s
+        .panes
+        .iter()
+        .filter(|p| PaneRecord::of(p) != Some(r))
+        .cloned()
+        .collect();
+    n.pane_only = Some(r);
+    Some(n)
+}
+
 fn pane_name(p: &Pane) -> String {
     match (p.window_index, p.id) {
         (Some(w), Some(id)) => format!("window {w} (pane %{id})"),
@@ -253,6 +279,32 @@ mod tests {
                 assert!(why.contains(word), "{why}");
             }
         }
+    }
+
+    #[test]
+    fn a_shared_session_narrows_to_the_recorded_pane_only_when_it_is_there_alive() {
+        let chat = || pane(3, 300, 0, "claude");
+        let other = || pane(4, 400, 1, "bash");
+        let n = narrow(&sess("%3:300", vec![other(), chat()])).expect("narrowed");
+        assert_eq!(n.panes, vec![chat()]);
+        assert_eq!(n.set_aside, vec![other()]);
+        assert_eq!(n.pane_only, Some(PaneRecord { id: 3, pid: 300 }));
+        // Judged whole: alone, nothing recorded, a record that is not one, the recorded pane
+        // gone or respawned, dead, or the session's rows not trusted.
+        assert!(narrow(&sess("%3:300", vec![chat()])).is_none());
+        assert!(narrow(&sess("", vec![chat(), other()])).is_none());
+        assert!(narrow(&sess("junk", vec![chat(), other()])).is_none());
+        assert!(narrow(&sess("%3:301", vec![chat(), other()])).is_none());
+        assert!(narrow(&sess("%5:300", vec![chat(), other()])).is_none());
+        let mut dead = sess("%3:300", vec![chat(), other()]);
+        dead.panes[0].dead = true;
+        assert!(narrow(&dead).is_none());
+        let mut odd = sess("%3:300", vec![chat(), other()]);
+        odd.problem = Some("x".into());
+        assert!(narrow(&odd).is_none());
+        // Once narrowed, judged as the chat's pane alone.
+        assert_eq!(judge(&n), None);
+        assert!(narrow(&n).is_none());
     }
 
     #[test]

@@ -346,6 +346,21 @@ pub fn needs_agent_turn(d: &Decision, s: &Session, for_status: bool) -> bool {
                 && s.turns_by.trim().is_empty()))
 }
 
+/// A shared session judged as its chat's pane alone (`CCS_ENGINE_SHARED_SESSION=pane`): its WHY
+/// says that a reap takes that pane only.
+fn pane_only_why(s: &Session, mut d: Decision) -> Decision {
+    if let Some(r) = s.pane_only {
+        d.why = format!(
+            "{}; shared session: only the chat's pane %{} (pid {}) is judged and taken, its {} other pane(s) left alone",
+            d.why,
+            r.id,
+            r.pid,
+            s.set_aside.len()
+        );
+    }
+    d
+}
+
 /// A session that is not the chat's pane alone ([`chat_pane::judge`]): kept, with what is there.
 fn kept_not_alone(
     s: &Session,
@@ -471,7 +486,7 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     let mut out: Vec<Decision> = snap
         .sessions
         .iter()
-        .map(|s| decide_one(s, snap, now, policy))
+        .map(|s| pane_only_why(s, decide_one(s, snap, now, policy)))
         .collect();
     if snap.global_problem.is_some() {
         return out;

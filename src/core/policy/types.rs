@@ -39,6 +39,20 @@ pub struct Policy {
     pub reap_exited: bool,
     /// What to do with a chat whose turns cannot be seen ([`UnseenTurns`]).
     pub unseen_turns: UnseenTurns,
+    /// What to do with a chat whose session holds more than its own pane ([`SharedSession`]).
+    pub shared_session: SharedSession,
+}
+
+/// What to do with a chat whose session `ccs-<id>` holds more than the chat's own recorded pane
+/// (a pane or window the user added: state `shared`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SharedSession {
+    /// Kept (`shared`), whatever its clock says: the default.
+    Keep,
+    /// Judged as the chat's own pane alone: a reap takes that pane's process tree and
+    /// `kill-pane`s exactly it, leaving the rest of the session (and the session) alive.
+    Pane,
 }
 
 /// What to do with a chat whose turns ccs-reap cannot see: no `@ccs_cid` set by a hook, the
@@ -72,6 +86,7 @@ impl Default for Policy {
             viewer_max_ms: None,
             reap_exited: true,
             unseen_turns: UnseenTurns::Keep,
+            shared_session: SharedSession::Keep,
         }
     }
 }
@@ -172,6 +187,14 @@ pub struct Session {
     /// `@ccs_pane`: the chat's own pane as ccs-reap recorded it (`%<pane id>:<pane pid>`), at
     /// first sight, `spawn` or `resume` ([`super::chat_pane`]).
     pub chat_pane: String,
+    /// Set where the session is shared and `CCS_ENGINE_SHARED_SESSION=pane`: the session is
+    /// judged (and reaped) as this pane alone, the recorded chat's pane; `panes` then holds only
+    /// it, and `set_aside` the others ([`super::chat_pane::narrow`]).
+    #[serde(skip)]
+    pub pane_only: Option<super::chat_pane::PaneRecord>,
+    /// The panes left out of a session judged as its chat's pane alone (`pane_only`).
+    #[serde(skip)]
+    pub set_aside: Vec<Pane>,
     /// `@ccs_turns`: set by whatever reported this chat's turns (`turn begin`/`turn end`, an
     /// agent's hook): its turns are seen (rule 6b), whatever its cid came from.
     pub turns_by: String,

@@ -49,7 +49,8 @@ pub(super) async fn fence(
     if ns.is_empty() {
         return;
     }
-    let fence = match b.tmux.fence(&ns, mark.at, mark.tok).await {
+    let scopes = super::pane::scopes(reaps);
+    let fence = match b.tmux.fence(&ns, mark.at, mark.tok, &scopes).await {
         Ok(f) => f,
         Err(e) => {
             b.r.metrics.tmux_errors.inc();
@@ -154,7 +155,7 @@ pub(super) fn fenced(j: &mut Reap, tombstone: crate::core::records::Tombstone) {
             ids,
             victims,
             journal,
-            tombstone,
+            tombstone: Box::new(tombstone),
             facts,
         },
         other => other,

@@ -31,6 +31,7 @@ use crate::engine::context::Reaper;
 mod fence;
 mod finish;
 mod late;
+mod pane;
 mod ports;
 mod reap_hooks;
 mod recheck;
@@ -199,6 +200,7 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
     phase_done(Phase::Mark, t0);
     // 2. The re-check, on one listing and one read of the activity files taken after the marks.
     let listing = recheck(b, reaps, &tok).await;
+    pane::same_shape(reaps);
     tracing::debug!(
         phase = Phase::Recheck.name(),
         ms = t0.elapsed().as_millis() as u64,
@@ -282,7 +284,12 @@ async fn mark_all<T: TmuxPort, P: ProcPort>(
             token: token.clone(),
         };
     }
-    let Err(e) = b.tmux.mark_reaping(&items, mark.at, mark.tok).await else {
+    let scopes = pane::scopes(reaps);
+    let Err(e) = b
+        .tmux
+        .mark_reaping(&items, mark.at, mark.tok, &scopes)
+        .await
+    else {
         return true;
     };
     b.r.metrics.tmux_errors.inc();

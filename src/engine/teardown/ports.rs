@@ -9,8 +9,12 @@ use std::time::Duration;
 
 use crate::adapters::procs::{self, Ident, LateReport, StopReport, TableError, Victim, World};
 use crate::adapters::tmux::{Fence, Kept, Listing, Tmux, TmuxError};
+use crate::core::policy::chat_pane::PaneRecord;
 use crate::core::policy::Session;
 use crate::engine::ownership::Ownership;
+
+/// The reaps of a batch that take only their chat's pane: session number to that pane.
+pub(crate) type Panes = HashMap<u32, PaneRecord>;
 
 /// Why this reaper cannot see the tmux server's processes as they are (what the check found).
 #[derive(Debug, thiserror::Error)]
@@ -20,11 +24,13 @@ pub(crate) struct Blind(pub String);
 /// The tmux calls of a teardown.
 pub(crate) trait TmuxPort: Sync {
     /// The test-and-set of `@ccs_reaping` on `items` (`(n, check the turn, check the viewers)`).
+    /// `panes`: the reaps that take only their chat's pane, by session number, and that pane.
     fn mark_reaping(
         &self,
         items: &[(u32, bool, bool)],
         mark_at: i64,
         token: &str,
+        panes: &Panes,
     ) -> impl Future<Output = Result<(), TmuxError>> + Send;
     /// Clear the marks of `ns` that still carry `token` (checked in the server).
     fn clear_reaping_many(
@@ -42,12 +48,15 @@ pub(crate) trait TmuxPort: Sync {
         ns: &[(u32, &str, bool)],
         mark_at: i64,
         token: &str,
+        panes: &Panes,
     ) -> impl Future<Output = Result<Fence, TmuxError>> + Send;
-    /// `kill-session` for each of `ns` still carrying `token`; how many sessions are left.
+    /// `kill-session` for each of `ns` still carrying `token` (`kill-pane` of the chat's pane
+    /// alone, for those in `panes`); how many sessions are left.
     fn kill_sessions_left(
         &self,
         ns: &[u32],
         token: &str,
+        panes: &Panes,
     ) -> impl Future<Output = Result<Option<usize>, TmuxError>> + Send;
 }
 
@@ -57,8 +66,9 @@ impl TmuxPort for Tmux {
         items: &[(u32, bool, bool)],
         mark_at: i64,
         token: &str,
+        panes: &Panes,
     ) -> Result<(), TmuxError> {
-        Tmux::mark_reaping(self, items, mark_at, token).await
+        Tmux::mark_reaping(self, items, mark_at, token, panes).await
     }
 
     async fn clear_reaping_many(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
@@ -78,16 +88,18 @@ impl TmuxPort for Tmux {
         ns: &[(u32, &str, bool)],
         mark_at: i64,
         token: &str,
+        panes: &Panes,
     ) -> Result<Fence, TmuxError> {
-        Tmux::fence(self, ns, mark_at, token).await
+        Tmux::fence(self, ns, mark_at, token, panes).await
     }
 
     async fn kill_sessions_left(
         &self,
         ns: &[u32],
         token: &str,
+        panes: &Panes,
     ) -> Result<Option<usize>, TmuxError> {
-        Tmux::kill_sessions_left(self, ns, token).await
+        Tmux::kill_sessions_left(self, ns, token, panes).await
     }
 }
 

@@ -26,7 +26,10 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
     let cfg = &b.r.cfg;
     // The same look as a sweep's ([`crate::engine::observe::look`]); any part missing is
     // liveness unknown.
-    let listing = b.tmux.list(&cfg.prefix).await;
+    let mut listing = b.tmux.list(&cfg.prefix).await;
+    if let Ok(l) = listing.as_mut() {
+        crate::engine::observe::judge_shared(cfg, l);
+    }
     let busy = match &listing {
         Ok(_) => b.r.watching.read_activity(cfg).await,
         Err(_) => Err("not read: tmux gave no listing".into()),
@@ -122,7 +125,7 @@ fn check_one(f: &Fresh<'_>, j: &mut Reap) {
     if let Stage::Marked { token } = &j.stage {
         j.stage = Stage::Checked {
             token: token.clone(),
-            fresh: s,
+            fresh: Box::new(s),
             ids: Vec::new(),
             victims: Vec::new(),
             // The chat's cid as it is now (a studio may have set `@ccs_cid` since the sweep).

@@ -148,7 +148,8 @@ async fn finish_wave<T: TmuxPort, P: ProcPort>(
         "teardown: kill-session for the sessions still there"
     );
     let mut left = None;
-    match b.tmux.kill_sessions_left(&targets, tok).await {
+    let scopes = super::pane::scopes(reaps);
+    match b.tmux.kill_sessions_left(&targets, tok, &scopes).await {
         Ok(n) => left = n,
         Err(e) => {
             r.metrics.tmux_errors.inc();

@@ -79,7 +79,7 @@ pub(crate) enum Stage {
     /// `victims`, those pinned), once collected.
     Checked {
         token: Token,
-        fresh: Session,
+        fresh: Box<Session>,
         ids: Vec<Ident>,
         victims: Vec<Victim>,
         facts: Facts,
@@ -87,10 +87,10 @@ pub(crate) enum Stage {
     /// Its journal is written.
     Journaled {
         token: Token,
-        fresh: Session,
+        fresh: Box<Session>,
         ids: Vec<Ident>,
         victims: Vec<Victim>,
-        journal: Journal,
+        journal: Box<Journal>,
         facts: Facts,
     },
     /// Past the fence, its tombstone written: the next step is its first signal.
@@ -98,15 +98,15 @@ pub(crate) enum Stage {
         token: Token,
         ids: Vec<Ident>,
         victims: Vec<Victim>,
-        journal: Journal,
-        tombstone: Tombstone,
+        journal: Box<Journal>,
+        tombstone: Box<Tombstone>,
         facts: Facts,
     },
     /// Its tree was sent its first signal: never given back half torn down. `failure`: a step
     /// past the signals that failed (`kill-session`).
     Signalled {
         ids: Vec<Ident>,
-        journal: Journal,
+        journal: Box<Journal>,
         failure: Option<Failure>,
         facts: Facts,
     },
@@ -124,7 +124,7 @@ pub(crate) enum Stage {
 #[derive(Default)]
 pub(crate) struct Held {
     pub token: Option<Token>,
-    pub journal: Option<Journal>,
+    pub journal: Option<Box<Journal>>,
 }
 
 impl Held {
@@ -165,7 +165,7 @@ impl Stage {
     /// The session as listed after the mark, once the re-check passed (until the fence).
     pub fn fresh(&self) -> Option<&Session> {
         match self {
-            Stage::Checked { fresh, .. } | Stage::Journaled { fresh, .. } => Some(fresh),
+            Stage::Checked { fresh, .. } | Stage::Journaled { fresh, .. } => Some(&**fresh),
             _ => None,
         }
     }
@@ -245,7 +245,7 @@ impl Reap {
 
     /// The reap ends with `end`: its line is built from the facts and the end. Returns the line
     /// if this wrote it (a reap already ended keeps its line) and the journal left to remove.
-    fn end(&mut self, end: ReapEnd, t0: Instant) -> (Option<AuditLine>, Option<Journal>) {
+    fn end(&mut self, end: ReapEnd, t0: Instant) -> (Option<AuditLine>, Option<Box<Journal>>) {
         let journal = match &mut self.stage {
             Stage::Ended { .. } => return (None, None),
             Stage::Signalled { journal, .. } => Some(journal.clone()),
@@ -289,7 +289,7 @@ impl Lines<'_> {
     /// `turn begin` and `spawn` wait for), then each line delivered.
     pub fn end(&self, reaps: &mut [Reap], done: Vec<(usize, ReapEnd)>) {
         let mut fresh: Vec<AuditLine> = Vec::new();
-        let mut journals: Vec<Journal> = Vec::new();
+        let mut journals: Vec<Box<Journal>> = Vec::new();
         for (i, end) in &done {
             let (line, journal) = reaps[*i].end(end.clone(), self.t0);
             fresh.extend(line);

@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::ports::{Blind, ProcPort, TmuxPort};
+use super::ports::{Blind, Panes, ProcPort, TmuxPort};
 use crate::adapters::procs::{Ident, LateReport, StopReport, TableError, Victim, World};
 use crate::adapters::tmux::{Fence, Kept, Listing, TmuxError};
 use crate::core::policy::Session;
@@ -125,6 +125,7 @@ impl TmuxPort for StandIn {
         items: &[(u32, bool, bool)],
         mark_at: i64,
         token: &str,
+        _panes: &Panes,
     ) -> Result<(), TmuxError> {
         self.call("mark", ns(items.iter().map(|i| i.0)));
         if self.script.mark_fails {
@@ -169,6 +170,7 @@ impl TmuxPort for StandIn {
         ns_: &[(u32, &str, bool)],
         mark_at: i64,
         token: &str,
+        _panes: &Panes,
     ) -> Result<Fence, TmuxError> {
         self.call("fence", ns(ns_.iter().map(|n| n.0)));
         let mut fence = Fence {
@@ -203,6 +205,7 @@ impl TmuxPort for StandIn {
         &self,
         ns_: &[u32],
         token: &str,
+        _panes: &Panes,
     ) -> Result<Option<usize>, TmuxError> {
         self.call("kill-session", ns(ns_.iter().copied()));
         if self.script.kill_fails {

@@ -115,7 +115,7 @@ fn journaled(j: &mut Reap, journal: Journal) {
             fresh,
             ids,
             victims,
-            journal,
+            journal: Box::new(journal),
             facts,
         },
         other => other,
