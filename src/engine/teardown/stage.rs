@@ -1,9 +1,10 @@
-//! One reap as a stage machine: [`Reap`] is a request, the facts of its audit line, and the
-//! [`Stage`] it is at, each stage carrying what it holds. What a reap gives back when it goes no
+//! One reap as a stage machine: [`Reap`] is a request, its audit line as begun, and the
+//! [`Stage`] it is at, each stage carrying what it holds (and, from the re-check on, the
+//! [`Facts`] its line is built from when it ends). What a reap gives back when it goes no
 //! further (its mark, its journal) is [`Stage::held`], written once: the release of the reaps
 //! stopped before their first signal, and the unwinding of a batch that panicked, both read it.
 //!
-//! The batch's `Vec<Reap>` is owned by [`super::reap_to`], outside the panic boundary: whatever
+//! The batch's `Vec<Reap>` is owned by [`super::reap_with`], outside the panic boundary: whatever
 //! the batch did before it panicked is in its stages.
 
 use std::sync::Arc;
