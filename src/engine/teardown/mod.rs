@@ -12,7 +12,7 @@
 //! Each chat ends on its own: one whose tree is gone after the SIGTERM is finished at once
 //! (`kill-session`, the check, its audit line, its journal removed, its line delivered), while
 //! the batch goes on waiting out the grace for the chats with survivors
-//! ([`stop_and_finish`]).
+//! ([`signal::stop_and_finish`]).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
