@@ -39,8 +39,11 @@
 //!     hook settings (`hook-settings`).
 //!   - [`engine::observe`]: the world as one `Observation` (tmux, activity files, /proc where
 //!     needed).
-//!   - [`engine::teardown`]: a batch of reaps, from the mark to the audit line (`recheck`: the
-//!     re-check on fresh data; `write`: journal and tombstone), and a dead reaper's recovery.
+//!   - [`engine::teardown`]: a batch of reaps, from the mark to the audit line, as one stage
+//!     machine (`stage`: each reap's stage and what it gives back; `recheck`: the re-check on
+//!     fresh data; `write`: journal and tombstone; `fence`; `signal`; `unwind`: a panic), through
+//!     two ports (`ports`: tmux, the process table; a recording stand-in in its tests), and a
+//!     dead reaper's recovery.
 //!   - [`engine::wayback`]: the way back: `spawn` (the resume planned by the chat's own agent,
 //!     verified), `resume`, `forget`, tombstones aging out.
 //!   - `engine::record`: the one path of every audit line (the audit log, the metrics).

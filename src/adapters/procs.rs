@@ -360,6 +360,14 @@ pub struct Victim {
     fd: Option<OwnedFd>,
 }
 
+impl Victim {
+    /// A victim with no pidfd, for a stand-in process table that signals nothing.
+    #[cfg(test)]
+    pub(crate) fn unpinned(id: Ident) -> Victim {
+        Victim { id, fd: None }
+    }
+}
+
 /// Pin each identity: open a pidfd and check the start time again after opening, so the pidfd is
 /// known to refer to the process we collected. A pid whose start time changed is dropped.
 pub fn pin(ids: &[Ident]) -> Vec<Victim> {

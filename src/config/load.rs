@@ -21,7 +21,6 @@ const NOT_SETTINGS: &[&str] = &[
     "CCS_SKIP_PROMETHEUS",
     "CCS_E2E_SKIP",
     "CCS_E2E_TIMEOUT",
-    "CCS_REAP_TEST_PANIC",
     "CCS_MODEL_DEPTH",
 ];
 

@@ -24,18 +24,23 @@ pub struct Look {
     pub busy: Result<HashSet<String>, String>,
 }
 
+/// A shared session is judged as its chat's own pane, where the settings say so: the sessions of
+/// `l` narrowed to it (every look at tmux that decides, the teardown's re-check too).
+pub(crate) fn judge_shared(cfg: &Config, l: &mut Listing) {
+    if cfg.policy.shared_session == policy::SharedSession::Pane {
+        for s in &mut l.sessions {
+            if let Some(n) = policy::chat_pane::narrow(s) {
+                *s = n;
+            }
+        }
+    }
+}
+
 /// Take one [`Look`].
 pub async fn look(cfg: &Config, tmux: &Tmux, watching: &Watching) -> Look {
     let mut listing = tmux.list(&cfg.prefix, procs::exit_collected).await;
-    // A shared session is judged as its chat's own pane, where the settings say so.
-    if cfg.policy.shared_session == policy::SharedSession::Pane {
-        if let Ok(l) = listing.as_mut() {
-            for s in &mut l.sessions {
-                if let Some(n) = policy::chat_pane::narrow(s) {
-                    *s = n;
-                }
-            }
-        }
+    if let Ok(l) = listing.as_mut() {
+        judge_shared(cfg, l);
     }
     let busy = match &listing {
         Ok(_) => watching.read_activity(cfg).await,

@@ -10,21 +10,29 @@ use crate::adapters::state::{AuditLine, Outcome};
 use crate::core::reap_end::{Failure, ReapEnd};
 use crate::engine::record::record;
 
-/// How a reap past its signals ended, from what survived (recorded in `line`): `reaped` only
-/// when no victim lives and nothing failed (`failure`, an earlier step's).
+/// How a reap past its signals ended, from what survived (recorded in `line`; `alive` tells):
+/// `reaped` only when no victim lives and nothing failed (`failure`, an earlier step's).
 pub(crate) fn verify(
     line: &mut AuditLine,
     ids: &[procs::Ident],
     failure: Option<Failure>,
+    alive: impl Fn(procs::Ident) -> bool,
 ) -> ReapEnd {
-    line.survivors = ids
-        .iter()
-        .filter(|i| procs::alive(**i))
-        .map(|i| i.pid)
-        .collect();
+    line.survivors = survivors(ids, alive);
+    end_of(&line.survivors, failure)
+}
+
+/// The victims of `ids` still alive (`alive` tells).
+pub(crate) fn survivors(ids: &[procs::Ident], alive: impl Fn(procs::Ident) -> bool) -> Vec<i32> {
+    ids.iter().filter(|i| alive(**i)).map(|i| i.pid).collect()
+}
+
+/// How a reap past its signals ended: `reaped` only when nothing survived and nothing failed
+/// (`failure`, an earlier step's).
+pub(crate) fn end_of(survivors: &[i32], failure: Option<Failure>) -> ReapEnd {
     match failure {
-        None if line.survivors.is_empty() => ReapEnd::Reaped,
-        None => ReapEnd::Failed(Failure::Survivors(line.survivors.clone())),
+        None if survivors.is_empty() => ReapEnd::Reaped,
+        None => ReapEnd::Failed(Failure::Survivors(survivors.to_vec())),
         Some(f) => ReapEnd::Failed(f),
     }
 }

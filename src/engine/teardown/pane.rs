@@ -3,26 +3,27 @@
 //! The session's shape is fixed at the decision: a re-check that finds it otherwise (the user
 //! closed the other panes, or the chat's pane went) aborts, nothing signalled.
 
-use std::collections::HashMap;
+use super::ports::Panes;
+use super::stage::Reap;
+use super::Abort;
+use crate::core::policy;
 
-use super::{Abort, Job};
-use crate::core::policy::{self, chat_pane::PaneRecord};
-
-/// The reaps of `jobs` that take only their chat's pane: session number to that pane.
-pub(super) fn scopes(jobs: &[Job]) -> HashMap<u32, PaneRecord> {
-    jobs.iter()
-        .filter_map(|j| j.req.session.pane_only.map(|r| (j.n(), r)))
+/// The reaps of `reaps` that take only their chat's pane: session number to that pane.
+pub(super) fn scopes(reaps: &[Reap]) -> Panes {
+    reaps
+        .iter()
+        .filter_map(|j| j.request.session.pane_only.map(|r| (j.n(), r)))
         .collect()
 }
 
 /// Abort the reaps whose session, re-listed after the mark, is not judged as it was decided:
 /// as the chat's pane alone, or as that very pane in a shared session.
-pub(super) fn same_shape(jobs: &mut [Job], unmark: &mut Vec<u32>) {
-    for j in jobs.iter_mut().filter(|j| !j.over) {
-        let Some(fresh) = j.fresh.as_ref() else {
+pub(super) fn same_shape(reaps: &mut [Reap]) {
+    for j in reaps.iter_mut() {
+        let Some(fresh) = j.stage.fresh() else {
             continue;
         };
-        let (was, now) = (j.req.session.pane_only, fresh.pane_only);
+        let (was, now) = (j.request.session.pane_only, fresh.pane_only);
         if was == now {
             continue;
         }
@@ -33,7 +34,6 @@ pub(super) fn same_shape(jobs: &mut [Job], unmark: &mut Vec<u32>) {
             ),
             (None, _) => "the session became shared since the decision".to_string(),
         };
-        unmark.push(j.n());
         j.abort(Abort::Changed(policy::Changed {
             state: policy::State::Shared,
             why,

@@ -150,7 +150,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
                 failure = Some(Failure::KillSession(e.to_string()));
             }
         }
-        let end = verify(&mut line, &pinned, failure);
+        let end = verify(&mut line, &pinned, failure, procs::alive);
         let mut line = audit_line(line, &end);
         // A reap that went through says whose it was.
         line.error

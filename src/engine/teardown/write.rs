@@ -1,27 +1,54 @@
 //! What a reap writes: how the session ended, its journal, its tombstone.
 
-use super::*;
+use super::ports::{ProcPort, TmuxPort};
+use super::stage::{Facts, Reap, Stage};
+use super::{now_ms, Batch, Failure};
+use crate::adapters::procs;
+use crate::adapters::state::{Ended, Journal, ReapDirs, StateDir, StateError};
+use crate::config::Config;
+use crate::core::policy::{ReapReason, Session};
+use crate::core::records::Tombstone;
 use crate::engine::context::socket_path;
 
-/// How the session ended: `stopped` (we reaped it), or, for exited panes, `completed`/`failed`
-/// with the status recorded in the line.
-pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> Ended {
+/// Why a reap's journal or tombstone was not written (the reap is then not attempted).
+#[derive(Debug, thiserror::Error)]
+pub(super) enum WriteError {
+    /// Writing it failed (the error names the file).
+    #[error(transparent)]
+    State(StateError),
+    /// The state dir's reap directories could not be made (the error names them).
+    #[error("{0}")]
+    Dirs(String),
+    #[error("no journal was written")]
+    NoJournal,
+}
+
+impl WriteError {
+    fn dirs(e: &StateError) -> WriteError {
+        WriteError::Dirs(e.to_string())
+    }
+}
+
+/// How the session ended, into its `facts`: `stopped` (we reaped it), or, for exited panes,
+/// `completed`/`failed` with the exited pane's status.
+pub(super) fn ended(s: &Session, reason: ReapReason, facts: &mut Facts) {
     if reason != ReapReason::Exited {
-        return Ended::Stopped;
+        facts.ended = Some(Ended::Stopped);
+        return;
     }
     let p = s
         .panes
         .iter()
         .find(|p| p.dead_signal.is_some() || p.dead_status != Some(0))
         .or(s.panes.first());
-    line.exit_status = p.and_then(|p| p.dead_status);
-    line.exit_signal = p.and_then(|p| p.dead_signal);
-    let clean = line.exit_signal.is_none() && line.exit_status == Some(0);
-    if clean {
+    facts.exit_status = p.and_then(|p| p.dead_status);
+    facts.exit_signal = p.and_then(|p| p.dead_signal);
+    let clean = facts.exit_signal.is_none() && facts.exit_status == Some(0);
+    facts.ended = Some(if clean {
         Ended::Completed
     } else {
         Ended::Failed
-    }
+    });
 }
 
 /// The journals go down before the `before` hook runs: a reaper that dies or stalls from here
@@ -32,18 +59,17 @@ pub(super) fn ended(s: &Session, reason: ReapReason, line: &mut AuditLine) -> En
 /// that cannot be trusted), the directory fsynced once; above 8, as batch files linked under
 /// each chat's name (`atomic::write_many`, docs/files.md "Batch files"). A reap
 /// whose journal cannot be written is not attempted.
-#[allow(clippy::too_many_arguments)]
-pub(super) async fn write_journals(
-    tmux: &Tmux,
-    state: &StateDir,
-    dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
-    jobs: &mut [Job],
+pub(super) async fn write_journals<T: TmuxPort, P: ProcPort>(
+    b: &Batch<'_, T, P>,
+    dirs: &Result<ReapDirs, StateError>,
+    jobs: &mut [Reap],
     tok: &str,
     server_pid: Option<u32>,
-    p: &mut Progress<'_>,
-    unmark: &mut Vec<u32>,
 ) {
-    let live: Vec<usize> = (0..jobs.len()).filter(|&i| !jobs[i].over).collect();
+    let (tmux, state) = (b.tmux, &b.r.state);
+    let live: Vec<usize> = (0..jobs.len())
+        .filter(|&i| matches!(jobs[i].stage, Stage::Checked { .. }))
+        .collect();
     // The command lines the way back restarts (one tmux call for the batch).
     let going: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
     // And their own environments (a studio's `CCS_CFG`): the same call.
@@ -55,42 +81,57 @@ pub(super) async fn write_journals(
             journal(&jobs[i], tok, server_pid, k)
         })
         .collect();
-    let written: Vec<Result<(), String>> = match dirs {
+    let written: Vec<Result<(), WriteError>> = match dirs {
         Ok(d) => {
             let refs: Vec<&Journal> = journals.iter().collect();
             state
                 .write_journals_in(d, &refs)
                 .into_iter()
-                .map(|w| w.map_err(|e| e.to_string()))
+                .map(|w| w.map_err(WriteError::State))
                 .collect()
         }
-        Err(e) => live.iter().map(|_| Err(e.to_string())).collect(),
+        Err(e) => live.iter().map(|_| Err(WriteError::dirs(e))).collect(),
     };
     for ((i, jn), w) in live.into_iter().zip(journals).zip(written) {
         let j = &mut jobs[i];
         match w {
-            Ok(()) => {
-                p.journal_written(i, jn.clone());
-                j.journal = Some(jn);
-            }
-            Err(e) => {
-                unmark.push(j.n());
-                j.fail(Failure::NotAttempted(e));
-            }
+            Ok(()) => journaled(j, jn),
+            Err(e) => j.fail(Failure::NotAttempted(e.to_string())),
         }
     }
 }
 
+/// From `Checked` to `Journaled`, holding `journal`.
+fn journaled(j: &mut Reap, journal: Journal) {
+    j.stage = match std::mem::replace(&mut j.stage, Stage::Asked) {
+        Stage::Checked {
+            token,
+            fresh,
+            ids,
+            victims,
+            facts,
+        } => Stage::Journaled {
+            token,
+            fresh,
+            ids,
+            victims,
+            journal: Box::new(journal),
+            facts,
+        },
+        other => other,
+    };
+}
+
 /// One reap's journal.
 fn journal(
-    j: &Job,
+    j: &Reap,
     tok: &str,
     server_pid: Option<u32>,
     kept: Option<&crate::adapters::tmux::Kept>,
 ) -> Journal {
     let argv = kept.and_then(|k| k.argv.as_ref());
-    let d = &j.req.decision;
-    let cwd = j.fresh.as_ref().and_then(|s| {
+    let d = &j.request.decision;
+    let cwd = j.stage.fresh().and_then(|s| {
         s.panes.iter().find_map(|p| {
             std::fs::read_link(format!("/proc/{}/cwd", p.pid))
                 .ok()
@@ -98,8 +139,8 @@ fn journal(
         })
     });
     let pane_pids: Vec<u32> = j
-        .fresh
-        .as_ref()
+        .stage
+        .fresh()
         .map(|s| s.panes.iter().map(|p| p.pid).collect())
         .unwrap_or_default();
     let argv = crate::engine::wayback::kept_argv(argv, &pane_pids);
@@ -107,13 +148,17 @@ fn journal(
         id: d.id.clone(),
         session: d.name.clone(),
         tmux_id: d.tmux_id,
-        cid: j.line.cid.clone(),
-        reason: j.req.reason,
+        cid: j
+            .stage
+            .facts()
+            .and_then(|f| f.cid.clone())
+            .or_else(|| j.line.cid.clone()),
+        reason: j.request.reason,
         idle_ms: d.idle_ms,
         cwd,
         started_at: j.line.at.clone(),
         owner: procs::myself(),
-        victims: j.ids.clone(),
+        victims: j.stage.ids().to_vec(),
         server_pid,
         token: tok.to_string(),
         armed_by_tombstone: true,
@@ -132,58 +177,51 @@ fn journal(
 pub(super) fn write_tombstones(
     cfg: &Config,
     state: &StateDir,
-    dirs: &Result<ReapDirs, crate::adapters::state::StateError>,
-    jobs: &mut [Job],
-    unmark: &mut Vec<u32>,
+    dirs: &Result<ReapDirs, StateError>,
+    jobs: &mut [Reap],
 ) {
     let mut live = Vec::new();
     let mut tombs = Vec::new();
-    for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| !j.over) {
+    for (i, j) in jobs.iter_mut().enumerate().filter(|(_, j)| j.stage.is_on()) {
         match tombstone(cfg, state, j) {
             Ok(t) => {
                 live.push(i);
                 tombs.push(t);
             }
-            Err(e) => {
-                unmark.push(j.n());
-                j.fail(Failure::NotAttempted(e));
-            }
+            Err(e) => j.fail(Failure::NotAttempted(e.to_string())),
         }
     }
-    let written: Vec<Result<(), String>> = match dirs {
+    let written: Vec<Result<(), WriteError>> = match dirs {
         Ok(d) => state
             .write_tombstones_in(d, &tombs)
             .into_iter()
-            .map(|w| w.map_err(|e| e.to_string()))
+            .map(|w| w.map_err(WriteError::State))
             .collect(),
-        Err(e) => live.iter().map(|_| Err(e.to_string())).collect(),
+        Err(e) => live.iter().map(|_| Err(WriteError::dirs(e))).collect(),
     };
-    for (i, w) in live.into_iter().zip(written) {
-        if let Err(e) = w {
-            let j = &mut jobs[i];
-            unmark.push(j.n());
-            j.fail(Failure::NotAttempted(e));
+    for ((i, w), t) in live.into_iter().zip(written).zip(tombs) {
+        let j = &mut jobs[i];
+        match w {
+            Ok(()) => super::fence::fenced(j, t),
+            Err(e) => j.fail(Failure::NotAttempted(e.to_string())),
         }
     }
 }
 
 /// One reap's tombstone, from its journal.
-fn tombstone(
-    cfg: &Config,
-    state: &StateDir,
-    j: &Job,
-) -> Result<crate::core::records::Tombstone, String> {
-    let Some(jn) = &j.journal else {
-        return Err("no journal was written".into());
+fn tombstone(cfg: &Config, state: &StateDir, j: &Reap) -> Result<Tombstone, WriteError> {
+    let Stage::Journaled { journal: jn, .. } = &j.stage else {
+        return Err(WriteError::NoJournal);
     };
     // The cleanup of exited panes has no living process to read a cwd or command line from:
     // it keeps those of the tombstone it replaces.
-    let before = (j.req.reason == ReapReason::Exited && (jn.cwd.is_none() || jn.argv.is_none()))
-        .then(|| state.read_tombstone(&jn.id).ok().flatten())
-        .flatten();
+    let before = (j.request.reason == ReapReason::Exited
+        && (jn.cwd.is_none() || jn.argv.is_none()))
+    .then(|| state.read_tombstone(&jn.id).ok().flatten())
+    .flatten();
     let mut tomb = jn.tombstone(&socket_path(cfg), now_ms());
     // The agent its command line runs, else its pane's start command's, else the one before.
-    let start_command = j.fresh.as_ref().and_then(|s| s.panes.first());
+    let start_command = j.stage.fresh().and_then(|s| s.panes.first());
     tomb.agent = crate::engine::wayback::agent_name(tomb.argv.as_deref())
         .or_else(|| {
             start_command
