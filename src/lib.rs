@@ -44,7 +44,7 @@
 //!     fresh data; `write`: journal and tombstone; `fence`; `signal`; `unwind`: a panic), through
 //!     two ports (`ports`: tmux, the process table; a recording stand-in in its tests), and a
 //!     dead reaper's recovery.
-//!   - [`engine::wayback`]: the way back: `spawn` (the resume planned by the chat's own agent,
+//!   - [`engine::resume`]: the way back: `spawn` (the resume planned by the chat's own agent,
 //!     verified), `resume`, `forget`, tombstones aging out.
 //!   - `engine::record`: the one path of every audit line (the audit log, the metrics).
 //!   - [`engine::agent_status`]: an agent's own status file (Claude Code's), for turns that end

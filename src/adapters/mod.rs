@@ -4,13 +4,13 @@
 pub mod activity;
 pub mod agent_proc;
 pub mod clock;
+pub mod identity;
 pub mod memory;
 pub mod metrics;
 pub mod procs;
 pub mod program;
 pub mod psi;
 pub mod reap_hook;
-pub mod sight;
 pub mod state;
 pub mod systemd;
 pub mod tmux;

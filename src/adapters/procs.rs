@@ -52,9 +52,9 @@ pub fn table() -> Result<Vec<Proc>, TableError> {
 
 pub use crate::core::records::Ident;
 
-mod late;
+mod born_late;
 mod scope;
-pub use late::{end_late, late_members, LateReport, World};
+pub use born_late::{end_late, late_members, LateReport, World};
 pub(crate) use scope::env_in_pane;
 pub use scope::{members_scoped, pane_only_of};
 

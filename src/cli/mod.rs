@@ -32,8 +32,8 @@ pub(crate) mod logging;
 mod man;
 mod output;
 pub mod render;
+mod resume;
 mod room;
-mod wayback;
 
 use agents::*;
 use args::*;
@@ -264,7 +264,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             let ask = commands::SpawnAsk {
                 agent: agent.as_deref(),
                 new_conversation,
-                room: room_first.then_some(&make_room as &dyn crate::engine::wayback::MakeRoom),
+                room: room_first.then_some(&make_room as &dyn crate::engine::resume::MakeRoom),
             };
             match commands::spawn(&r, &id, cid.as_deref(), cwd, &cmd, ask).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
@@ -290,8 +290,8 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             }
             room::room(&Reaper::new(cfg, false), cli.json, need, for_id).await
         }
-        Some(Cmd::Resume { id }) => wayback::resume(cfg, cli.json, &id).await,
-        Some(Cmd::Forget { id }) => wayback::forget(cfg, cli.json, &id),
+        Some(Cmd::Resume { id }) => resume::resume(cfg, cli.json, &id).await,
+        Some(Cmd::Forget { id }) => resume::forget(cfg, cli.json, &id),
         Some(Cmd::Reap { id, force, dry_run }) => {
             reap(cfg, cli.json, cli.dry_run || dry_run, &id, force).await
         }

@@ -108,8 +108,8 @@ pub(super) struct Before<'a> {
     pub id: &'a str,
 }
 
-impl crate::engine::wayback::MakeRoom for Before<'_> {
-    fn make(&self) -> crate::engine::wayback::RoomFuture<'_> {
+impl crate::engine::resume::MakeRoom for Before<'_> {
+    fn make(&self) -> crate::engine::resume::RoomFuture<'_> {
         Box::pin(room::before_start(self.r, self.id))
     }
 }

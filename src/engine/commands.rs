@@ -17,8 +17,8 @@ use crate::core::policy::{
 use crate::engine::context::{socket_path, Reaper};
 use crate::engine::observe::{find_cids, observe, Mode, Observation};
 use crate::engine::ownership::Ownership;
+use crate::engine::resume::{self, Resumed};
 use crate::engine::teardown::{self, Abort, Failure, Finished, ReapEnd};
-use crate::engine::wayback::{self, Resumed};
 
 /// The failure of a one-session command (`reap <id>`), for exit codes.
 #[derive(Debug, thiserror::Error)]
@@ -46,9 +46,9 @@ pub enum CommandError {
     NoRoom(String),
 }
 
-impl From<wayback::WaybackError> for CommandError {
-    fn from(e: wayback::WaybackError) -> Self {
-        use wayback::WaybackError as W;
+impl From<resume::ResumeError> for CommandError {
+    fn from(e: resume::ResumeError) -> Self {
+        use resume::ResumeError as W;
         match e {
             W::Tmux(e) => CommandError::Tmux(e),
             W::State(e) => CommandError::State(e),
@@ -267,7 +267,7 @@ pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
 
 /// `spawn <id> [--cid C] [--cwd D] [-- <cmd...>]`: with no command, the one its tombstone
 /// keeps is replayed (as words). Returns whether a session was created; `Ok(true)` only once the
-/// agent is up (see [`wayback::start`]).
+/// agent is up (see [`resume::start`]).
 pub async fn spawn(
     r: &Reaper,
     id: &str,
@@ -343,9 +343,9 @@ pub async fn spawn(
     let cwd = spawn_cwd(cwd, tomb.as_ref())?;
     // The tombstone stays until the chat has answered a turn (`turn end`): a claude that fails
     // after start (a bad resume, an auth error) must not take the cid with it.
-    wayback::start(
+    resume::start(
         r,
-        wayback::Start {
+        resume::Start {
             name: &name,
             id,
             cwd: &cwd,
@@ -372,7 +372,7 @@ pub struct SpawnAsk<'a> {
     /// where `spawn` would otherwise refuse.
     pub new_conversation: bool,
     /// Make room for the chat first, once every check passed (a limit in force, no `--no-room`).
-    pub room: Option<&'a dyn wayback::MakeRoom>,
+    pub room: Option<&'a dyn resume::MakeRoom>,
 }
 
 /// `resume <id>`: a live chat is left as it is; an asleep one is spawned from its tombstone.

@@ -143,7 +143,7 @@ async fn snapshot(r: &Reaper, all: bool, room: Option<policy::RoomAsk>) -> (Snap
         // make the memory rules take at most one chat (and nothing is signalled anyway).
         let sees = listing.server_pid.is_none()
             || r.ownership
-                .check_sight(listing.server_pid, listing.socket_path.as_deref())
+                .check_server_identity(listing.server_pid, listing.socket_path.as_deref())
                 .is_ok();
         if sees {
             measure(&mut snap, &listing);
@@ -251,7 +251,7 @@ pub async fn observe_with(r: &Reaper, mode: Mode, room: Option<policy::RoomAsk>)
     // processes (else they stay unread, and the teardown refuses to act on what it cannot see).
     let sees = || {
         r.ownership
-            .check_sight(listing.server_pid, listing.socket_path.as_deref())
+            .check_server_identity(listing.server_pid, listing.socket_path.as_deref())
             .is_ok()
     };
     let any = decisions

@@ -6,12 +6,12 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::adapters::identity;
 use crate::adapters::metrics::Metrics;
 use crate::adapters::procs;
-use crate::adapters::sight;
 use crate::adapters::state::{Journal, StateDir};
 use crate::core::policy::{self, Here, MarkOwner, OwnerSeen, Session};
-use crate::engine::observer::{self, Observer};
+use crate::engine::lease_clock::{self, LeaseClock};
 
 /// The ownership of marks and journals, as this process judges it.
 pub struct Ownership {
@@ -31,7 +31,7 @@ pub struct Ownership {
     /// owner's, so it goes stale after its limit instead of holding the chat for our whole life.
     live_tokens: Mutex<HashSet<String>>,
     /// How long this process has seen the marks and journals it cannot check.
-    observer: Mutex<Observer>,
+    observer: Mutex<LeaseClock>,
     /// Why the last look found that this process cannot see the tmux server's processes as they
     /// are (another pid namespace), if it did: nothing is signalled meanwhile.
     blind: Mutex<Option<String>>,
@@ -59,13 +59,13 @@ impl Ownership {
         metrics: Arc<Metrics>,
     ) -> Self {
         Ownership {
-            me: (procs::myself(), sight::here()),
+            me: (procs::myself(), identity::here()),
             limit_ms,
             state,
             persist,
             metrics,
             live_tokens: Mutex::new(HashSet::new()),
-            observer: Mutex::new(Observer::default()),
+            observer: Mutex::new(LeaseClock::default()),
             blind: Mutex::new(None),
         }
     }
@@ -136,7 +136,7 @@ impl Ownership {
         if seen != OwnerSeen::Unknowable || !s.is_marked() {
             return None;
         }
-        let key = observer::mark_key(&s.id, &s.reaping, &s.reaper);
+        let key = lease_clock::mark_key(&s.id, &s.reaping, &s.reaper);
         Some(self.observe(key))
     }
 
@@ -187,7 +187,7 @@ impl Ownership {
                     tracing::warn!("/proc here does not show this process's own pid namespace (or its time namespace cannot be read): no reap mark's owner can be checked, so marks go stale only once this reaper has seen them for their owner's whole limit");
                 });
             }
-            sight::owner_seen(o, here)
+            identity::owner_seen(o, here)
         }
     }
 
@@ -203,7 +203,7 @@ impl Ownership {
             Some(o) => {
                 let seen = self.seen(&o, j.token.trim());
                 let observed = (observe && seen == OwnerSeen::Unknowable)
-                    .then(|| self.observe(observer::journal_key(&j.id, &j.token)));
+                    .then(|| self.observe(lease_clock::journal_key(&j.id, &j.token)));
                 policy::journal_owner_live(seen, observed, o.limit_ms)
             }
             None => procs::alive(j.owner),
@@ -221,21 +221,21 @@ impl Ownership {
     }
 
     /// Why the last look found that this process cannot see the tmux server's processes as they
-    /// are, if it did ([`Ownership::check_sight`]).
+    /// are, if it did ([`Ownership::check_server_identity`]).
     pub(crate) fn blind(&self) -> Option<String> {
         self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Whether this process sees the tmux server of `server_pid` (at `socket_path`, as tmux says)
-    /// as it is: in its own pid namespace ([`sight::server_check`]). Said once on stderr when
+    /// as it is: in its own pid namespace ([`identity::server_check`]). Said once on stderr when
     /// it changes, kept for `/healthz` and the metrics.
-    pub(crate) fn check_sight(
+    pub(crate) fn check_server_identity(
         &self,
         server_pid: Option<u32>,
         socket_path: Option<&str>,
     ) -> Result<(), String> {
         let got = match (server_pid, socket_path) {
-            (Some(p), Some(sp)) => sight::server_check(p, sp, self.me.1),
+            (Some(p), Some(sp)) => identity::server_check(p, sp, self.me.1),
             _ => Err("the tmux server's pid or socket path is not known".into()),
         };
         let mut last = self.blind.lock().unwrap_or_else(|p| p.into_inner());
@@ -295,7 +295,7 @@ mod tests {
         assert!(!r.mark_holds(&s(0)));
         assert!(r.mark_is_stale(&s(0)));
         // Another live process's mark (our parent, surely alive): never stale.
-        let here = sight::here();
+        let here = identity::here();
         let parent = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get());
         let start = procfs::process::Process::new(parent)
             .and_then(|p| p.stat())

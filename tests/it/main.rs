@@ -13,7 +13,7 @@ mod batch_files;
 mod claude_e2e;
 mod claude_hook;
 mod claude_plain;
-mod claude_wayback;
+mod claude_resume;
 mod cli;
 mod config;
 mod crash;

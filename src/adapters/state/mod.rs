@@ -14,7 +14,7 @@ pub mod follow;
 mod linked;
 use crate::core::compat;
 use crate::core::known;
-mod observed;
+mod lease_file;
 mod private;
 mod room;
 mod tombs;
@@ -26,7 +26,7 @@ pub use audit::{
 };
 
 pub use known::*;
-pub use observed::{Observed, OBSERVED_CLOCK};
+pub use lease_file::{Observed, OBSERVED_CLOCK};
 use private::{open_flags, private_dir, private_file, read_private_max, refuse};
 pub use records::*;
 pub use room::RoomLock;

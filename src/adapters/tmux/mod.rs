@@ -25,12 +25,12 @@ mod own_pane;
 mod prompt;
 mod script;
 use crate::core::listing;
+mod resume;
 mod socket;
 pub mod version;
-mod wayback;
 pub use fence::Fence;
 pub use prompt::PromptBegin;
-pub use wayback::{Created, Kept, Probe, Start, AGENT_OPTION, ARGV_OPTION};
+pub use resume::{Created, Kept, Probe, Start, AGENT_OPTION, ARGV_OPTION};
 
 use crate::core::policy::chat_pane::PaneRecord;
 use args::{

@@ -30,7 +30,7 @@ use crate::engine::context::Reaper;
 
 mod fence;
 mod finish;
-mod late;
+mod late_look;
 mod pane;
 mod ports;
 mod reap_hooks;

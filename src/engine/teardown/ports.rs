@@ -106,7 +106,11 @@ impl TmuxPort for Tmux {
 /// What a teardown asks of the process table.
 pub(crate) trait ProcPort: Sync {
     /// Whether this reaper sees the tmux server's processes as they are (why not, if not).
-    fn sight(&self, server_pid: Option<u32>, socket_path: Option<&str>) -> Result<(), Blind>;
+    fn server_identity(
+        &self,
+        server_pid: Option<u32>,
+        socket_path: Option<&str>,
+    ) -> Result<(), Blind>;
     /// Every process of each of `sessions` (their session numbers to their members), from one
     /// scan of the table.
     fn members(
@@ -145,9 +149,13 @@ pub(crate) struct Host<'a> {
 }
 
 impl ProcPort for Host<'_> {
-    fn sight(&self, server_pid: Option<u32>, socket_path: Option<&str>) -> Result<(), Blind> {
+    fn server_identity(
+        &self,
+        server_pid: Option<u32>,
+        socket_path: Option<&str>,
+    ) -> Result<(), Blind> {
         self.ownership
-            .check_sight(server_pid, socket_path)
+            .check_server_identity(server_pid, socket_path)
             .map_err(Blind)
     }
 

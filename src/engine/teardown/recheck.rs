@@ -62,7 +62,7 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
         // why).
         sees: b
             .procs
-            .sight(listing.server_pid, listing.socket_path.as_deref())
+            .server_identity(listing.server_pid, listing.socket_path.as_deref())
             .is_ok(),
         token,
     };
@@ -145,7 +145,7 @@ pub(super) fn collect_victims(procs: &impl ProcPort, jobs: &mut [Reap], listing:
     }
     // The pids tmux lists name its processes here only in its own pid namespace: proven once
     // for the batch, before anything is collected, let alone signalled.
-    if let Err(why) = procs.sight(listing.server_pid, listing.socket_path.as_deref()) {
+    if let Err(why) = procs.server_identity(listing.server_pid, listing.socket_path.as_deref()) {
         for j in jobs.iter_mut().filter(|j| j.stage.is_on()) {
             j.fail(Failure::NotAttempted(format!(
                 "this reaper cannot see the tmux server's processes: {why}"

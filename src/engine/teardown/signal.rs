@@ -6,7 +6,7 @@ use std::future::Future;
 use super::finish::{end_of, survivors};
 use super::ports::{ProcPort, TmuxPort};
 use super::stage::{Reap, Stage};
-use super::{finish, late, Batch, Failure};
+use super::{finish, late_look, Batch, Failure};
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs::{self, Ident};
 
@@ -117,7 +117,7 @@ fn signalled(j: &mut Reap) -> Vec<procs::Victim> {
 /// Steps 7 to 9: finish the chats whose trees are gone (`done`: reap and stop report), together:
 /// their `kill-session`s, each only while the session carries our token, chained; the late look
 /// (what the chats started after their victims were collected, ended: one scan of the process
-/// table for the whole wave, [`late::end_late`]); the check that nothing survived; then, per
+/// table for the whole wave, [`late_look::end_late`]); the check that nothing survived; then, per
 /// chat, its audit line, its journal removed (what `turn begin` and `spawn` wait for) and its
 /// line delivered.
 async fn finish_wave<T: TmuxPort, P: ProcPort>(
@@ -164,7 +164,7 @@ async fn finish_wave<T: TmuxPort, P: ProcPort>(
         }
     }
     // 8. Nothing may survive: not even what was born after the victims' scan.
-    late::end_late(b.procs, reaps, done, world).await;
+    late_look::end_late(b.procs, reaps, done, world).await;
     // A server whose last sessions these were exits with them (tmux's `exit-empty`): the
     // socket is then `empty`, not an outage (read in the kills' own call).
     if !targets.is_empty() && left == Some(0) {

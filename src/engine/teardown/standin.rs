@@ -230,7 +230,11 @@ fn ident(pid: u32) -> Ident {
 }
 
 impl ProcPort for StandIn {
-    fn sight(&self, _server_pid: Option<u32>, _socket_path: Option<&str>) -> Result<(), Blind> {
+    fn server_identity(
+        &self,
+        _server_pid: Option<u32>,
+        _socket_path: Option<&str>,
+    ) -> Result<(), Blind> {
         Ok(())
     }
 

@@ -143,7 +143,7 @@ fn journal(
         .fresh()
         .map(|s| s.panes.iter().map(|p| p.pid).collect())
         .unwrap_or_default();
-    let argv = crate::engine::wayback::kept_argv(argv, &pane_pids);
+    let argv = crate::engine::resume::kept_argv(argv, &pane_pids);
     Journal {
         id: d.id.clone(),
         session: d.name.clone(),
@@ -222,7 +222,7 @@ fn tombstone(cfg: &Config, state: &StateDir, j: &Reap) -> Result<Tombstone, Writ
     let mut tomb = jn.tombstone(&socket_path(cfg), now_ms());
     // The agent its command line runs, else its pane's start command's, else the one before.
     let start_command = j.stage.fresh().and_then(|s| s.panes.first());
-    tomb.agent = crate::engine::wayback::agent_name(tomb.argv.as_deref())
+    tomb.agent = crate::engine::resume::agent_name(tomb.argv.as_deref())
         .or_else(|| {
             start_command
                 .and_then(|p| crate::agents::of_start_command(&p.start_command))

@@ -26,7 +26,7 @@ use look::{held_elsewhere, transcript};
 
 /// Why the way back did not go through (the commands turn it into their error).
 #[derive(Debug, thiserror::Error)]
-pub enum WaybackError {
+pub enum ResumeError {
     #[error("{0}")]
     Tmux(#[from] TmuxError),
     #[error("{0}")]
@@ -44,7 +44,7 @@ pub enum WaybackError {
 /// up, to count as up. The pinned Claude Code 2.1.332 gives up on a `--resume` whose
 /// conversation it cannot find after 1.1-1.5 s (2.5-2.9 s on a loaded 2-core machine), and on a
 /// `--session-id` already in use after 0.6-1.3 s (tests/e2e/NOTES.md, "The agent seam"); in
-/// `claude_wayback` with two real claudes on 2 cores it took 4.0-4.5 s, and once more than 6 s:
+/// `claude_resume` with two real claudes on 2 cores it took 4.0-4.5 s, and once more than 6 s:
 /// twice that. Its `SessionStart` hook or its status file says it is up much sooner (0.5-2.5 s).
 pub const RESUME_SETTLE: Duration = Duration::from_secs(12);
 
@@ -129,7 +129,7 @@ async fn agent_env(tmux: &Tmux, agent: &Agent, cmd: &[String]) -> Vec<(String, S
 /// About 90 lines: the start is one guarded `new-session` and the look that it came up, with the
 /// tombstone's argv, the agent's words and the options set in between; kept on one screen so that
 /// what is written before the check and what after reads in its order.
-pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
+pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, ResumeError> {
     let (agent, runs) = agent_of(s.cmd, s.tomb);
     let own = (agent.cid_in_argv)(s.cmd);
     let mut cid = own
@@ -150,7 +150,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
     // transcript, and the studio would not know which one answers.
     if let Some(c) = &cid {
         if let Some((other, pid)) = held_elsewhere(r, s.name, c).await? {
-            return Err(WaybackError::Refused(format!(
+            return Err(ResumeError::Refused(format!(
                 "conversation {c} is held by a live agent in {other} (pane pid {pid}): refusing to start a second one on it in {} (stop that one first, or start this chat afresh with another id)",
                 s.name
             )));
@@ -183,7 +183,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
                 }
                 // The chat would come back as a new conversation: said, not done.
                 Err(ArgvError::NoProgram { .. }) => {
-                    return Err(WaybackError::Refused(format!(
+                    return Err(ResumeError::Refused(format!(
                         "{}: it does not start {}, so conversation {c} cannot be carried to it and the chat would come back as a new conversation; name the agent a launcher script runs (spawn {} --agent {} -- <command>), or say --new-conversation to start it without",
                         where_from(),
                         agent.display,
@@ -191,11 +191,11 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
                         agent.name
                     )))
                 }
-                Err(e) => return Err(WaybackError::Refused(format!("{}: {e}", where_from()))),
+                Err(e) => return Err(ResumeError::Refused(format!("{}: {e}", where_from()))),
             }
         }
         if carried && s.new_conversation {
-            return Err(WaybackError::Refused(format!(
+            return Err(ResumeError::Refused(format!(
                 "--new-conversation, but {} carries conversation {c}: drop --new-conversation (or `ccs-reap forget {}` first for a new one)",
                 where_from(),
                 s.id
@@ -232,7 +232,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
         .unwrap_or_default();
     // Room last, just before the start: no chat is reaped for one that is refused.
     if let Some(room) = s.room {
-        room.make().await.map_err(WaybackError::NoRoom)?;
+        room.make().await.map_err(ResumeError::NoRoom)?;
     }
     let long = cid.as_deref().is_some_and(is_uuid) && (mode.is_some() || own.is_some());
     let settle = if long { RESUME_SETTLE } else { SETTLE };
@@ -275,7 +275,7 @@ pub async fn start(r: &Reaper, s: Start<'_>) -> Result<bool, WaybackError> {
             }
         }
     }
-    Err(WaybackError::Refused(format!(
+    Err(ResumeError::Refused(format!(
         "{} exited as soon as it was created (three times); the tombstone is kept",
         s.name
     )))
@@ -403,7 +403,7 @@ async fn failed(
     status: Option<i32>,
     argv: &[String],
     t0: Instant,
-) -> WaybackError {
+) -> ResumeError {
     let lines = r.tmux.last_lines(c.n, 12).await.unwrap_or_default();
     tracing::debug!(session = s.name, screen = ?lines, "the dead pane's last lines");
     if let Err(e) = r.tmux.kill_n(c.n).await {
@@ -462,7 +462,7 @@ async fn failed(
         };
     }
     let status = status.map_or(String::new(), |st| format!(" with status {st}"));
-    WaybackError::Refused(format!(
+    ResumeError::Refused(format!(
         "{}: the agent exited{status} {:.1} s after it was started ({argv:?}): \"{last}\"{next}",
         s.name,
         t0.elapsed().as_secs_f64()
@@ -522,9 +522,9 @@ fn tomb_line(cfg: &Config, id: &str, t: Option<&Tombstone>, outcome: Outcome) ->
 }
 
 /// `forget <id>`: remove a sleeping chat's tombstone (a malformed one too), with an audit line.
-pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
+pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, ResumeError> {
     if let Some(why) = crate::core::policy::invalid_id_why(id) {
-        return Err(WaybackError::Refused(why));
+        return Err(ResumeError::Refused(why));
     }
     let path = r.state.tombstone_path(id);
     // Under the tombstone lock: a failing spawn marks the tombstone it read only while it is
@@ -532,7 +532,7 @@ pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, WaybackError> {
     let _lock = r.state.lock_tombstones()?;
     let t = match r.state.read_tombstone(id) {
         Ok(None) => {
-            return Err(WaybackError::Gone(format!(
+            return Err(ResumeError::Gone(format!(
                 "no tombstone for chat {id} ({})",
                 path.display()
             )))

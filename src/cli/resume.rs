@@ -1,7 +1,7 @@
 //! `resume <id>` and `forget <id>`: the plain user's way back.
 
 use super::*;
-use crate::engine::wayback::{self, Resumed};
+use crate::engine::resume::{self, Resumed};
 
 /// `resume <id>`: bring the chat back if it sleeps, then attach: on a terminal (stdin and stdout
 /// both), this process becomes `tmux attach`; otherwise it prints the attach command.
@@ -73,7 +73,7 @@ pub(super) async fn resume(cfg: Config, json: bool, id: &str) -> ExitCode {
 /// `forget <id>`: remove its tombstone (an audit line says so).
 pub(super) fn forget(cfg: Config, json: bool, id: &str) -> ExitCode {
     let r = Reaper::new(cfg, false);
-    match wayback::forget(&r, id).map_err(CommandError::from) {
+    match resume::forget(&r, id).map_err(CommandError::from) {
         Ok(t) => {
             let cid = t.and_then(|t| t.cid);
             if json {

@@ -14,7 +14,7 @@ use crate::adapters::clock;
 use crate::adapters::state::{Observed, StateDir, OBSERVED_CLOCK};
 
 #[derive(Debug, Default)]
-pub(crate) struct Observer {
+pub(crate) struct LeaseClock {
     /// What was seen, and when first (ms of CLOCK_BOOTTIME).
     first: HashMap<String, i64>,
     /// What this sweep has looked at.
@@ -33,7 +33,7 @@ pub(crate) fn journal_key(id: &str, token: &str) -> String {
     format!("j {id} {}", token.trim())
 }
 
-impl Observer {
+impl LeaseClock {
     /// How long `key` has been seen, in ms of this process's own clock (0 at first sight).
     pub(crate) fn observed(&mut self, state: &StateDir, key: String) -> i64 {
         if !self.loaded {
