@@ -89,6 +89,31 @@ pub fn server_check(server_pid: u32, socket_path: &str, here: Here) -> Result<()
     }
 }
 
+/// Whether nothing listens at `socket_path` any more: a connection to it is refused, or its
+/// file is gone. What a tmux server leaves once it has closed its socket on its way out (its
+/// last session gone); a live server, in whatever pid namespace, accepts the connection (or
+/// queues it), which is closed at once unused. `false` when it cannot be told (any other
+/// error: a socket this process may not reach, say). Never blocks: the connect is non-blocking.
+pub fn nothing_listens(socket_path: &str) -> bool {
+    use rustix::io::Errno;
+    use rustix::net::{AddressFamily, SocketAddrUnix, SocketFlags, SocketType};
+    let Ok(addr) = SocketAddrUnix::new(socket_path) else {
+        return false;
+    };
+    let Ok(fd) = rustix::net::socket_with(
+        AddressFamily::UNIX,
+        SocketType::STREAM,
+        SocketFlags::NONBLOCK | SocketFlags::CLOEXEC,
+        None,
+    ) else {
+        return false;
+    };
+    matches!(
+        rustix::net::connect(&fd, &addr),
+        Err(Errno::CONNREFUSED | Errno::NOENT)
+    )
+}
+
 /// The inode of the listening unix socket bound at `path`, as `net_unix` (a `/proc/PID/net/unix`)
 /// lists it: `Num RefCount Protocol Flags Type St Inode Path`, the path last (it may hold
 /// spaces).
@@ -171,6 +196,11 @@ mod tests {
         let parent = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get());
         assert!(server_check(parent as u32, p, h).is_err());
         assert!(server_check(me as u32, p, Here { pidns: 0, ..h }).is_err());
+        // Someone listens there; at a socket closed (its file left) or at none, nothing does.
+        assert!(!nothing_listens(p));
+        drop(_l);
+        assert!(nothing_listens(p));
+        assert!(nothing_listens(dir.join("none").to_str().unwrap()));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

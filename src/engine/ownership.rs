@@ -229,6 +229,11 @@ impl Ownership {
     /// Whether this process sees the tmux server of `server_pid` (at `socket_path`, as tmux says)
     /// as it is: in its own pid namespace ([`identity::server_check`]). Said once on stderr when
     /// it changes, kept for `/healthz` and the metrics.
+    ///
+    /// A server listed up that has exited since (its last session reaped: its pid gone from
+    /// /proc, or its socket closed, before this look) is not one this reaper cannot see: when
+    /// nothing listens at its socket any more it is judged as no server ([`Ownership::no_server`])
+    /// and the `Err` says it exited; nothing is signalled on the listing's word either way.
     pub(crate) fn check_server_identity(
         &self,
         server_pid: Option<u32>,
@@ -238,6 +243,14 @@ impl Ownership {
             (Some(p), Some(sp)) => identity::server_check(p, sp, self.me.1),
             _ => Err("the tmux server's pid or socket path is not known".into()),
         };
+        if let (Err(why), Some(p), Some(sp)) = (&got, server_pid, socket_path) {
+            if identity::nothing_listens(sp) {
+                self.no_server();
+                let why = format!("the tmux server (pid {p}) has exited since it was listed: nothing listens at {sp} any more ({why})");
+                tracing::debug!(why = %why, "the tmux server exited: judged as no server, not as one this reaper cannot see");
+                return Err(why);
+            }
+        }
         let mut last = self.blind.lock().unwrap_or_else(|p| p.into_inner());
         let now = got.as_ref().err().cloned();
         if *last != now {
@@ -339,5 +352,40 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(other.limit_ms as u64 + 20));
             assert!(r.mark_is_stale(&far), "seen past its limit: {other:?}");
         }
+    }
+
+    /// Issue 43's race: the sweep lists the server up, the server exits with its last reaped
+    /// chat, then the sweep checks its sight. The check fails, but nothing listens at the socket
+    /// any more: no server, not a reaper that cannot see it (`/healthz` stays 200). A server that
+    /// still listens (here: ours) at a pid that does not hold it is still one it cannot see.
+    #[test]
+    fn a_server_that_exited_since_its_listing_is_no_server_not_blindness() {
+        let reaper = reaper();
+        let r = &reaper.ownership;
+        let dir = std::env::temp_dir().join(format!("ccs-exited-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let sock = dir.join("studio");
+        let sp = sock.to_str().unwrap();
+        // The pid of a process that has exited (and been waited for).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        // Still listening, at a pid that does not hold it: blind, and said so.
+        let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert!(r.check_server_identity(Some(gone), Some(sp)).is_err());
+        assert!(r.blind().is_some());
+        assert!(reaper.metrics.health().is_err());
+        // The server closed its socket on its way out (the file left behind): no server.
+        drop(listener);
+        let e = r.check_server_identity(Some(gone), Some(sp)).unwrap_err();
+        assert!(e.contains("has exited since it was listed"), "{e}");
+        assert_eq!(r.blind(), None);
+        assert_eq!(reaper.metrics.health(), Ok(()));
+        // And with its socket file gone too.
+        std::fs::remove_file(&sock).unwrap();
+        assert!(r.check_server_identity(Some(gone), Some(sp)).is_err());
+        assert_eq!(r.blind(), None);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
