@@ -28,6 +28,7 @@ mod hardening;
 mod hostile_inputs;
 mod hostile_paths;
 mod house;
+mod house_shape;
 mod identity;
 mod late_born;
 mod memory;
