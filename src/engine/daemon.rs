@@ -54,7 +54,22 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     // Between sweeps, a watcher reads the memory every WATCH_EVERY and starts a sweep as soon as
     // it crosses CCS_ENGINE_MEM_HIGH (or the stall passes CCS_ENGINE_MEM_PSI).
     let pressure = Arc::new(Pressure::default());
-    let _watcher = start_watcher(&r, &pressure);
+    let p = &r.cfg.policy;
+    let _watcher = if p.mem_high.is_some() || p.mem_psi.is_some() {
+        let (r, pressure) = (Arc::clone(&r), Arc::clone(&pressure));
+        Some(tokio::spawn(async move {
+            let h = watch::Handles {
+                policy: &r.cfg.policy,
+                inflight: &r.inflight,
+                watching: &r.watching,
+                metrics: &r.metrics,
+            };
+            watch::watch(h, &pressure).await
+        }))
+    } else {
+        r.metrics.record_pressure_watch("off");
+        None
+    };
     let mut seen = Seen::default();
     while let Some(why) = signals.next_sweep(&mut tick, &pressure).await {
         let rep = sweep(&r, Batches::Spawn(&mut batches)).await;
@@ -154,25 +169,6 @@ fn say_started(cfg: &Config, dry_run: bool) {
         pressure_wake = if p.mem_high.is_some() || p.mem_psi.is_some() { "event where the kernel notifies, else poll (the path: 'memory pressure wake', once the memory watched is resolved)" } else { "off" },
         "ccs-reap started"
     );
-}
-
-/// The memory watcher's task, with a memory rule set; else the metric says it is off.
-fn start_watcher(r: &Arc<Reaper>, pressure: &Arc<Pressure>) -> Option<tokio::task::JoinHandle<()>> {
-    let p = &r.cfg.policy;
-    if p.mem_high.is_none() && p.mem_psi.is_none() {
-        r.metrics.record_pressure_watch("off");
-        return None;
-    }
-    let (r, pressure) = (Arc::clone(r), Arc::clone(pressure));
-    Some(tokio::spawn(async move {
-        let h = watch::Handles {
-            policy: &r.cfg.policy,
-            inflight: &r.inflight,
-            watching: &r.watching,
-            metrics: &r.metrics,
-        };
-        watch::watch(h, &pressure).await
-    }))
 }
 
 /// What the loop keeps across sweeps for its log lines and the degraded states.
@@ -309,3 +305,24 @@ mod standby;
 mod wake;
 mod watch;
 pub use standby::standby;
+
+#[cfg(test)]
+mod tests {
+    use super::{Cause, Why};
+
+    #[test]
+    fn each_why_is_the_sweep_lines_word_for_it() {
+        let table = [
+            (Why::Interval, "interval"),
+            (
+                Why::Pressure(Cause::Threshold),
+                "memory pressure (threshold)",
+            ),
+            (Why::Pressure(Cause::Psi), "memory pressure (psi)"),
+            (Why::Pressure(Cause::Poll), "memory pressure (poll)"),
+        ];
+        for (why, want) in table {
+            assert_eq!(why.as_str(), want);
+        }
+    }
+}
