@@ -53,48 +53,45 @@ pub(super) struct Psi {
     pub window_us: u64,
 }
 
+/// The kernel's wake-ups set up for the memory watched (the PSI trigger alone, now).
 pub(super) struct Wakers {
     /// The memory they were set up for.
     pub watched: Watched,
     pub psi: Option<Psi>,
-    /// What was set up, and what was refused and why: for the log line.
+    /// What was set up, or what was refused and why: for the log line.
     pub said: String,
 }
 
 impl Wakers {
     pub fn new(w: &Watched, p: &Policy) -> Wakers {
         let pressure = crate::engine::watching::pressure_file(w);
-        let mut said = Vec::new();
         let pct = p.mem_psi.unwrap_or(psi::HINT_STALL_PCT);
-        let psi = match psi::trigger(&pressure, pct) {
+        let (psi, said) = match psi::trigger(&pressure, pct) {
             // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it: the fd stays open and
             // the same until the AsyncFd drops.
             Ok(t) => match unsafe { AsyncFd::register_with_interest(t.fd, Interest::PRIORITY) } {
-                Ok(fd) => {
-                    said.push(format!("PSI trigger {:?} on {}", t.line, t.file.display()));
+                Ok(fd) => (
                     Some(Psi {
                         fd,
                         pct: t.pct,
                         window_us: t.window_us,
-                    })
-                }
-                Err(e) => {
-                    said.push(format!(
+                    }),
+                    format!("PSI trigger {:?} on {}", t.line, t.file.display()),
+                ),
+                Err(e) => (
+                    None,
+                    format!(
                         "PSI trigger on {} cannot be polled: {e}",
                         pressure.display()
-                    ));
-                    None
-                }
+                    ),
+                ),
             },
-            Err(e) => {
-                said.push(e.to_string());
-                None
-            }
+            Err(e) => (None, e.to_string()),
         };
         Wakers {
             watched: w.clone(),
             psi,
-            said: said.join("; "),
+            said,
         }
     }
 
