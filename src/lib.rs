@@ -29,7 +29,8 @@
 //!   table, the `--once` lines), [`cli::exit`] (the exit codes, shared with the tests).
 //! - [`engine`]: the stages.
 //!   - [`engine::daemon`]: the loop, its signals, the batches it owns, the metrics endpoint, the
-//!     memory watcher between sweeps (`daemon::wake`: what wakes it besides its clock).
+//!     memory watcher between sweeps (`daemon::watch`; `daemon::wake`: what wakes it besides its
+//!     clock).
 //!   - [`engine::sweep`]: one sweep, as named steps (collect exits, recover, clear stale marks,
 //!     stamp, warn, choose, start the batch, report); `sweep::lost`: chats lost with their server.
 //!   - [`engine::commands`]: the studio's commands (`turn`, `spawn`, `pin`, `reap <id>`) and their
@@ -64,8 +65,8 @@
 //!     arguments, the version check).
 //!   - [`adapters::procs`]: the process table: membership of a session, pinning, signals, memory.
 //!   - [`adapters::memory`]: which memory the pressure rules watch (a cgroup or the host), read.
-//!   - [`adapters::psi`]: memory pressure by event: a PSI trigger on `memory.pressure`, cgroup
-//!     v2's `memory.events`, a v1 cgroup's v2 twin.
+//!   - [`adapters::psi`]: memory pressure by event: a PSI trigger on `memory.pressure`, a v1
+//!     cgroup's v2 twin.
 //!   - [`adapters::state`]: the state dir: audit log (and its follower, `events`), tombstones,
 //!     journals, known chats, the lock.
 //!   - [`adapters::activity`]: the studio's liveness registries (`CCS_ACTIVITY_FILES`).

@@ -1,7 +1,6 @@
 //! Memory pressure by event on cgroup v2: a PSI trigger on a cgroup's `memory.pressure` (the
 //! kernel makes the file readable for `POLLPRI` when the tasks of the cgroup stalled on memory
-//! for more than a share of a time window), and `memory.events` (its `high`, `max`, `oom` and
-//! `oom_kill` counters; the kernel signals a change of the file with `POLLPRI` too).
+//! for more than a share of a time window).
 //!
 //! A trigger is a line `some <stall µs> <window µs>` written to the file, and lives as long as the
 //! file stays open. The kernel takes a window of 500 ms to 10 s from a writer with
@@ -15,7 +14,7 @@
 //! limit has no `memory.pressure`, but its v2 twin of the same path does: [`twin`] finds it.
 
 use std::io::Write;
-use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// The window of a trigger written with `CAP_SYS_RESOURCE`.
@@ -48,17 +47,45 @@ pub struct Trigger {
     pub line: String,
 }
 
+/// Why a PSI trigger could not be set.
+#[derive(Debug, thiserror::Error)]
+pub enum TriggerError {
+    #[error("failed to open {} for a PSI trigger: {source}", file.display())]
+    Open {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("failed to set a PSI trigger on {}: {}", file.display(), refused(tries))]
+    Refused {
+        file: PathBuf,
+        /// Each line tried, and the kernel's answer to it.
+        tries: Vec<(String, std::io::Error)>,
+    },
+}
+
+/// The lines the kernel refused, as the error says them.
+fn refused(tries: &[(String, std::io::Error)]) -> String {
+    tries
+        .iter()
+        .map(|(line, e)| format!("{line:?}: {e}"))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
 /// Set a trigger at `pct` percent on `file` (a `memory.pressure` or `/proc/pressure/memory`):
 /// the 1 s window first, else the unprivileged 2 s one. The error names the file and the
 /// kernel's answer to each.
-pub fn trigger(file: &Path, pct: f64) -> Result<Trigger, String> {
+pub fn trigger(file: &Path, pct: f64) -> Result<Trigger, TriggerError> {
     let mut f = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
         .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
         .open(file)
-        .map_err(|e| format!("failed to open {} for a PSI trigger: {e}", file.display()))?;
-    let mut refused = Vec::new();
+        .map_err(|source| TriggerError::Open {
+            file: file.to_path_buf(),
+            source,
+        })?;
+    let mut tries = Vec::new();
     for window_us in [WINDOW_US, UNPRIVILEGED_WINDOW_US] {
         let line = trigger_line(pct, window_us);
         // A refused line leaves no trigger behind: the next one may be written on the same file.
@@ -72,14 +99,13 @@ pub fn trigger(file: &Path, pct: f64) -> Result<Trigger, String> {
                     line,
                 })
             }
-            Err(e) => refused.push(format!("{line:?}: {e}")),
+            Err(e) => tries.push((line, e)),
         }
     }
-    Err(format!(
-        "failed to set a PSI trigger on {}: {}",
-        file.display(),
-        refused.join("; ")
-    ))
+    Err(TriggerError::Refused {
+        file: file.to_path_buf(),
+        tries,
+    })
 }
 
 /// The mount point of the cgroup v2 hierarchy in a `/proc/self/mountinfo` text (the fifth field
@@ -120,72 +146,6 @@ pub fn twin(v1_dir: &Path) -> Option<PathBuf> {
 /// The text of a PSI file (`None` when it cannot be read).
 pub fn read(file: &Path) -> Option<String> {
     std::fs::read_to_string(file).ok()
-}
-
-/// The counters of a `memory.events` file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Events {
-    /// Times the usage went over `memory.high` (the kernel throttled and reclaimed).
-    pub high: u64,
-    /// Times the usage was about to go over `memory.max`.
-    pub max: u64,
-    pub oom: u64,
-    pub oom_kill: u64,
-}
-
-/// The counters in a `memory.events` text (`<key> <count>` lines; a missing key counts 0).
-pub fn events(text: &str) -> Events {
-    let mut e = Events::default();
-    for l in text.lines() {
-        let Some((k, v)) = l.split_once(' ') else {
-            continue;
-        };
-        let Ok(v) = v.trim().parse() else { continue };
-        match k {
-            "high" => e.high = v,
-            "max" => e.max = v,
-            "oom" => e.oom = v,
-            "oom_kill" => e.oom_kill = v,
-            _ => {}
-        }
-    }
-    e
-}
-
-/// A cgroup's `memory.events`, kept open: the kernel makes it readable for `POLLPRI` when a
-/// counter moves, until it is read again.
-#[derive(Debug)]
-pub struct EventsFile {
-    pub file: std::fs::File,
-    pub path: PathBuf,
-}
-
-impl EventsFile {
-    pub fn open(dir: &Path) -> Result<EventsFile, String> {
-        let path = dir.join("memory.events");
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(&path)
-            .map_err(|e| format!("failed to open {}: {e}", path.display()))?;
-        Ok(EventsFile { file, path })
-    }
-
-    /// The counters now, read from the file's start (which also re-arms the notification).
-    pub fn read(&self) -> Option<Events> {
-        let mut buf = [0u8; 4096];
-        let n = self.file.read_at(&mut buf, 0).ok()?;
-        Some(events(std::str::from_utf8(&buf[..n]).ok()?))
-    }
-}
-
-/// Whether the counters moved up from `before` to `now`: the cgroup reached `memory.high` or
-/// `memory.max`, or the OOM killer acted.
-pub fn events_rose(before: Events, now: Events) -> bool {
-    now.high > before.high
-        || now.max > before.max
-        || now.oom > before.oom
-        || now.oom_kill > before.oom_kill
 }
 
 #[cfg(test)]
@@ -244,38 +204,34 @@ mod tests {
     }
 
     #[test]
-    fn memory_events() {
-        let t = "low 0\nhigh 12\nmax 3\noom 1\noom_kill 1\noom_group_kill 0\n";
-        let e = events(t);
-        assert_eq!(
-            e,
-            Events {
-                high: 12,
-                max: 3,
-                oom: 1,
-                oom_kill: 1
-            }
-        );
-        assert_eq!(events("high x\nmax\n\n"), Events::default());
-        let table: &[(Events, Events, bool)] = &[
-            (e, e, false),
-            (Events::default(), e, true),
-            (e, Events { high: 13, ..e }, true),
-            (e, Events { max: 4, ..e }, true),
-            (e, Events { oom_kill: 2, ..e }, true),
-            // A counter that went down (a cgroup that went and came back): not a rise.
-            (e, Events { high: 0, ..e }, false),
-        ];
-        for (before, now, want) in table {
-            assert_eq!(events_rose(*before, *now), *want, "{before:?} -> {now:?}");
-        }
-    }
-
-    #[test]
     fn a_trigger_on_a_file_that_is_not_there_says_where() {
-        let e = trigger(Path::new("/nonexistent/memory.pressure"), 10.0).unwrap_err();
-        assert!(e.contains("/nonexistent/memory.pressure"), "{e}");
-        let e = EventsFile::open(Path::new("/nonexistent")).unwrap_err();
-        assert!(e.contains("/nonexistent/memory.events"), "{e}");
+        let e = trigger(Path::new("/nonexistent/memory.pressure"), 10.0)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("failed to open /nonexistent/memory.pressure for a PSI trigger: "),
+            "{e}"
+        );
+        let refused = TriggerError::Refused {
+            file: PathBuf::from("/sys/fs/cgroup/a/memory.pressure"),
+            tries: vec![
+                (
+                    trigger_line(10.0, WINDOW_US),
+                    std::io::Error::from_raw_os_error(22),
+                ),
+                (
+                    trigger_line(10.0, UNPRIVILEGED_WINDOW_US),
+                    std::io::Error::from_raw_os_error(30),
+                ),
+            ],
+        };
+        assert_eq!(
+            refused.to_string(),
+            format!(
+                "failed to set a PSI trigger on /sys/fs/cgroup/a/memory.pressure: \"some 100000 1000000\": {}; \"some 200000 2000000\": {}",
+                std::io::Error::from_raw_os_error(22),
+                std::io::Error::from_raw_os_error(30)
+            )
+        );
     }
 }

@@ -2,23 +2,27 @@
 //! metrics endpoint beside it; SIGTERM/SIGINT/SIGHUP finish the sweep and every reap in flight,
 //! SIGUSR1 is ignored.
 
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::Notify;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::task::JoinSet;
+use tokio::time::Interval;
 
 use crate::adapters::clock::now_ms;
-use crate::adapters::memory;
-
+use crate::adapters::metrics::Metrics;
+use crate::adapters::systemd::Notifier;
+use crate::config::Config;
 use crate::core::policy::Action;
+use crate::core::report::SweepReport;
 use crate::engine::context::Reaper;
+use crate::engine::inflight::InFlight;
 use crate::engine::sweep::{sweep, Batches};
 use crate::engine::watching::Watching;
 
-/// The daemon: one sweep every interval; SIGTERM/SIGINT finish the sweep and the reaps in flight,
-/// then return.
+use wake::Cause;
+use watch::Pressure;
+
 /// Why the daemon could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
@@ -28,19 +32,10 @@ pub enum DaemonError {
     Listen(std::net::SocketAddr, std::io::Error),
 }
 
-///
-/// Long (about 110 lines) on purpose: one `select!` loop whose arms (sweep tick, watcher, signals,
-/// batches ending) share the loop's state; split, each arm would take all of it.
+/// The daemon: one sweep every interval (or at the memory watcher's wake); SIGTERM/SIGINT/SIGHUP
+/// finish the sweep and the reaps in flight, then return.
 pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term =
-        signal(SignalKind::terminate()).map_err(|e| DaemonError::Signal("SIGTERM", e))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| DaemonError::Signal("SIGINT", e))?;
-    // SIGHUP (a closed terminal, a `kill -HUP` meant as "reload") stops it gracefully like
-    // SIGTERM; SIGUSR1 is ignored. Their default action would kill it mid-teardown.
-    let mut hup = signal(SignalKind::hangup()).map_err(|e| DaemonError::Signal("SIGHUP", e))?;
-    let mut usr1 =
-        signal(SignalKind::user_defined1()).map_err(|e| DaemonError::Signal("SIGUSR1", e))?;
+    let mut signals = Signals::new()?;
     let _metrics = match r.cfg.metrics_addr {
         Some(addr) => {
             let l = tokio::net::TcpListener::bind(addr)
@@ -50,17 +45,8 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         }
         None => None,
     };
-    let p = &r.cfg.policy;
-    tracing::info!(
-        socket = %r.cfg.socket.path().display(), prefix = %r.cfg.prefix, idle_kill_ms = r.cfg.policy.idle_kill_ms,
-        interval_ms = r.cfg.interval.as_millis() as u64, grace_ms = r.cfg.grace.as_millis() as u64,
-        dry_run = r.dry_run, version = %env!("CARGO_PKG_VERSION"), rules = %r.cfg.rules(),
-        settings_file = %r.cfg.file.as_deref().map_or("none".into(), |f| f.display().to_string()),
-        pressure_wake = if p.mem_high.is_some() || p.mem_psi.is_some() { "event where the kernel notifies, else poll (the path: 'memory pressure wake', once the memory watched is resolved)" } else { "off" },
-        "ccs-reap started"
-    );
-    let mut notify =
-        crate::adapters::systemd::Notifier::from_env(r.cfg.interval, r.cfg.tmux_timeout);
+    say_started(&r.cfg, r.dry_run);
+    let mut notify = Notifier::from_env(r.cfg.interval, r.cfg.tmux_timeout);
     // The batches of reaps the sweeps started: joined before exit.
     let mut batches = JoinSet::new();
     let mut tick = tokio::time::interval(r.cfg.interval);
@@ -68,29 +54,24 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
     // Between sweeps, a watcher reads the memory every WATCH_EVERY and starts a sweep as soon as
     // it crosses CCS_ENGINE_MEM_HIGH (or the stall passes CCS_ENGINE_MEM_PSI).
     let pressure = Arc::new(Pressure::default());
-    let _watcher = (p.mem_high.is_some() || p.mem_psi.is_some())
-        .then(|| tokio::spawn(watch(Arc::clone(&r), Arc::clone(&pressure))));
-    if _watcher.is_none() {
+    let p = &r.cfg.policy;
+    let _watcher = if p.mem_high.is_some() || p.mem_psi.is_some() {
+        let (r, pressure) = (Arc::clone(&r), Arc::clone(&pressure));
+        Some(tokio::spawn(async move {
+            let h = watch::Handles {
+                policy: &r.cfg.policy,
+                inflight: &r.inflight,
+                watching: &r.watching,
+                metrics: &r.metrics,
+            };
+            watch::watch(h, &pressure).await
+        }))
+    } else {
         r.metrics.record_pressure_watch("off");
-    }
-    // The degraded states (no server, an activity file, no cid anywhere) across sweeps.
-    let mut degraded = crate::core::degraded::Tracker::default();
-    // The last sweep's error, said once while it stays the same.
-    let mut last_error: Option<String> = None;
-    loop {
-        let why = tokio::select! {
-            _ = tick.tick() => "interval",
-            _ = pressure.wake.notified() => match pressure.cause() {
-                "threshold" => "memory pressure (threshold)",
-                "psi" => "memory pressure (psi)",
-                "memory.events" => "memory pressure (memory.events)",
-                _ => "memory pressure (poll)",
-            },
-            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); break }
-            _ = int.recv() => { tracing::info!("SIGINT: stopping"); break }
-            _ = hup.recv() => { tracing::info!("SIGHUP: stopping (as on SIGTERM; there is no reload)"); break }
-            _ = usr1.recv() => { tracing::info!("SIGUSR1: ignored"); continue }
-        };
+        None
+    };
+    let mut seen = Seen::default();
+    while let Some(why) = signals.next_sweep(&mut tick, &pressure).await {
         let rep = sweep(&r, Batches::Spawn(&mut batches)).await;
         while let Some(ended) = batches.try_join_next() {
             batch_ended(ended);
@@ -100,7 +81,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             .iter()
             .filter(|s| s.decision.action == Action::Reap)
             .count();
-        if why != "interval" {
+        if why != Why::Interval {
             // Nothing to take under pressure (all busy, viewed or young): do not sweep again at
             // every watch; the interval, or a while, will tell.
             // A short pause only while a teardown it started is under way (the watcher waits
@@ -112,13 +93,102 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             };
             pressure.pause_until(now_ms() + pause.as_millis() as i64);
         }
-        // A sweep that reaps is said; one that kept everything for an error only when the error
-        // is new (an unreadable activity file is a degraded state, said once below).
-        let new_error = rep.error.is_some() && rep.error != last_error;
-        last_error.clone_from(&rep.error);
+        seen.say_sweep(why, &rep, reaping);
+        seen.degraded(&r.watching, &r.metrics, &rep);
+        notify.swept(&status(&rep, reaping));
+    }
+    finish(notify, batches, &r.inflight).await;
+    Ok(())
+}
+
+/// What starts a sweep.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Why {
+    /// The loop's tick.
+    Interval,
+    /// The memory watcher, woken by this.
+    Pressure(Cause),
+}
+
+impl Why {
+    /// As the sweep line's `why` says it.
+    fn as_str(self) -> &'static str {
+        match self {
+            Why::Interval => "interval",
+            Why::Pressure(Cause::Threshold) => "memory pressure (threshold)",
+            Why::Pressure(Cause::Psi) => "memory pressure (psi)",
+            Why::Pressure(Cause::Poll) => "memory pressure (poll)",
+        }
+    }
+}
+
+/// The signals the daemon answers.
+struct Signals {
+    term: Signal,
+    int: Signal,
+    hup: Signal,
+    usr1: Signal,
+}
+
+impl Signals {
+    fn new() -> Result<Signals, DaemonError> {
+        let watch = |kind, name| signal(kind).map_err(|e| DaemonError::Signal(name, e));
+        Ok(Signals {
+            term: watch(SignalKind::terminate(), "SIGTERM")?,
+            int: watch(SignalKind::interrupt(), "SIGINT")?,
+            // SIGHUP (a closed terminal, a `kill -HUP` meant as "reload") stops it gracefully
+            // like SIGTERM; SIGUSR1 is ignored. Their default action would kill it mid-teardown.
+            hup: watch(SignalKind::hangup(), "SIGHUP")?,
+            usr1: watch(SignalKind::user_defined1(), "SIGUSR1")?,
+        })
+    }
+
+    /// Until the next sweep is due (its `Why`), or `None` when a signal says to stop.
+    async fn next_sweep(&mut self, tick: &mut Interval, pressure: &Pressure) -> Option<Why> {
+        loop {
+            tokio::select! {
+                _ = tick.tick() => return Some(Why::Interval),
+                cause = pressure.woken() => return Some(Why::Pressure(cause)),
+                _ = self.term.recv() => { tracing::info!("SIGTERM: stopping"); return None }
+                _ = self.int.recv() => { tracing::info!("SIGINT: stopping"); return None }
+                _ = self.hup.recv() => { tracing::info!("SIGHUP: stopping (as on SIGTERM; there is no reload)"); return None }
+                _ = self.usr1.recv() => tracing::info!("SIGUSR1: ignored"),
+            }
+        }
+    }
+}
+
+/// The line that says the daemon started, and with what.
+fn say_started(cfg: &Config, dry_run: bool) {
+    let p = &cfg.policy;
+    tracing::info!(
+        socket = %cfg.socket.path().display(), prefix = %cfg.prefix, idle_kill_ms = p.idle_kill_ms,
+        interval_ms = cfg.interval.as_millis() as u64, grace_ms = cfg.grace.as_millis() as u64,
+        dry_run, version = %env!("CARGO_PKG_VERSION"), rules = %cfg.rules(),
+        settings_file = %cfg.file.as_deref().map_or("none".into(), |f| f.display().to_string()),
+        pressure_wake = if p.mem_high.is_some() || p.mem_psi.is_some() { "event where the kernel notifies, else poll (the path: 'memory pressure wake', once the memory watched is resolved)" } else { "off" },
+        "ccs-reap started"
+    );
+}
+
+/// What the loop keeps across sweeps for its log lines and the degraded states.
+#[derive(Default)]
+struct Seen {
+    /// The degraded states (no server, an activity file, no cid anywhere) across sweeps.
+    degraded: crate::core::degraded::Tracker,
+    /// The last sweep's error, said once while it stays the same.
+    last_error: Option<String>,
+}
+
+impl Seen {
+    /// A sweep that reaps is said; one that kept everything for an error only when the error is
+    /// new (an unreadable activity file is a degraded state, said once by [`Seen::degraded`]).
+    fn say_sweep(&mut self, why: Why, rep: &SweepReport, reaping: usize) {
+        let new_error = rep.error.is_some() && rep.error != self.last_error;
+        self.last_error.clone_from(&rep.error);
         if reaping > 0 || new_error {
             tracing::info!(
-                why,
+                why = why.as_str(),
                 sessions = rep.sessions.len(),
                 reaping,
                 error = rep.error.as_deref(),
@@ -127,37 +197,48 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
             );
         } else {
             tracing::debug!(
-                why,
+                why = why.as_str(),
                 sessions = rep.sessions.len(),
                 took_ms = rep.took_ms,
                 "sweep"
             );
         }
-        // A degraded state is said once when it starts, once when it ends; the metric and
-        // /healthz follow it.
-        for c in degraded.sweep(&degraded_seen(&r.watching, &rep)) {
+    }
+
+    /// A degraded state is said once when it starts, once when it ends; the metric and /healthz
+    /// follow it.
+    fn degraded(&mut self, watching: &Watching, metrics: &Metrics, rep: &SweepReport) {
+        for c in self.degraded.sweep(&degraded_seen(watching, rep)) {
             say_degraded(&c, &rep.socket_path);
         }
-        r.metrics.set_degraded(degraded.active());
-        notify.swept(&match (&rep.error, rep.tmux_server_up) {
-            (Some(e), _) => format!("kept every session: {e}"),
-            (None, Some(false)) if rep.tmux_server_empty => format!(
-                "empty: the tmux server at {} exited after its last chat was reaped",
-                rep.socket_path
-            ),
-            (None, Some(false)) => format!("no tmux server at {}", rep.socket_path),
-            (None, _) => format!(
-                "{} session(s), {reaping} to reap; last sweep {} ms",
-                rep.sessions.len(),
-                rep.took_ms
-            ),
-        });
+        metrics.set_degraded(self.degraded.active());
     }
+}
+
+/// The `STATUS=` systemd shows after a sweep.
+fn status(rep: &SweepReport, reaping: usize) -> String {
+    match (&rep.error, rep.tmux_server_up) {
+        (Some(e), _) => format!("kept every session: {e}"),
+        (None, Some(false)) if rep.tmux_server_empty => format!(
+            "empty: the tmux server at {} exited after its last chat was reaped",
+            rep.socket_path
+        ),
+        (None, Some(false)) => format!("no tmux server at {}", rep.socket_path),
+        (None, _) => format!(
+            "{} session(s), {reaping} to reap; last sweep {} ms",
+            rep.sessions.len(),
+            rep.took_ms
+        ),
+    }
+}
+
+/// Stopping: the reaps in flight are finished first.
+async fn finish(mut notify: Notifier, mut batches: JoinSet<()>, inflight: &InFlight) {
     notify.stopping();
     if !batches.is_empty() {
         tracing::info!(
             batches = batches.len(),
-            reaps = r.inflight.count(),
+            reaps = inflight.count(),
             "finishing the reaps in flight before exit"
         );
     }
@@ -165,14 +246,10 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         batch_ended(ended);
     }
     tracing::info!("ccs-reap stopped");
-    Ok(())
 }
 
 /// What a sweep saw, for the degraded states.
-pub fn degraded_seen(
-    watching: &Watching,
-    rep: &crate::core::report::SweepReport,
-) -> crate::core::degraded::SweepSeen {
+pub fn degraded_seen(watching: &Watching, rep: &SweepReport) -> crate::core::degraded::SweepSeen {
     use crate::core::policy::State;
     crate::core::degraded::SweepSeen {
         activity_problem: watching.activity_problem(),
@@ -221,205 +298,31 @@ fn batch_ended(ended: Result<(), tokio::task::JoinError>) {
 
 /// How often the watcher reads the memory between sweeps.
 pub const WATCH_EVERY: Duration = Duration::from_millis(250);
-/// How often the watcher re-reads the limit it compares with.
-const LIMIT_REREAD: Duration = Duration::from_secs(10);
-/// How often the watcher looks at the stall itself while a PSI trigger is set for the stall rule:
-/// the trigger's own window. The kernel may leave a trigger silent under a stall that its own
-/// totals show (on this machine a trigger at 1 % and 2 % over 2 s stayed silent under a 3 % stall
-/// for 20 s: BENCH.md), and a trigger must never make the rule slower than the poll it replaces.
-const STALL_REREAD: Duration = Duration::from_secs(2);
 /// How long the watcher waits after a pressure sweep that found nothing to take.
 pub const PRESSURE_PAUSE: Duration = Duration::from_secs(5);
 
-/// Between the watcher and the daemon loop.
-#[derive(Default)]
-struct Pressure {
-    wake: Notify,
-    /// No wake before this (Unix ms).
-    quiet_until: AtomicI64,
-    /// What woke the watcher for the last wake.
-    cause: std::sync::Mutex<&'static str>,
-}
-
-impl Pressure {
-    fn set_cause(&self, c: &'static str) {
-        *self.cause.lock().unwrap_or_else(|p| p.into_inner()) = c;
-    }
-
-    fn cause(&self) -> &'static str {
-        *self.cause.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn pause_until(&self, ms: i64) {
-        self.quiet_until.store(ms, Ordering::Relaxed);
-    }
-}
-
-/// What woke the watcher (the `cause` of `ccs_reap_pressure_wakes_total`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Cause {
-    /// cgroup v1's notification of the threshold (an eventfd).
-    Threshold,
-    /// A PSI trigger on `memory.pressure`.
-    Psi,
-    /// A counter of cgroup v2's `memory.events` moved.
-    Events,
-    /// Its own clock.
-    Poll,
-}
-
-impl Cause {
-    fn as_str(self) -> &'static str {
-        match self {
-            Cause::Threshold => "threshold",
-            Cause::Psi => "psi",
-            Cause::Events => "memory.events",
-            Cause::Poll => "poll",
-        }
-    }
-}
-
-/// The watcher: it sleeps until the kernel says the memory moved where the kernel can say so
-/// (cgroup v1's threshold eventfd for `CCS_ENGINE_MEM_HIGH`; a PSI trigger for
-/// `CCS_ENGINE_MEM_PSI`, see [`wake::Wakers`]), and reads one small file every [`WATCH_EVERY`]
-/// for what it cannot (cgroup v2 has no threshold notification: there a PSI trigger and
-/// `memory.events` only cut the wait short). Either way it wakes the daemon loop when the memory
-/// is above the threshold (or the stall above its limit), and stays quiet while a teardown is in
-/// flight (it is freeing memory) and after a pressure sweep.
-///
-/// Long (about 105 lines) on purpose: one loop whose steps (wait, re-register, look, wake) share
-/// the kernel's handles and the last look.
-async fn watch(r: Arc<Reaper>, pressure: Arc<Pressure>) {
-    let p = &r.cfg.policy;
-    // The threshold in bytes for the source watched, re-read now and then (a limit rarely moves).
-    let mut threshold: Option<(memory::Watched, Option<u64>, tokio::time::Instant)> = None;
-    let mut used = memory::UsedReader::default();
-    // The kernel's notification, for the source and threshold it was registered for.
-    let mut notify: Option<(
-        memory::Watched,
-        u64,
-        tokio::io::unix::AsyncFd<std::os::fd::OwnedFd>,
-    )> = None;
-    // A registration the kernel refused (a read-only mount, no limit), for the source and
-    // threshold it was for: tried again after LIMIT_REREAD, not at every poll.
-    let mut refused: Option<(memory::Watched, u64, tokio::time::Instant)> = None;
-    // The PSI trigger and memory.events, for the source they were set up for.
-    let mut wakers: Option<wake::Wakers> = None;
-    // The path last said (and whether the threshold's eventfd was part of it).
-    let mut said: Option<(&'static str, bool)> = None;
-    // The clock between looks (one wake of the runtime per poll).
-    let clock = wake::Clock::new();
-    // Above the threshold at the last look: poll until it is not (a crossing is notified once).
-    let mut last_over = false;
-    loop {
-        let quiet =
-            r.inflight.count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed);
-        // By event alone when the kernel notifies everything the rules need (and at most
-        // LIMIT_REREAD, to follow changes); else one poll period, cut short by any event.
-        let by_event = !last_over
-            && (p.mem_high.is_none() || notify.is_some())
-            && (p.mem_psi.is_none() || wakers.as_ref().is_some_and(|k| k.psi.is_some()));
-        let cause = if quiet {
-            clock.sleep(WATCH_EVERY).await;
-            Cause::Poll
-        } else {
-            let period = match (by_event, p.mem_psi) {
-                (true, Some(_)) => STALL_REREAD,
-                (true, None) => LIMIT_REREAD,
-                (false, _) => WATCH_EVERY,
-            };
-            tokio::select! {
-                _ = wake::eventfd(notify.as_ref().map(|n| &n.2)) => Cause::Threshold,
-                _ = wake::psi(wakers.as_ref()) => Cause::Psi,
-                _ = wake::events(wakers.as_ref()) => Cause::Events,
-                _ = clock.sleep(period) => Cause::Poll,
-            }
-        };
-        if r.inflight.count() > 0 || now_ms() < pressure.quiet_until.load(Ordering::Relaxed) {
-            continue;
-        }
-        // Resolved by the sweeps (the tmux server's cgroup needs its pid).
-        let Some(w) = r.watching.watched() else {
-            continue;
-        };
-        if wakers.as_ref().is_none_or(|k| k.watched != w) {
-            wakers = Some(wake::Wakers::new(&w, p));
-            said = None;
-        }
-        let limit = match &threshold {
-            Some((tw, l, at)) if *tw == w && at.elapsed() < LIMIT_REREAD => *l,
-            _ => {
-                let l = memory::read(&w.source)
-                    .and_then(|h| crate::core::policy::mem_limit(p, Some(h)));
-                threshold = Some((w.clone(), l, tokio::time::Instant::now()));
-                l
-            }
-        };
-        // (Re-)register the kernel's notification when the source or the threshold moved.
-        if let Some(l) = limit {
-            let stale = notify
-                .as_ref()
-                .is_none_or(|(nw, nl, _)| *nw != w || *nl != l);
-            let lately_refused = refused
-                .as_ref()
-                .is_some_and(|(rw, rl, at)| *rw == w && *rl == l && at.elapsed() < LIMIT_REREAD);
-            if stale && !lately_refused {
-                notify = memory::threshold(&w.source, l)
-                    // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it: the fd stays
-                    // open and the same until the AsyncFd drops.
-                    .and_then(|t| unsafe { tokio::io::unix::AsyncFd::register(t.fd) }.ok())
-                    .map(|fd| (w.clone(), l, fd));
-                refused = notify
-                    .is_none()
-                    .then(|| (w.clone(), l, tokio::time::Instant::now()));
-            }
-        }
-        // The path in use, said when it changes.
-        if let Some(k) = &wakers {
-            let eventfd = notify.as_ref().is_some_and(|(nw, _, _)| *nw == w);
-            let path = k.path(p, eventfd);
-            if said != Some((path, eventfd)) {
-                let how = k.how(p, &w, eventfd);
-                tracing::info!(path, watching = %w, how, "memory pressure wake: {path}");
-                r.metrics.record_pressure_watch(path);
-                said = Some((path, eventfd));
-            }
-        }
-        // A fired trigger is the kernel's word that the stall passed its share of the window.
-        let fired = cause == Cause::Psi;
-        if let (true, Some(k)) = (fired, &wakers) {
-            if let Some(t) = &k.psi {
-                r.watching
-                    .psi_fired(t.pct, now_ms() + (t.window_us / 1000) as i64);
-            }
-        }
-        // The threshold is on the working set; v1's notification is on the usage (a superset),
-        // which does not cross again while it stays above: poll until it is back below.
-        let now_used = used.read(&w.source);
-        let over = limit.is_some_and(|l| now_used.is_some_and(|u| u.working_set > l));
-        last_over = limit.is_some_and(|l| now_used.is_some_and(|u| u.usage > l));
-        // Its share is CCS_ENGINE_MEM_PSI's; without a trigger this look, `some avg10` judges.
-        let stalled = p.mem_psi.is_some_and(|max| {
-            (fired && wakers.as_ref().is_some_and(|k| k.psi.is_some()))
-                || crate::engine::watching::stall_now(&w).is_some_and(|now| now >= max)
-        });
-        if over || stalled {
-            let cause = cause.as_str();
-            tracing::info!(
-                cause,
-                over,
-                stalled,
-                "memory pressure: waking the sweep ({cause})"
-            );
-            r.metrics.record_pressure_wake(cause);
-            pressure.set_cause(cause);
-            pressure.wake.notify_one();
-            // One wake per crossing: the sweep sets the next quiet time.
-            pressure.pause_until(now_ms() + 60_000);
-        }
-    }
-}
-
 mod standby;
 mod wake;
+mod watch;
 pub use standby::standby;
+
+#[cfg(test)]
+mod tests {
+    use super::{Cause, Why};
+
+    #[test]
+    fn each_why_is_the_sweep_lines_word_for_it() {
+        let table = [
+            (Why::Interval, "interval"),
+            (
+                Why::Pressure(Cause::Threshold),
+                "memory pressure (threshold)",
+            ),
+            (Why::Pressure(Cause::Psi), "memory pressure (psi)"),
+            (Why::Pressure(Cause::Poll), "memory pressure (poll)"),
+        ];
+        for (why, want) in table {
+            assert_eq!(why.as_str(), want);
+        }
+    }
+}

@@ -166,12 +166,12 @@ impl Default for Metrics {
         );
         registry.register(
             "pressure_watch",
-            "1 for how the memory watcher is woken between sweeps: event (the kernel notifies: a cgroup v1 threshold, a PSI trigger), poll (every 250 ms), poll+event (polled, and woken early by PSI or memory.events), off (no memory rule)",
+            "1 for how the memory watcher is woken between sweeps: event (the kernel notifies: a cgroup v1 threshold, a PSI trigger), poll (every 250 ms), poll+event (polled, and woken early by PSI), off (no memory rule)",
             m.pressure_watch.clone(),
         );
         registry.register(
             "pressure_wakes",
-            "Sweeps the memory watcher started, by what woke it (threshold, psi, memory.events, poll)",
+            "Sweeps the memory watcher started, by what woke it (threshold, psi, poll)",
             m.pressure_wakes.clone(),
         );
         for reason in crate::core::degraded::Reason::ALL {
@@ -211,7 +211,7 @@ impl Default for Metrics {
 /// The values of `pressure_watch`'s `path` label.
 pub const PRESSURE_PATHS: [&str; 4] = ["event", "poll", "poll+event", "off"];
 /// The values of `pressure_wakes`'s `cause` label.
-pub const PRESSURE_CAUSES: [&str; 4] = ["threshold", "psi", "memory.events", "poll"];
+pub const PRESSURE_CAUSES: [&str; 3] = ["threshold", "psi", "poll"];
 
 /// Buckets of `sweep_duration_seconds`: a sweep is one tmux call and the decisions (milliseconds),
 /// up to the tmux timeout (10 s by default).

@@ -1,8 +1,7 @@
 //! What wakes the memory watcher besides its clock: a PSI trigger on the watched cgroup's
-//! `memory.pressure` (on cgroup v1, its v2 twin's; else the host's `/proc/pressure/memory`), and
-//! cgroup v2's `memory.events`. Each is `None` where the kernel refused it (a read-only
-//! `/sys/fs/cgroup`, a kernel without PSI, a cgroup v1 host without a v2 twin), and the watcher
-//! polls for what it would have told.
+//! `memory.pressure` (on cgroup v1, its v2 twin's; else the host's `/proc/pressure/memory`),
+//! `None` where the kernel refused it (a read-only `/sys/fs/cgroup`, a kernel without PSI, a
+//! cgroup v1 host without a v2 twin): the watcher then polls for what it would have told.
 
 use std::os::fd::OwnedFd;
 
@@ -13,6 +12,40 @@ use crate::adapters::memory::{MemorySource, Watched};
 use crate::adapters::psi;
 use crate::core::policy::Policy;
 
+/// What woke the watcher (the `cause` of `ccs_reap_pressure_wakes_total`, and of the sweep's
+/// `why`: `memory pressure (<cause>)`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(super) enum Cause {
+    /// cgroup v1's notification of the threshold (an eventfd).
+    Threshold,
+    /// A PSI trigger on `memory.pressure`.
+    Psi,
+    /// Its own clock.
+    Poll,
+}
+
+impl Cause {
+    /// Every cause, in the order of their `u8`.
+    pub const ALL: [Cause; 3] = [Cause::Threshold, Cause::Psi, Cause::Poll];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Cause::Threshold => "threshold",
+            Cause::Psi => "psi",
+            Cause::Poll => "poll",
+        }
+    }
+
+    /// The cause of this `u8` (`Cause::Poll` for none).
+    pub fn from_u8(n: u8) -> Cause {
+        Cause::ALL
+            .get(usize::from(n))
+            .copied()
+            .unwrap_or(Cause::Poll)
+    }
+}
+
 /// A PSI trigger set and registered with the runtime.
 pub(super) struct Psi {
     fd: AsyncFd<OwnedFd>,
@@ -20,73 +53,45 @@ pub(super) struct Psi {
     pub window_us: u64,
 }
 
+/// The kernel's wake-ups set up for the memory watched (the PSI trigger alone, now).
 pub(super) struct Wakers {
     /// The memory they were set up for.
     pub watched: Watched,
     pub psi: Option<Psi>,
-    events: Option<(AsyncFd<std::fs::File>, std::sync::Mutex<psi::Events>)>,
-    /// What was set up, and what was refused and why: for the log line.
+    /// What was set up, or what was refused and why: for the log line.
     pub said: String,
 }
 
 impl Wakers {
     pub fn new(w: &Watched, p: &Policy) -> Wakers {
         let pressure = crate::engine::watching::pressure_file(w);
-        let events_dir = match &w.source {
-            MemorySource::V2(d) => Some(d.clone()),
-            _ => None,
-        };
-        let mut said = Vec::new();
         let pct = p.mem_psi.unwrap_or(psi::HINT_STALL_PCT);
-        let psi = match psi::trigger(&pressure, pct) {
+        let (psi, said) = match psi::trigger(&pressure, pct) {
             // SAFETY: the OwnedFd is moved into the AsyncFd, which owns it: the fd stays open and
             // the same until the AsyncFd drops.
             Ok(t) => match unsafe { AsyncFd::register_with_interest(t.fd, Interest::PRIORITY) } {
-                Ok(fd) => {
-                    said.push(format!("PSI trigger {:?} on {}", t.line, t.file.display()));
+                Ok(fd) => (
                     Some(Psi {
                         fd,
                         pct: t.pct,
                         window_us: t.window_us,
-                    })
-                }
-                Err(e) => {
-                    said.push(format!(
+                    }),
+                    format!("PSI trigger {:?} on {}", t.line, t.file.display()),
+                ),
+                Err(e) => (
+                    None,
+                    format!(
                         "PSI trigger on {} cannot be polled: {e}",
                         pressure.display()
-                    ));
-                    None
-                }
+                    ),
+                ),
             },
-            Err(e) => {
-                said.push(e);
-                None
-            }
+            Err(e) => (None, e.to_string()),
         };
-        let events = events_dir.and_then(|d| {
-            let opened = psi::EventsFile::open(&d).and_then(|f| {
-                let now = f.read().unwrap_or_default();
-                // SAFETY: the File is moved into the AsyncFd, which owns it (as above).
-                unsafe { AsyncFd::register_with_interest(f.file, Interest::PRIORITY) }
-                    .map(|fd| (fd, f.path, now))
-                    .map_err(|e| format!("memory.events of {} cannot be polled: {e}", d.display()))
-            });
-            match opened {
-                Ok((fd, path, now)) => {
-                    said.push(format!("changes of {}", path.display()));
-                    Some((fd, std::sync::Mutex::new(now)))
-                }
-                Err(e) => {
-                    said.push(e);
-                    None
-                }
-            }
-        });
         Wakers {
             watched: w.clone(),
             psi,
-            events,
-            said: said.join("; "),
+            said,
         }
     }
 
@@ -96,7 +101,7 @@ impl Wakers {
     pub fn path(&self, p: &Policy, eventfd: bool) -> &'static str {
         let high_ok = p.mem_high.is_none() || eventfd;
         let psi_ok = p.mem_psi.is_none() || self.psi.is_some();
-        let any = eventfd || self.psi.is_some() || self.events.is_some();
+        let any = eventfd || self.psi.is_some();
         match (high_ok && psi_ok, any) {
             (true, _) => "event",
             (false, true) => "poll+event",
@@ -153,34 +158,6 @@ pub(super) async fn psi(k: Option<&Wakers>) {
         Ok(mut g) => g.clear_ready(),
         // The runtime lost it: wait as if it never fires (the poll goes on).
         Err(_) => std::future::pending().await,
-    }
-}
-
-/// Until a counter of `memory.events` rises (`high`, `max`, `oom`, `oom_kill`); never without
-/// the file.
-pub(super) async fn events(k: Option<&Wakers>) {
-    let Some((fd, last)) = k.and_then(|k| k.events.as_ref()) else {
-        return std::future::pending().await;
-    };
-    loop {
-        let Ok(mut g) = fd.ready(Interest::PRIORITY).await else {
-            return std::future::pending().await;
-        };
-        g.clear_ready();
-        let f = psi::EventsFile {
-            file: match fd.get_ref().try_clone() {
-                Ok(f) => f,
-                Err(_) => return std::future::pending().await,
-            },
-            path: Default::default(),
-        };
-        let Some(now) = f.read() else { continue };
-        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
-        let rose = psi::events_rose(*last, now);
-        *last = now;
-        if rose {
-            return;
-        }
     }
 }
 
@@ -249,8 +226,17 @@ impl Clock {
 
 #[cfg(test)]
 mod tests {
-    use super::Clock;
+    use super::{Cause, Clock};
     use std::time::{Duration, Instant};
+
+    #[test]
+    fn each_cause_is_one_the_metric_knows_and_comes_back_from_its_u8() {
+        let names: Vec<&str> = Cause::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(names, crate::adapters::metrics::PRESSURE_CAUSES);
+        for c in Cause::ALL {
+            assert_eq!(Cause::from_u8(c as u8), c);
+        }
+    }
 
     #[tokio::test]
     async fn the_clock_waits_its_time_each_time_and_not_for_a_stale_expiry() {
