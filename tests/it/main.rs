@@ -1,8 +1,8 @@
 //! The integration tests, as one test binary (one build, one link): each module is what was a
 //! file of its own under tests/. `cargo test --test it` runs them all, `cargo test --test it
 //! <module>::` one module (`cargo test --test it teardown::`). Every module runs the real
-//! `ccs-reap` binary against a private tmux server ([`common`]); `model` checks the handoff
-//! protocol with Stateright (`scripts/model-check`).
+//! `ccs-reap` binary against a private tmux server ([`common`]). The model of the handoff protocol
+//! is a target of its own (`tests/model.rs`, `cargo test --test model`): it is pure, runs no tmux.
 
 mod common;
 
@@ -31,7 +31,6 @@ mod house;
 mod identity;
 mod late_born;
 mod memory;
-mod model;
 mod operator;
 mod ops;
 mod planted_files;
