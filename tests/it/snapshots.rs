@@ -197,7 +197,10 @@ fn reap_line(n: u32, reason: ReapReason, f: impl FnOnce(&mut AuditLine)) -> Audi
 /// Compare `got` with its snapshot `tests/it/snapshots/it__snapshots__<name>.snap`. insta
 /// compares without the trailing newlines: that the text ends in one is checked here.
 fn check(name: &str, got: &str) {
-    assert!(got.ends_with('\n'), "{name} does not end in a newline: {got:?}");
+    assert!(
+        got.ends_with('\n'),
+        "{name} does not end in a newline: {got:?}"
+    );
     insta::assert_snapshot!(name, got);
 }
 

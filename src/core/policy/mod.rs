@@ -613,7 +613,7 @@ mod tests {
     use super::*;
     use test_case::test_case;
     use Action::{Keep, Reap};
-    use State::{Busy, Exited, Expired, Foreign, Idle, New, NoCid, Shared, Unknown, Viewed};
+    use State::{Busy, Exited, Expired, Foreign, Idle, New, NoCid, Shared, Stuck, Unknown, Viewed};
 
     const NOW: i64 = 1_800_000_000_000;
     const LIMIT: u64 = 600_000;
@@ -961,211 +961,87 @@ mod tests {
         assert_eq!(d.cid.as_deref(), Some("cid-1"));
     }
 
-    /// Stuck turns, orphaned and long-attached viewers.
-    #[test]
-    fn stuck_and_viewer_policies() {
-        type E = fn(&mut Session, &mut Policy);
-        let old_turn = (NOW - 7_200_000).to_string();
-        let _ = old_turn;
-        let table: &[(&str, E, Action, State, Option<ReapReason>)] = &[
-            (
-                "long turn, no wall limit: busy",
-                |s, _| s.turn = (NOW - 7_200_000).to_string(),
-                Action::Keep,
-                State::Busy,
-                None,
-            ),
-            (
-                "long turn over wall limit: stuck, reported",
-                |s, p| {
-                    s.turn = (NOW - 7_200_000).to_string();
-                    p.stuck_wall_ms = Some(3_600_000)
-                },
-                Action::Keep,
-                State::Stuck,
-                None,
-            ),
-            (
-                "stuck and reap_stuck: reaped",
-                |s, p| {
-                    s.turn = (NOW - 7_200_000).to_string();
-                    p.stuck_wall_ms = Some(3_600_000);
-                    p.reap_stuck = true
-                },
-                Action::Reap,
-                State::Stuck,
-                Some(ReapReason::Stuck),
-            ),
-            (
-                "turn under wall limit: busy",
-                |s, p| {
-                    s.turn = (NOW - 1000).to_string();
-                    p.stuck_wall_ms = Some(3_600_000);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Busy,
-                None,
-            ),
-            (
-                "silent turn: stuck",
-                |s, p| {
-                    s.turn = (NOW - 900_000).to_string();
-                    s.output_ms = Some(NOW - 700_000);
-                    p.stuck_idle_ms = Some(600_000);
-                    p.reap_stuck = true
-                },
-                Action::Reap,
-                State::Stuck,
-                Some(ReapReason::Stuck),
-            ),
-            (
-                "turn printing: busy",
-                |s, p| {
-                    s.turn = (NOW - 900_000).to_string();
-                    s.output_ms = Some(NOW - 1000);
-                    p.stuck_idle_ms = Some(600_000);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Busy,
-                None,
-            ),
-            (
-                "silence counts from the turn start",
-                |s, p| {
-                    s.turn = (NOW - 1000).to_string();
-                    s.output_ms = Some(NOW - 900_000);
-                    p.stuck_idle_ms = Some(600_000);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Busy,
-                None,
-            ),
-            (
-                "stuck but viewed: kept",
-                |s, p| {
-                    s.turn = (NOW - 7_200_000).to_string();
-                    s.clients = vec![client(false)];
-                    p.stuck_wall_ms = Some(1);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-            (
-                "stuck, no cid: kept",
-                |s, p| {
-                    s.turn = (NOW - 7_200_000).to_string();
-                    s.cid.clear();
-                    p.stuck_wall_ms = Some(1);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Stuck,
-                None,
-            ),
-            (
-                "orphan control client counted by default",
-                |s, _| {
-                    s.idle = "1000".into();
-                    let mut c = client(true);
-                    c.orphaned = Some(true);
-                    s.clients = vec![c]
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-            (
-                "orphan control client ignored",
-                |s, p| {
-                    s.idle = "1000".into();
-                    let mut c = client(true);
-                    c.orphaned = Some(true);
-                    s.clients = vec![c];
-                    p.orphan_viewers = OrphanViewers::Ignore
-                },
-                Action::Reap,
-                State::Expired,
-                Some(ReapReason::Idle),
-            ),
-            (
-                "orphan terminal client still counts",
-                |s, p| {
-                    s.idle = "1000".into();
-                    let mut c = client(false);
-                    c.orphaned = Some(true);
-                    s.clients = vec![c];
-                    p.orphan_viewers = OrphanViewers::Ignore
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-            (
-                "live control client counts when ignoring orphans",
-                |s, p| {
-                    s.idle = "1000".into();
-                    s.clients = vec![client(true)];
-                    p.orphan_viewers = OrphanViewers::Ignore
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-            (
-                "viewer idle past max: ignored",
-                |s, p| {
-                    s.idle = "1000".into();
-                    let mut c = client(true);
-                    c.created_ms = NOW - 100_000;
-                    c.activity_ms = NOW - 100_000;
-                    s.clients = vec![c];
-                    p.viewer_max_ms = Some(50_000)
-                },
-                Action::Reap,
-                State::Expired,
-                Some(ReapReason::Idle),
-            ),
-            (
-                "viewer with recent input: counts",
-                |s, p| {
-                    s.idle = "1000".into();
-                    let mut c = client(true);
-                    c.created_ms = NOW - 100_000;
-                    c.activity_ms = NOW - 10;
-                    s.clients = vec![c];
-                    p.viewer_max_ms = Some(50_000)
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-        ];
-        for (name, edit, action, state, reason) in table {
-            let mut s = sess(1);
-            let mut p = pol();
-            edit(&mut s, &mut p);
-            let d = one(s, &p);
-            assert_eq!(
-                (d.action, d.state, d.reap_reason),
-                (*action, *state, *reason),
-                "{name}: {d:?}"
-            );
-            if d.reap_reason == Some(ReapReason::Stuck) {
-                assert!(d.override_turn, "{name}");
-            }
-        }
-        // A discounted viewer is an override of a tmux fact.
-        let mut s = sess(1);
+    fn two_hours_in_a_turn(s: &mut Session) {
+        s.turn = (NOW - 7_200_000).to_string();
+    }
+
+    /// A turn begun `turn_ms` ago whose pane printed last `output_ms` ago, under a silence limit
+    /// of 10 minutes whose stuck turns are reaped.
+    fn silence(s: &mut Session, p: &mut Policy, turn_ms: i64, output_ms: i64) {
+        s.turn = (NOW - turn_ms).to_string();
+        s.output_ms = Some(NOW - output_ms);
+        p.stuck_idle_ms = Some(600_000);
+        p.reap_stuck = true;
+    }
+
+    /// Long idle, watched by `c` alone.
+    fn viewer(s: &mut Session, c: Client) {
         s.idle = "1000".into();
-        s.attached = 1;
-        let mut c = client(true);
-        c.orphaned = Some(true);
         s.clients = vec![c];
+    }
+
+    /// A client whose tmux client process is gone (control mode or a terminal).
+    fn orphan(control: bool) -> Client {
+        Client {
+            orphaned: Some(true),
+            ..client(control)
+        }
+    }
+
+    /// A control-mode client attached `attached_ms` ago, its last input `input_ms` ago.
+    fn since(attached_ms: i64, input_ms: i64) -> Client {
+        Client {
+            created_ms: NOW - attached_ms,
+            activity_ms: NOW - input_ms,
+            ..client(true)
+        }
+    }
+
+    type E = fn(&mut Session, &mut Policy);
+
+    /// Stuck turns, orphaned and long-attached viewers, one row each: the action, the state, the
+    /// reap's reason, and what the row changes of a young chat with a cid.
+    #[test_case(Keep, Busy, None, |s, _| two_hours_in_a_turn(s) ; "long turn, no wall limit: busy")]
+    #[test_case(Keep, Stuck, None, |s, p| { two_hours_in_a_turn(s); p.stuck_wall_ms = Some(3_600_000) } ; "long turn over wall limit: stuck, reported")]
+    #[test_case(Reap, Stuck, Some(ReapReason::Stuck), |s, p| { two_hours_in_a_turn(s); p.stuck_wall_ms = Some(3_600_000); p.reap_stuck = true } ; "stuck and reap_stuck: reaped")]
+    #[test_case(Keep, Busy, None, |s, p| { s.turn = (NOW - 1000).to_string(); p.stuck_wall_ms = Some(3_600_000); p.reap_stuck = true } ; "turn under wall limit: busy")]
+    #[test_case(Reap, Stuck, Some(ReapReason::Stuck), |s, p| { silence(s, p, 900_000, 700_000) } ; "silent turn: stuck")]
+    #[test_case(Keep, Busy, None, |s, p| { silence(s, p, 900_000, 1000) } ; "turn printing: busy")]
+    #[test_case(Keep, Busy, None, |s, p| { silence(s, p, 1000, 900_000) } ; "silence counts from the turn start")]
+    #[test_case(Keep, Viewed, None, |s, p| { two_hours_in_a_turn(s); s.clients = vec![client(false)]; p.stuck_wall_ms = Some(1); p.reap_stuck = true } ; "stuck but viewed: kept")]
+    #[test_case(Keep, Stuck, None, |s, p| { two_hours_in_a_turn(s); s.cid.clear(); p.stuck_wall_ms = Some(1); p.reap_stuck = true } ; "stuck, no cid: kept")]
+    #[test_case(Keep, Viewed, None, |s, _| viewer(s, orphan(true)) ; "orphan control client counted by default")]
+    #[test_case(Reap, Expired, Some(ReapReason::Idle), |s, p| { viewer(s, orphan(true)); p.orphan_viewers = OrphanViewers::Ignore } ; "orphan control client ignored")]
+    #[test_case(Keep, Viewed, None, |s, p| { viewer(s, orphan(false)); p.orphan_viewers = OrphanViewers::Ignore } ; "orphan terminal client still counts")]
+    #[test_case(Keep, Viewed, None, |s, p| { viewer(s, client(true)); p.orphan_viewers = OrphanViewers::Ignore } ; "live control client counts when ignoring orphans")]
+    #[test_case(Reap, Expired, Some(ReapReason::Idle), |s, p| { viewer(s, since(100_000, 100_000)); p.viewer_max_ms = Some(50_000) } ; "viewer idle past max: ignored")]
+    #[test_case(Keep, Viewed, None, |s, p| { viewer(s, since(100_000, 10)); p.viewer_max_ms = Some(50_000) } ; "viewer with recent input: counts")]
+    fn stuck_and_viewer_policies(
+        action: Action,
+        state: State,
+        reason: Option<ReapReason>,
+        edit: E,
+    ) {
+        let mut s = sess(1);
+        let mut p = pol();
+        edit(&mut s, &mut p);
+        let d = one(s, &p);
+        assert_eq!(
+            (d.action, d.state, d.reap_reason),
+            (action, state, reason),
+            "{d:?}"
+        );
+        if d.reap_reason == Some(ReapReason::Stuck) {
+            assert!(d.override_turn);
+        }
+    }
+
+    /// A discounted viewer is an override of a tmux fact.
+    #[test]
+    fn a_discounted_viewer_is_an_override() {
+        let mut s = sess(1);
+        s.attached = 1;
+        viewer(&mut s, orphan(true));
         let d = one(
             s,
             &Policy {
