@@ -1,6 +1,6 @@
 //! The handoff protocol's steps for one reap, in the order the engine takes them
 //! (docs/teardown.md). The teardown names each step it finishes by [`Phase::name`] (its DEBUG
-//! `phase` lines), and the model of the protocol (`tests/it/model.rs`) takes its order from
+//! `phase` lines), and the model of the protocol (`tests/model.rs`) takes its order from
 //! [`Phase::next`]: one order, kept here.
 
 /// One step of a reap, from the mark to the audit line.

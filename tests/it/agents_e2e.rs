@@ -9,8 +9,8 @@
 //! API's request for the second turn carries the first.
 //!
 //! Needs `npm ci --prefix tests/e2e --no-audit --no-fund` (node, python3 and tmux on PATH);
-//! without the packages it fails with that hint, unless `CCS_E2E_SKIP=1`. `CCS_E2E_TIMEOUT`
-//! (seconds per wait, default 90). What was measured is in `tests/e2e/NOTES.md`.
+//! without the packages it fails with that hint. Built with the cargo feature `e2e` only.
+//! `CCS_E2E_TIMEOUT` (seconds per wait, default 90). What was measured is in `tests/e2e/NOTES.md`.
 
 use crate::common::wrapper::which;
 use crate::common::*;
@@ -32,11 +32,12 @@ fn e2e_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e")
 }
 
-/// The agent's program under `tests/e2e/node_modules`, or why not.
-pub(crate) fn program(agent: &str) -> Option<PathBuf> {
+/// The agent's program under `tests/e2e/node_modules`; without it (or node, python3) the test
+/// fails with the hint.
+pub(crate) fn program(agent: &str) -> PathBuf {
     let nm = e2e_dir().join("node_modules");
     let hint = "install them with: npm ci --prefix tests/e2e --no-audit --no-fund \
-                (or set CCS_E2E_SKIP=1 to skip this test)";
+                (or run the tests without `--features e2e`)";
     let p = match agent {
         "codex" => nm.join("@openai/codex-linux-x64/vendor/x86_64-unknown-linux-musl/bin/codex"),
         _ => nm.join("@google/gemini-cli/bundle/gemini.js"),
@@ -51,11 +52,7 @@ pub(crate) fn program(agent: &str) -> Option<PathBuf> {
             .then(|| "python3 is not on PATH".to_string()),
     ];
     match missing.into_iter().flatten().next() {
-        None => Some(p),
-        Some(why) if std::env::var("CCS_E2E_SKIP").as_deref() == Ok("1") => {
-            eprintln!("agents_e2e skipped (CCS_E2E_SKIP=1): {why}");
-            None
-        }
+        None => p,
         Some(why) => panic!("end-to-end test cannot run: {why}"),
     }
 }
@@ -346,7 +343,7 @@ fn pane_pid(s: &Server, target: &str) -> i32 {
 
 /// One agent's round: hook-settings, a plain chat, a turn, a sweep's reap, spawn, a second turn.
 fn round(agent: &str, settings_file: &str, first: &[&str], ready: &str) {
-    let Some(prog) = program(agent) else { return };
+    let prog = program(agent);
     let t0 = Instant::now();
     let w = World::new(agent, &prog);
     let (id, session) = (format!("{agent}1"), format!("ccs-{agent}1"));
@@ -546,9 +543,7 @@ fn gemini_session_files(w: &World) -> Vec<(PathBuf, String)> {
 /// works.
 #[test]
 fn real_gemini_reaped_before_its_first_prompt_comes_back_and_takes_a_prompt() {
-    let Some(prog) = program("gemini") else {
-        return;
-    };
+    let prog = program("gemini");
     let t0 = Instant::now();
     let w = World::new("gemini", &prog);
     let (id, session) = ("gem0", "ccs-gem0");

@@ -16,7 +16,7 @@
 //! `--resume`.
 //!
 //! Needs `npm ci --prefix tests/e2e --no-audit --no-fund` (node, python3 and tmux on PATH).
-//! Without the packages it fails with that hint, unless `CCS_E2E_SKIP=1`.
+//! Without the packages it fails with that hint. Built with the cargo feature `e2e` only.
 //! `CCS_E2E_TIMEOUT` (seconds per wait, default 60). What the harness needs, and why, is in
 //! `tests/e2e/NOTES.md`.
 
@@ -91,7 +91,7 @@ pub(crate) struct Tools {
 fn tools() -> Result<Tools, String> {
     let nm = e2e_dir().join("node_modules");
     let hint = "install them with: npm ci --prefix tests/e2e --no-audit --no-fund \
-                (or set CCS_E2E_SKIP=1 to skip this test)";
+                (or run the tests without `--features e2e`)";
     if !nm.is_dir() {
         return Err(format!("{} is missing; {hint}", nm.display()));
     }
@@ -575,23 +575,14 @@ pub(crate) fn reap_when_idle(s: &Server, env: &[(&str, String)], id: &str) -> Ou
     }
 }
 
-/// The tools, or `None` when the test is skipped (`CCS_E2E_SKIP=1`).
-pub(crate) fn tools_or_skip() -> Option<Tools> {
-    match tools() {
-        Ok(t) => Some(t),
-        Err(why) if std::env::var("CCS_E2E_SKIP").as_deref() == Ok("1") => {
-            eprintln!("claude_e2e skipped (CCS_E2E_SKIP=1): {why}");
-            None
-        }
-        Err(why) => panic!("end-to-end test cannot run: {why}"),
-    }
+/// The tools; a test built with the feature `e2e` fails without them, with the hint.
+pub(crate) fn tools_or_fail() -> Tools {
+    tools().unwrap_or_else(|why| panic!("end-to-end test cannot run: {why}"))
 }
 
 #[test]
 fn real_claude_code_is_reaped_with_its_mcp_server_and_resumed_with_its_history() {
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let t_all = Instant::now();
     let World {
         s,
@@ -879,9 +870,7 @@ pub(crate) fn requests_for(api: &FakeApi, m: &str) -> Vec<serde_json::Value> {
 /// the next request.
 #[test]
 fn plain_claude_with_its_own_hooks_is_reaped_when_idle_and_resumed() {
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let t_all = Instant::now();
     let World {
         s,
@@ -1116,9 +1105,7 @@ fn s_status(s: &Server, env: &[(&str, String)], extra: &[(&str, &str)]) -> serde
 #[test]
 fn the_agent_seam_matches_the_real_claude() {
     use ccs_reap::agents::{AgentState, StartMode, CLAUDE};
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let World {
         s,
         api,

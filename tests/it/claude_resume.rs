@@ -7,7 +7,8 @@
 //! tombstone marked, the next spawn afresh). Each checks at the fake API that the history is in a
 //! later request.
 //!
-//! Needs what `claude_e2e` needs (`npm ci --prefix tests/e2e`), or `CCS_E2E_SKIP=1`.
+//! Needs what `claude_e2e` needs (`npm ci --prefix tests/e2e`); built with the cargo feature `e2e`
+//! only.
 
 use crate::claude_e2e::*;
 use crate::common::*;
@@ -22,16 +23,16 @@ struct Chat {
 }
 
 impl Chat {
-    fn new() -> Option<Chat> {
-        let tools = tools_or_skip()?;
+    fn new() -> Chat {
+        let tools = tools_or_fail();
         let w = World::new(&tools);
         let printed = ok_with(&w.s, &w.env, &["claude-settings"], &[]).stdout;
         let settings = w.s.path("claude-settings.json");
         std::fs::write(&settings, printed).unwrap();
-        Some(Chat {
+        Chat {
             w,
             settings: path_str(&settings),
-        })
+        }
     }
 
     fn ccs(&self, args: &[&str]) -> Out {
@@ -137,7 +138,7 @@ fn proj(c: &Chat) -> String {
 
 #[test]
 fn an_untouched_chat_comes_back_afresh_then_resumes_by_resume_with_its_history() {
-    let Some(c) = Chat::new() else { return };
+    let c = Chat::new();
     let _cleanup = Cleanup(&c.w.s);
     let (claude, settings) = (c.claude(), c.settings.clone());
     c.ok(&[
@@ -201,7 +202,7 @@ fn an_untouched_chat_comes_back_afresh_then_resumes_by_resume_with_its_history()
 
 #[test]
 fn a_session_id_chat_respawned_with_its_own_command_is_resumed() {
-    let Some(c) = Chat::new() else { return };
+    let c = Chat::new();
     let _cleanup = Cleanup(&c.w.s);
     let (claude, settings) = (c.claude(), c.settings.clone());
     let u = uuid();
@@ -234,7 +235,7 @@ fn a_session_id_chat_respawned_with_its_own_command_is_resumed() {
 
 #[test]
 fn a_stale_tombstone_starts_afresh_and_a_failed_resume_is_told_and_never_loops() {
-    let Some(c) = Chat::new() else { return };
+    let c = Chat::new();
     let _cleanup = Cleanup(&c.w.s);
     let (claude, settings) = (c.claude(), c.settings.clone());
     c.ok(&[

@@ -1,10 +1,10 @@
 //! Snapshot tests of what people read: the human `status` table and the `--once` output (each
 //! reap's line, what a dry run would reap, the summary), rendered from a fixed snapshot decided
-//! by the real rules at a fixed time. The expected text is in `tests/it/snapshots/`; after a
-//! change to the rendering that is meant, `CCS_UPDATE_SNAPSHOTS=1 cargo test --test it
-//! snapshots::` rewrites the files, and the diff is reviewed with the change.
-
-use std::path::PathBuf;
+//! by the real rules at a fixed time, compared with [`insta`]. The expected text is in
+//! `tests/it/snapshots/*.snap`. A mismatch fails and (outside CI) leaves the new text beside the
+//! old one as `*.snap.new`; after a change to the rendering that is meant, `cargo insta review`
+//! (or, without cargo-insta, `INSTA_UPDATE=always cargo test --test it snapshots::`) takes the
+//! new text, and the diff is reviewed with the change. Under `CI=true` nothing is written.
 
 use ccs_reap::adapters::state::{AuditLine, Ended, Outcome};
 use ccs_reap::cli::render::{render_status, render_sweep};
@@ -194,21 +194,14 @@ fn reap_line(n: u32, reason: ReapReason, f: impl FnOnce(&mut AuditLine)) -> Audi
     l
 }
 
-/// Compare `got` with `tests/it/snapshots/<name>`, or rewrite it under `CCS_UPDATE_SNAPSHOTS=1`.
+/// Compare `got` with its snapshot `tests/it/snapshots/it__snapshots__<name>.snap`. insta
+/// compares without the trailing newlines: that the text ends in one is checked here.
 fn check(name: &str, got: &str) {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "tests", "it", "snapshots", name]
-        .iter()
-        .collect();
-    if std::env::var_os("CCS_UPDATE_SNAPSHOTS").is_some_and(|v| v == "1") {
-        std::fs::write(&path, got).unwrap();
-        return;
-    }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (CCS_UPDATE_SNAPSHOTS=1 writes it)", path.display()));
     assert!(
-        want == got,
-        "{name} differs from its snapshot (CCS_UPDATE_SNAPSHOTS=1 rewrites it):\n--- want\n{want}\n--- got\n{got}"
+        got.ends_with('\n'),
+        "{name} does not end in a newline: {got:?}"
     );
+    insta::assert_snapshot!(name, got);
 }
 
 #[test]
@@ -225,7 +218,7 @@ fn the_status_table_reads_as_it_did() {
     ] {
         assert!(states.contains(&want), "{want} not in {states:?}");
     }
-    check("status.txt", &render_status(&r, false));
+    check("status", &render_status(&r, false));
     for l in render_status(&r, false).lines() {
         assert!(l.chars().count() <= 80, "wider than 80 columns: {l:?}");
     }
@@ -239,7 +232,7 @@ fn the_status_table_with_chats_asleep_and_memory_over_reads_as_it_did() {
     r.asleep = asleep(23);
     r.gauge.mem_threshold_bytes = Some(300 << 20);
     let narrow = render_status(&r, false);
-    check("status-asleep.txt", &narrow);
+    check("status-asleep", &narrow);
     for l in narrow.lines() {
         assert!(l.chars().count() <= 80, "wider than 80 columns: {l:?}");
     }
@@ -248,7 +241,7 @@ fn the_status_table_with_chats_asleep_and_memory_over_reads_as_it_did() {
     assert!(narrow.contains("... and 3 more asleep"), "{narrow}");
     assert!(narrow.contains("with nothing to take"), "{narrow}");
     r.asleep.truncate(2);
-    check("status-wide.txt", &render_status(&r, true));
+    check("status-wide", &render_status(&r, true));
 }
 
 #[test]
@@ -290,7 +283,7 @@ fn the_once_output_reads_as_it_did() {
         ..Summary::default()
     };
     let r = report(false, vec![reaped, exited, failed, aborted], summary);
-    check("sweep.txt", &render_sweep(&r));
+    check("sweep", &render_sweep(&r));
 
     let would: usize = r
         .sessions
@@ -304,7 +297,7 @@ fn the_once_output_reads_as_it_did() {
         ..Summary::default()
     };
     check(
-        "sweep-dry-run.txt",
+        "sweep-dry-run",
         &render_sweep(&report(true, Vec::new(), summary)),
     );
 }

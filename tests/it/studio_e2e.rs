@@ -18,7 +18,7 @@
 //! have) except in the test of the server exiting with its last chat.
 //!
 //! Needs what `claude_e2e` needs (`npm ci --prefix tests/e2e --no-audit --no-fund`); without it
-//! it fails with that hint, unless `CCS_E2E_SKIP=1`.
+//! it fails with that hint. Built with the cargo feature `e2e` only.
 
 use crate::agents_e2e::{program, FakeApi as GeminiApi};
 use crate::claude_e2e::*;
@@ -70,10 +70,8 @@ fn studio_world(tools: &Tools, hooks: bool) -> (World, Option<GeminiApi>) {
         text.contains("claude-hook") && text.contains("skipDangerousModePermissionPrompt"),
         "{text}"
     );
-    // Gemini CLI as agents_e2e runs it (missing: that test's hint, or its skip).
-    let Some(gemini) = program("gemini") else {
-        return (w, None);
-    };
+    // Gemini CLI as agents_e2e runs it (missing: that test's hint).
+    let gemini = program("gemini");
     std::os::unix::fs::symlink(&gemini, w.claude.parent().unwrap().join("gemini")).unwrap();
     let dir = w.s.path("gemini-api");
     std::fs::create_dir_all(&dir).unwrap();
@@ -699,9 +697,7 @@ impl<'a> Chat<'a> {
 /// Points 1 and 2: kept mid-turn, reaped when idle with its whole tree, back through the
 /// studio's own respawn with its history; with the hooks, also points 3 and 4 on the same claude.
 fn kept_busy_reaped_idle_and_back(hooks: bool) {
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let t_all = Instant::now();
     let (w, gemini) = studio_world(&tools, hooks);
     let _cleanup = Cleanup(&w.s);
@@ -761,9 +757,7 @@ fn studio_chat_with_hooks_is_kept_mid_turn_reaped_idle_and_resumed() {
 /// reaped with the turn in flight and the studio's message is lost.
 #[test]
 fn studio_chat_without_hooks_a_message_during_a_slow_reap_hook_wins() {
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let (w, _) = studio_world(&tools, false);
     let _cleanup = Cleanup(&w.s);
     let mut chat = Chat::first(&w, &tools);
@@ -782,9 +776,7 @@ fn studio_chat_without_hooks_a_message_during_a_slow_reap_hook_wins() {
 /// kills it and starts it again.
 #[test]
 fn studio_keeps_a_chat_that_resume_brought_back() {
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let (w, _) = studio_world(&tools, false);
     let _cleanup = Cleanup(&w.s);
     let chat = Chat::first(&w, &tools);
@@ -868,9 +860,7 @@ fn studio_keeps_a_chat_that_resume_brought_back() {
 #[test]
 fn studio_server_exiting_with_its_last_reaped_chat_is_not_an_outage() {
     use crate::common::http;
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let (w, _) = studio_world(&tools, false);
     let _cleanup = Cleanup(&w.s);
     let chat = Chat::first(&w, &tools);

@@ -1,7 +1,7 @@
 //! The rules of the handoff between reapers and the studio, as pure functions: who owns a reap
 //! mark, when a mark may be cleared as stale, whether a reap may go on to its first signal (the
 //! fence), and what `turn begin` answers. The code and the model of the protocol
-//! (`tests/it/model.rs`) both call these, so the model checks the rules the code runs.
+//! (`tests/model.rs`) both call these, so the model checks the rules the code runs.
 //!
 //! A mark (`@ccs_reaping` = the time it was set, and `CCS_REAP_TOKEN` in the session's
 //! environment) names its owner in the token:

@@ -611,6 +611,9 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use test_case::test_case;
+    use Action::{Keep, Reap};
+    use State::{Busy, Exited, Expired, Foreign, Idle, New, NoCid, Shared, Stuck, Unknown, Viewed};
 
     const NOW: i64 = 1_800_000_000_000;
     const LIMIT: u64 = 600_000;
@@ -816,359 +819,66 @@ mod tests {
         assert!(still_reapable(&d, d.idle_ms, ReapReason::Manual, false, &p).is_err());
     }
 
-    /// Rules 1-8 and their edges: (name, edit, action, state, stamps idle).
-    #[test]
-    fn rules_table() {
-        let table: &[(&str, Edit, Action, State, bool)] = &[
-            (
-                "idle exactly at the limit: reaped",
-                |s, _, _| s.idle = (NOW - LIMIT as i64).to_string(),
-                Action::Reap,
-                State::Expired,
-                false,
-            ),
-            (
-                "one ms before the limit: kept",
-                |s, _, _| s.idle = (NOW - LIMIT as i64 + 1).to_string(),
-                Action::Keep,
-                State::Idle,
-                false,
-            ),
-            (
-                "long idle: reaped",
-                |s, _, _| s.idle = "1000".into(),
-                Action::Reap,
-                State::Expired,
-                false,
-            ),
-            (
-                "young: kept",
-                |_, _, _| {},
-                Action::Keep,
-                State::Idle,
-                false,
-            ),
-            (
-                "1 tmux error: kept",
-                |s, n, _| {
-                    s.idle = "1000".into();
-                    n.global_problem = Some("tmux failed".into())
-                },
-                Action::Keep,
-                State::Unknown,
-                false,
-            ),
-            (
-                "1 bad row: kept",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.problem = Some("row".into())
-                },
-                Action::Keep,
-                State::Unknown,
-                false,
-            ),
-            (
-                "2 turn via option: kept",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.turn = "5".into()
-                },
-                Action::Keep,
-                State::Busy,
-                false,
-            ),
-            (
-                "2 garbage turn still busy",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.turn = "x".into()
-                },
-                Action::Keep,
-                State::Busy,
-                false,
-            ),
-            (
-                "2 busy via activity file",
-                |s, n, _| {
-                    s.idle = "1000".into();
-                    n.busy_ids.insert(s.id.clone());
-                },
-                Action::Keep,
-                State::Busy,
-                false,
-            ),
-            (
-                "3 control-mode client: kept, clock refreshed",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.attached = 1;
-                    s.clients = vec![client(true)]
-                },
-                Action::Keep,
-                State::Viewed,
-                true,
-            ),
-            (
-                "3 terminal client: kept",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.attached = 1;
-                    s.clients = vec![client(false)]
-                },
-                Action::Keep,
-                State::Viewed,
-                true,
-            ),
-            (
-                "3 no client: reaped",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.clients = vec![]
-                },
-                Action::Reap,
-                State::Expired,
-                false,
-            ),
-            (
-                "4 first sight: stamped, kept",
-                |s, _, _| s.idle = String::new(),
-                Action::Keep,
-                State::New,
-                true,
-            ),
-            (
-                "4 unparseable stamp: restamped",
-                |s, _, _| s.idle = "yesterday".into(),
-                Action::Keep,
-                State::New,
-                true,
-            ),
-            (
-                "4 negative stamp: restamped",
-                |s, _, _| s.idle = "-5".into(),
-                Action::Keep,
-                State::New,
-                true,
-            ),
-            (
-                "5 future stamp: now, kept, rewritten to now",
-                |s, _, _| s.idle = (NOW + 10_000_000).to_string(),
-                Action::Keep,
-                State::Idle,
-                true,
-            ),
-            (
-                "6 no cid: kept",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.cid = String::new()
-                },
-                Action::Keep,
-                State::NoCid,
-                false,
-            ),
-            (
-                "6 no cid, override: reaped",
-                |s, _, p| {
-                    s.idle = "1000".into();
-                    s.cid = String::new();
-                    p.reap_without_cid = true
-                },
-                Action::Reap,
-                State::Expired,
-                false,
-            ),
-            (
-                "6 cid from the command line",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.cid = String::new();
-                    s.cmdline_cid = Some("c".into())
-                },
-                Action::Reap,
-                State::Expired,
-                false,
-            ),
-            (
-                "off: never reaped",
-                |s, _, p| {
-                    s.idle = "1000".into();
-                    p.idle_kill_ms = None
-                },
-                Action::Keep,
-                State::Idle,
-                false,
-            ),
-            (
-                "exited, cid unknown: kept",
-                |s, _, _| {
-                    s.cid = String::new();
-                    s.panes[0] = dead(Some(0), None)
-                },
-                Action::Keep,
-                State::Exited,
-                false,
-            ),
-            (
-                "garbage @ccs_cid is no cid",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.cid = "x;rm -rf".into();
-                },
-                Action::Keep,
-                State::NoCid,
-                false,
-            ),
-            (
-                "exited 0: cleaned",
-                |s, _, _| s.panes[0] = dead(Some(0), None),
-                Action::Reap,
-                State::Exited,
-                false,
-            ),
-            (
-                "exited, status unknown yet: kept",
-                |s, _, _| s.panes[0] = dead(None, None),
-                Action::Keep,
-                State::Exited,
-                false,
-            ),
-            (
-                "exited by a signal tmux < 3.3 cannot name: cleaned",
-                |s, _, _| {
-                    s.panes[0] = Pane {
-                        exit_unreported: true,
-                        ..dead(None, None)
-                    }
-                },
-                Action::Reap,
-                State::Exited,
-                false,
-            ),
-            (
-                "one pane of two exited: shared, kept",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.panes.push(dead(Some(1), None))
-                },
-                Action::Keep,
-                State::Shared,
-                false,
-            ),
-            (
-                "every pane of two exited: shared, kept",
-                |s, _, _| s.panes = vec![dead(Some(1), None), dead(Some(0), None)],
-                Action::Keep,
-                State::Shared,
-                false,
-            ),
-            (
-                "the recorded pane alone, long idle: reaped",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.chat_pane = format!("%{}:{}", s.panes[0].pid, s.panes[0].pid)
-                },
-                Action::Reap,
-                State::Expired,
-                false,
-            ),
-            (
-                "a window beside the chat, long idle: shared, kept",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    let mut other = s.panes[0].clone();
-                    other.id = Some(7);
-                    other.window_index = Some(1);
-                    s.panes.push(other)
-                },
-                Action::Keep,
-                State::Shared,
-                false,
-            ),
-            (
-                "another pane than the recorded one, long idle: foreign, kept",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.chat_pane = "%7:7".into()
-                },
-                Action::Keep,
-                State::Foreign,
-                false,
-            ),
-            (
-                "shared but watched: viewed, the clock refreshed",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.panes.push(s.panes[0].clone());
-                    s.clients = vec![client(false)]
-                },
-                Action::Keep,
-                State::Viewed,
-                true,
-            ),
-            (
-                "a viewer through a linked window or a group: kept, the clock refreshed",
-                |s, _, _| {
-                    s.idle = "1000".into();
-                    s.clients = vec![Client {
-                        through: Some(9),
-                        ..client(false)
-                    }]
-                },
-                Action::Keep,
-                State::Viewed,
-                true,
-            ),
-            (
-                "exited while busy: cleaned",
-                |s, _, _| {
-                    s.turn = "5".into();
-                    s.panes[0] = dead(None, Some(9))
-                },
-                Action::Reap,
-                State::Exited,
-                false,
-            ),
-            (
-                "exited but viewed: kept",
-                |s, _, _| {
-                    s.clients = vec![client(false)];
-                    s.panes[0] = dead(Some(0), None)
-                },
-                Action::Keep,
-                State::Exited,
-                false,
-            ),
-            (
-                "exited, cleanup off: normal rules",
-                |s, _, p| {
-                    p.reap_exited = false;
-                    s.panes[0] = dead(Some(0), None)
-                },
-                Action::Keep,
-                State::Idle,
-                false,
-            ),
-        ];
-        for (name, edit, action, state, stamps) in table {
-            let mut s = sess(1);
-            let mut snap = Snapshot::default();
-            let mut p = pol();
-            edit(&mut s, &mut snap, &mut p);
-            snap.sessions = vec![s];
-            let d = decide(&snap, NOW, &p).remove(0);
-            assert_eq!(
-                (d.action, d.state, d.stamp_idle.is_some()),
-                (*action, *state, *stamps),
-                "{name}: {d:?}"
-            );
-            if *stamps {
-                assert_eq!(d.stamp_idle, Some(NOW), "{name}");
-            }
-            if d.action == Action::Reap {
-                assert!(d.reap_reason.is_some(), "{name}");
-            }
+    /// Long idle: the idle clock set far in the past (rule 8 reaps it, unless a row's change
+    /// keeps it).
+    fn old(s: &mut Session) {
+        s.idle = "1000".into();
+    }
+
+    /// Rules 1-8 and their edges, one row each: the action, the state, whether the idle clock is
+    /// stamped (to now), and what the row changes of a young chat with a cid.
+    #[test_case(Reap, Expired, false, |s, _, _| s.idle = (NOW - LIMIT as i64).to_string() ; "idle exactly at the limit: reaped")]
+    #[test_case(Keep, Idle, false, |s, _, _| s.idle = (NOW - LIMIT as i64 + 1).to_string() ; "one ms before the limit: kept")]
+    #[test_case(Reap, Expired, false, |s, _, _| old(s) ; "long idle: reaped")]
+    #[test_case(Keep, Idle, false, |_, _, _| {} ; "young: kept")]
+    #[test_case(Keep, Unknown, false, |s, n, _| { old(s); n.global_problem = Some("tmux failed".into()) } ; "1 tmux error: kept")]
+    #[test_case(Keep, Unknown, false, |s, _, _| { old(s); s.problem = Some("row".into()) } ; "1 bad row: kept")]
+    #[test_case(Keep, Busy, false, |s, _, _| { old(s); s.turn = "5".into() } ; "2 turn via option: kept")]
+    #[test_case(Keep, Busy, false, |s, _, _| { old(s); s.turn = "x".into() } ; "2 garbage turn still busy")]
+    #[test_case(Keep, Busy, false, |s, n, _| { old(s); n.busy_ids.insert(s.id.clone()); } ; "2 busy via activity file")]
+    #[test_case(Keep, Viewed, true, |s, _, _| { old(s); s.attached = 1; s.clients = vec![client(true)] } ; "3 control-mode client: kept, clock refreshed")]
+    #[test_case(Keep, Viewed, true, |s, _, _| { old(s); s.attached = 1; s.clients = vec![client(false)] } ; "3 terminal client: kept")]
+    #[test_case(Reap, Expired, false, |s, _, _| { old(s); s.clients = vec![] } ; "3 no client: reaped")]
+    #[test_case(Keep, New, true, |s, _, _| s.idle = String::new() ; "4 first sight: stamped, kept")]
+    #[test_case(Keep, New, true, |s, _, _| s.idle = "yesterday".into() ; "4 unparseable stamp: restamped")]
+    #[test_case(Keep, New, true, |s, _, _| s.idle = "-5".into() ; "4 negative stamp: restamped")]
+    #[test_case(Keep, Idle, true, |s, _, _| s.idle = (NOW + 10_000_000).to_string() ; "5 future stamp: now, kept, rewritten to now")]
+    #[test_case(Keep, NoCid, false, |s, _, _| { old(s); s.cid = String::new() } ; "6 no cid: kept")]
+    #[test_case(Reap, Expired, false, |s, _, p| { old(s); s.cid = String::new(); p.reap_without_cid = true } ; "6 no cid, override: reaped")]
+    #[test_case(Reap, Expired, false, |s, _, _| { old(s); s.cid = String::new(); s.cmdline_cid = Some("c".into()) } ; "6 cid from the command line")]
+    #[test_case(Keep, Idle, false, |s, _, p| { old(s); p.idle_kill_ms = None } ; "off: never reaped")]
+    #[test_case(Keep, Exited, false, |s, _, _| { s.cid = String::new(); s.panes[0] = dead(Some(0), None) } ; "exited, cid unknown: kept")]
+    #[test_case(Keep, NoCid, false, |s, _, _| { old(s); s.cid = "x;rm -rf".into(); } ; "garbage @ccs_cid is no cid")]
+    #[test_case(Reap, Exited, false, |s, _, _| s.panes[0] = dead(Some(0), None) ; "exited 0: cleaned")]
+    #[test_case(Keep, Exited, false, |s, _, _| s.panes[0] = dead(None, None) ; "exited, status unknown yet: kept")]
+    #[test_case(Reap, Exited, false, |s, _, _| s.panes[0] = Pane { exit_unreported: true, ..dead(None, None) } ; "exited by a signal tmux < 3.3 cannot name: cleaned")]
+    #[test_case(Keep, Shared, false, |s, _, _| { old(s); s.panes.push(dead(Some(1), None)) } ; "one pane of two exited: shared, kept")]
+    #[test_case(Keep, Shared, false, |s, _, _| s.panes = vec![dead(Some(1), None), dead(Some(0), None)] ; "every pane of two exited: shared, kept")]
+    #[test_case(Reap, Expired, false, |s, _, _| { old(s); s.chat_pane = format!("%{}:{}", s.panes[0].pid, s.panes[0].pid) } ; "the recorded pane alone, long idle: reaped")]
+    #[test_case(Keep, Shared, false, |s, _, _| { old(s); s.panes.push(Pane { id: Some(7), window_index: Some(1), ..s.panes[0].clone() }) } ; "a window beside the chat, long idle: shared, kept")]
+    #[test_case(Keep, Foreign, false, |s, _, _| { old(s); s.chat_pane = "%7:7".into() } ; "another pane than the recorded one, long idle: foreign, kept")]
+    #[test_case(Keep, Viewed, true, |s, _, _| { old(s); s.panes.push(s.panes[0].clone()); s.clients = vec![client(false)] } ; "shared but watched: viewed, the clock refreshed")]
+    #[test_case(Keep, Viewed, true, |s, _, _| { old(s); s.clients = vec![Client { through: Some(9), ..client(false) }] } ; "a viewer through a linked window or a group: kept, the clock refreshed")]
+    #[test_case(Reap, Exited, false, |s, _, _| { s.turn = "5".into(); s.panes[0] = dead(None, Some(9)) } ; "exited while busy: cleaned")]
+    #[test_case(Keep, Exited, false, |s, _, _| { s.clients = vec![client(false)]; s.panes[0] = dead(Some(0), None) } ; "exited but viewed: kept")]
+    #[test_case(Keep, Idle, false, |s, _, p| { p.reap_exited = false; s.panes[0] = dead(Some(0), None) } ; "exited, cleanup off: normal rules")]
+    fn rules_table(action: Action, state: State, stamps: bool, edit: Edit) {
+        let mut s = sess(1);
+        let mut snap = Snapshot::default();
+        let mut p = pol();
+        edit(&mut s, &mut snap, &mut p);
+        snap.sessions = vec![s];
+        let d = decide(&snap, NOW, &p).remove(0);
+        assert_eq!(
+            (d.action, d.state, d.stamp_idle.is_some()),
+            (action, state, stamps),
+            "{d:?}"
+        );
+        if stamps {
+            assert_eq!(d.stamp_idle, Some(NOW));
+        }
+        if d.action == Action::Reap {
+            assert!(d.reap_reason.is_some());
         }
     }
 
@@ -1251,211 +961,87 @@ mod tests {
         assert_eq!(d.cid.as_deref(), Some("cid-1"));
     }
 
-    /// Stuck turns, orphaned and long-attached viewers.
-    #[test]
-    fn stuck_and_viewer_policies() {
-        type E = fn(&mut Session, &mut Policy);
-        let old_turn = (NOW - 7_200_000).to_string();
-        let _ = old_turn;
-        let table: &[(&str, E, Action, State, Option<ReapReason>)] = &[
-            (
-                "long turn, no wall limit: busy",
-                |s, _| s.turn = (NOW - 7_200_000).to_string(),
-                Action::Keep,
-                State::Busy,
-                None,
-            ),
-            (
-                "long turn over wall limit: stuck, reported",
-                |s, p| {
-                    s.turn = (NOW - 7_200_000).to_string();
-                    p.stuck_wall_ms = Some(3_600_000)
-                },
-                Action::Keep,
-                State::Stuck,
-                None,
-            ),
-            (
-                "stuck and reap_stuck: reaped",
-                |s, p| {
-                    s.turn = (NOW - 7_200_000).to_string();
-                    p.stuck_wall_ms = Some(3_600_000);
-                    p.reap_stuck = true
-                },
-                Action::Reap,
-                State::Stuck,
-                Some(ReapReason::Stuck),
-            ),
-            (
-                "turn under wall limit: busy",
-                |s, p| {
-                    s.turn = (NOW - 1000).to_string();
-                    p.stuck_wall_ms = Some(3_600_000);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Busy,
-                None,
-            ),
-            (
-                "silent turn: stuck",
-                |s, p| {
-                    s.turn = (NOW - 900_000).to_string();
-                    s.output_ms = Some(NOW - 700_000);
-                    p.stuck_idle_ms = Some(600_000);
-                    p.reap_stuck = true
-                },
-                Action::Reap,
-                State::Stuck,
-                Some(ReapReason::Stuck),
-            ),
-            (
-                "turn printing: busy",
-                |s, p| {
-                    s.turn = (NOW - 900_000).to_string();
-                    s.output_ms = Some(NOW - 1000);
-                    p.stuck_idle_ms = Some(600_000);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Busy,
-                None,
-            ),
-            (
-                "silence counts from the turn start",
-                |s, p| {
-                    s.turn = (NOW - 1000).to_string();
-                    s.output_ms = Some(NOW - 900_000);
-                    p.stuck_idle_ms = Some(600_000);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Busy,
-                None,
-            ),
-            (
-                "stuck but viewed: kept",
-                |s, p| {
-                    s.turn = (NOW - 7_200_000).to_string();
-                    s.clients = vec![client(false)];
-                    p.stuck_wall_ms = Some(1);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-            (
-                "stuck, no cid: kept",
-                |s, p| {
-                    s.turn = (NOW - 7_200_000).to_string();
-                    s.cid.clear();
-                    p.stuck_wall_ms = Some(1);
-                    p.reap_stuck = true
-                },
-                Action::Keep,
-                State::Stuck,
-                None,
-            ),
-            (
-                "orphan control client counted by default",
-                |s, _| {
-                    s.idle = "1000".into();
-                    let mut c = client(true);
-                    c.orphaned = Some(true);
-                    s.clients = vec![c]
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-            (
-                "orphan control client ignored",
-                |s, p| {
-                    s.idle = "1000".into();
-                    let mut c = client(true);
-                    c.orphaned = Some(true);
-                    s.clients = vec![c];
-                    p.orphan_viewers = OrphanViewers::Ignore
-                },
-                Action::Reap,
-                State::Expired,
-                Some(ReapReason::Idle),
-            ),
-            (
-                "orphan terminal client still counts",
-                |s, p| {
-                    s.idle = "1000".into();
-                    let mut c = client(false);
-                    c.orphaned = Some(true);
-                    s.clients = vec![c];
-                    p.orphan_viewers = OrphanViewers::Ignore
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-            (
-                "live control client counts when ignoring orphans",
-                |s, p| {
-                    s.idle = "1000".into();
-                    s.clients = vec![client(true)];
-                    p.orphan_viewers = OrphanViewers::Ignore
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-            (
-                "viewer idle past max: ignored",
-                |s, p| {
-                    s.idle = "1000".into();
-                    let mut c = client(true);
-                    c.created_ms = NOW - 100_000;
-                    c.activity_ms = NOW - 100_000;
-                    s.clients = vec![c];
-                    p.viewer_max_ms = Some(50_000)
-                },
-                Action::Reap,
-                State::Expired,
-                Some(ReapReason::Idle),
-            ),
-            (
-                "viewer with recent input: counts",
-                |s, p| {
-                    s.idle = "1000".into();
-                    let mut c = client(true);
-                    c.created_ms = NOW - 100_000;
-                    c.activity_ms = NOW - 10;
-                    s.clients = vec![c];
-                    p.viewer_max_ms = Some(50_000)
-                },
-                Action::Keep,
-                State::Viewed,
-                None,
-            ),
-        ];
-        for (name, edit, action, state, reason) in table {
-            let mut s = sess(1);
-            let mut p = pol();
-            edit(&mut s, &mut p);
-            let d = one(s, &p);
-            assert_eq!(
-                (d.action, d.state, d.reap_reason),
-                (*action, *state, *reason),
-                "{name}: {d:?}"
-            );
-            if d.reap_reason == Some(ReapReason::Stuck) {
-                assert!(d.override_turn, "{name}");
-            }
-        }
-        // A discounted viewer is an override of a tmux fact.
-        let mut s = sess(1);
+    fn two_hours_in_a_turn(s: &mut Session) {
+        s.turn = (NOW - 7_200_000).to_string();
+    }
+
+    /// A turn begun `turn_ms` ago whose pane printed last `output_ms` ago, under a silence limit
+    /// of 10 minutes whose stuck turns are reaped.
+    fn silence(s: &mut Session, p: &mut Policy, turn_ms: i64, output_ms: i64) {
+        s.turn = (NOW - turn_ms).to_string();
+        s.output_ms = Some(NOW - output_ms);
+        p.stuck_idle_ms = Some(600_000);
+        p.reap_stuck = true;
+    }
+
+    /// Long idle, watched by `c` alone.
+    fn viewer(s: &mut Session, c: Client) {
         s.idle = "1000".into();
-        s.attached = 1;
-        let mut c = client(true);
-        c.orphaned = Some(true);
         s.clients = vec![c];
+    }
+
+    /// A client whose tmux client process is gone (control mode or a terminal).
+    fn orphan(control: bool) -> Client {
+        Client {
+            orphaned: Some(true),
+            ..client(control)
+        }
+    }
+
+    /// A control-mode client attached `attached_ms` ago, its last input `input_ms` ago.
+    fn since(attached_ms: i64, input_ms: i64) -> Client {
+        Client {
+            created_ms: NOW - attached_ms,
+            activity_ms: NOW - input_ms,
+            ..client(true)
+        }
+    }
+
+    type E = fn(&mut Session, &mut Policy);
+
+    /// Stuck turns, orphaned and long-attached viewers, one row each: the action, the state, the
+    /// reap's reason, and what the row changes of a young chat with a cid.
+    #[test_case(Keep, Busy, None, |s, _| two_hours_in_a_turn(s) ; "long turn, no wall limit: busy")]
+    #[test_case(Keep, Stuck, None, |s, p| { two_hours_in_a_turn(s); p.stuck_wall_ms = Some(3_600_000) } ; "long turn over wall limit: stuck, reported")]
+    #[test_case(Reap, Stuck, Some(ReapReason::Stuck), |s, p| { two_hours_in_a_turn(s); p.stuck_wall_ms = Some(3_600_000); p.reap_stuck = true } ; "stuck and reap_stuck: reaped")]
+    #[test_case(Keep, Busy, None, |s, p| { s.turn = (NOW - 1000).to_string(); p.stuck_wall_ms = Some(3_600_000); p.reap_stuck = true } ; "turn under wall limit: busy")]
+    #[test_case(Reap, Stuck, Some(ReapReason::Stuck), |s, p| { silence(s, p, 900_000, 700_000) } ; "silent turn: stuck")]
+    #[test_case(Keep, Busy, None, |s, p| { silence(s, p, 900_000, 1000) } ; "turn printing: busy")]
+    #[test_case(Keep, Busy, None, |s, p| { silence(s, p, 1000, 900_000) } ; "silence counts from the turn start")]
+    #[test_case(Keep, Viewed, None, |s, p| { two_hours_in_a_turn(s); s.clients = vec![client(false)]; p.stuck_wall_ms = Some(1); p.reap_stuck = true } ; "stuck but viewed: kept")]
+    #[test_case(Keep, Stuck, None, |s, p| { two_hours_in_a_turn(s); s.cid.clear(); p.stuck_wall_ms = Some(1); p.reap_stuck = true } ; "stuck, no cid: kept")]
+    #[test_case(Keep, Viewed, None, |s, _| viewer(s, orphan(true)) ; "orphan control client counted by default")]
+    #[test_case(Reap, Expired, Some(ReapReason::Idle), |s, p| { viewer(s, orphan(true)); p.orphan_viewers = OrphanViewers::Ignore } ; "orphan control client ignored")]
+    #[test_case(Keep, Viewed, None, |s, p| { viewer(s, orphan(false)); p.orphan_viewers = OrphanViewers::Ignore } ; "orphan terminal client still counts")]
+    #[test_case(Keep, Viewed, None, |s, p| { viewer(s, client(true)); p.orphan_viewers = OrphanViewers::Ignore } ; "live control client counts when ignoring orphans")]
+    #[test_case(Reap, Expired, Some(ReapReason::Idle), |s, p| { viewer(s, since(100_000, 100_000)); p.viewer_max_ms = Some(50_000) } ; "viewer idle past max: ignored")]
+    #[test_case(Keep, Viewed, None, |s, p| { viewer(s, since(100_000, 10)); p.viewer_max_ms = Some(50_000) } ; "viewer with recent input: counts")]
+    fn stuck_and_viewer_policies(
+        action: Action,
+        state: State,
+        reason: Option<ReapReason>,
+        edit: E,
+    ) {
+        let mut s = sess(1);
+        let mut p = pol();
+        edit(&mut s, &mut p);
+        let d = one(s, &p);
+        assert_eq!(
+            (d.action, d.state, d.reap_reason),
+            (action, state, reason),
+            "{d:?}"
+        );
+        if d.reap_reason == Some(ReapReason::Stuck) {
+            assert!(d.override_turn);
+        }
+    }
+
+    /// A discounted viewer is an override of a tmux fact.
+    #[test]
+    fn a_discounted_viewer_is_an_override() {
+        let mut s = sess(1);
+        s.attached = 1;
+        viewer(&mut s, orphan(true));
         let d = one(
             s,
             &Policy {

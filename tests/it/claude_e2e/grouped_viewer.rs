@@ -8,9 +8,7 @@ use super::*;
 
 #[test]
 fn a_chat_watched_from_a_grouped_session_is_kept_until_its_viewer_leaves() {
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let World {
         s,
         api,

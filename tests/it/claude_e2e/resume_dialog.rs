@@ -54,9 +54,7 @@ fn history_has(body: &serde_json::Value, needle: &str) -> bool {
 
 #[test]
 fn the_resume_dialog_never_eats_a_resumed_chats_message_nor_closes_a_studios_turn() {
-    let Some(tools) = tools_or_skip() else {
-        return;
-    };
+    let tools = tools_or_fail();
     let World {
         s,
         api,

@@ -26,7 +26,7 @@
 //! journal after the hook, no fence): the checker must find the interleaving that kills a chat
 //! whose turn began. `Rules::Fenced` is the protocol the code runs: no property may fail.
 //!
-//! `cargo test --test it model::` checks bounded depths (each under a minute on 2 cores);
+//! `cargo test --test model` checks bounded depths (each under a minute on 2 cores);
 //! `scripts/model-check` runs the full state space (`CCS_MODEL_DEPTH=0`).
 
 use ccs_reap::core::policy::{
