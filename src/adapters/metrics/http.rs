@@ -147,7 +147,7 @@ pub(super) fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Ful
                 Err(why) => (
                     StatusCode::SERVICE_UNAVAILABLE,
                     "text/plain",
-                    format!("{}\n", why.replace(['\n', '\r'], " ")),
+                    format!("{}\n", why.to_string().replace(['\n', '\r'], " ")),
                 ),
             },
             _ => (

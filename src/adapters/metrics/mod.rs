@@ -76,8 +76,8 @@ pub struct Metrics {
     pid_namespace_mismatch: Gauge,
     /// Why, while it cannot: `/healthz` says so.
     blind: Mutex<Option<String>>,
-    /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
-    health: Mutex<Result<(), String>>,
+    /// What `/healthz` answers: `None` while the last sweep read the tmux server, else why not.
+    server_problem: Mutex<Option<String>>,
 }
 
 impl Default for Metrics {
@@ -106,7 +106,7 @@ impl Default for Metrics {
             degraded_why: Mutex::new(Vec::new()),
             pid_namespace_mismatch: Gauge::default(),
             blind: Mutex::new(None),
-            health: Mutex::new(Err("no sweep yet".into())),
+            server_problem: Mutex::new(Some("no sweep yet".into())),
         };
         registry.register(
             "sessions",
@@ -208,6 +208,11 @@ impl Default for Metrics {
     }
 }
 
+/// Why `/healthz` answers 503: each reason, said joined by `; `.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct Unhealthy(pub Vec<String>);
+
 /// The values of `pressure_watch`'s `path` label.
 pub const PRESSURE_PATHS: [&str; 4] = ["event", "poll", "poll+event", "off"];
 /// The values of `pressure_wakes`'s `cause` label.
@@ -284,10 +289,10 @@ impl Metrics {
         }
         self.tmux_server_up
             .set(i64::from(r.tmux_server_up == Some(true)));
-        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = match r.server_problem() {
-            None => Ok(()),
-            Some(why) => Err(why),
-        };
+        *self
+            .server_problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = r.server_problem();
         self.host_used.set(r.host.map(|h| h.used_bytes));
         self.host_limit.set(r.host.and_then(|h| h.limit_bytes));
         let g = &r.gauge;
@@ -356,12 +361,16 @@ impl Metrics {
 
     /// `/healthz`: `Ok` while the last sweep read the tmux server and no degraded state is on,
     /// else why not (one line each).
-    pub fn health(&self) -> Result<(), String> {
+    pub fn health(&self) -> Result<(), Unhealthy> {
         let mut why: Vec<String> = Vec::new();
         if let Some(b) = self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone() {
             why.push(format!("cannot see the tmux server's processes: {b}"));
         }
-        if let Err(e) = &*self.health.lock().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(e) = &*self
+            .server_problem
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+        {
             why.push(e.clone());
         }
         for d in self
@@ -378,7 +387,7 @@ impl Metrics {
         if why.is_empty() {
             Ok(())
         } else {
-            Err(why.join("; "))
+            Err(Unhealthy(why))
         }
     }
 
