@@ -308,7 +308,7 @@ pub async fn within<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use parking_lot::Mutex;
 
     #[test]
     fn registries_table() {
@@ -496,7 +496,7 @@ mod tests {
         for _ in 0..2 {
             let h = Arc::clone(&hang);
             let e = within(quick, "/hung/a.json", move || {
-                let _ = h.lock().unwrap().recv();
+                let _ = h.lock().recv();
                 Ok::<_, String>(0)
             })
             .await

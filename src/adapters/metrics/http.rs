@@ -210,8 +210,8 @@ impl Pool {
         }
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    fn conns(&self) -> parking_lot::MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
+        self.conns.lock()
     }
 
     fn register(pool: &Arc<Pool>) -> Registered {

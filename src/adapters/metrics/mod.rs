@@ -15,12 +15,13 @@
 //! a scraper in the backlog is drained in a few seconds instead of holding every slot for the full
 //! header timeout each.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -234,7 +235,7 @@ struct MaybeGauge(Arc<Mutex<Option<u64>>>);
 
 impl MaybeGauge {
     fn set(&self, v: Option<u64>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = v;
+        *self.0.lock() = v;
     }
 }
 
@@ -243,7 +244,7 @@ impl prometheus_client::encoding::EncodeMetric for MaybeGauge {
         &self,
         mut encoder: prometheus_client::encoding::MetricEncoder,
     ) -> Result<(), std::fmt::Error> {
-        match *self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+        match *self.0.lock() {
             Some(v) => encoder.encode_gauge(&v),
             None => Ok(()),
         }
@@ -289,10 +290,7 @@ impl Metrics {
         }
         self.tmux_server_up
             .set(i64::from(r.tmux_server_up == Some(true)));
-        *self
-            .server_problem
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = r.server_problem();
+        *self.server_problem.lock() = r.server_problem();
         self.host_used.set(r.host.map(|h| h.used_bytes));
         self.host_limit.set(r.host.and_then(|h| h.limit_bytes));
         let g = &r.gauge;
@@ -353,7 +351,7 @@ impl Metrics {
                 .get_or_create(&labels(&[("reason", reason.as_str())]))
                 .set(i64::from(on.contains_key(&reason)));
         }
-        *self.degraded_why.lock().unwrap_or_else(|p| p.into_inner()) = on
+        *self.degraded_why.lock() = on
             .iter()
             .map(|(r, why)| format!("degraded ({}): {why}", r.as_str()))
             .collect();
@@ -363,22 +361,13 @@ impl Metrics {
     /// else why not (one line each).
     pub fn health(&self) -> Result<(), Unhealthy> {
         let mut why: Vec<String> = Vec::new();
-        if let Some(b) = self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        if let Some(b) = self.blind.lock().clone() {
             why.push(format!("cannot see the tmux server's processes: {b}"));
         }
-        if let Some(e) = &*self
-            .server_problem
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-        {
+        if let Some(e) = &*self.server_problem.lock() {
             why.push(e.clone());
         }
-        for d in self
-            .degraded_why
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for d in self.degraded_why.lock().iter() {
             // No server is already said above, as before.
             if !d.starts_with("degraded (no-server)") || why.is_empty() {
                 why.push(d.clone());
@@ -394,7 +383,7 @@ impl Metrics {
     /// Whether this reaper sees the tmux server's processes (`None`), or why not.
     pub fn set_blind(&self, why: Option<String>) {
         self.pid_namespace_mismatch.set(i64::from(why.is_some()));
-        *self.blind.lock().unwrap_or_else(|p| p.into_inner()) = why;
+        *self.blind.lock() = why;
     }
 
     /// The metrics in OpenMetrics text.
