@@ -82,11 +82,27 @@ pub struct Metrics {
 }
 
 impl Default for Metrics {
-    /// Long (about 85 lines) on purpose: one registration per metric, each with its help text,
-    /// so the list reads as the metrics' reference.
+    /// Every metric registered, each with its help text: the register functions below read as
+    /// the metrics' reference.
     fn default() -> Self {
         let mut registry = Registry::with_prefix("ccs_reap");
-        let m = Metrics {
+        let m = Metrics::unregistered();
+        m.register_sweeps(&mut registry);
+        m.register_host(&mut registry);
+        m.register_pressure(&mut registry);
+        m.register_health(&mut registry);
+        for (g, (name, help)) in m.room.iter().zip(ROOM_GAUGES) {
+            registry.register(name, help, g.clone());
+        }
+        register_build_info(&mut registry);
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// Every metric at its start, none registered yet.
+    fn unregistered() -> Self {
+        Metrics {
             registry: Registry::default(),
             sessions: Family::default(),
             memory: Family::default(),
@@ -108,7 +124,12 @@ impl Default for Metrics {
             pid_namespace_mismatch: Gauge::default(),
             blind: Mutex::new(None),
             server_problem: Mutex::new(Some("no sweep yet".into())),
-        };
+        }
+    }
+
+    /// The sessions, the sweeps and the reaps.
+    fn register_sweeps(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "sessions",
             "Sessions by state at the last sweep",
@@ -150,6 +171,11 @@ impl Default for Metrics {
             "tmux calls that failed or timed out",
             m.tmux_errors.clone(),
         );
+    }
+
+    /// The memory where ccs-reap watches it, and the tmux server.
+    fn register_host(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "host_memory_used_bytes",
             "Memory in use where ccs-reap watches it (the working set: usage less inactive page cache, as kubelet counts it): the tmux server's cgroup by default, else its own, else the host",
@@ -165,6 +191,11 @@ impl Default for Metrics {
             "1 when the last sweep read a tmux server at the socket, else 0 (none listens there, or tmux failed)",
             m.tmux_server_up.clone(),
         );
+    }
+
+    /// How the memory watcher is woken, and what woke it.
+    fn register_pressure(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "pressure_watch",
             "1 for how the memory watcher is woken between sweeps: event (the kernel notifies: a cgroup v1 threshold, a PSI trigger), poll (every 250 ms), poll+event (polled, and woken early by PSI or memory.events), off (no memory rule)",
@@ -175,6 +206,12 @@ impl Default for Metrics {
             "Sweeps the memory watcher started, by what woke it (threshold, psi, memory.events, poll)",
             m.pressure_wakes.clone(),
         );
+    }
+
+    /// What `/healthz` adds: the degraded states, and whether the tmux server's processes can be
+    /// seen.
+    fn register_health(&self, registry: &mut Registry) {
+        let m = self;
         for reason in crate::core::degraded::Reason::ALL {
             m.degraded
                 .get_or_create(&labels(&[("reason", reason.as_str())]))
@@ -190,23 +227,23 @@ impl Default for Metrics {
             "1 while this reaper cannot see the tmux server's processes as they are (it runs in another pid namespace than the server): it signals nothing and measures no memory, else 0",
             m.pid_namespace_mismatch.clone(),
         );
-        for (g, (name, help)) in m.room.iter().zip(ROOM_GAUGES) {
-            registry.register(name, help, g.clone());
-        }
-        let build = Family::<Labels, Gauge>::default();
-        build
-            .get_or_create(&labels(&[
-                ("version", env!("CARGO_PKG_VERSION")),
-                ("commit", env!("CCS_REAP_COMMIT")),
-            ]))
-            .set(1);
-        registry.register(
-            "build_info",
-            "Always 1: the version of ccs-reap and the commit it was built from",
-            build,
-        );
-        Metrics { registry, ..m }
     }
+}
+
+/// `build_info`: always 1, labelled with the version and the commit.
+fn register_build_info(registry: &mut Registry) {
+    let build = Family::<Labels, Gauge>::default();
+    build
+        .get_or_create(&labels(&[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("commit", env!("CCS_REAP_COMMIT")),
+        ]))
+        .set(1);
+    registry.register(
+        "build_info",
+        "Always 1: the version of ccs-reap and the commit it was built from",
+        build,
+    );
 }
 
 /// Why `/healthz` answers 503: each reason, said joined by `; `.
