@@ -195,7 +195,7 @@ fn read_file(p: &Path, name: &str, cap: u64) -> Result<String, ActivityError> {
 pub async fn read_all_detached(
     paths: Vec<PathBuf>,
     timeout: Duration,
-) -> Result<HashSet<String>, String> {
+) -> Result<HashSet<String>, WithinError<ActivityError>> {
     static STUCK: AtomicUsize = AtomicUsize::new(0);
     let names = paths
         .iter()
@@ -203,33 +203,66 @@ pub async fn read_all_detached(
         .collect::<Vec<_>>()
         .join(", ");
     let what = format!("the activity files ({names})");
-    within(&STUCK, MAX_STUCK_READERS, timeout, &what, move || {
-        read_all(&paths).map_err(|e| e.to_string())
-    })
-    .await
+    let deadline = Deadline {
+        stuck: &STUCK,
+        max: MAX_STUCK_READERS,
+        timeout,
+    };
+    within(deadline, &what, move || read_all(&paths)).await
 }
 
 const RUNNING: u8 = 0;
 const DONE: u8 = 1;
 const ABANDONED: u8 = 2;
 
-/// The one thread with a deadline: run `read` on a thread of its own and wait up to `timeout`;
-/// past it the thread is abandoned, not joined (a read stuck on a hung mount or a stdin that never
-/// closes must hold up neither the sweep nor the hook). `stuck` counts the abandoned threads still
-/// running; at `max`, nothing new is started. `what` names what is read ("the activity files
-/// (...)", "the hook event on stdin"). Used for the activity files and for the hooks' stdin.
-pub async fn within<T: Send + 'static>(
-    stuck: &'static AtomicUsize,
-    max: usize,
-    timeout: Duration,
+/// How long [`within`] waits, and how many abandoned threads it tolerates.
+#[derive(Debug, Clone, Copy)]
+pub struct Deadline {
+    /// The abandoned threads still running (one counter per kind of read).
+    pub stuck: &'static AtomicUsize,
+    /// At this many stuck, nothing new is started.
+    pub max: usize,
+    pub timeout: Duration,
+}
+
+/// Why [`within`] has no answer: the read's own error, or the thread's.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum WithinError<E: std::fmt::Display> {
+    /// The read ran and failed.
+    #[error("{0}")]
+    Read(E),
+    #[error("{n} earlier reads of {what} are still stuck (a hung mount?): not starting another")]
+    Stuck { n: usize, what: String },
+    #[error("failed to start a thread to read {what}: {why}")]
+    NoThread { what: String, why: String },
+    #[error("the thread reading {what} ended without an answer")]
+    NoAnswer { what: String },
+    #[error("{what} could not be read within {timeout:?}")]
+    TimedOut { what: String, timeout: Duration },
+}
+
+/// The one thread with a deadline: run `read` on a thread of its own and wait up to the
+/// deadline's `timeout`; past it the thread is abandoned, not joined (a read stuck on a hung mount
+/// or a stdin that never closes must hold up neither the sweep nor the hook). `stuck` counts the
+/// abandoned threads still running; at `max`, nothing new is started. `what` names what is read
+/// ("the activity files (...)", "the hook event on stdin"). Used for the activity files and for
+/// the hooks' stdin.
+pub async fn within<T: Send + 'static, E: std::fmt::Display + Send + 'static>(
+    d: Deadline,
     what: &str,
-    read: impl FnOnce() -> Result<T, String> + Send + 'static,
-) -> Result<T, String> {
+    read: impl FnOnce() -> Result<T, E> + Send + 'static,
+) -> Result<T, WithinError<E>> {
+    let Deadline {
+        stuck,
+        max,
+        timeout,
+    } = d;
     let n = stuck.load(Ordering::SeqCst);
     if n >= max {
-        return Err(format!(
-            "{n} earlier reads of {what} are still stuck (a hung mount?): not starting another"
-        ));
+        return Err(WithinError::Stuck {
+            n,
+            what: what.to_string(),
+        });
     }
     let state = Arc::new(AtomicU8::new(RUNNING));
     let theirs = Arc::clone(&state);
@@ -244,10 +277,15 @@ pub async fn within<T: Send + 'static>(
             // The waiter may have given up: nobody to tell.
             let _ = tx.send(r);
         })
-        .map_err(|e| format!("failed to start a thread to read {what}: {e}"))?;
+        .map_err(|e| WithinError::NoThread {
+            what: what.to_string(),
+            why: e.to_string(),
+        })?;
     match tokio::time::timeout(timeout, rx).await {
-        Ok(Ok(r)) => r,
-        Ok(Err(_)) => Err(format!("the thread reading {what} ended without an answer")),
+        Ok(Ok(r)) => r.map_err(WithinError::Read),
+        Ok(Err(_)) => Err(WithinError::NoAnswer {
+            what: what.to_string(),
+        }),
         Err(_) => {
             // Count first, then mark: the thread subtracts only after it saw the mark, so the
             // count never dips below zero.
@@ -259,7 +297,10 @@ pub async fn within<T: Send + 'static>(
                 // It finished just now after all.
                 stuck.fetch_sub(1, Ordering::SeqCst);
             }
-            Err(format!("{what} could not be read within {timeout:?}"))
+            Err(WithinError::TimedOut {
+                what: what.to_string(),
+                timeout,
+            })
         }
     }
 }
@@ -267,7 +308,7 @@ pub async fn within<T: Send + 'static>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Mutex;
+    use parking_lot::Mutex;
 
     #[test]
     fn registries_table() {
@@ -437,33 +478,42 @@ mod tests {
     #[tokio::test]
     async fn detached_reads_come_back_or_are_abandoned_and_bounded() {
         static STUCK: AtomicUsize = AtomicUsize::new(0);
-        let quick = Duration::from_millis(50);
-        let ample = Duration::from_secs(10);
+        let quick = Deadline {
+            stuck: &STUCK,
+            max: 2,
+            timeout: Duration::from_millis(50),
+        };
+        let ample = Deadline {
+            timeout: Duration::from_secs(10),
+            ..quick
+        };
         // An answer in time comes back.
-        let r = within(&STUCK, 2, ample, "x", || Ok::<_, String>(7)).await;
+        let r = within(ample, "x", || Ok::<_, String>(7)).await;
         assert_eq!(r, Ok(7));
         // Reads that hang are abandoned at the deadline, up to the bound; then none is started.
         let (release, hang) = std::sync::mpsc::channel::<()>();
         let hang = Arc::new(Mutex::new(hang));
         for _ in 0..2 {
             let h = Arc::clone(&hang);
-            let e = within(&STUCK, 2, quick, "/hung/a.json", move || {
-                let _ = h.lock().unwrap().recv();
+            let e = within(quick, "/hung/a.json", move || {
+                let _ = h.lock().recv();
                 Ok::<_, String>(0)
             })
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
             assert!(e.contains("/hung/a.json") && e.contains("within"), "{e}");
         }
         assert_eq!(STUCK.load(Ordering::SeqCst), 2);
         let started = Arc::new(AtomicUsize::new(0));
         let s = Arc::clone(&started);
-        let e = within(&STUCK, 2, quick, "/hung/a.json", move || {
+        let e = within(quick, "/hung/a.json", move || {
             s.fetch_add(1, Ordering::SeqCst);
             Ok::<_, String>(0)
         })
         .await
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("still stuck") && e.contains("/hung/a.json"),
             "{e}"
@@ -479,7 +529,7 @@ mod tests {
             );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        let r = within(&STUCK, 2, ample, "x", || Ok::<_, String>(8)).await;
+        let r = within(ample, "x", || Ok::<_, String>(8)).await;
         assert_eq!(r, Ok(8));
     }
 }

@@ -58,35 +58,60 @@ pub fn owner_seen(o: &MarkOwner, here: Here) -> OwnerSeen {
 /// Cheap, once per sweep and batch: two stats, the server's view of the unix sockets (one read),
 /// and its descriptors in order until the socket is found (the listening socket is among its
 /// first).
-pub fn server_check(server_pid: u32, socket_path: &str, here: Here) -> Result<(), String> {
+pub fn server_check(
+    server_pid: u32,
+    socket_path: &str,
+    here: Here,
+) -> Result<(), ServerCheckError> {
+    use ServerCheckError as E;
     if here.pidns == 0 {
-        return Err("/proc here is not this process's own (another pid namespace's, or unreadable): the tmux server's processes cannot be seen".into());
+        return Err(E::NotOurProc);
     }
     let base = format!("/proc/{server_pid}");
     let ns = std::fs::metadata(format!("{base}/ns/pid")).map(|m| m.ino());
     match ns {
         Ok(n) if n == here.pidns => {}
-        Ok(_) => {
-            return Err(format!(
-                "the process at the tmux server's pid {server_pid} lives in another pid namespace than this reaper: the tmux server's pids do not name its processes here"
-            ))
-        }
-        Err(e) => {
-            return Err(format!(
-                "no process of this pid namespace at the tmux server's pid {server_pid} ({e}): this reaper runs in another pid namespace than the tmux server"
-            ))
-        }
+        Ok(_) => return Err(E::OtherNamespace { server_pid }),
+        Err(source) => return Err(E::NoProcess { server_pid, source }),
     }
-    let inode = listening_inode(&format!("{base}/net/unix"), socket_path).ok_or_else(|| {
-        format!("the process at the tmux server's pid {server_pid} has no listening socket at {socket_path}: it is not the tmux server (this reaper runs in another pid namespace)")
-    })?;
+    let not_listening = || E::NotListening {
+        server_pid,
+        socket_path: socket_path.to_string(),
+    };
+    let inode =
+        listening_inode(&format!("{base}/net/unix"), socket_path).ok_or_else(not_listening)?;
     if holds_socket(&format!("{base}/fd"), inode) {
         Ok(())
     } else {
-        Err(format!(
-            "the process at the tmux server's pid {server_pid} does not hold the socket {socket_path} open: it is not the tmux server (this reaper runs in another pid namespace)"
-        ))
+        Err(E::NotHeld {
+            server_pid,
+            socket_path: socket_path.to_string(),
+        })
     }
+}
+
+/// Why this process does not see the tmux server as it is ([`server_check`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ServerCheckError {
+    #[error("/proc here is not this process's own (another pid namespace's, or unreadable): the tmux server's processes cannot be seen")]
+    NotOurProc,
+    #[error("the process at the tmux server's pid {server_pid} lives in another pid namespace than this reaper: the tmux server's pids do not name its processes here")]
+    OtherNamespace { server_pid: u32 },
+    #[error("no process of this pid namespace at the tmux server's pid {server_pid} ({source}): this reaper runs in another pid namespace than the tmux server")]
+    NoProcess {
+        server_pid: u32,
+        source: std::io::Error,
+    },
+    #[error("the process at the tmux server's pid {server_pid} has no listening socket at {socket_path}: it is not the tmux server (this reaper runs in another pid namespace)")]
+    NotListening {
+        server_pid: u32,
+        socket_path: String,
+    },
+    #[error("the process at the tmux server's pid {server_pid} does not hold the socket {socket_path} open: it is not the tmux server (this reaper runs in another pid namespace)")]
+    NotHeld {
+        server_pid: u32,
+        socket_path: String,
+    },
 }
 
 /// Whether nothing listens at `socket_path` any more: a connection to it is refused, or its
@@ -189,8 +214,10 @@ mod tests {
         let sock = dir.join("s with space");
         let _l = std::os::unix::net::UnixListener::bind(&sock).unwrap();
         let p = sock.to_str().unwrap();
-        assert_eq!(server_check(me as u32, p, h), Ok(()));
-        let e = server_check(me as u32, "/nonexistent/s", h).unwrap_err();
+        assert!(server_check(me as u32, p, h).is_ok());
+        let e = server_check(me as u32, "/nonexistent/s", h)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no listening socket"), "{e}");
         // Our parent does not hold it.
         let parent = rustix::process::getppid().map_or(1, |p| p.as_raw_nonzero().get());

@@ -233,9 +233,9 @@ fn outside_namespace(text: &str) -> Vec<&str> {
 /// in its own, through `/proc/<pid>/root`. A sidecar in a private cgroup namespace sees the
 /// server's cgroup as `/../<studio>`, which only the studio's own `/sys/fs/cgroup` shows. `Err`
 /// says why none was found.
-pub fn cgroup_of(pid: u32) -> Result<MemorySource, String> {
+pub fn cgroup_of(pid: u32) -> Result<MemorySource, MemoryError> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-        .map_err(|e| format!("/proc/{pid}/cgroup: {e}"))?;
+        .map_err(|source| MemoryError::Proc { pid, source })?;
     let ours = std::fs::read_to_string("/proc/self/mountinfo")
         .map(|t| cgroup_mounts(&t, Path::new("/")))
         .unwrap_or_else(|_| default_mounts());
@@ -258,13 +258,27 @@ pub fn cgroup_of(pid: u32) -> Result<MemorySource, String> {
     }
     let outside = outside_namespace(&text);
     Err(if outside.is_empty() {
-        format!("no memory cgroup of pid {pid} under the cgroup mounts")
+        MemoryError::NoCgroup { pid }
     } else {
-        format!(
-            "pid {pid}'s cgroup {} is outside this cgroup namespace and no cgroup mount here or in /proc/{pid}/root shows it: share the host's cgroup namespace (compose `cgroup: host`, `docker run --cgroupns=host`), or set CCS_ENGINE_MEM_CGROUP",
-            outside.join(", ")
-        )
+        MemoryError::Outside {
+            pid,
+            cgroups: outside.join(", "),
+        }
     })
+}
+
+/// Why no memory cgroup of a process was found ([`cgroup_of`]), or why the one found cannot be
+/// read.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    #[error("/proc/{pid}/cgroup: {source}")]
+    Proc { pid: u32, source: std::io::Error },
+    #[error("no memory cgroup of pid {pid} under the cgroup mounts")]
+    NoCgroup { pid: u32 },
+    #[error("pid {pid}'s cgroup {cgroups} is outside this cgroup namespace and no cgroup mount here or in /proc/{pid}/root shows it: share the host's cgroup namespace (compose `cgroup: host`, `docker run --cgroupns=host`), or set CCS_ENGINE_MEM_CGROUP")]
+    Outside { pid: u32, cgroups: String },
+    #[error("{0:?} cannot be read")]
+    Unreadable(MemorySource),
 }
 
 /// Decide what to watch: `configured` (`CCS_ENGINE_MEM_CGROUP`), else the tmux server's cgroup,
@@ -287,7 +301,7 @@ pub fn resolve(configured: Option<&Path>, server_pid: Option<u32>) -> Watched {
     let server = server_pid.map(|p| {
         cgroup_of(p).and_then(|s| match readable(&s) {
             true => Ok(s),
-            false => Err(format!("{s:?} cannot be read")),
+            false => Err(MemoryError::Unreadable(s)),
         })
     });
     let why_not = match server {

@@ -80,6 +80,17 @@ pub fn tmux_env_value(socket_path: &str, server_pid: u32, n: u32) -> String {
     format!("{socket_path},{server_pid},{n}")
 }
 
+/// What one look over the process table goes by: the table, the `TMUX` key of this server
+/// (`(socket path, server pid)`; without it no environment is read), whose environments may be
+/// read (processes of our uid), and the pids never anyone's ([`protected`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Scan<'a> {
+    pub table: &'a [Proc],
+    pub tmux_env: Option<(&'a str, u32)>,
+    pub uid: u32,
+    pub protected: &'a HashSet<i32>,
+}
+
 /// Every process of each of `sessions` (its live panes' trees, their session members, and the
 /// processes of our uid carrying its `TMUX` marker), from one scan of `table`, never one of
 /// another live pane of the server, nor a protected pid: what a teardown stops, and what the
@@ -102,17 +113,14 @@ pub fn members_of<'a>(
         (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
         _ => None,
     };
-    let uid = rustix::process::getuid().as_raw();
-    let pane_of = pane_only_of(&listing.sessions);
-    members_scoped(
+    let scan = Scan {
         table,
-        &wanted,
-        &listing.all_panes,
-        env,
-        uid,
-        &prot,
-        &pane_of,
-    )
+        tmux_env: env,
+        uid: rustix::process::getuid().as_raw(),
+        protected: &prot,
+    };
+    let pane_of = pane_only_of(&listing.sessions);
+    members_scoped(scan, &wanted, &listing.all_panes, &pane_of)
 }
 
 /// Group the process table by session: for each wanted (session number, pane pids), every
@@ -120,62 +128,78 @@ pub fn members_of<'a>(
 /// (`(session number, pane pid)`): their trees are claimed first, so a process that belongs to a
 /// live pane of another session is never a member of a wanted one, whatever its environment says
 /// (a window moved from `ccs-1` to another session still carries `TMUX=...,<ccs-1's number>`).
-/// Pure over `table` except for environ reads, which only look at processes of our uid (`uid`),
-/// and only when a `tmux_env` key is given.
+/// Pure over the scan's table except for environ reads, which only look at processes of its uid,
+/// and only when it has a `tmux_env` key.
 pub fn members(
-    table: &[Proc],
+    scan: Scan<'_>,
     wanted: &[(u32, Vec<u32>)],
     others: &[(u32, u32)],
-    tmux_env: Option<(&str, u32)>,
-    uid: u32,
-    protected: &HashSet<i32>,
 ) -> HashMap<u32, Vec<Ident>> {
-    members_scoped(
-        table,
-        wanted,
-        others,
-        tmux_env,
-        uid,
-        protected,
-        &HashMap::new(),
-    )
+    members_scoped(scan, wanted, others, &HashMap::new())
 }
 
-/// Long (about 100 lines) on purpose: one pass over the process table whose claims (pane trees,
-/// session ids, `TMUX` markers) depend on each other's order; see the comments in it.
+/// The claims of one pass over the process table: which session each process went to, first
+/// come first served, never a protected pid.
+struct Claims<'t> {
+    protected: &'t HashSet<i32>,
+    children: &'t HashMap<i32, Vec<&'t Proc>>,
+    owner: HashMap<i32, u32>,
+    out: HashMap<u32, Vec<Ident>>,
+}
+
+impl<'t> Claims<'t> {
+    /// Claim `p` for session `n`: `false` when it is protected or already someone's.
+    fn claim(&mut self, p: &Proc, n: u32) -> bool {
+        if self.protected.contains(&p.pid) || self.owner.contains_key(&p.pid) {
+            return false;
+        }
+        self.owner.insert(p.pid, n);
+        self.out.entry(n).or_default().push(Ident {
+            pid: p.pid,
+            start: p.start,
+        });
+        true
+    }
+
+    /// Claim for `n` the descendants of the pids of `stack` (each claimed one's in turn).
+    fn claim_descendants(&mut self, mut stack: Vec<i32>, n: u32) {
+        let children = self.children;
+        while let Some(pid) = stack.pop() {
+            for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+                if self.claim(c, n) {
+                    stack.push(c.pid);
+                }
+            }
+        }
+    }
+}
+
+/// One pass over the process table whose claims depend on each other's order: the pane trees of
+/// `sessions` first, then the members of their process sessions, then the processes carrying
+/// the `TMUX` marker of one of `env_for` ([`claim_by_env`]).
 fn claim_all(
-    table: &[Proc],
+    scan: Scan<'_>,
     sessions: &[(u32, Vec<u32>)],
     env_for: &[(u32, Vec<u32>)],
-    tmux_env: Option<(&str, u32)>,
-    uid: u32,
-    protected: &HashSet<i32>,
     pane_of: &HashMap<u32, u32>,
 ) -> HashMap<u32, Vec<Ident>> {
+    let table = scan.table;
     let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
     for p in table {
         children.entry(p.ppid).or_default().push(p);
     }
     let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
-    let mut owner: HashMap<i32, u32> = HashMap::new();
-    let mut out: HashMap<u32, Vec<Ident>> = HashMap::new();
-    let claim =
-        |p: &Proc, n: u32, owner: &mut HashMap<i32, u32>, out: &mut HashMap<u32, Vec<Ident>>| {
-            if protected.contains(&p.pid) || owner.contains_key(&p.pid) {
-                return false;
-            }
-            owner.insert(p.pid, n);
-            out.entry(n).or_default().push(Ident {
-                pid: p.pid,
-                start: p.start,
-            });
-            true
-        };
+    let mut claims = Claims {
+        protected: scan.protected,
+        children: &children,
+        owner: HashMap::new(),
+        out: HashMap::new(),
+    };
     // Pane pids, their descendants, and members of their sessions (setsid children of the pane
     // keep their sid only if they did not call setsid themselves; those are found by environ).
     // A pane process is a child of the tmux server: a pid listed for a pane that is anything else
     // (a dead pane's pid, waited for by tmux and reused since) belongs to a stranger.
-    let server = tmux_env.map(|(_, s)| s as i32);
+    let server = scan.tmux_env.map(|(_, s)| s as i32);
     let mut leaders: HashMap<i32, u32> = HashMap::new();
     for (n, panes) in sessions {
         let mut stack: Vec<i32> = Vec::new();
@@ -186,62 +210,62 @@ fn claim_all(
                 continue;
             }
             leaders.insert(pp, *n);
-            if claim(p, *n, &mut owner, &mut out) {
+            if claims.claim(p, *n) {
                 stack.push(pp);
             }
         }
-        while let Some(pid) = stack.pop() {
-            for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-                if claim(c, *n, &mut owner, &mut out) {
-                    stack.push(c.pid);
-                }
-            }
-        }
+        claims.claim_descendants(stack, *n);
     }
     for p in table {
         if let Some(&n) = leaders.get(&p.sid) {
-            if claim(p, n, &mut owner, &mut out) {
+            if claims.claim(p, n) {
                 // Its descendants too.
-                let mut stack = vec![p.pid];
-                while let Some(pid) = stack.pop() {
-                    for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-                        if claim(c, n, &mut owner, &mut out) {
-                            stack.push(c.pid);
-                        }
-                    }
-                }
+                claims.claim_descendants(vec![p.pid], n);
             }
         }
     }
-    if let Some((socket, server)) = tmux_env {
-        let needles: HashMap<Vec<u8>, u32> = env_for
-            .iter()
-            .map(|(n, _)| {
-                (
-                    format!("TMUX={}", tmux_env_value(socket, server, *n)).into_bytes(),
-                    *n,
-                )
-            })
-            .collect();
-        for p in table {
-            if p.uid != Some(uid)
-                || owner.contains_key(&p.pid)
-                || protected.contains(&p.pid)
-                || p.state == 'Z'
-            {
-                continue;
-            }
-            let Ok(env) = std::fs::read(format!("/proc/{}/environ", p.pid)) else {
-                continue;
-            };
-            if let Some(n) = tmux_entry_of(&env, &needles) {
-                if env_in_pane(&env, n, pane_of) {
-                    claim(p, n, &mut owner, &mut out);
-                }
+    if let Some(key) = scan.tmux_env {
+        claim_by_env(&mut claims, scan, key, env_for, pane_of);
+    }
+    claims.out
+}
+
+/// The processes of the scan's uid, claimed by no one yet, whose environment carries the `TMUX`
+/// marker (`key`: socket path, server pid) of a session of `env_for` (and, for a chat judged as
+/// its own pane, its `TMUX_PANE`: [`env_in_pane`]).
+fn claim_by_env(
+    claims: &mut Claims<'_>,
+    scan: Scan<'_>,
+    (socket, server): (&str, u32),
+    env_for: &[(u32, Vec<u32>)],
+    pane_of: &HashMap<u32, u32>,
+) {
+    let needles: HashMap<Vec<u8>, u32> = env_for
+        .iter()
+        .map(|(n, _)| {
+            (
+                format!("TMUX={}", tmux_env_value(socket, server, *n)).into_bytes(),
+                *n,
+            )
+        })
+        .collect();
+    for p in scan.table {
+        if p.uid != Some(scan.uid)
+            || claims.owner.contains_key(&p.pid)
+            || scan.protected.contains(&p.pid)
+            || p.state == 'Z'
+        {
+            continue;
+        }
+        let Ok(env) = std::fs::read(format!("/proc/{}/environ", p.pid)) else {
+            continue;
+        };
+        if let Some(n) = tmux_entry_of(&env, &needles) {
+            if env_in_pane(&env, n, pane_of) {
+                claims.claim(p, n);
             }
         }
     }
-    out
 }
 
 /// The session number whose `TMUX=` entry the environment `env` (as `/proc/<pid>/environ` has
@@ -270,13 +294,17 @@ fn environ_has(pid: i32, needles: &[Vec<u8>]) -> bool {
 /// `TMUX=<socket>,<server pid>,<session number>` that tmux gave the session the journal names.
 /// Returns (kept, refused with why).
 pub fn journal_victims(
-    table: &[Proc],
+    scan: Scan<'_>,
     ids: &[Ident],
     needles: &[Vec<u8>],
     exclude: &HashSet<i32>,
-    uid: u32,
-    protected: &HashSet<i32>,
 ) -> (Vec<Ident>, Vec<(Ident, &'static str)>) {
+    let Scan {
+        table,
+        uid,
+        protected,
+        ..
+    } = scan;
     let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
     let mut kept = Vec::new();
     let mut refused = Vec::new();
@@ -641,6 +669,20 @@ pub fn cmdline(pid: i32) -> Option<Vec<String>> {
 mod tests {
     use super::*;
 
+    fn sc<'a>(
+        t: &'a [Proc],
+        tmux_env: Option<(&'a str, u32)>,
+        uid: u32,
+        protected: &'a HashSet<i32>,
+    ) -> Scan<'a> {
+        Scan {
+            table: t,
+            tmux_env,
+            uid,
+            protected,
+        }
+    }
+
     #[test]
     fn memory_many_keeps_each_group_in_its_place() {
         // 40 groups (two threads): ours alone in every third one, nobody (a pid that cannot be)
@@ -713,7 +755,11 @@ mod tests {
             p(300, 1, 300),
         ];
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
-        let m = members(&t, &[(1, vec![100]), (2, vec![200])], &[], None, 0, &prot);
+        let m = members(
+            sc(&t, None, 0, &prot),
+            &[(1, vec![100]), (2, vec![200])],
+            &[],
+        );
         let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
         one.sort();
         assert_eq!(one, vec![100, 101, 102, 103, 104]);
@@ -737,12 +783,9 @@ mod tests {
         ];
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
         let m = members(
-            &t,
+            sc(&t, Some(("/nonexistent/s", 50)), u32::MAX, &prot),
             &[(1, vec![100]), (2, vec![200])],
             &[],
-            Some(("/nonexistent/s", 50)),
-            u32::MAX,
-            &prot,
         );
         let one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
         assert_eq!(one.len(), 2);
@@ -763,24 +806,25 @@ mod tests {
             p(302, 1, 300),
         ];
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
-        let m = members(&t, &[(1, vec![100])], &[(1, 100), (7, 300)], None, 0, &prot);
+        let m = members(
+            sc(&t, None, 0, &prot),
+            &[(1, vec![100])],
+            &[(1, 100), (7, 300)],
+        );
         let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
         one.sort();
         assert_eq!(one, vec![100, 101]);
         assert!(!m.contains_key(&7), "only wanted sessions are returned");
         // Without the other pane listed, 302 (same sid as a pane we do not know) is nobody's,
         // and 300's tree is not ours either: only the wanted tree.
-        let m = members(&t, &[(1, vec![100])], &[], None, 0, &prot);
+        let m = members(sc(&t, None, 0, &prot), &[(1, vec![100])], &[]);
         assert_eq!(m[&1].len(), 2);
         // Session 1's own pane, listed under session 8 as well (its window linked there, or a
         // session grouped with it), stays session 1's.
         let m = members(
-            &t,
+            sc(&t, None, 0, &prot),
             &[(1, vec![100])],
             &[(1, 100), (8, 100), (7, 300)],
-            None,
-            0,
-            &prot,
         );
         let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
         one.sort();
@@ -793,7 +837,7 @@ mod tests {
         let t = vec![p(100, 1, 100), p(me, 100, 100)];
         let prot = protected(&t, Some(100));
         assert!(prot.contains(&me) && prot.contains(&100) && prot.contains(&1));
-        let m = members(&t, &[(1, vec![100])], &[], None, 0, &prot);
+        let m = members(sc(&t, None, 0, &prot), &[(1, vec![100])], &[]);
         assert!(!m.contains_key(&1));
     }
 

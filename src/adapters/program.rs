@@ -23,9 +23,30 @@ fn executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// Why a program's `--version` has no answer ([`version`]).
+#[derive(Debug, thiserror::Error)]
+pub enum ProgramError {
+    #[error("failed to run {} --version: {source}", program.display())]
+    Run {
+        program: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} --version did not answer within {} ms", program.display(), timeout.as_millis())]
+    Timeout { program: PathBuf, timeout: Duration },
+    #[error("{} --version failed ({status})", program.display())]
+    Failed {
+        program: PathBuf,
+        status: std::process::ExitStatus,
+    },
+}
+
 /// The first line `<program> --version` prints on stdout, or why there is none (it could not be
 /// started, it failed, it ran past `timeout` and was killed).
-pub async fn version(program: &Path, timeout: Duration) -> Result<String, String> {
+pub async fn version(program: &Path, timeout: Duration) -> Result<String, ProgramError> {
+    let run = |source| ProgramError::Run {
+        program: program.to_path_buf(),
+        source,
+    };
     let child = tokio::process::Command::new(program)
         .arg("--version")
         .stdin(Stdio::null())
@@ -33,23 +54,19 @@ pub async fn version(program: &Path, timeout: Duration) -> Result<String, String
         .stderr(Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("failed to run {} --version: {e}", program.display()))?;
+        .map_err(run)?;
     let out = tokio::time::timeout(timeout, child.wait_with_output())
         .await
-        .map_err(|_| {
-            format!(
-                "{} --version did not answer within {} ms",
-                program.display(),
-                timeout.as_millis()
-            )
+        .map_err(|_| ProgramError::Timeout {
+            program: program.to_path_buf(),
+            timeout,
         })?
-        .map_err(|e| format!("failed to run {} --version: {e}", program.display()))?;
+        .map_err(run)?;
     if !out.status.success() {
-        return Err(format!(
-            "{} --version failed ({})",
-            program.display(),
-            out.status
-        ));
+        return Err(ProgramError::Failed {
+            program: program.to_path_buf(),
+            status: out.status,
+        });
     }
     Ok(String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -71,7 +88,8 @@ mod tests {
         assert!(resolve("no-such-program-ccs-reap").is_none());
         let e = version(Path::new("/nonexistent/ccs-reap"), Duration::from_secs(2))
             .await
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("/nonexistent/ccs-reap --version"), "{e}");
         // `false --version` (coreutils) prints its version; `true` exits 0 with it too.
         let t = resolve("true").unwrap();

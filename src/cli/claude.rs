@@ -16,7 +16,14 @@ pub(super) async fn read_stdin_within(limit: Duration) -> Result<String, String>
         capped::read(std::io::stdin().lock(), MAX_EVENT_BYTES, 0)
             .map_err(|e| format!("failed to read the hook event on stdin: {e}"))
     };
-    match crate::adapters::activity::within(&STUCK, 1, limit, "the hook event on stdin", read).await
+    let deadline = crate::adapters::activity::Deadline {
+        stuck: &STUCK,
+        max: 1,
+        timeout: limit,
+    };
+    match crate::adapters::activity::within(deadline, "the hook event on stdin", read)
+        .await
+        .map_err(|e| e.to_string())
     {
         Ok(Capped::Whole(b)) => {
             String::from_utf8(b).map_err(|e| format!("the hook event is not UTF-8: {e}"))

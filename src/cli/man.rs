@@ -323,6 +323,7 @@ pub(super) fn generated(cmd: Option<&Cmd>) -> Option<ExitCode> {
                 .and_then(|pages| {
                     pages.iter().try_for_each(|(name, page)| {
                         crate::adapters::user_file::write_in(dir, name, page, 0o644)
+                            .map_err(|e| e.to_string())
                     })
                 });
             return Some(match r {

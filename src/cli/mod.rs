@@ -177,7 +177,7 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
         )
     {
         if let Err(e) = crate::adapters::tmux::version::check(&cfg.socket, cfg.tmux_timeout).await {
-            let _ = command_error(cli.json, CommandError::Refused(e)); // stderr, and the JSON
+            let _ = command_error(cli.json, CommandError::Refused(e.to_string())); // stderr, and the JSON
             return ExitCode::from(exit::CONFIG);
         }
     }

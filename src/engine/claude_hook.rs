@@ -585,7 +585,7 @@ pub fn write_merged(
     file: &Path,
     merge: impl FnOnce(serde_json::Value) -> Result<serde_json::Value, String>,
 ) -> Result<bool, String> {
-    let f = user_file::read(file)?;
+    let f = user_file::read(file).map_err(|e| e.to_string())?;
     let target = f.path.display();
     let current = match f.text.as_deref().map(str::trim) {
         None | Some("") => serde_json::json!({}),
@@ -599,7 +599,7 @@ pub fn write_merged(
     let mut text = serde_json::to_string_pretty(&merged)
         .map_err(|e| format!("failed to encode the settings: {e}"))?;
     text.push('\n');
-    user_file::replace(&f, text.as_bytes())?;
+    user_file::replace(&f, text.as_bytes()).map_err(|e| e.to_string())?;
     Ok(true)
 }
 

@@ -240,7 +240,9 @@ impl Ownership {
         socket_path: Option<&str>,
     ) -> Result<(), String> {
         let got = match (server_pid, socket_path) {
-            (Some(p), Some(sp)) => identity::server_check(p, sp, self.me.1),
+            (Some(p), Some(sp)) => {
+                identity::server_check(p, sp, self.me.1).map_err(|e| e.to_string())
+            }
             _ => Err("the tmux server's pid or socket path is not known".into()),
         };
         if let (Err(why), Some(p), Some(sp)) = (&got, server_pid, socket_path) {
@@ -375,7 +377,9 @@ mod tests {
         let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
         assert!(r.check_server_identity(Some(gone), Some(sp)).is_err());
         assert!(r.blind().is_some());
-        let blind_said = |h: Result<(), String>| h.is_err_and(|e| e.contains("cannot see"));
+        let blind_said = |h: Result<(), crate::adapters::metrics::Unhealthy>| {
+            h.is_err_and(|e| e.to_string().contains("cannot see"))
+        };
         assert!(blind_said(reaper.metrics.health()));
         // The server closed its socket on its way out (the file left behind): no server.
         drop(listener);

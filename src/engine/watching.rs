@@ -40,7 +40,9 @@ impl Watching {
         if cfg.activity_files.is_empty() {
             return Ok(HashSet::new());
         }
-        let r = activity::read_all_detached(cfg.activity_files.clone(), cfg.tmux_timeout).await;
+        let r = activity::read_all_detached(cfg.activity_files.clone(), cfg.tmux_timeout)
+            .await
+            .map_err(|e| e.to_string());
         *self
             .activity_problem
             .lock()

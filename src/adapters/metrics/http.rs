@@ -147,7 +147,7 @@ pub(super) fn answer(req: &Request<Incoming>, metrics: &Metrics) -> Response<Ful
                 Err(why) => (
                     StatusCode::SERVICE_UNAVAILABLE,
                     "text/plain",
-                    format!("{}\n", why.replace(['\n', '\r'], " ")),
+                    format!("{}\n", why.to_string().replace(['\n', '\r'], " ")),
                 ),
             },
             _ => (
@@ -210,8 +210,8 @@ impl Pool {
         }
     }
 
-    fn conns(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
-        self.conns.lock().unwrap_or_else(|p| p.into_inner())
+    fn conns(&self) -> parking_lot::MutexGuard<'_, HashMap<u64, Arc<ConnState>>> {
+        self.conns.lock()
     }
 
     fn register(pool: &Arc<Pool>) -> Registered {

@@ -15,12 +15,13 @@
 //! a scraper in the backlog is drained in a few seconds instead of holding every slot for the full
 //! header timeout each.
 
+use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -76,16 +77,32 @@ pub struct Metrics {
     pid_namespace_mismatch: Gauge,
     /// Why, while it cannot: `/healthz` says so.
     blind: Mutex<Option<String>>,
-    /// What `/healthz` answers: `Ok` while the last sweep read the tmux server, else why not.
-    health: Mutex<Result<(), String>>,
+    /// What `/healthz` answers: `None` while the last sweep read the tmux server, else why not.
+    server_problem: Mutex<Option<String>>,
 }
 
 impl Default for Metrics {
-    /// Long (about 85 lines) on purpose: one registration per metric, each with its help text,
-    /// so the list reads as the metrics' reference.
+    /// Every metric registered, each with its help text: the register functions below read as
+    /// the metrics' reference.
     fn default() -> Self {
         let mut registry = Registry::with_prefix("ccs_reap");
-        let m = Metrics {
+        let m = Metrics::unregistered();
+        m.register_sweeps(&mut registry);
+        m.register_host(&mut registry);
+        m.register_pressure(&mut registry);
+        m.register_health(&mut registry);
+        for (g, (name, help)) in m.room.iter().zip(ROOM_GAUGES) {
+            registry.register(name, help, g.clone());
+        }
+        register_build_info(&mut registry);
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// Every metric at its start, none registered yet.
+    fn unregistered() -> Self {
+        Metrics {
             registry: Registry::default(),
             sessions: Family::default(),
             memory: Family::default(),
@@ -106,8 +123,13 @@ impl Default for Metrics {
             degraded_why: Mutex::new(Vec::new()),
             pid_namespace_mismatch: Gauge::default(),
             blind: Mutex::new(None),
-            health: Mutex::new(Err("no sweep yet".into())),
-        };
+            server_problem: Mutex::new(Some("no sweep yet".into())),
+        }
+    }
+
+    /// The sessions, the sweeps and the reaps.
+    fn register_sweeps(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "sessions",
             "Sessions by state at the last sweep",
@@ -149,6 +171,11 @@ impl Default for Metrics {
             "tmux calls that failed or timed out",
             m.tmux_errors.clone(),
         );
+    }
+
+    /// The memory where ccs-reap watches it, and the tmux server.
+    fn register_host(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "host_memory_used_bytes",
             "Memory in use where ccs-reap watches it (the working set: usage less inactive page cache, as kubelet counts it): the tmux server's cgroup by default, else its own, else the host",
@@ -164,6 +191,11 @@ impl Default for Metrics {
             "1 when the last sweep read a tmux server at the socket, else 0 (none listens there, or tmux failed)",
             m.tmux_server_up.clone(),
         );
+    }
+
+    /// How the memory watcher is woken, and what woke it.
+    fn register_pressure(&self, registry: &mut Registry) {
+        let m = self;
         registry.register(
             "pressure_watch",
             "1 for how the memory watcher is woken between sweeps: event (the kernel notifies: a cgroup v1 threshold, a PSI trigger), poll (every 250 ms), poll+event (polled, and woken early by PSI), off (no memory rule)",
@@ -174,6 +206,12 @@ impl Default for Metrics {
             "Sweeps the memory watcher started, by what woke it (threshold, psi, poll)",
             m.pressure_wakes.clone(),
         );
+    }
+
+    /// What `/healthz` adds: the degraded states, and whether the tmux server's processes can be
+    /// seen.
+    fn register_health(&self, registry: &mut Registry) {
+        let m = self;
         for reason in crate::core::degraded::Reason::ALL {
             m.degraded
                 .get_or_create(&labels(&[("reason", reason.as_str())]))
@@ -189,24 +227,29 @@ impl Default for Metrics {
             "1 while this reaper cannot see the tmux server's processes as they are (it runs in another pid namespace than the server): it signals nothing and measures no memory, else 0",
             m.pid_namespace_mismatch.clone(),
         );
-        for (g, (name, help)) in m.room.iter().zip(ROOM_GAUGES) {
-            registry.register(name, help, g.clone());
-        }
-        let build = Family::<Labels, Gauge>::default();
-        build
-            .get_or_create(&labels(&[
-                ("version", env!("CARGO_PKG_VERSION")),
-                ("commit", env!("CCS_REAP_COMMIT")),
-            ]))
-            .set(1);
-        registry.register(
-            "build_info",
-            "Always 1: the version of ccs-reap and the commit it was built from",
-            build,
-        );
-        Metrics { registry, ..m }
     }
 }
+
+/// `build_info`: always 1, labelled with the version and the commit.
+fn register_build_info(registry: &mut Registry) {
+    let build = Family::<Labels, Gauge>::default();
+    build
+        .get_or_create(&labels(&[
+            ("version", env!("CARGO_PKG_VERSION")),
+            ("commit", env!("CCS_REAP_COMMIT")),
+        ]))
+        .set(1);
+    registry.register(
+        "build_info",
+        "Always 1: the version of ccs-reap and the commit it was built from",
+        build,
+    );
+}
+
+/// Why `/healthz` answers 503: each reason, said joined by `; `.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct Unhealthy(pub Vec<String>);
 
 /// The values of `pressure_watch`'s `path` label.
 pub const PRESSURE_PATHS: [&str; 4] = ["event", "poll", "poll+event", "off"];
@@ -229,7 +272,7 @@ struct MaybeGauge(Arc<Mutex<Option<u64>>>);
 
 impl MaybeGauge {
     fn set(&self, v: Option<u64>) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = v;
+        *self.0.lock() = v;
     }
 }
 
@@ -238,7 +281,7 @@ impl prometheus_client::encoding::EncodeMetric for MaybeGauge {
         &self,
         mut encoder: prometheus_client::encoding::MetricEncoder,
     ) -> Result<(), std::fmt::Error> {
-        match *self.0.lock().unwrap_or_else(|p| p.into_inner()) {
+        match *self.0.lock() {
             Some(v) => encoder.encode_gauge(&v),
             None => Ok(()),
         }
@@ -284,10 +327,7 @@ impl Metrics {
         }
         self.tmux_server_up
             .set(i64::from(r.tmux_server_up == Some(true)));
-        *self.health.lock().unwrap_or_else(|p| p.into_inner()) = match r.server_problem() {
-            None => Ok(()),
-            Some(why) => Err(why),
-        };
+        *self.server_problem.lock() = r.server_problem();
         self.host_used.set(r.host.map(|h| h.used_bytes));
         self.host_limit.set(r.host.and_then(|h| h.limit_bytes));
         let g = &r.gauge;
@@ -348,7 +388,7 @@ impl Metrics {
                 .get_or_create(&labels(&[("reason", reason.as_str())]))
                 .set(i64::from(on.contains_key(&reason)));
         }
-        *self.degraded_why.lock().unwrap_or_else(|p| p.into_inner()) = on
+        *self.degraded_why.lock() = on
             .iter()
             .map(|(r, why)| format!("degraded ({}): {why}", r.as_str()))
             .collect();
@@ -356,20 +396,15 @@ impl Metrics {
 
     /// `/healthz`: `Ok` while the last sweep read the tmux server and no degraded state is on,
     /// else why not (one line each).
-    pub fn health(&self) -> Result<(), String> {
+    pub fn health(&self) -> Result<(), Unhealthy> {
         let mut why: Vec<String> = Vec::new();
-        if let Some(b) = self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone() {
+        if let Some(b) = self.blind.lock().clone() {
             why.push(format!("cannot see the tmux server's processes: {b}"));
         }
-        if let Err(e) = &*self.health.lock().unwrap_or_else(|p| p.into_inner()) {
+        if let Some(e) = &*self.server_problem.lock() {
             why.push(e.clone());
         }
-        for d in self
-            .degraded_why
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-        {
+        for d in self.degraded_why.lock().iter() {
             // No server is already said above, as before.
             if !d.starts_with("degraded (no-server)") || why.is_empty() {
                 why.push(d.clone());
@@ -378,14 +413,14 @@ impl Metrics {
         if why.is_empty() {
             Ok(())
         } else {
-            Err(why.join("; "))
+            Err(Unhealthy(why))
         }
     }
 
     /// Whether this reaper sees the tmux server's processes (`None`), or why not.
     pub fn set_blind(&self, why: Option<String>) {
         self.pid_namespace_mismatch.set(i64::from(why.is_some()));
-        *self.blind.lock().unwrap_or_else(|p| p.into_inner()) = why;
+        *self.blind.lock() = why;
     }
 
     /// The metrics in OpenMetrics text.

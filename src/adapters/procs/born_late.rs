@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use rustix::process::Signal;
 
-use super::{alive, pin, protected, signal, table, tmux_env_value, Ident, Proc, TableError};
+use super::{alive, pin, protected, signal, table, tmux_env_value, Ident, Proc, Scan, TableError};
 
 /// How many times a wave kills what it found born late before its last look: a chat that keeps
 /// forking faster than that is reported with its survivors.
@@ -55,119 +55,62 @@ pub struct LateReport {
 }
 
 /// The processes born late of each chat of `chats` (session number, its victims), from one scan
-/// of `table`: see the module's comment. Never a protected pid, a zombie, a victim itself (what
+/// of the table: see the module's comment. Never a protected pid, a zombie, a victim itself (what
 /// the stop reports), or a process of a live pane of a session not in `chats` (`others`, as the
-/// victims' scan listed them). Pure over `table` except for environ reads, only of processes of
-/// our uid (`uid`), and only with a `tmux_env` key.
+/// victims' scan listed them). Pure over the scan's table except for environ reads, only of
+/// processes of its uid, and only with a `tmux_env` key.
 ///
-/// Long (about 110 lines) on purpose: one pass over the table, and each exclusion above is one
-/// guard in that pass, in the order the module's comment argues them; split, the guards would read
-/// as independent filters, which they are not (each relies on the ones before it).
+/// Each exclusion above is one guard of one pass over the table, in the order the module's
+/// comment argues them ([`Wave::set_aside`], then [`Wave::takable`]): each relies on the ones
+/// before it.
 pub fn late_members(
-    table: &[Proc],
+    scan: Scan<'_>,
     chats: &[(u32, &[Ident])],
     others: &[(u32, u32)],
-    tmux_env: Option<(&str, u32)>,
-    uid: u32,
-    protected: &HashSet<i32>,
 ) -> HashMap<u32, Vec<Ident>> {
-    late_members_scoped(
-        table,
-        chats,
-        others,
-        tmux_env,
-        uid,
-        protected,
-        &HashMap::new(),
-    )
+    late_members_scoped(scan, chats, others, &HashMap::new())
 }
 
 /// [`late_members`], where a process found by the `TMUX` marker of a chat of `pane_of` (judged
 /// as its own pane in a shared session) is that chat's only with its `TMUX_PANE`
 /// ([`super::env_in_pane`]).
 pub fn late_members_scoped(
-    table: &[Proc],
+    scan: Scan<'_>,
     chats: &[(u32, &[Ident])],
     others: &[(u32, u32)],
-    tmux_env: Option<(&str, u32)>,
-    uid: u32,
-    protected: &HashSet<i32>,
     pane_of: &HashMap<u32, u32>,
 ) -> HashMap<u32, Vec<Ident>> {
-    let by_pid: HashMap<i32, &Proc> = table.iter().map(|p| (p.pid, p)).collect();
-    let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
-    for p in table {
-        children.entry(p.ppid).or_default().push(p);
-    }
-    let ours: HashSet<u32> = chats.iter().map(|c| c.0).collect();
-    let victims: HashSet<Ident> = chats.iter().flat_map(|c| c.1.iter().copied()).collect();
-    let mut owner: HashMap<i32, Option<u32>> = HashMap::new();
-    // The live panes of other sessions, and their trees: nobody's here. A chat's own pane (a
-    // victim), listed under another session too (its window linked there, a grouped session),
-    // stays the chat's.
-    let server = tmux_env.map(|(_, s)| s as i32);
-    let mut stack: Vec<i32> = Vec::new();
-    for &(n, pp) in others {
-        let pp = pp as i32;
-        let Some(p) = by_pid.get(&pp) else { continue };
-        let own = victims.contains(&Ident {
-            pid: p.pid,
-            start: p.start,
-        });
-        if ours.contains(&n) || own || server.is_some_and(|s| p.ppid != s) {
+    let mut w = Wave::of(scan, chats);
+    w.set_aside(chats, others);
+    let needles = needles_of(scan, chats);
+    let mut seeds: Vec<(i32, u32)> = Vec::new();
+    for p in scan.table {
+        if !w.takable(p) {
             continue;
         }
-        if owner.insert(pp, None).is_none() {
-            stack.push(pp);
-        }
-    }
-    // Any other live child of the tmux server is a pane (or a job) started since the victims'
-    // scan: a pane or window someone added to the chat's session meanwhile is theirs, never the
-    // chat's (issue 49), and so is its tree.
-    if let Some(srv) = server {
-        for p in table.iter().filter(|p| p.ppid == srv) {
-            let victim = victims.contains(&Ident {
-                pid: p.pid,
-                start: p.start,
-            });
-            if !victim && owner.insert(p.pid, None).is_none() {
-                stack.push(p.pid);
+        // In a victim's session, or the child of a victim that still lives.
+        let by_tree = w.still_victim(p.sid).or_else(|| {
+            w.still_victim(p.ppid)
+                .filter(|_| w.by_pid.contains_key(&p.ppid))
+        });
+        let n = by_tree.or_else(|| {
+            if needles.is_empty() || p.uid != Some(scan.uid) {
+                return None;
             }
+            let env = std::fs::read(format!("/proc/{}/environ", p.pid)).ok()?;
+            super::tmux_entry_of(&env, &needles).filter(|&n| super::env_in_pane(&env, n, pane_of))
+        });
+        if let Some(n) = n {
+            w.take(p, n, &mut seeds);
         }
     }
-    while let Some(pid) = stack.pop() {
-        for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-            if owner.insert(c.pid, None).is_none() {
-                stack.push(c.pid);
-            }
-        }
-    }
-    let takable = |p: &Proc, owner: &HashMap<i32, Option<u32>>| {
-        p.pid > 1
-            && p.state != 'Z'
-            && p.state != 'X'
-            && !protected.contains(&p.pid)
-            && !owner.contains_key(&p.pid)
-            && !victims.contains(&Ident {
-                pid: p.pid,
-                start: p.start,
-            })
-    };
-    // A victim's pid still means that victim only while no other process has it: a session id
-    // or a parent pid equal to it is the victim's when the pid is free or still the victim.
-    let victim_of: HashMap<i32, (u32, u64)> = chats
-        .iter()
-        .flat_map(|(n, ids)| ids.iter().map(move |i| (i.pid, (*n, i.start))))
-        .collect();
-    let still_victim = |pid: i32| -> Option<u32> {
-        let &(n, start) = victim_of.get(&pid)?;
-        match by_pid.get(&pid) {
-            None => Some(n),
-            Some(p) if p.start == start => Some(n),
-            Some(_) => None,
-        }
-    };
-    let needles: HashMap<Vec<u8>, u32> = match tmux_env {
+    w.take_descendants(seeds);
+    w.out
+}
+
+/// Each chat's whole `TMUX=` entry, to its number; none without the scan's `tmux_env` key.
+fn needles_of(scan: Scan<'_>, chats: &[(u32, &[Ident])]) -> HashMap<Vec<u8>, u32> {
+    match scan.tmux_env {
         Some((socket, server)) => chats
             .iter()
             .map(|(n, _)| {
@@ -176,46 +119,135 @@ pub fn late_members_scoped(
             })
             .collect(),
         None => HashMap::new(),
-    };
-    let mut out: HashMap<u32, Vec<Ident>> = HashMap::new();
-    let mut seeds: Vec<(i32, u32)> = Vec::new();
-    for p in table {
-        if !takable(p, &owner) {
-            continue;
+    }
+}
+
+/// One late look over the table for a wave of chats: the table indexed, the chats' victims, and
+/// what each process went to so far (`None`: nobody's, set aside).
+struct Wave<'t> {
+    scan: Scan<'t>,
+    by_pid: HashMap<i32, &'t Proc>,
+    children: HashMap<i32, Vec<&'t Proc>>,
+    victims: HashSet<Ident>,
+    /// A victim's pid to its chat and its start time.
+    victim_of: HashMap<i32, (u32, u64)>,
+    owner: HashMap<i32, Option<u32>>,
+    out: HashMap<u32, Vec<Ident>>,
+}
+
+impl<'t> Wave<'t> {
+    fn of(scan: Scan<'t>, chats: &[(u32, &[Ident])]) -> Self {
+        let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
+        for p in scan.table {
+            children.entry(p.ppid).or_default().push(p);
         }
-        // In a victim's session, or the child of a victim that still lives.
-        let by_tree = still_victim(p.sid)
-            .or_else(|| still_victim(p.ppid).filter(|_| by_pid.contains_key(&p.ppid)));
-        let n = by_tree.or_else(|| {
-            if needles.is_empty() || p.uid != Some(uid) {
-                return None;
+        Wave {
+            scan,
+            by_pid: scan.table.iter().map(|p| (p.pid, p)).collect(),
+            children,
+            victims: chats.iter().flat_map(|c| c.1.iter().copied()).collect(),
+            victim_of: chats
+                .iter()
+                .flat_map(|(n, ids)| ids.iter().map(move |i| (i.pid, (*n, i.start))))
+                .collect(),
+            owner: HashMap::new(),
+            out: HashMap::new(),
+        }
+    }
+
+    fn is_victim(&self, p: &Proc) -> bool {
+        self.victims.contains(&Ident {
+            pid: p.pid,
+            start: p.start,
+        })
+    }
+
+    /// Set aside, as nobody's, the live panes of other sessions (`others`) and their trees: a
+    /// chat's own pane (a victim), listed under another session too (its window linked there, a
+    /// grouped session), stays the chat's. So is any other live child of the tmux server: a pane
+    /// (or a job) started since the victims' scan, one someone added to the chat's session
+    /// meanwhile, is theirs, never the chat's (issue 49), and so is its tree.
+    fn set_aside(&mut self, chats: &[(u32, &[Ident])], others: &[(u32, u32)]) {
+        let ours: HashSet<u32> = chats.iter().map(|c| c.0).collect();
+        let server = self.scan.tmux_env.map(|(_, s)| s as i32);
+        let mut stack: Vec<i32> = Vec::new();
+        for &(n, pp) in others {
+            let pp = pp as i32;
+            let Some(p) = self.by_pid.get(&pp) else {
+                continue;
+            };
+            if ours.contains(&n) || self.is_victim(p) || server.is_some_and(|s| p.ppid != s) {
+                continue;
             }
-            let env = std::fs::read(format!("/proc/{}/environ", p.pid)).ok()?;
-            super::tmux_entry_of(&env, &needles).filter(|&n| super::env_in_pane(&env, n, pane_of))
+            if self.owner.insert(pp, None).is_none() {
+                stack.push(pp);
+            }
+        }
+        if let Some(srv) = server {
+            for p in self.scan.table.iter().filter(|p| p.ppid == srv) {
+                if !self.is_victim(p) && self.owner.insert(p.pid, None).is_none() {
+                    stack.push(p.pid);
+                }
+            }
+        }
+        while let Some(pid) = stack.pop() {
+            for c in self.children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+                if self.owner.insert(c.pid, None).is_none() {
+                    stack.push(c.pid);
+                }
+            }
+        }
+    }
+
+    /// Whether `p` may be taken: no pid <= 1, zombie, protected pid, victim, or process already
+    /// someone's (or set aside).
+    fn takable(&self, p: &Proc) -> bool {
+        p.pid > 1
+            && p.state != 'Z'
+            && p.state != 'X'
+            && !self.scan.protected.contains(&p.pid)
+            && !self.owner.contains_key(&p.pid)
+            && !self.is_victim(p)
+    }
+
+    /// The chat whose victim `pid` still means: a victim's pid means that victim only while no
+    /// other process has it, so a session id or a parent pid equal to it is the victim's when the
+    /// pid is free or still the victim.
+    fn still_victim(&self, pid: i32) -> Option<u32> {
+        let &(n, start) = self.victim_of.get(&pid)?;
+        match self.by_pid.get(&pid) {
+            None => Some(n),
+            Some(p) if p.start == start => Some(n),
+            Some(_) => None,
+        }
+    }
+
+    /// Take the descendants of what was taken (`seeds`: pid, chat), whatever their environment
+    /// says.
+    fn take_descendants(&mut self, mut seeds: Vec<(i32, u32)>) {
+        while let Some((pid, n)) = seeds.pop() {
+            for c in self.children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
+                if self.takable(c) {
+                    self.owner.insert(c.pid, Some(n));
+                    seeds.push((c.pid, n));
+                    self.out.entry(n).or_default().push(Ident {
+                        pid: c.pid,
+                        start: c.start,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Take `p` for chat `n`, and look at its children next (`seeds`).
+    fn take(&mut self, p: &Proc, n: u32, seeds: &mut Vec<(i32, u32)>) {
+        self.owner.insert(p.pid, Some(n));
+        seeds.push((p.pid, n));
+        self.out.entry(n).or_default().push(Ident {
+            pid: p.pid,
+            start: p.start,
         });
-        if let Some(n) = n {
-            owner.insert(p.pid, Some(n));
-            seeds.push((p.pid, n));
-            out.entry(n).or_default().push(Ident {
-                pid: p.pid,
-                start: p.start,
-            });
-        }
     }
-    // Their descendants, whatever their environment says.
-    while let Some((pid, n)) = seeds.pop() {
-        for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
-            if takable(c, &owner) {
-                owner.insert(c.pid, Some(n));
-                seeds.push((c.pid, n));
-                out.entry(n).or_default().push(Ident {
-                    pid: c.pid,
-                    start: c.start,
-                });
-            }
-        }
-    }
-    out
 }
 
 /// Look again, and end what was born late, for a wave of chats (session number, its victims):
@@ -240,15 +272,13 @@ pub async fn end_late(
     for round in 0..=ROUNDS {
         let t = table()?;
         let prot = protected(&t, world.server_pid);
-        let found = late_members_scoped(
-            &t,
-            &views,
-            &world.all_panes,
-            env,
+        let scan = Scan {
+            table: &t,
+            tmux_env: env,
             uid,
-            &prot,
-            &world.pane_of,
-        );
+            protected: &prot,
+        };
+        let found = late_members_scoped(scan, &views, &world.all_panes, &world.pane_of);
         if found.is_empty() {
             break;
         }
@@ -297,6 +327,20 @@ pub async fn end_late(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sc<'a>(
+        t: &'a [Proc],
+        tmux_env: Option<(&'a str, u32)>,
+        uid: u32,
+        protected: &'a HashSet<i32>,
+    ) -> Scan<'a> {
+        Scan {
+            table: t,
+            tmux_env,
+            uid,
+            protected,
+        }
+    }
 
     fn p(pid: i32, ppid: i32, sid: i32, start: u64) -> Proc {
         Proc {
@@ -352,20 +396,17 @@ mod tests {
         ];
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
         let m = late_members(
-            &t,
+            sc(&t, Some(("/nonexistent/s", 50)), u32::MAX, &prot),
             &[(1, &v1)],
             &[(7, 300)],
-            Some(("/nonexistent/s", 50)),
-            u32::MAX,
-            &prot,
         );
         assert_eq!(pids(&m, 1), vec![110, 111, 120], "{m:?}");
         // Without the other pane listed, 301 (in the dead victim's session) is taken, and 300
         // is not (nothing ties it to the chat).
-        let m = late_members(&t, &[(1, &v1)], &[], None, 0, &prot);
+        let m = late_members(sc(&t, None, 0, &prot), &[(1, &v1)], &[]);
         assert_eq!(pids(&m, 1), vec![110, 111, 120, 301], "{m:?}");
         // A chat with no victims and no marker key finds nothing.
-        let m = late_members(&t, &[(2, &[])], &[], None, 0, &prot);
+        let m = late_members(sc(&t, None, 0, &prot), &[(2, &[])], &[]);
         assert!(m.is_empty(), "{m:?}");
     }
 
@@ -384,7 +425,11 @@ mod tests {
         ];
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
         let env = Some(("/nonexistent/s", 50));
-        let m = late_members(&t, &[(1, &v1)], &[(1, 100), (8, 100)], env, u32::MAX, &prot);
+        let m = late_members(
+            sc(&t, env, u32::MAX, &prot),
+            &[(1, &v1)],
+            &[(1, 100), (8, 100)],
+        );
         assert_eq!(pids(&m, 1), vec![105], "{m:?}");
         // A pane started since the victims' scan (a child of the server, in no listing), even
         // in a victim's process session, is not the chat's: neither it nor its tree.
@@ -394,7 +439,7 @@ mod tests {
             p(400, 50, 400, 4000),
             p(401, 400, 100, 4010),
         ];
-        let m = late_members(&t3, &[(1, &v1)], &[(1, 100)], env, u32::MAX, &prot);
+        let m = late_members(sc(&t3, env, u32::MAX, &prot), &[(1, &v1)], &[(1, 100)]);
         assert!(pids(&m, 1).is_empty(), "{m:?}");
         // Another session's own pane (not a victim) keeps its tree.
         let t2 = vec![
@@ -402,7 +447,7 @@ mod tests {
             p(300, 50, 300, 3000),
             p(305, 300, 100, 3050),
         ];
-        let m = late_members(&t2, &[(1, &v1)], &[(8, 300)], env, u32::MAX, &prot);
+        let m = late_members(sc(&t2, env, u32::MAX, &prot), &[(1, &v1)], &[(8, 300)]);
         assert!(pids(&m, 1).is_empty(), "{m:?}");
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::{claim_all, Ident, Proc};
+use super::{claim_all, Ident, Scan};
 
 /// The chats judged as their own pane in a shared session (`CCS_ENGINE_SHARED_SESSION=pane`):
 /// session number to the `%N` of the chat's pane. Every pane of a session carries the same
@@ -36,12 +36,9 @@ pub(crate) fn env_in_pane(env: &[u8], n: u32, pane_of: &HashMap<u32, u32>) -> bo
 /// session: their other panes are nobody's to take, and a process found by the session's `TMUX`
 /// marker is theirs only with the chat's `TMUX_PANE` ([`env_in_pane`]).
 pub fn members_scoped(
-    table: &[Proc],
+    scan: Scan<'_>,
     wanted: &[(u32, Vec<u32>)],
     others: &[(u32, u32)],
-    tmux_env: Option<(&str, u32)>,
-    uid: u32,
-    protected: &HashSet<i32>,
     pane_of: &HashMap<u32, u32>,
 ) -> HashMap<u32, Vec<Ident>> {
     let want: HashSet<u32> = wanted.iter().map(|(n, _)| *n).collect();
@@ -62,7 +59,7 @@ pub fn members_scoped(
     }
     let mut all: Vec<(u32, Vec<u32>)> = extra.into_iter().collect();
     all.extend(wanted.iter().cloned());
-    let mut out = claim_all(table, &all, wanted, tmux_env, uid, protected, pane_of);
+    let mut out = claim_all(scan, &all, wanted, pane_of);
     out.retain(|n, _| want.contains(n));
     out
 }

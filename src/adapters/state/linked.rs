@@ -31,7 +31,13 @@ pub(super) fn by_inode(rd: std::fs::ReadDir) -> Vec<std::fs::DirEntry> {
 const MAX_OPEN: usize = 64;
 
 /// A batch file read: the file kept open, and its records (or why they do not parse).
-type Parsed<T> = (File, Result<Vec<T>, String>);
+type Parsed<T> = (File, Result<Vec<T>, LinkedError>);
+
+/// Why a batch file's records do not parse, as [`batch::records`] says it: kept with the file,
+/// for every name of it read after.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct LinkedError(String);
 
 /// Reads records, each batch file parsed once.
 pub(super) struct Reader<T> {
@@ -66,7 +72,7 @@ impl<T: DeserializeOwned + Keyed + Clone> Reader<T> {
         if let Some((_, recs)) = self.batches.get(&key) {
             return match recs {
                 Ok(r) => batch::pick(r, id).map(Some).map_err(bad),
-                Err(e) => Err(bad(e.clone())),
+                Err(e) => Err(bad(e.0.clone())),
             };
         }
         let b = read_opened(
@@ -80,11 +86,11 @@ impl<T: DeserializeOwned + Keyed + Clone> Reader<T> {
                 .map(Some)
                 .map_err(|e| bad(e.to_string()));
         }
-        let recs = batch::records::<T>(&b);
+        let recs = batch::records::<T>(&b).map_err(LinkedError);
         self.parses += 1;
         let picked = match &recs {
             Ok(r) => batch::pick(r, id),
-            Err(e) => Err(e.clone()),
+            Err(e) => Err(e.0.clone()),
         };
         // At most MAX_OPEN batch files kept (each holds a descriptor): past that, the cache starts
         // over, and a batch file read again is parsed again.

@@ -142,6 +142,15 @@ pub(super) fn pane_fence_read_command(n: u32, r: &PaneRecord) -> TmuxCommand<'st
 /// a session group (`#{window_active_clients}`, in tmux 3.1c to 3.5a).
 const UNWATCHED: &str = "#{&&:#{==:#{session_attached},0},#{==:#{window_active_clients},0}}";
 
+/// What a reap mark checks beyond the chat's shape and no mark yet ([`mark_command`]).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MarkChecks {
+    /// That no turn runs.
+    pub turn: bool,
+    /// That no client watches the chat.
+    pub viewers: bool,
+}
+
 /// The test-and-set of one session's reap mark: set `@ccs_reaping` (and `token` in
 /// [`TOKEN_VAR`]) only if the session is the chat's pane alone, no reap is marked, no turn runs
 /// and no client watches it (the last two can be left out). `token` is ours (alphanumeric): it
@@ -150,10 +159,13 @@ pub(super) fn mark_command(
     n: u32,
     now_ms: i64,
     token: &str,
-    check_turn: bool,
-    check_viewers: bool,
+    checks: MarkChecks,
     pane: Option<&PaneRecord>,
 ) -> TmuxCommand<'static> {
+    let MarkChecks {
+        turn: check_turn,
+        viewers: check_viewers,
+    } = checks;
     let mut cond = format!("#{{&&:#{{==:#{{@ccs_reaping}},}},{}}}", shape(pane));
     if check_turn {
         cond = format!("#{{&&:{cond},#{{==:#{{@ccs_turn}},}}}}");
@@ -474,9 +486,17 @@ mod tests {
         }
     }
 
+    const BOTH: MarkChecks = MarkChecks {
+        turn: true,
+        viewers: true,
+    };
+
     #[test]
     fn the_mark_and_the_kill_need_the_chat_alone_and_the_mark_every_viewer_gone() {
-        let m = |t, v| mark_command(3, 1, "tok", t, v, None).to_vec().join(" ");
+        let m = |turn, viewers| {
+            let checks = MarkChecks { turn, viewers };
+            mark_command(3, 1, "tok", checks, None).to_vec().join(" ")
+        };
         for (t, v) in [(true, true), (true, false), (false, true), (false, false)] {
             let c = m(t, v);
             assert!(c.contains(ALONE), "{c}");
@@ -548,7 +568,7 @@ mod tests {
             "#{==:#{W:#{P:#{?#{==:#{pane_id}:#{pane_pid},%7:70},1,}}},1}"
         );
         let cmds = [
-            mark_command(3, 1, "tok", true, true, Some(&r)),
+            mark_command(3, 1, "tok", BOTH, Some(&r)),
             fence_set_command(3, 1, "tok", true, Some(&r)),
             pane_fence_read_command(3, &r),
             record_own_pane_command(3, &r),
@@ -571,9 +591,7 @@ mod tests {
     #[test]
     fn a_chat_judged_as_its_pane_is_checked_and_killed_as_that_pane_only() {
         let r = PaneRecord { id: 7, pid: 70 };
-        let m = mark_command(3, 1, "tok", true, true, Some(&r))
-            .to_vec()
-            .join(" ");
+        let m = mark_command(3, 1, "tok", BOTH, Some(&r)).to_vec().join(" ");
         assert!(!m.contains(ALONE), "{m}");
         assert!(m.contains("#{==:#{@ccs_pane},%7:70}"), "{m}");
         assert!(

@@ -7,7 +7,8 @@ use std::collections::{HashMap, HashSet};
 use tmux_interface::ListSessions;
 
 use super::args::{
-    self, fence_set_command, mark_command, pane_fence_read_command, FENCED_VAR, TOKEN_VAR,
+    self, fence_set_command, mark_command, pane_fence_read_command, MarkChecks, FENCED_VAR,
+    TOKEN_VAR,
 };
 use super::listing;
 use super::{Tmux, TmuxError};
@@ -41,15 +42,9 @@ impl Tmux {
         let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
         let token_s = token.to_string();
         self.per_session(&ns, |n| {
-            let (check_turn, check_viewers) = checks.get(&n).copied().unwrap_or((true, true));
-            vec![mark_command(
-                n,
-                now_ms,
-                &token_s,
-                check_turn,
-                check_viewers,
-                panes.get(&n),
-            )]
+            let (turn, viewers) = checks.get(&n).copied().unwrap_or((true, true));
+            let checks = MarkChecks { turn, viewers };
+            vec![mark_command(n, now_ms, &token_s, checks, panes.get(&n))]
         })
         .await
         .map(|_| ())

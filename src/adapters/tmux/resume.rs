@@ -73,89 +73,19 @@ impl Tmux {
         cwd: &std::path::Path,
         start: &Start<'_>,
     ) -> Result<Option<Created>, TmuxError> {
-        let Start {
-            env,
-            session_env,
-            options,
-            argv,
-            agent,
-            cid,
-        } = *start;
         let cwd = cwd.to_str().ok_or_else(|| TmuxError::BadArgument {
             what: "working directory",
             value: cwd.display().to_string(),
             why: "not valid UTF-8",
         })?;
+        let argv = start.argv;
         let argv_json = serde_json::to_string(argv).map_err(|_| TmuxError::BadArgument {
             what: "command",
             value: format!("{argv:?}"),
             why: "cannot be encoded",
         })?;
-        let mut c = TmuxCommand::with_name("new-session");
-        c.push_param("-d")
-            .push_param("-P")
-            .push_param("-F")
-            .push_param("#{session_id} #{pane_pid}")
-            .push_param("-c")
-            .push_param(super::format_literal(cwd))
-            .push_param("-s")
-            .push_param(name.to_string());
-        c.push_param("--");
-        // The extra environment as `env K=V` words before the command, not `new-session -e`,
-        // which tmux 3.1c lacks (3.2 added it); `env` execs the command, so the pane's pid is
-        // still the agent's own.
-        if !env.is_empty() {
-            c.push_param("env");
-            for (k, v) in env {
-                c.push_param(literal(&format!("{k}={v}")));
-            }
-        }
-        for a in argv {
-            c.push_param(literal(a));
-        }
-        let target = format!("={name}:");
-        let mut keep = TmuxCommand::with_name("set-option");
-        keep.push_param("-w")
-            .push_param("-t")
-            .push_param(target.clone())
-            .push_param("remain-on-exit")
-            .push_param("on");
-        // The new pane is the chat's own (`@ccs_pane`, `%N:pid`, read by the server itself).
-        let mut pane = TmuxCommand::with_name("set-option");
-        pane.push_param("-F")
-            .push_param("-t")
-            .push_param(target.clone())
-            .push_param(crate::core::policy::chat_pane::PANE_OPTION)
-            .push_param("#{pane_id}:#{pane_pid}");
-        let mut cmds = vec![c];
-        // The session's own environment as the studio left it (its `CCS_CFG`), in the same call:
-        // no client sees the new session without it. Values passed literally (no format, no
-        // expansion: `set-environment` without -F expands nothing).
-        for (k, v) in session_env
-            .iter()
-            .filter(|(k, _)| crate::core::records::kept_env_name(k))
-        {
-            let mut e = TmuxCommand::with_name("set-environment");
-            e.push_param("-t")
-                .push_param(format!("={name}"))
-                .push_param(k.clone())
-                .push_param(literal(v));
-            cmds.push(e);
-        }
-        // And the studio's own `@` options, literally (a `set-option` value is not a format).
-        for (k, v) in options
-            .iter()
-            .filter(|(k, _)| crate::core::records::kept_option_name(k))
-        {
-            cmds.push(set_opt(&target, k, v));
-        }
-        cmds.extend([keep, pane, set_opt(&target, ARGV_OPTION, &argv_json)]);
-        if let Some(agent) = agent {
-            cmds.push(set_opt(&target, AGENT_OPTION, agent));
-        }
-        if let Some(cid) = cid {
-            cmds.push(set_opt(&target, "@ccs_cid", cid));
-        }
+        let mut cmds = vec![new_session_command(name, cwd, start)];
+        cmds.extend(kept_settings(name, start, &argv_json));
         let out = match self.run(&cmds).await {
             Ok(o) => o,
             Err(TmuxError::Failed { stderr, .. }) if stderr.contains("duplicate session") => {
@@ -163,16 +93,7 @@ impl Tmux {
             }
             Err(e) => return Err(e),
         };
-        let mut it = out.split_whitespace();
-        let n = it.next().and_then(parse_sid);
-        let pid = it.next().and_then(|p| p.parse().ok());
-        match (n, pid) {
-            (Some(n), Some(pane_pid)) => Ok(Some(Created { n, pane_pid })),
-            _ => Err(TmuxError::Failed {
-                cmd: "new-session".into(),
-                stderr: format!("unexpected answer {out:?}"),
-            }),
-        }
+        created(&out).map(Some)
     }
 
     /// Session `$n`'s first pane, read in one call; `None` when it is gone.
@@ -400,6 +321,101 @@ impl Tmux {
         let verb = if inside { "switch-client" } else { "attach" };
         v.extend([verb.into(), "-t".into(), format!("={name}")]);
         v
+    }
+}
+
+/// `new-session -d -P -c <cwd> -s <name> -- [env K=V ...] <argv...>`, printing the new
+/// session's `$N` and its pane's pid.
+fn new_session_command(name: &str, cwd: &str, start: &Start<'_>) -> TmuxCommand<'static> {
+    let mut c = TmuxCommand::with_name("new-session");
+    c.push_param("-d")
+        .push_param("-P")
+        .push_param("-F")
+        .push_param("#{session_id} #{pane_pid}")
+        .push_param("-c")
+        .push_param(super::format_literal(cwd))
+        .push_param("-s")
+        .push_param(name.to_string());
+    c.push_param("--");
+    // The extra environment as `env K=V` words before the command, not `new-session -e`,
+    // which tmux 3.1c lacks (3.2 added it); `env` execs the command, so the pane's pid is
+    // still the agent's own.
+    if !start.env.is_empty() {
+        c.push_param("env");
+        for (k, v) in start.env {
+            c.push_param(literal(&format!("{k}={v}")));
+        }
+    }
+    for a in start.argv {
+        c.push_param(literal(a));
+    }
+    c
+}
+
+/// What is set on the new session `name` in the same call as its `new-session`: its
+/// environment and the studio's `@` options as the studio left them, `remain-on-exit`, the
+/// chat's own pane (`@ccs_pane`), `@ccs_argv` (`argv_json`), and, when given, `@ccs_agent` and
+/// `@ccs_cid`.
+fn kept_settings(name: &str, start: &Start<'_>, argv_json: &str) -> Vec<TmuxCommand<'static>> {
+    let target = format!("={name}:");
+    let mut keep = TmuxCommand::with_name("set-option");
+    keep.push_param("-w")
+        .push_param("-t")
+        .push_param(target.clone())
+        .push_param("remain-on-exit")
+        .push_param("on");
+    // The new pane is the chat's own (`@ccs_pane`, `%N:pid`, read by the server itself).
+    let mut pane = TmuxCommand::with_name("set-option");
+    pane.push_param("-F")
+        .push_param("-t")
+        .push_param(target.clone())
+        .push_param(crate::core::policy::chat_pane::PANE_OPTION)
+        .push_param("#{pane_id}:#{pane_pid}");
+    let mut cmds = Vec::new();
+    // The session's own environment as the studio left it (its `CCS_CFG`), in the same call:
+    // no client sees the new session without it. Values passed literally (no format, no
+    // expansion: `set-environment` without -F expands nothing).
+    for (k, v) in start
+        .session_env
+        .iter()
+        .filter(|(k, _)| crate::core::records::kept_env_name(k))
+    {
+        let mut e = TmuxCommand::with_name("set-environment");
+        e.push_param("-t")
+            .push_param(format!("={name}"))
+            .push_param(k.clone())
+            .push_param(literal(v));
+        cmds.push(e);
+    }
+    // And the studio's own `@` options, literally (a `set-option` value is not a format).
+    for (k, v) in start
+        .options
+        .iter()
+        .filter(|(k, _)| crate::core::records::kept_option_name(k))
+    {
+        cmds.push(set_opt(&target, k, v));
+    }
+    cmds.extend([keep, pane, set_opt(&target, ARGV_OPTION, argv_json)]);
+    if let Some(agent) = start.agent {
+        cmds.push(set_opt(&target, AGENT_OPTION, agent));
+    }
+    if let Some(cid) = start.cid {
+        cmds.push(set_opt(&target, "@ccs_cid", cid));
+    }
+    cmds
+}
+
+/// The new session as `new-session -P` printed it (`$N <pane pid>`).
+fn created(out: &str) -> Result<Created, TmuxError> {
+    let mut it = out.split_whitespace();
+    let n = it.next().and_then(parse_sid);
+    let pid = it.next().and_then(|p| p.parse().ok());
+    match (n, pid) {
+        (Some(n), Some(pane_pid)) => Ok(Created { n, pane_pid }),
+        _ => Err(TmuxError::Failed {
+            cmd: "new-session".into(),
+            stderr: format!("unexpected answer {out:?}"),
+        }),
     }
 }
 

@@ -83,19 +83,24 @@ pub fn parse(out: &str) -> Reported {
 
 /// Whether this tmux is supported: `Err` (a message naming both versions) when it is older than
 /// [`MINIMUM`]; a version that cannot be told passes.
-pub fn supported(r: &Reported) -> Result<(), String> {
+pub fn supported(r: &Reported) -> Result<(), VersionError> {
     match r {
-        Reported::Release(v) if *v < MINIMUM => Err(format!(
-            "tmux {v} (`tmux -V`) is too old: ccs-reap needs tmux {MINIMUM} or newer"
-        )),
+        Reported::Release(v) if *v < MINIMUM => Err(VersionError::TooOld(*v)),
         _ => Ok(()),
     }
+}
+
+/// Why this tmux is not supported ([`supported`]).
+#[derive(Debug, thiserror::Error)]
+pub enum VersionError {
+    #[error("tmux {0} (`tmux -V`) is too old: ccs-reap needs tmux {MINIMUM} or newer")]
+    TooOld(Version),
 }
 
 /// The start-up check: run `tmux -V` once (within the tmux timeout) and refuse an old tmux. A tmux
 /// that cannot be run or read is warned about, and the command goes on (its own tmux calls will
 /// say what is wrong).
-pub async fn check(socket: &Socket, timeout: Duration) -> Result<(), String> {
+pub async fn check(socket: &Socket, timeout: Duration) -> Result<(), VersionError> {
     let tmux = Tmux::new(socket.clone(), timeout);
     let out = match tmux.exec(["-V"], "-V".to_string()).await {
         Err(TmuxError::Timeout(..)) => {
@@ -196,7 +201,7 @@ mod tests {
         for (out, ok) in table {
             assert_eq!(supported(&parse(out)).is_ok(), *ok, "{out:?}");
         }
-        let e = supported(&parse("tmux 2.9")).unwrap_err();
+        let e = supported(&parse("tmux 2.9")).unwrap_err().to_string();
         assert!(e.contains("2.9") && e.contains("3.1c"), "{e}");
         assert_eq!(MINIMUM.to_string(), "3.1c");
     }

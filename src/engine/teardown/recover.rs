@@ -202,12 +202,18 @@ fn journal_victims(
     }
     let others: Vec<(u32, Vec<u32>)> = by.into_iter().collect();
     let uid = rustix::process::getuid().as_raw();
-    let exclude: HashSet<i32> = procs::members(table, &others, &[], None, uid, &prot)
+    let scan = procs::Scan {
+        table,
+        tmux_env: None,
+        uid,
+        protected: &prot,
+    };
+    let exclude: HashSet<i32> = procs::members(scan, &others, &[])
         .into_values()
         .flatten()
         .map(|i| i.pid)
         .collect();
-    let (kept, refused) = procs::journal_victims(table, &j.victims, &needles, &exclude, uid, &prot);
+    let (kept, refused) = procs::journal_victims(scan, &j.victims, &needles, &exclude);
     for (id, why) in refused.iter().filter(|(_, w)| *w != "gone") {
         tracing::warn!(session = %j.session, pid = id.pid, why, "a pid of the journal is not signalled");
     }
