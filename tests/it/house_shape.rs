@@ -201,7 +201,7 @@ fn functions(code: &str) -> Vec<Func> {
                 l.split_once(' ').map_or("", |(_, rest)| rest).trim_start()
             });
             let p = p.strip_prefix("mut ").unwrap_or(p).trim_start();
-            !p.is_empty() && !(p == "self" || p.starts_with("self:") || p.starts_with("self "))
+            !(p.is_empty() || p == "self" || p.starts_with("self:") || p.starts_with("self "))
         });
         let body = code[end..].find(['{', ';']).map(|q| end + q);
         let lines = match body {
