@@ -2,6 +2,7 @@
 //! tombstones and audit lines, and the server identity (pid, start, boot) they are judged by.
 
 use super::*;
+use crate::adapters::proc_reads::{self, ProcSeen};
 use crate::engine::context::socket_path;
 
 /// The chats `plan` takes for lost with their server that were reaped before it went (a reap's
@@ -65,40 +66,26 @@ pub(super) fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownCha
 /// The identity of the tmux server of `pid`: its start time from `/proc/<pid>/stat` (unknown,
 /// never 0, when it cannot be read: another pid namespace) and this boot's id.
 pub(crate) fn server_id(pid: u32) -> st::ServerId {
-    let start = procfs::process::Process::new(pid as i32)
-        .and_then(|p| p.stat())
-        .ok()
-        .map(|s| s.starttime);
     st::ServerId {
         pid,
-        start,
-        boot: boot_id().to_string(),
+        start: proc_reads::start_time(pid),
+        boot: proc_reads::boot_id().to_string(),
     }
-}
-
-/// `/proc/sys/kernel/random/boot_id`, read once (empty when unreadable).
-pub(super) fn boot_id() -> &'static str {
-    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BOOT.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    })
 }
 
 /// Whether the recorded server `s` still runs: `Some(false)` when it is gone (another boot, no
 /// such process, a zombie, another start time), `None` when /proc cannot tell.
 pub(crate) fn server_living(s: &st::ServerId) -> Option<bool> {
-    if !s.boot.is_empty() && !boot_id().is_empty() && s.boot != boot_id() {
+    let boot = proc_reads::boot_id();
+    if !s.boot.is_empty() && !boot.is_empty() && s.boot != boot {
         return Some(false);
     }
     // A start time never read: the server's pid was not visible here (another pid namespace).
     let start = s.start?;
-    match procfs::process::Process::new(s.pid as i32).and_then(|p| p.stat()) {
-        Ok(p) if p.state == 'Z' || p.state == 'X' => Some(false),
-        Ok(p) => Some(p.starttime == start),
-        Err(procfs::ProcError::NotFound(_)) => Some(false),
-        Err(_) => None,
+    match proc_reads::seen(s.pid) {
+        ProcSeen::Dead | ProcSeen::NotFound => Some(false),
+        ProcSeen::Running { start: now } => Some(now == start),
+        ProcSeen::Unknown => None,
     }
 }
 
@@ -135,11 +122,11 @@ pub(super) fn plan_known(
                 cwd: None,
             };
             if e.cid.is_some() && st::needs_cwd(&old, &e, view.current.as_ref()) {
-                e.cwd = s.panes.iter().filter(|p| !p.dead).find_map(|p| {
-                    std::fs::read_link(format!("/proc/{}/cwd", p.pid))
-                        .ok()
-                        .and_then(|p| p.to_str().map(str::to_string))
-                });
+                e.cwd = s
+                    .panes
+                    .iter()
+                    .filter(|p| !p.dead)
+                    .find_map(|p| proc_reads::cwd(p.pid));
             }
             e
         })

@@ -133,7 +133,7 @@ pub async fn recover(r: &Reaper, listing: &Listing, journals: Vec<Journal>) -> V
             .any(|s| s.name == j.session && (!same_server || s.tmux_id != j.tmux_id));
         if !back && r.state.read_tombstone(&j.id).ok().flatten().is_none() {
             let mut tomb = j.tombstone(&socket_path(&r.cfg), now_ms());
-            tomb.agent = crate::engine::resume::agent_name(j.argv.as_deref());
+            tomb.agent = crate::agents::agent_name(j.argv.as_deref());
             if let Err(e) = r.state.write_tombstone(&tomb) {
                 tracing::error!(error = %e, session = %j.session, "failed to write the tombstone: the journal stays");
                 continue;
