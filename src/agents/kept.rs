@@ -24,10 +24,12 @@ pub fn kept_argv(
     // The pane's own process (`exec claude ...`, or `sh -c '<words>'` that splits plainly); else
     // the agent it started (a studio's `sh -c` string with quoting in it: the agent's own argv,
     // as the kernel holds it, needs no shell to read).
-    pane_pids
-        .iter()
-        .find_map(|&pid| words_of(pid))
-        .or_else(|| pane_pids.iter().flat_map(|&pid| children(pid)).find_map(words_of))
+    pane_pids.iter().find_map(|&pid| words_of(pid)).or_else(|| {
+        pane_pids
+            .iter()
+            .flat_map(|&pid| children(pid))
+            .find_map(words_of)
+    })
 }
 
 /// The name of the agent a kept command line runs, for the tombstone.

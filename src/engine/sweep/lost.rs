@@ -3,7 +3,8 @@
 
 use super::*;
 use crate::adapters::proc_reads::{self, ProcSeen};
-use crate::engine::context::socket_path;
+use crate::config::Config;
+use crate::engine::context::{socket_path, KnownChats};
 
 /// The chats `plan` takes for lost with their server that were reaped before it went (a reap's
 /// tombstone of the same conversation is there: this reaper took them, and the server exited
@@ -134,90 +135,73 @@ pub(super) fn plan_known(
     st::plan(old, &seen, &view, server_living, now)
 }
 
+/// The handles keeping the record of known chats uses.
+pub(super) struct Keep<'a> {
+    pub cfg: &'a Config,
+    pub state: &'a StateDir,
+    pub metrics: &'a Metrics,
+    pub known: &'a KnownChats,
+}
+
 /// Keep the record of every chat's last known conversation (`known.json`: read once, then kept
 /// in memory; written only when it changed; with `later`, written on a blocking thread while the
 /// sweep goes on), and tombstone the chats a dead or replaced tmux server took with it: reason
 /// `server-died`, one `lost` audit line each. Nothing is signalled: their processes went with
 /// the server. Returns the audit lines.
-pub(super) fn keep_known(
-    r: &Reaper,
-    snap: &Snapshot,
-    listing: &Listing,
-    decisions: &[Decision],
-    now: i64,
-    later: bool,
-) -> Vec<AuditLine> {
-    if listing.server_up.is_none() {
+pub(super) fn keep_known(k: &Keep<'_>, o: &Observation, later: bool) -> Vec<AuditLine> {
+    if o.listing.server_up.is_none() {
         return Vec::new();
     }
     let t0 = Instant::now();
-    let mut last = r.known.lock().unwrap_or_else(|p| p.into_inner());
-    let old = match last.take() {
-        Some(k) => k,
-        None => r.state.read_known().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, path = %r.state.known_path().display(), "the record of last known conversations is unreadable: starting a new one");
+    let load = || {
+        k.state.read_known().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, path = %k.state.known_path().display(), "the record of last known conversations is unreadable: starting a new one");
             Known::default()
-        }),
+        })
     };
-    let read_us = t0.elapsed().as_micros() as u64;
-    let mut plan = plan_known(old, snap, listing, decisions, now);
-    let reaped = settle_reaped(&r.state, &mut plan);
+    k.known.update(load, |old| {
+        let read_us = t0.elapsed().as_micros() as u64;
+        let mut plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
+        let lines = settle(k, &mut plan, o.listing.server_up, o.now);
+        let written = plan.changed;
+        if written && later {
+            k.known.write_later(k.state, plan.known.clone());
+        } else if written {
+            if let Err(e) = k.state.write_known(&plan.known) {
+                tracing::warn!(error = %e, "failed to write the record of last known conversations");
+            }
+        }
+        // What keeping the record costs a sweep (scripts/bench reads this line).
+        tracing::debug!(
+            entries = plan.known.chats.len(),
+            written,
+            lost = lines.len(),
+            read_us,
+            took_us = t0.elapsed().as_micros() as u64,
+            "known conversations kept"
+        );
+        (plan.known, lines)
+    })
+}
+
+/// The chats of `plan` reaped before their server went settled, the socket's emptiness marked,
+/// the lost chats tombstoned: their audit lines, recorded.
+fn settle(k: &Keep<'_>, plan: &mut st::Plan, up: Option<bool>, now: i64) -> Vec<AuditLine> {
+    let reaped = settle_reaped(k.state, plan);
     let was = plan.known.emptied.is_some();
-    if mark_emptied(&mut plan, listing.server_up, reaped, now) && !was {
-        tracing::info!(socket = %socket_path(&r.cfg), chats = reaped, "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
+    if mark_emptied(plan, up, reaped, now) && !was {
+        tracing::info!(socket = %socket_path(k.cfg), chats = reaped, "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
     }
     let mut lines = if plan.lost.is_empty() {
         Vec::new()
     } else {
-        tombstone_lost(&r.state, &socket_path(&r.cfg), &mut plan, now)
+        tombstone_lost(k.state, &socket_path(k.cfg), plan, now)
     };
-    lines.extend(respawned_lines(&plan, now));
+    lines.extend(respawned_lines(plan, now));
     for l in &lines {
-        let _ = record(&r.state, &r.metrics, l);
+        let _ = record(k.state, k.metrics, l);
     }
-    let written = plan.changed;
-    if written && later {
-        write_known_later(r, plan.known.clone());
-    } else if written {
-        if let Err(e) = r.state.write_known(&plan.known) {
-            tracing::warn!(error = %e, "failed to write the record of last known conversations");
-        }
-    }
-    // What keeping the record costs a sweep (scripts/bench reads this line).
-    tracing::debug!(
-        entries = plan.known.chats.len(),
-        written,
-        lost = lines.len(),
-        read_us,
-        took_us = t0.elapsed().as_micros() as u64,
-        "known conversations kept"
-    );
-    *last = Some(plan.known);
     lines
-}
-
-/// Write `known` on a blocking thread, off the sweep's path: under memory pressure the fsync of
-/// a file in a cgroup at its limit took 5 s, and the sweep that was to free memory waited on it.
-/// One writer at a time, and it writes the newest record waiting (a slower write never puts an
-/// older one back over a newer). The record is only needed after a tmux server died; the file
-/// stays whole (written by rename), and the runtime's end waits for the write.
-fn write_known_later(r: &Reaper, known: Known) {
-    *r.known_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
-    let (state, pending, writer) = (
-        r.state.clone(),
-        std::sync::Arc::clone(&r.known_pending),
-        std::sync::Arc::clone(&r.known_writer),
-    );
-    tokio::task::spawn_blocking(move || {
-        let _one = writer.lock().unwrap_or_else(|p| p.into_inner());
-        // None: a writer that came after this one took the newest and wrote it already.
-        let newest = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(k) = newest {
-            if let Err(e) = state.write_known(&k) {
-                tracing::warn!(error = %e, "failed to write the record of last known conversations");
-            }
-        }
-    });
 }
 
 /// Tombstone each chat `plan` says a dead or replaced server took with it (reason

@@ -87,9 +87,32 @@ fn nonce() -> String {
     format!("{n}x{t}")
 }
 
+/// The reaper's handles a batch uses.
+pub(crate) struct Hands<'a> {
+    pub cfg: &'a crate::config::Config,
+    pub state: &'a crate::adapters::state::StateDir,
+    pub metrics: &'a crate::adapters::metrics::Metrics,
+    pub ownership: &'a crate::engine::ownership::Ownership,
+    pub watching: &'a crate::engine::watching::Watching,
+    pub known: &'a crate::engine::context::KnownChats,
+}
+
+impl<'a> Hands<'a> {
+    fn of(r: &'a Reaper) -> Self {
+        Hands {
+            cfg: &r.cfg,
+            state: &r.state,
+            metrics: &r.metrics,
+            ownership: &r.ownership,
+            watching: &r.watching,
+            known: &r.known,
+        }
+    }
+}
+
 /// What a batch runs with: the reaper's handles, the two ports, where its lines go.
 pub(crate) struct Batch<'a, T, P> {
-    pub r: &'a Reaper,
+    pub h: Hands<'a>,
     pub tmux: &'a T,
     pub procs: &'a P,
     pub lines: Lines<'a>,
@@ -142,7 +165,7 @@ pub(crate) async fn reap_with<'a>(
         })
         .collect();
     let b = Batch {
-        r,
+        h: Hands::of(r),
         tmux,
         procs,
         lines: Lines {
@@ -175,7 +198,7 @@ pub(crate) async fn reap_with<'a>(
 /// protocol, and each step is a function of its own; what remains here is their order and the
 /// phase timings between them.
 async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [Reap]) {
-    let (r, t0) = (b.r, b.lines.t0);
+    let (r, t0) = (&b.h, b.lines.t0);
     // The audit line and the tombstone must be writable before anything is touched.
     if let Err(e) = r.state.check_writable() {
         tracing::error!(error = %e, "reap not attempted: the state dir cannot be written");
@@ -292,7 +315,7 @@ async fn mark_all<T: TmuxPort, P: ProcPort>(
     else {
         return true;
     };
-    b.r.metrics.tmux_errors.inc();
+    b.h.metrics.tmux_errors.inc();
     // Some marks may have been set before it failed: take back ours (best effort).
     let all: Vec<u32> = reaps.iter().map(Reap::n).collect();
     if let Err(e) = b.tmux.clear_reaping_many(&all, mark.tok).await {

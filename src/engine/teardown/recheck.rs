@@ -23,7 +23,7 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
     if jobs.iter().all(|j| !j.stage.is_on()) {
         return None;
     }
-    let cfg = &b.r.cfg;
+    let cfg = &b.h.cfg;
     // The same look as a sweep's ([`crate::engine::observe::look`]); any part missing is
     // liveness unknown.
     let mut listing = b.tmux.list(&cfg.prefix).await;
@@ -31,7 +31,7 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
         crate::engine::observe::judge_shared(cfg, l);
     }
     let busy = match &listing {
-        Ok(_) => b.r.watching.read_activity(cfg).await,
+        Ok(_) => b.h.watching.read_activity(cfg).await,
         Err(_) => Err("not read: tmux gave no listing".into()),
     };
     let fresh = match listing {

@@ -67,7 +67,7 @@ pub(super) async fn write_journals<T: TmuxPort, P: ProcPort>(
     tok: &str,
     server_pid: Option<u32>,
 ) {
-    let (tmux, state) = (b.tmux, &b.r.state);
+    let (tmux, state) = (b.tmux, &b.h.state);
     let live: Vec<usize> = (0..jobs.len())
         .filter(|&i| matches!(jobs[i].stage, Stage::Checked { .. }))
         .collect();
@@ -141,7 +141,12 @@ fn journal(
         .fresh()
         .map(|s| s.panes.iter().map(|p| p.pid).collect())
         .unwrap_or_default();
-    let argv = crate::agents::kept_argv(argv, &pane_pids, |pid| procs::cmdline(pid as i32), procs::children);
+    let argv = crate::agents::kept_argv(
+        argv,
+        &pane_pids,
+        |pid| procs::cmdline(pid as i32),
+        procs::children,
+    );
     Journal {
         id: d.id.clone(),
         session: d.name.clone(),
