@@ -14,7 +14,7 @@ use crate::core::policy::{self, Decision, Snapshot};
 use crate::engine::agent_status;
 use crate::engine::context::{Reaper, SaidOnce};
 use crate::engine::ownership::Ownership;
-use crate::engine::watching::Watching;
+use crate::engine::watching::{ActivityError, Watching};
 
 /// One look at the world, as every decision takes it (a sweep's, the re-check's before a reap):
 /// tmux's listing, one call, and the activity files, read only once a listing came. Each says
@@ -22,7 +22,7 @@ use crate::engine::watching::Watching;
 pub struct Look {
     pub listing: Result<Listing, crate::adapters::tmux::TmuxError>,
     /// The ids the activity files mark running.
-    pub busy: Result<HashSet<String>, String>,
+    pub busy: Result<HashSet<String>, ActivityError>,
 }
 
 /// A shared session is judged as its chat's own pane, where the settings say so: the sessions of
@@ -45,7 +45,7 @@ pub async fn look(cfg: &Config, tmux: &Tmux, watching: &Watching) -> Look {
     }
     let busy = match &listing {
         Ok(_) => watching.read_activity(cfg).await,
-        Err(_) => Err("not read: tmux gave no listing".into()),
+        Err(_) => Err(ActivityError::NoListing),
     };
     Look { listing, busy }
 }
@@ -139,7 +139,7 @@ async fn snapshot(r: &Eyes<'_>, all: bool, room: Option<policy::RoomAsk>) -> (Sn
             // A degraded state: the daemon says it once when it starts and once when it ends
             // (`core::degraded`), `status` and `--once` warn; not one line per sweep.
             tracing::debug!(error = %e, "activity file unreadable: keeping every session this sweep");
-            snap.global_problem.get_or_insert(e);
+            snap.global_problem.get_or_insert(e.to_string());
         }
     }
     snap.sessions = listing.sessions.clone();

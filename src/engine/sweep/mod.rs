@@ -37,6 +37,17 @@ pub enum Batches<'a> {
 /// reaper's journals, clear stale marks, keep the known conversations, stamp the idle clocks,
 /// warn, choose, start the batch, report. Its reaps go as one batch, awaited or spawned as
 /// `batches` says.
+///
+/// Chats whose teardown a live reaper (another process, perhaps stalled) is running: its mark is
+/// not stale, however old, and the session is not ours to start on. Journals whose owner is gone
+/// are a dead reaper's: finished here, only on a listing that was read (an empty one standing for
+/// a tmux that failed would hide the live sessions, and the server, from the checks); their lines
+/// go to the sink as they end.
+///
+/// The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in its
+/// set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
+/// in-flight set on every path. A batch that panics is caught and unwound by the teardown itself
+/// (marks cleared, journals removed, each audit line written once).
 pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let t0 = Instant::now();
     let mut o = observe(r, Mode::Act).await;
@@ -47,19 +58,8 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         r.ownership.no_server();
     }
     let enabled = r.cfg.policy.enabled();
-
-    // Chats whose teardown a live reaper (another process, perhaps stalled) is running: its
-    // mark is not stale, however old, and the session is not ours to start on. Journals whose
-    // owner is gone are a dead reaper's: finished here, only on a listing that was read (an
-    // empty one standing for a tmux that failed would hide the live sessions, and the server,
-    // from the checks); their lines go to the sink as they end.
     let (live, dead) = journals_by_owner(&r.state, &r.ownership);
-    let holds = Holds {
-        dry_run: r.dry_run,
-        ownership: &r.ownership,
-        inflight: &r.inflight,
-        live: &live,
-    };
+    let holds = holds(r, &live);
     let mut reaps = Vec::new();
     if !r.dry_run {
         if o.snap.global_problem.is_none() {
@@ -96,10 +96,6 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     if o.snap.global_problem.is_none() {
         r.ownership.end_observation();
     }
-    // The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in
-    // its set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
-    // in-flight set on every path. A batch that panics is caught and unwound by the teardown
-    // itself (marks cleared, journals removed, each audit line written once).
     if !reqs.is_empty() {
         let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
         let guard = r.inflight.hold(ns.clone());
@@ -129,6 +125,16 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let report = report(&sayer(r), o, done, t0);
     r.metrics.record_sweep(&report);
     report
+}
+
+/// What holds a session from being started by this sweep, of `r`, and `live`.
+fn holds<'a>(r: &'a Reaper, live: &'a HashSet<String>) -> Holds<'a> {
+    Holds {
+        dry_run: r.dry_run,
+        ownership: &r.ownership,
+        inflight: &r.inflight,
+        live,
+    }
 }
 
 /// The handles keeping the record of known chats uses, of `r`.

@@ -10,6 +10,7 @@ use super::{now_ms, Abort, Batch, Failure};
 use crate::adapters::procs;
 use crate::adapters::tmux::Listing;
 use crate::core::policy::{self, Session};
+use crate::engine::watching::ActivityError;
 
 /// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.
 /// A reap that no longer passes is aborted (its mark given back by the release: the clear is
@@ -32,10 +33,10 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
     }
     let busy = match &listing {
         Ok(_) => b.h.watching.read_activity(cfg).await,
-        Err(_) => Err("not read: tmux gave no listing".into()),
+        Err(_) => Err(ActivityError::NoListing),
     };
     let fresh = match listing {
-        Ok(l) if l.problems.is_empty() => busy.map(|busy| (l, busy)),
+        Ok(l) if l.problems.is_empty() => busy.map(|busy| (l, busy)).map_err(|e| e.to_string()),
         Ok(l) => Err(l.problems.join("; ")),
         Err(e) => Err(e.to_string()),
     };
