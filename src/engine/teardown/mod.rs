@@ -194,9 +194,8 @@ pub(crate) async fn reap_with<'a>(
 }
 
 /// The protocol, step by step (docs/teardown.md): mark, re-check, victims, journals, hook, fence,
-/// tombstones, signals, finish. Long (about 85 lines) on purpose: the order of the steps is the
-/// protocol, and each step is a function of its own; what remains here is their order and the
-/// phase timings between them.
+/// tombstones, signals, finish. The order of the steps is the protocol, and each step is a
+/// function of its own; what remains here is their order and the phase timings between them.
 async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [Reap]) {
     let (r, t0) = (&b.h, b.lines.t0);
     // The audit line and the tombstone must be writable before anything is touched.
@@ -270,14 +269,19 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
     // soon as its tree is gone.
     signal::stop_and_finish(b, reaps, &tok, &world).await;
     phase_done(Phase::Signal, t0);
-    // The lines of the reaps that stopped before any signal (written here, not between the fence
-    // and the first signal); every other line is written by now, and its journal removed.
-    b.lines.end_all(reaps);
-    if let Some(hook) = &r.cfg.hook {
-        let ends: Vec<Finished> = reaps.iter().filter_map(|j| j.finished().cloned()).collect();
-        after_hooks(&r.cfg, hook, &ends).await;
-    }
+    end_batch(b, reaps).await;
     phase_done(Phase::Finish, t0);
+}
+
+/// The lines of the reaps that stopped before any signal (written here, not between the fence
+/// and the first signal); every other line is written by now, and its journal removed. Then the
+/// studio's `after` hook.
+async fn end_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [Reap]) {
+    b.lines.end_all(reaps);
+    if let Some(hook) = &b.h.cfg.hook {
+        let ends: Vec<Finished> = reaps.iter().filter_map(|j| j.finished().cloned()).collect();
+        after_hooks(b.h.cfg, hook, &ends).await;
+    }
 }
 
 /// Step 1, the marks: the atomic test-and-set of every reap's session, in the server, with
