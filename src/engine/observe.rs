@@ -117,7 +117,7 @@ async fn snapshot(r: &Eyes<'_>, all: bool, room: Option<policy::RoomAsk>) -> (Sn
         room,
         ..Snapshot::default()
     };
-    let Look { listing, busy } = look(&r.cfg, &r.tmux, &r.watching).await;
+    let Look { listing, busy } = look(r.cfg, r.tmux, r.watching).await;
     let listing = match listing {
         Ok(l) => l,
         Err(e) => {
@@ -169,7 +169,7 @@ async fn snapshot(r: &Eyes<'_>, all: bool, room: Option<policy::RoomAsk>) -> (Sn
         if sees {
             measure(&mut snap, &listing);
         }
-        let w = r.watching.watch_memory(&r.cfg, listing.server_pid);
+        let w = r.watching.watch_memory(r.cfg, listing.server_pid);
         snap.host = memory::read(&w.source);
         if p.mem_psi.is_some() {
             snap.stall_pct = r.watching.stall_pct(

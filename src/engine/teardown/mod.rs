@@ -242,7 +242,7 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
     phase_done(Phase::Journal, t0);
     // The studio's hook may veto a reap before anything is touched.
     if let Some(hook) = &r.cfg.hook {
-        before_hooks(&r.cfg, hook, reaps).await;
+        before_hooks(r.cfg, hook, reaps).await;
     }
     // The agents' own status files once more, right before the fence: a turn begun during the
     // hook (or since the re-check) by a chat no prompt hook wires is seen here.
@@ -256,14 +256,14 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
     // chat. Then at once the first signal.
     fence::fence(b, reaps, mark).await;
     phase_done(Phase::Fence, t0);
-    write_tombstones(&r.cfg, &r.state, &dirs, reaps);
-    release(b.tmux, &r.state, reaps, &tok).await;
+    write_tombstones(r.cfg, r.state, &dirs, reaps);
+    release(b.tmux, r.state, reaps, &tok).await;
     memory.into(reaps).await;
     // The lease once more, right before the first signal: the tombstones' writes and the clears
     // above took time, and a reader that cannot see us (another pid namespace) clears our mark
     // once the lease runs out.
-    lease_ran_out(&r.cfg, reaps, mark);
-    release(b.tmux, &r.state, reaps, &tok).await;
+    lease_ran_out(r.cfg, reaps, mark);
+    release(b.tmux, r.state, reaps, &tok).await;
     phase_done(Phase::Tombstone, t0);
     // 6-9. Stop every tree of the batch together, one grace for all; each chat is finished as
     // soon as its tree is gone.
