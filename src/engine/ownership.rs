@@ -55,6 +55,8 @@ pub struct Ownership {
     /// Why the last look found that this process cannot see the tmux server's processes as they
     /// are (another pid namespace), if it did: nothing is signalled meanwhile.
     blind: Mutex<Option<String>>,
+    /// Said once for the life of this handle: /proc here shows no owner's namespaces.
+    unseeable_said: std::sync::Once,
 }
 
 /// A token of ours held live while this lives ([`Ownership::hold_token`]).
@@ -87,6 +89,7 @@ impl Ownership {
             live_tokens: Mutex::new(HashSet::new()),
             observer: Mutex::new(LeaseClock::default()),
             blind: Mutex::new(None),
+            unseeable_said: std::sync::Once::new(),
         }
     }
 
@@ -202,8 +205,7 @@ impl Ownership {
             }
         } else {
             if here.pidns == 0 || here.timens == 0 {
-                static SAID: std::sync::Once = std::sync::Once::new();
-                SAID.call_once(|| {
+                self.unseeable_said.call_once(|| {
                     tracing::warn!("/proc here does not show this process's own pid namespace (or its time namespace cannot be read): no reap mark's owner can be checked, so marks go stale only once this reaper has seen them for their owner's whole limit");
                 });
             }
