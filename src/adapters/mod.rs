@@ -7,6 +7,7 @@ pub mod clock;
 pub mod identity;
 pub mod memory;
 pub mod metrics;
+pub mod proc_reads;
 pub mod procs;
 pub mod program;
 pub mod psi;

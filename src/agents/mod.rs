@@ -17,8 +17,11 @@ use std::path::{Path, PathBuf};
 pub mod claude;
 pub mod codex;
 pub mod gemini;
+mod kept;
 pub mod named;
 mod turns;
+
+pub use kept::{agent_name, kept_argv};
 
 pub use claude::CLAUDE;
 pub use codex::CODEX;

@@ -7,10 +7,11 @@
 //! carries them out, [`crate::engine::commands`] serves the studio, [`crate::engine::daemon`]
 //! runs the loop.
 
+use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 
 use crate::adapters::metrics::Metrics;
-use crate::adapters::state::StateDir;
+use crate::adapters::state::{Known, StateDir};
 use crate::adapters::tmux::Tmux;
 use crate::config::Config;
 use crate::engine::inflight::InFlight;
@@ -24,13 +25,10 @@ pub struct Reaper {
     pub state: StateDir,
     pub dry_run: bool,
     pub metrics: Arc<Metrics>,
-    /// The record of last known conversations as last read or written (`None`: not read yet,
-    /// the first sweep reads the file).
-    pub(crate) known: Mutex<Option<crate::adapters::state::Known>>,
-    /// The daemon's record of last known conversations waiting to be written, the newest only
-    /// (`crate::engine::sweep` writes it off the sweep's path), and the lock of its one writer.
-    pub(crate) known_pending: Arc<Mutex<Option<crate::adapters::state::Known>>>,
-    pub(crate) known_writer: Arc<Mutex<()>>,
+    /// The record of last known conversations, as last read or written, and its writer.
+    pub(crate) known: KnownChats,
+    /// The sessions whose too long id was said already (once each for the life of the reaper).
+    pub(crate) too_long_said: SaidOnce,
     /// The sessions whose teardown is in flight here.
     pub(crate) inflight: Arc<InFlight>,
     /// Who owns the marks and journals, as judged from here.
@@ -63,9 +61,8 @@ impl Reaper {
             state,
             dry_run,
             metrics,
-            known: Mutex::new(None),
-            known_pending: Arc::default(),
-            known_writer: Arc::default(),
+            known: KnownChats::default(),
+            too_long_said: SaidOnce::default(),
             inflight: Arc::new(InFlight::default()),
             ownership,
             watching: Watching::default(),
@@ -76,4 +73,75 @@ impl Reaper {
 /// The socket's path of `cfg` as the tombstones record it.
 pub(crate) fn socket_path(cfg: &Config) -> String {
     cfg.socket.canonical_path().to_string_lossy().into_owned()
+}
+
+/// The record of last known conversations (`known.json`) as last read or written (`None`: not
+/// read yet, the first sweep reads the file), and the daemon's writer of it: the newest record
+/// waiting to be written off the sweep's path, and the lock of its one writer.
+#[derive(Default)]
+pub(crate) struct KnownChats {
+    last: Mutex<Option<Known>>,
+    pending: Arc<Mutex<Option<Known>>>,
+    writer: Arc<Mutex<()>>,
+}
+
+impl KnownChats {
+    /// Change the record under its lock: `f` gets it as last read or written (else as `load`
+    /// reads it) and gives back the record to keep, and what it returns.
+    pub(crate) fn update<T>(
+        &self,
+        load: impl FnOnce() -> Known,
+        f: impl FnOnce(Known) -> (Known, T),
+    ) -> T {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let old = match last.take() {
+            Some(k) => k,
+            None => load(),
+        };
+        let (new, out) = f(old);
+        *last = Some(new);
+        out
+    }
+
+    /// What `f` makes of the record as last read or written (`None`: not read yet).
+    pub(crate) fn peek<T>(&self, f: impl FnOnce(Option<&Known>) -> T) -> T {
+        f(self.last.lock().unwrap_or_else(|p| p.into_inner()).as_ref())
+    }
+
+    /// Write `known` into `state` on a blocking thread, off the sweep's path: under memory
+    /// pressure the fsync of a file in a cgroup at its limit took 5 s, and the sweep that was to
+    /// free memory waited on it. One writer at a time, and it writes the newest record waiting
+    /// (a slower write never puts an older one back over a newer). The record is only needed
+    /// after a tmux server died; the file stays whole (written by rename), and the runtime's end
+    /// waits for the write.
+    pub(crate) fn write_later(&self, state: &StateDir, known: Known) {
+        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
+        let (state, pending, writer) = (
+            state.clone(),
+            Arc::clone(&self.pending),
+            Arc::clone(&self.writer),
+        );
+        tokio::task::spawn_blocking(move || {
+            let _one = writer.lock().unwrap_or_else(|p| p.into_inner());
+            // None: a writer that came after this one took the newest and wrote it already.
+            let newest = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some(k) = newest {
+                if let Err(e) = state.write_known(&k) {
+                    tracing::warn!(error = %e, "failed to write the record of last known conversations");
+                }
+            }
+        });
+    }
+}
+
+/// What was said once for the life of the reaper, by session (`$N` and name).
+#[derive(Default)]
+pub(crate) struct SaidOnce(Mutex<BTreeSet<(u32, String)>>);
+
+impl SaidOnce {
+    /// Whether the session `(n, name)` is seen here for the first time (then it is remembered).
+    pub(crate) fn first(&self, n: u32, name: &str) -> bool {
+        let mut said = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        said.insert((n, name.to_string()))
+    }
 }

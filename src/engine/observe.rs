@@ -2,7 +2,7 @@
 //! the process table (memory, viewers' parents, conversation ids on command lines), read into an
 //! [`Observation`] and decided by the pure core.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::memory;
@@ -12,8 +12,9 @@ use crate::adapters::tmux::{Listing, Tmux};
 use crate::config::Config;
 use crate::core::policy::{self, Decision, Snapshot};
 use crate::engine::agent_status;
-use crate::engine::context::Reaper;
-use crate::engine::watching::Watching;
+use crate::engine::context::{Reaper, SaidOnce};
+use crate::engine::ownership::Ownership;
+use crate::engine::watching::{ActivityError, Watching};
 
 /// One look at the world, as every decision takes it (a sweep's, the re-check's before a reap):
 /// tmux's listing, one call, and the activity files, read only once a listing came. Each says
@@ -21,7 +22,7 @@ use crate::engine::watching::Watching;
 pub struct Look {
     pub listing: Result<Listing, crate::adapters::tmux::TmuxError>,
     /// The ids the activity files mark running.
-    pub busy: Result<HashSet<String>, String>,
+    pub busy: Result<HashSet<String>, ActivityError>,
 }
 
 /// A shared session is judged as its chat's own pane, where the settings say so: the sessions of
@@ -44,7 +45,7 @@ pub async fn look(cfg: &Config, tmux: &Tmux, watching: &Watching) -> Look {
     }
     let busy = match &listing {
         Ok(_) => watching.read_activity(cfg).await,
-        Err(_) => Err("not read: tmux gave no listing".into()),
+        Err(_) => Err(ActivityError::NoListing),
     };
     Look { listing, busy }
 }
@@ -70,16 +71,13 @@ pub struct Observation {
 
 /// One warning per session (`$N` and name) whose id is longer than [`policy::MAX_ID_LEN`], for
 /// the life of the process: it is kept every sweep, and a daemon must not say so every sweep.
-fn warn_too_long(listing: &Listing) {
-    static WARNED: std::sync::Mutex<BTreeSet<(u32, String)>> =
-        std::sync::Mutex::new(BTreeSet::new());
-    let mut warned = WARNED.lock().unwrap_or_else(|p| p.into_inner());
+fn warn_too_long(said: &SaidOnce, listing: &Listing) {
     for s in listing
         .sessions
         .iter()
         .filter(|s| s.id.len() > policy::MAX_ID_LEN)
     {
-        if warned.insert((s.tmux_id, s.name.clone())) {
+        if said.first(s.tmux_id, &s.name) {
             tracing::warn!(
                 session = %format!("{}...", &s.name[..s.name.len().min(40)]),
                 tmux_id = %format!("${}", s.tmux_id),
@@ -90,13 +88,36 @@ fn warn_too_long(listing: &Listing) {
     }
 }
 
+/// The handles a look at the world uses.
+struct Eyes<'a> {
+    cfg: &'a Config,
+    tmux: &'a Tmux,
+    metrics: &'a Metrics,
+    ownership: &'a Ownership,
+    watching: &'a Watching,
+    too_long_said: &'a SaidOnce,
+}
+
+impl<'a> Eyes<'a> {
+    fn of(r: &'a Reaper) -> Self {
+        Eyes {
+            cfg: &r.cfg,
+            tmux: &r.tmux,
+            metrics: &r.metrics,
+            ownership: &r.ownership,
+            watching: &r.watching,
+            too_long_said: &r.too_long_said,
+        }
+    }
+}
+
 /// Read tmux, the activity files and (where needed) /proc into a snapshot.
-async fn snapshot(r: &Reaper, all: bool, room: Option<policy::RoomAsk>) -> (Snapshot, Listing) {
+async fn snapshot(r: &Eyes<'_>, all: bool, room: Option<policy::RoomAsk>) -> (Snapshot, Listing) {
     let mut snap = Snapshot {
         room,
         ..Snapshot::default()
     };
-    let Look { listing, busy } = look(&r.cfg, &r.tmux, &r.watching).await;
+    let Look { listing, busy } = look(r.cfg, r.tmux, r.watching).await;
     let listing = match listing {
         Ok(l) => l,
         Err(e) => {
@@ -106,7 +127,7 @@ async fn snapshot(r: &Reaper, all: bool, room: Option<policy::RoomAsk>) -> (Snap
             return (snap, Listing::default());
         }
     };
-    warn_too_long(&listing);
+    warn_too_long(r.too_long_said, &listing);
     if !listing.problems.is_empty() {
         let why = listing.problems.join("; ");
         tracing::warn!(problems = %why, "tmux rows did not parse: keeping every session this sweep");
@@ -118,7 +139,7 @@ async fn snapshot(r: &Reaper, all: bool, room: Option<policy::RoomAsk>) -> (Snap
             // A degraded state: the daemon says it once when it starts and once when it ends
             // (`core::degraded`), `status` and `--once` warn; not one line per sweep.
             tracing::debug!(error = %e, "activity file unreadable: keeping every session this sweep");
-            snap.global_problem.get_or_insert(e);
+            snap.global_problem.get_or_insert(e.to_string());
         }
     }
     snap.sessions = listing.sessions.clone();
@@ -148,7 +169,7 @@ async fn snapshot(r: &Reaper, all: bool, room: Option<policy::RoomAsk>) -> (Snap
         if sees {
             measure(&mut snap, &listing);
         }
-        let w = r.watching.watch_memory(&r.cfg, listing.server_pid);
+        let w = r.watching.watch_memory(r.cfg, listing.server_pid);
         snap.host = memory::read(&w.source);
         if p.mem_psi.is_some() {
             snap.stall_pct = r.watching.stall_pct(
@@ -235,7 +256,8 @@ pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
 /// [`observe`], deciding a request for room for a new chat with the rest.
 pub async fn observe_with(r: &Reaper, mode: Mode, room: Option<policy::RoomAsk>) -> Observation {
     let now = now_ms();
-    let (mut snap, listing) = snapshot(r, mode == Mode::Status, room).await;
+    let eyes = Eyes::of(r);
+    let (mut snap, listing) = snapshot(&eyes, mode == Mode::Status, room).await;
     let mut decisions = policy::decide(&snap, now, &r.cfg.policy);
     let want: HashSet<u32> = decisions
         .iter()
@@ -269,17 +291,12 @@ pub async fn observe_with(r: &Reaper, mode: Mode, room: Option<policy::RoomAsk>)
             decisions = policy::decide(&snap, now, &r.cfg.policy);
         }
     }
-    if end_interrupted_turns(
-        &r.tmux,
-        &r.metrics,
-        r.dry_run,
-        mode,
-        &mut snap,
-        &mut decisions,
-        now,
-    )
-    .await
-    {
+    let ends = TurnEnds {
+        tmux: &r.tmux,
+        metrics: &r.metrics,
+        write: mode != Mode::Status && !r.dry_run,
+    };
+    if end_interrupted_turns(&ends, &mut snap, &mut decisions, now).await {
         decisions = policy::decide(&snap, now, &r.cfg.policy);
     }
     Observation {
@@ -307,19 +324,30 @@ pub fn read_agent_turns(snap: &mut Snapshot, decisions: &[Decision], for_status:
     !want.is_empty()
 }
 
+/// What ending the interrupted turns uses: tmux, the metrics, and whether it may write (not in
+/// `status`, not in a dry run).
+#[derive(Clone, Copy)]
+struct TurnEnds<'a> {
+    tmux: &'a Tmux,
+    metrics: &'a Metrics,
+    write: bool,
+}
+
 /// Turns the agent's own status file says are over (see [`agent_status`]): ended in tmux (only
 /// while `@ccs_turn` is still the value listed) and in `snap`, so the decision that follows sees an
 /// idle chat whose clock starts now. `status` and a dry run write nothing: the decision stays busy
 /// and its reason says what the next sweep will do. `true` when `snap` changed.
 async fn end_interrupted_turns(
-    tmux: &Tmux,
-    metrics: &Metrics,
-    dry_run: bool,
-    mode: Mode,
+    t: &TurnEnds<'_>,
     snap: &mut Snapshot,
     decisions: &mut [Decision],
     now: i64,
 ) -> bool {
+    let TurnEnds {
+        tmux,
+        metrics,
+        write,
+    } = *t;
     let mut changed = false;
     for i in agent_status::candidates(snap, decisions, now) {
         let s = &snap.sessions[i];
@@ -334,7 +362,7 @@ async fn end_interrupted_turns(
         if seen.state.keeps_busy() {
             continue;
         }
-        if mode == Mode::Status || dry_run {
+        if !write {
             decisions[i].why = format!(
                 "a turn is running by @ccs_turn, but the agent (pid {}) is idle by its status file: the next sweep ends the turn",
                 seen.pid

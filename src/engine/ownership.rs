@@ -13,6 +13,26 @@ use crate::adapters::state::{Journal, StateDir};
 use crate::core::policy::{self, Here, MarkOwner, OwnerSeen, Session};
 use crate::engine::lease_clock::{self, LeaseClock};
 
+/// Why this process does not see the tmux server's processes as they are (said in `/healthz`,
+/// `doctor` and the metrics).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SightError {
+    /// The server's identity check failed (its words: another pid namespace, a pid that does not
+    /// hold the socket).
+    #[error("{0}")]
+    Blind(String),
+    /// The listing gave no server pid or socket path.
+    #[error("the tmux server's pid or socket path is not known")]
+    Unknown,
+    /// The server listed has exited since: nothing listens at its socket.
+    #[error("the tmux server (pid {pid}) has exited since it was listed: nothing listens at {socket} any more ({why})")]
+    Exited {
+        pid: u32,
+        socket: String,
+        why: String,
+    },
+}
+
 /// The ownership of marks and journals, as this process judges it.
 pub struct Ownership {
     /// This process, as its marks name it: (pid, start time), and its pid and time namespaces.
@@ -35,6 +55,8 @@ pub struct Ownership {
     /// Why the last look found that this process cannot see the tmux server's processes as they
     /// are (another pid namespace), if it did: nothing is signalled meanwhile.
     blind: Mutex<Option<String>>,
+    /// Said once for the life of this handle: /proc here shows no owner's namespaces.
+    unseeable_said: std::sync::Once,
 }
 
 /// A token of ours held live while this lives ([`Ownership::hold_token`]).
@@ -67,6 +89,7 @@ impl Ownership {
             live_tokens: Mutex::new(HashSet::new()),
             observer: Mutex::new(LeaseClock::default()),
             blind: Mutex::new(None),
+            unseeable_said: std::sync::Once::new(),
         }
     }
 
@@ -182,8 +205,7 @@ impl Ownership {
             }
         } else {
             if here.pidns == 0 || here.timens == 0 {
-                static SAID: std::sync::Once = std::sync::Once::new();
-                SAID.call_once(|| {
+                self.unseeable_said.call_once(|| {
                     tracing::warn!("/proc here does not show this process's own pid namespace (or its time namespace cannot be read): no reap mark's owner can be checked, so marks go stale only once this reaper has seen them for their owner's whole limit");
                 });
             }
@@ -238,23 +260,26 @@ impl Ownership {
         &self,
         server_pid: Option<u32>,
         socket_path: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), SightError> {
         let got = match (server_pid, socket_path) {
-            (Some(p), Some(sp)) => {
-                identity::server_check(p, sp, self.me.1).map_err(|e| e.to_string())
-            }
-            _ => Err("the tmux server's pid or socket path is not known".into()),
+            (Some(p), Some(sp)) => identity::server_check(p, sp, self.me.1)
+                .map_err(|e| SightError::Blind(e.to_string())),
+            _ => Err(SightError::Unknown),
         };
         if let (Err(why), Some(p), Some(sp)) = (&got, server_pid, socket_path) {
             if identity::nothing_listens(sp) {
                 self.no_server();
-                let why = format!("the tmux server (pid {p}) has exited since it was listed: nothing listens at {sp} any more ({why})");
+                let why = SightError::Exited {
+                    pid: p,
+                    socket: sp.to_string(),
+                    why: why.to_string(),
+                };
                 tracing::debug!(why = %why, "the tmux server exited: judged as no server, not as one this reaper cannot see");
                 return Err(why);
             }
         }
         let mut last = self.blind.lock().unwrap_or_else(|p| p.into_inner());
-        let now = got.as_ref().err().cloned();
+        let now = got.as_ref().err().map(ToString::to_string);
         if *last != now {
             match &now {
                 Some(why) => tracing::error!(
@@ -383,7 +408,10 @@ mod tests {
         assert!(blind_said(reaper.metrics.health()));
         // The server closed its socket on its way out (the file left behind): no server.
         drop(listener);
-        let e = r.check_server_identity(Some(gone), Some(sp)).unwrap_err();
+        let e = r
+            .check_server_identity(Some(gone), Some(sp))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("has exited since it was listed"), "{e}");
         assert_eq!(r.blind(), None);
         assert!(!blind_said(reaper.metrics.health()));

@@ -13,7 +13,7 @@ use crate::adapters::state::Outcome;
 use crate::core::policy::{self, Need, ReapReason, Reservation, RoomAsk, RoomPlan, ROOM_HOLD_MS};
 use crate::engine::context::Reaper;
 use crate::engine::observe::{observe_with, Mode};
-use crate::engine::sweep::{choose, journals_by_owner};
+use crate::engine::sweep::{choose, journals_by_owner, Holds};
 use crate::engine::teardown;
 
 /// How long a `room` call waits for the ones before it.
@@ -163,15 +163,13 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
             });
         }
         let (live, _) = journals_by_owner(&r.state, &r.ownership);
-        let (_, reqs) = choose(
-            false,
-            &r.ownership,
-            &r.inflight,
-            &o.decisions,
-            &o.snap,
-            &live,
-            o.listing.server_pid,
-        );
+        let holds = Holds {
+            dry_run: false,
+            ownership: &r.ownership,
+            inflight: &r.inflight,
+            live: &live,
+        };
+        let (_, reqs) = choose(&holds, &o.decisions, &o.snap, o.listing.server_pid);
         if reqs.is_empty() {
             plan = Some(p);
             break;

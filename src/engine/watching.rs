@@ -8,6 +8,17 @@ use crate::adapters::activity;
 use crate::adapters::memory::{self, Watched};
 use crate::config::Config;
 
+/// Why the activity files give no liveness this look.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActivityError {
+    /// A file could not be read, or not in time, or was refused (the adapter's words).
+    #[error("{0}")]
+    Unread(String),
+    /// Not looked at: tmux gave no listing.
+    #[error("not read: tmux gave no listing")]
+    NoListing,
+}
+
 /// The degraded states and the pressure the daemon keeps between sweeps (for the watcher,
 /// `status`, `doctor` and `/healthz`).
 #[derive(Default)]
@@ -36,17 +47,20 @@ impl Watching {
     /// on a stalled mount must stall neither the sweep nor the shutdown (the thread is abandoned,
     /// not joined). A FIFO, a device, a directory or an oversized file is refused without
     /// blocking. Not read in time, or refused = liveness unknown.
-    pub(crate) async fn read_activity(&self, cfg: &Config) -> Result<HashSet<String>, String> {
+    pub(crate) async fn read_activity(
+        &self,
+        cfg: &Config,
+    ) -> Result<HashSet<String>, ActivityError> {
         if cfg.activity_files.is_empty() {
             return Ok(HashSet::new());
         }
         let r = activity::read_all_detached(cfg.activity_files.clone(), cfg.tmux_timeout)
             .await
-            .map_err(|e| e.to_string());
+            .map_err(|e| ActivityError::Unread(e.to_string()));
         *self
             .activity_problem
             .lock()
-            .unwrap_or_else(|p| p.into_inner()) = r.as_ref().err().cloned();
+            .unwrap_or_else(|p| p.into_inner()) = r.as_ref().err().map(ToString::to_string);
         r
     }
 

@@ -2,7 +2,9 @@
 //! tombstones and audit lines, and the server identity (pid, start, boot) they are judged by.
 
 use super::*;
-use crate::engine::context::socket_path;
+use crate::adapters::proc_reads::{self, ProcSeen};
+use crate::config::Config;
+use crate::engine::context::{socket_path, KnownChats};
 
 /// The chats `plan` takes for lost with their server that were reaped before it went (a reap's
 /// tombstone of the same conversation is there: this reaper took them, and the server exited
@@ -65,40 +67,26 @@ pub(super) fn lost_chats(known: Option<&Known>, snap: &Snapshot) -> Vec<KnownCha
 /// The identity of the tmux server of `pid`: its start time from `/proc/<pid>/stat` (unknown,
 /// never 0, when it cannot be read: another pid namespace) and this boot's id.
 pub(crate) fn server_id(pid: u32) -> st::ServerId {
-    let start = procfs::process::Process::new(pid as i32)
-        .and_then(|p| p.stat())
-        .ok()
-        .map(|s| s.starttime);
     st::ServerId {
         pid,
-        start,
-        boot: boot_id().to_string(),
+        start: proc_reads::start_time(pid),
+        boot: proc_reads::boot_id().to_string(),
     }
-}
-
-/// `/proc/sys/kernel/random/boot_id`, read once (empty when unreadable).
-pub(super) fn boot_id() -> &'static str {
-    static BOOT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    BOOT.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default()
-    })
 }
 
 /// Whether the recorded server `s` still runs: `Some(false)` when it is gone (another boot, no
 /// such process, a zombie, another start time), `None` when /proc cannot tell.
 pub(crate) fn server_living(s: &st::ServerId) -> Option<bool> {
-    if !s.boot.is_empty() && !boot_id().is_empty() && s.boot != boot_id() {
+    let boot = proc_reads::boot_id();
+    if !s.boot.is_empty() && !boot.is_empty() && s.boot != boot {
         return Some(false);
     }
     // A start time never read: the server's pid was not visible here (another pid namespace).
     let start = s.start?;
-    match procfs::process::Process::new(s.pid as i32).and_then(|p| p.stat()) {
-        Ok(p) if p.state == 'Z' || p.state == 'X' => Some(false),
-        Ok(p) => Some(p.starttime == start),
-        Err(procfs::ProcError::NotFound(_)) => Some(false),
-        Err(_) => None,
+    match proc_reads::seen(s.pid) {
+        ProcSeen::Dead | ProcSeen::NotFound => Some(false),
+        ProcSeen::Running { start: now } => Some(now == start),
+        ProcSeen::Unknown => None,
     }
 }
 
@@ -135,11 +123,11 @@ pub(super) fn plan_known(
                 cwd: None,
             };
             if e.cid.is_some() && st::needs_cwd(&old, &e, view.current.as_ref()) {
-                e.cwd = s.panes.iter().filter(|p| !p.dead).find_map(|p| {
-                    std::fs::read_link(format!("/proc/{}/cwd", p.pid))
-                        .ok()
-                        .and_then(|p| p.to_str().map(str::to_string))
-                });
+                e.cwd = s
+                    .panes
+                    .iter()
+                    .filter(|p| !p.dead)
+                    .find_map(|p| proc_reads::cwd(p.pid));
             }
             e
         })
@@ -147,90 +135,73 @@ pub(super) fn plan_known(
     st::plan(old, &seen, &view, server_living, now)
 }
 
+/// The handles keeping the record of known chats uses.
+pub(super) struct Keep<'a> {
+    pub cfg: &'a Config,
+    pub state: &'a StateDir,
+    pub metrics: &'a Metrics,
+    pub known: &'a KnownChats,
+}
+
 /// Keep the record of every chat's last known conversation (`known.json`: read once, then kept
 /// in memory; written only when it changed; with `later`, written on a blocking thread while the
 /// sweep goes on), and tombstone the chats a dead or replaced tmux server took with it: reason
 /// `server-died`, one `lost` audit line each. Nothing is signalled: their processes went with
 /// the server. Returns the audit lines.
-pub(super) fn keep_known(
-    r: &Reaper,
-    snap: &Snapshot,
-    listing: &Listing,
-    decisions: &[Decision],
-    now: i64,
-    later: bool,
-) -> Vec<AuditLine> {
-    if listing.server_up.is_none() {
+pub(super) fn keep_known(k: &Keep<'_>, o: &Observation, later: bool) -> Vec<AuditLine> {
+    if o.listing.server_up.is_none() {
         return Vec::new();
     }
     let t0 = Instant::now();
-    let mut last = r.known.lock().unwrap_or_else(|p| p.into_inner());
-    let old = match last.take() {
-        Some(k) => k,
-        None => r.state.read_known().unwrap_or_else(|e| {
-            tracing::warn!(error = %e, path = %r.state.known_path().display(), "the record of last known conversations is unreadable: starting a new one");
+    let load = || {
+        k.state.read_known().unwrap_or_else(|e| {
+            tracing::warn!(error = %e, path = %k.state.known_path().display(), "the record of last known conversations is unreadable: starting a new one");
             Known::default()
-        }),
+        })
     };
-    let read_us = t0.elapsed().as_micros() as u64;
-    let mut plan = plan_known(old, snap, listing, decisions, now);
-    let reaped = settle_reaped(&r.state, &mut plan);
+    k.known.update(load, |old| {
+        let read_us = t0.elapsed().as_micros() as u64;
+        let mut plan = plan_known(old, &o.snap, &o.listing, &o.decisions, o.now);
+        let lines = settle(k, &mut plan, o.listing.server_up, o.now);
+        let written = plan.changed;
+        if written && later {
+            k.known.write_later(k.state, plan.known.clone());
+        } else if written {
+            if let Err(e) = k.state.write_known(&plan.known) {
+                tracing::warn!(error = %e, "failed to write the record of last known conversations");
+            }
+        }
+        // What keeping the record costs a sweep (scripts/bench reads this line).
+        tracing::debug!(
+            entries = plan.known.chats.len(),
+            written,
+            lost = lines.len(),
+            read_us,
+            took_us = t0.elapsed().as_micros() as u64,
+            "known conversations kept"
+        );
+        (plan.known, lines)
+    })
+}
+
+/// The chats of `plan` reaped before their server went settled, the socket's emptiness marked,
+/// the lost chats tombstoned: their audit lines, recorded.
+fn settle(k: &Keep<'_>, plan: &mut st::Plan, up: Option<bool>, now: i64) -> Vec<AuditLine> {
+    let reaped = settle_reaped(k.state, plan);
     let was = plan.known.emptied.is_some();
-    if mark_emptied(&mut plan, listing.server_up, reaped, now) && !was {
-        tracing::info!(socket = %socket_path(&r.cfg), chats = reaped, "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
+    if mark_emptied(plan, up, reaped, now) && !was {
+        tracing::info!(socket = %socket_path(k.cfg), chats = reaped, "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
     }
     let mut lines = if plan.lost.is_empty() {
         Vec::new()
     } else {
-        tombstone_lost(&r.state, &socket_path(&r.cfg), &mut plan, now)
+        tombstone_lost(k.state, &socket_path(k.cfg), plan, now)
     };
-    lines.extend(respawned_lines(&plan, now));
+    lines.extend(respawned_lines(plan, now));
     for l in &lines {
-        let _ = record(&r.state, &r.metrics, l);
+        let _ = record(k.state, k.metrics, l);
     }
-    let written = plan.changed;
-    if written && later {
-        write_known_later(r, plan.known.clone());
-    } else if written {
-        if let Err(e) = r.state.write_known(&plan.known) {
-            tracing::warn!(error = %e, "failed to write the record of last known conversations");
-        }
-    }
-    // What keeping the record costs a sweep (scripts/bench reads this line).
-    tracing::debug!(
-        entries = plan.known.chats.len(),
-        written,
-        lost = lines.len(),
-        read_us,
-        took_us = t0.elapsed().as_micros() as u64,
-        "known conversations kept"
-    );
-    *last = Some(plan.known);
     lines
-}
-
-/// Write `known` on a blocking thread, off the sweep's path: under memory pressure the fsync of
-/// a file in a cgroup at its limit took 5 s, and the sweep that was to free memory waited on it.
-/// One writer at a time, and it writes the newest record waiting (a slower write never puts an
-/// older one back over a newer). The record is only needed after a tmux server died; the file
-/// stays whole (written by rename), and the runtime's end waits for the write.
-fn write_known_later(r: &Reaper, known: Known) {
-    *r.known_pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
-    let (state, pending, writer) = (
-        r.state.clone(),
-        std::sync::Arc::clone(&r.known_pending),
-        std::sync::Arc::clone(&r.known_writer),
-    );
-    tokio::task::spawn_blocking(move || {
-        let _one = writer.lock().unwrap_or_else(|p| p.into_inner());
-        // None: a writer that came after this one took the newest and wrote it already.
-        let newest = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
-        if let Some(k) = newest {
-            if let Err(e) = state.write_known(&k) {
-                tracing::warn!(error = %e, "failed to write the record of last known conversations");
-            }
-        }
-    });
 }
 
 /// Tombstone each chat `plan` says a dead or replaced server took with it (reason

@@ -16,7 +16,7 @@ use crate::adapters::tmux::{Listing, Tmux};
 use crate::core::policy::{self, Action, Decision, Pane, ReapReason, Session, Snapshot};
 use crate::core::report::{Summary, SweepReport};
 use crate::core::time::rfc3339;
-use crate::engine::context::Reaper;
+use crate::engine::context::{KnownChats, Reaper};
 use crate::engine::inflight::InFlight;
 use crate::engine::observe::{observe, Mode, Observation};
 use crate::engine::ownership::Ownership;
@@ -37,117 +37,182 @@ pub enum Batches<'a> {
 /// reaper's journals, clear stale marks, keep the known conversations, stamp the idle clocks,
 /// warn, choose, start the batch, report. Its reaps go as one batch, awaited or spawned as
 /// `batches` says.
+///
+/// Chats whose teardown a live reaper (another process, perhaps stalled) is running: its mark is
+/// not stale, however old, and the session is not ours to start on. Journals whose owner is gone
+/// are a dead reaper's: finished here, only on a listing that was read (an empty one standing for
+/// a tmux that failed would hide the live sessions, and the server, from the checks); their lines
+/// go to the sink as they end.
+///
+/// The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in its
+/// set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
+/// in-flight set on every path. A batch that panics is caught and unwound by the teardown itself
+/// (marks cleared, journals removed, each audit line written once).
 pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     let t0 = Instant::now();
-    let o = collect_exits(r, observe(r, Mode::Act).await).await;
+    let mut o = observe(r, Mode::Act).await;
+    if !r.dry_run && collect_exits(&r.tmux, &r.metrics, &o.snap).await {
+        o = observe(r, Mode::Act).await;
+    }
     if o.listing.server_up == Some(false) {
         r.ownership.no_server();
     }
     let enabled = r.cfg.policy.enabled();
-    let Observation {
-        snap,
-        listing,
-        decisions,
-        now,
-    } = o;
-
-    // Chats whose teardown a live reaper (another process, perhaps stalled) is running: its
-    // mark is not stale, however old, and the session is not ours to start on. Journals whose
-    // owner is gone are a dead reaper's: finished here.
     let (live, dead) = journals_by_owner(&r.state, &r.ownership);
+    let holds = holds(r, &live);
     let mut reaps = Vec::new();
     if !r.dry_run {
-        reaps = recover_dead_reapers(r, &snap, &listing, dead, &batches).await;
-        clear_stale_marks(&r.tmux, &r.state, &r.ownership, &r.inflight, &snap, &live).await;
+        if o.snap.global_problem.is_none() {
+            reaps = teardown::recover(r, &o.listing, dead).await;
+            if let Batches::Wait(Some(sink)) = &batches {
+                reaps.iter().for_each(sink);
+            }
+        }
+        clear_stale_marks(&r.tmux, &r.state, &holds, &o.snap).await;
         // The last known conversation of every chat, and the chats a dead server took with it.
         // The daemon writes it beside the sweep: a pressure sweep never waits on its fsync.
         let later = matches!(batches, Batches::Spawn(_));
-        reaps.extend(keep_known(r, &snap, &listing, &decisions, now, later));
+        reaps.extend(keep_known(&keep(r), &o, later));
         // Tombstones past CCS_REAP_TOMBSTONE_MAX_AGE: at the first sweep, then hourly.
         crate::engine::resume::age_out(&r.cfg, &r.state, &r.metrics);
     }
 
     let warn = enabled && !r.dry_run;
     if !r.dry_run {
-        stamp_idle_clocks(&r.tmux, &r.metrics, &decisions, &snap.sessions, warn).await;
+        stamp_idle_clocks(&r.tmux, &r.metrics, &o.decisions, &o.snap.sessions, warn).await;
     }
-    log_decisions(&decisions);
+    log_decisions(&o.decisions);
     if warn {
-        warn_before_reaps(&r.state, &r.metrics, &decisions, now);
+        warn_before_reaps(&r.state, &r.metrics, &o.decisions, o.now);
     }
-
     let (mut fates, mut reqs) = if enabled {
-        choose(
-            r.dry_run,
-            &r.ownership,
-            &r.inflight,
-            &decisions,
-            &snap,
-            &live,
-            listing.server_pid,
-        )
+        choose(&holds, &o.decisions, &o.snap, o.listing.server_pid)
     } else {
         (HashMap::new(), Vec::new())
     };
-    // A chat whose dead reaper's teardown this sweep just finished is gone: not reaped again
-    // on the listing taken before (that would only abort with "gone", a second audit line).
-    let finished: std::collections::HashSet<u32> = reaps
+    let recovered = not_again(&reaps, &mut reqs);
+    // What this sweep saw of marks and journals it cannot check, kept for the next one (a sweep
+    // that could not read tmux saw nothing, and forgets nothing).
+    if o.snap.global_problem.is_none() {
+        r.ownership.end_observation();
+    }
+    if !reqs.is_empty() {
+        let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
+        let guard = r.inflight.hold(ns.clone());
+        match batches {
+            Batches::Wait(sink) => {
+                let ends = teardown::reap_to(r, reqs, sink).await;
+                drop(guard);
+                ended(ns, ends, &mut fates, &mut reaps);
+            }
+            Batches::Spawn(set) => {
+                let me = Arc::clone(r);
+                set.spawn(async move {
+                    let _guard = guard;
+                    teardown::reap(&me, reqs).await;
+                });
+            }
+        }
+    }
+    let summary = summarize(&o.decisions, &fates, recovered);
+    let (lost, empty) = lost_and_empty(&r.known, &r.state, &o);
+    let done = Done {
+        reaps,
+        summary,
+        lost,
+        empty,
+    };
+    let report = report(&sayer(r), o, done, t0);
+    r.metrics.record_sweep(&report);
+    report
+}
+
+/// What holds a session from being started by this sweep, of `r`, and `live`.
+fn holds<'a>(r: &'a Reaper, live: &'a HashSet<String>) -> Holds<'a> {
+    Holds {
+        dry_run: r.dry_run,
+        ownership: &r.ownership,
+        inflight: &r.inflight,
+        live,
+    }
+}
+
+/// The handles keeping the record of known chats uses, of `r`.
+fn keep(r: &Reaper) -> Keep<'_> {
+    Keep {
+        cfg: &r.cfg,
+        state: &r.state,
+        metrics: &r.metrics,
+        known: &r.known,
+    }
+}
+
+/// The handles a report uses, of `r`.
+fn sayer(r: &Reaper) -> Sayer<'_> {
+    Sayer {
+        cfg: &r.cfg,
+        dry_run: r.dry_run,
+        ownership: &r.ownership,
+        watching: &r.watching,
+    }
+}
+
+/// A chat whose dead reaper's teardown this sweep just finished is gone: not reaped again on
+/// the listing taken before (that would only abort with "gone", a second audit line). Returns
+/// how many lines of finished teardowns there are.
+fn not_again(reaps: &[AuditLine], reqs: &mut Vec<teardown::Request>) -> usize {
+    let finished: HashSet<u32> = reaps
         .iter()
         .filter(|l| l.outcome != Outcome::Lost)
         .map(|l| l.tmux_id.0)
         .collect();
     reqs.retain(|q| !finished.contains(&q.session.tmux_id));
-    let recovered = reaps.iter().filter(|l| l.outcome != Outcome::Lost).count();
-    // What this sweep saw of marks and journals it cannot check, kept for the next one (a sweep
-    // that could not read tmux saw nothing, and forgets nothing).
-    if snap.global_problem.is_none() {
-        r.ownership.end_observation();
-    }
-    start_batch(r, reqs, batches, &mut fates, &mut reaps).await;
+    reaps.iter().filter(|l| l.outcome != Outcome::Lost).count()
+}
 
-    let summary = summarize(&decisions, &fates, recovered);
-    let (lost, empty) = {
-        let known = r.known.lock().unwrap_or_else(|p| p.into_inner());
-        let empty = listing.server_up == Some(false)
-            && match known.as_ref() {
+/// An awaited batch (`--once`) is over: each line's outcome becomes its session's fate (one
+/// line per request, in order), and the line joins `reaps`.
+fn ended(
+    ns: Vec<u32>,
+    ends: Vec<teardown::Finished>,
+    fates: &mut HashMap<u32, Fate>,
+    reaps: &mut Vec<AuditLine>,
+) {
+    for (n, f) in ns.into_iter().zip(&ends) {
+        fates.insert(n, Fate::Ended(f.end.outcome()));
+    }
+    reaps.extend(ends.into_iter().map(|f| f.line));
+}
+
+/// The chats lost with their server and not back, and whether the socket is `empty`, by the
+/// record of known chats as the sweep left it.
+fn lost_and_empty(known: &KnownChats, state: &StateDir, o: &Observation) -> (Vec<KnownChat>, bool) {
+    known.peek(|k| {
+        let empty = o.listing.server_up == Some(false)
+            && match k {
                 Some(k) => k.emptied.is_some(),
-                None => r.state.read_known().is_ok_and(|k| k.emptied.is_some()),
+                None => state.read_known().is_ok_and(|k| k.emptied.is_some()),
             };
-        (lost_chats(known.as_ref(), &snap), empty)
-    };
-    let report = report(
-        r,
-        &snap,
-        listing.server_up,
-        decisions,
-        now,
-        Done {
-            reaps,
-            summary,
-            lost,
-            empty,
-        },
-        t0,
-    );
-    r.metrics.record_sweep(&report);
-    report
+        (lost_chats(k, &o.snap), empty)
+    })
 }
 
 /// Panes that are dead but whose exit status tmux has not collected (a missed SIGCHLD leaves
-/// them so until another child of the server exits): make it collect, and look again.
-async fn collect_exits(r: &Reaper, o: Observation) -> Observation {
-    if r.dry_run || !o.snap.sessions.iter().any(waiting_for_exit_status) {
-        return o;
+/// them so until another child of the server exits): make it collect. `true` when it did, and
+/// the sweep must look again.
+async fn collect_exits(tmux: &Tmux, metrics: &Metrics, snap: &Snapshot) -> bool {
+    if !snap.sessions.iter().any(waiting_for_exit_status) {
+        return false;
     }
-    match r.tmux.collect_exits().await {
+    match tmux.collect_exits().await {
         Ok(()) => {
             tokio::time::sleep(Duration::from_millis(200)).await;
-            observe(r, Mode::Act).await
+            true
         }
         Err(e) => {
-            r.metrics.tmux_errors.inc();
+            metrics.tmux_errors.inc();
             tracing::warn!(error = %e, "failed to make tmux collect the exit status of dead panes");
-            o
+            false
         }
     }
 }
@@ -169,42 +234,17 @@ pub(crate) fn journals_by_owner(
     (live.into_iter().map(|j| j.id).collect(), dead)
 }
 
-/// Finish the teardowns a dead reaper left behind; their lines go to the sink as they end. Only
-/// on a listing that was read: an empty one standing for a tmux that failed would hide the live
-/// sessions (and the server) from the checks.
-async fn recover_dead_reapers(
-    r: &Reaper,
-    snap: &Snapshot,
-    listing: &Listing,
-    dead: Vec<st::Journal>,
-    batches: &Batches<'_>,
-) -> Vec<AuditLine> {
-    if snap.global_problem.is_some() {
-        return Vec::new();
-    }
-    let reaps = teardown::recover(r, listing, dead).await;
-    if let Batches::Wait(Some(sink)) = batches {
-        reaps.iter().for_each(sink);
-    }
-    reaps
-}
-
 /// Clear the reap marks whose owner cannot act any more (provably gone, or out of our sight and
 /// seen by this reaper for longer than the limit it wrote: see `policy::mark_is_stale`), but
 /// never one of ours in flight nor one a live reaper's journal names.
-async fn clear_stale_marks(
-    tmux: &Tmux,
-    state: &StateDir,
-    ownership: &Ownership,
-    inflight: &InFlight,
-    snap: &Snapshot,
-    live: &HashSet<String>,
-) {
+async fn clear_stale_marks(tmux: &Tmux, state: &StateDir, holds: &Holds<'_>, snap: &Snapshot) {
     let mut stale: Vec<(u32, String, String, String)> = snap
         .sessions
         .iter()
         .filter(|s| {
-            ownership.mark_is_stale(s) && !inflight.contains(s.tmux_id) && !live.contains(&s.id)
+            holds.ownership.mark_is_stale(s)
+                && !holds.inflight.contains(s.tmux_id)
+                && !holds.live.contains(&s.id)
         })
         .map(|s| (s.tmux_id, s.reaping.clone(), s.reaper.clone(), s.id.clone()))
         .collect();
@@ -301,19 +341,32 @@ fn warn_before_reaps(state: &StateDir, metrics: &Metrics, decisions: &[Decision]
     }
 }
 
+/// What keeps a session decided `Reap` from being started here: a dry run, a live reaper's
+/// journal (`live`: the chats' ids), a mark that holds, a batch of ours in flight.
+#[derive(Clone, Copy)]
+pub(crate) struct Holds<'a> {
+    pub dry_run: bool,
+    pub ownership: &'a Ownership,
+    pub inflight: &'a InFlight,
+    pub live: &'a HashSet<String>,
+}
+
 /// The sessions decided `Reap` that this sweep starts, and what became of each one decided so:
 /// a dry run only says it would; one another reap holds (a live reaper's journal, a mark that
 /// holds, a batch of ours in flight) is not ours to start. A stale mark was cleared before, and
 /// the test-and-set decides. Those started are put in the in-flight set here.
 pub(crate) fn choose(
-    dry_run: bool,
-    ownership: &Ownership,
-    inflight: &InFlight,
+    holds: &Holds<'_>,
     decisions: &[Decision],
     snap: &Snapshot,
-    live: &HashSet<String>,
     server_pid: Option<u32>,
 ) -> (HashMap<u32, Fate>, Vec<teardown::Request>) {
+    let Holds {
+        dry_run,
+        ownership,
+        inflight,
+        live,
+    } = *holds;
     let mut fates: HashMap<u32, Fate> = HashMap::new();
     let mut reqs = Vec::new();
     for (d, s) in decisions.iter().zip(&snap.sessions) {
@@ -350,45 +403,6 @@ pub(crate) fn choose(
     (fates, reqs)
 }
 
-/// The sweep's reaps go as one batch (see `teardown`); the daemon's in a task of its own, in its
-/// set: it sweeps on while a slow teardown runs. The guard takes the sessions out of the
-/// in-flight set on every path. A batch that panics is caught and unwound by the teardown itself
-/// (marks cleared, journals removed, each audit line written once). Awaited (`--once`), each
-/// line's outcome becomes its session's fate and the line joins `reaps`.
-async fn start_batch(
-    r: &Arc<Reaper>,
-    reqs: Vec<teardown::Request>,
-    batches: Batches<'_>,
-    fates: &mut HashMap<u32, Fate>,
-    reaps: &mut Vec<AuditLine>,
-) {
-    if reqs.is_empty() {
-        return;
-    }
-    let guard = r
-        .inflight
-        .hold(reqs.iter().map(|q| q.decision.tmux_id).collect());
-    match batches {
-        Batches::Wait(sink) => {
-            // One line per request, in order.
-            let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
-            let ends = teardown::reap_to(r, reqs, sink).await;
-            drop(guard);
-            for (n, f) in ns.into_iter().zip(&ends) {
-                fates.insert(n, Fate::Ended(f.end.outcome()));
-            }
-            reaps.extend(ends.into_iter().map(|f| f.line));
-        }
-        Batches::Spawn(set) => {
-            let me = Arc::clone(r);
-            set.spawn(async move {
-                let _guard = guard;
-                teardown::reap(&me, reqs).await;
-            });
-        }
-    }
-}
-
 /// `status`: decide and measure everything, write nothing.
 pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     let t0 = Instant::now();
@@ -415,20 +429,13 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     let empty = mark_emptied(&mut plan, o.listing.server_up, reaped, o.now);
     let lost = lost_chats(Some(&plan.known), &o.snap);
     let asleep = asleep(&r.state, &r.cfg, &o.snap, &lost);
-    let mut rep = report(
-        r,
-        &o.snap,
-        o.listing.server_up,
-        o.decisions,
-        o.now,
-        Done {
-            reaps: Vec::new(),
-            summary,
-            lost,
-            empty,
-        },
-        t0,
-    );
+    let done = Done {
+        reaps: Vec::new(),
+        summary,
+        lost,
+        empty,
+    };
+    let mut rep = report(&sayer(r), o, done, t0);
     rep.asleep = asleep;
     rep
 }

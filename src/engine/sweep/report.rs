@@ -9,7 +9,9 @@ use crate::config::Config;
 use crate::core::policy::{self, Decision, Snapshot, State};
 use crate::core::report::{SessionReport, SweepReport, ViewerReport};
 use crate::core::time::rfc3339;
-use crate::engine::context::Reaper;
+use crate::engine::observe::Observation;
+use crate::engine::ownership::Ownership;
+use crate::engine::watching::Watching;
 
 /// The chats that are asleep: a tombstone, and no live session (nor one lost with its server,
 /// which `status` lists apart), newest first. One listing of the tombstones' dir.
@@ -45,22 +47,76 @@ pub(super) fn asleep(
     out
 }
 
-pub(super) fn report(
-    r: &Reaper,
-    snap: &Snapshot,
-    tmux_server_up: Option<bool>,
-    decisions: Vec<Decision>,
-    now: i64,
-    done: Done,
-    t0: Instant,
-) -> SweepReport {
+/// The handles a report uses.
+pub(super) struct Sayer<'a> {
+    pub cfg: &'a Config,
+    pub dry_run: bool,
+    pub ownership: &'a Ownership,
+    pub watching: &'a Watching,
+}
+
+/// What a sweep (or `status`) says: what it observed `o`, what it `done`, since `t0`.
+pub(super) fn report(v: &Sayer<'_>, o: Observation, done: Done, t0: Instant) -> SweepReport {
+    let Observation {
+        snap,
+        listing,
+        decisions,
+        now,
+    } = o;
+    let tmux_server_up = listing.server_up;
     let Done {
         reaps,
         summary,
         lost,
         empty,
     } = done;
-    let room = policy::room_plan(snap, &decisions, &r.cfg.policy);
+    let room = policy::room_plan(&snap, &decisions, &v.cfg.policy);
+    let sessions = sessions(decisions, &snap, now);
+    let total_rss_bytes = sessions.iter().filter_map(|s| s.rss_bytes).sum();
+    let total_pss_bytes = if sessions.iter().all(|s| s.pss_bytes.is_some()) {
+        Some(sessions.iter().filter_map(|s| s.pss_bytes).sum())
+    } else {
+        None
+    };
+    SweepReport {
+        at: rfc3339(now),
+        dry_run: v.dry_run,
+        enabled: v.cfg.policy.enabled(),
+        error: snap.global_problem.clone(),
+        socket_path: v.cfg.socket.path().to_string_lossy().into_owned(),
+        tmux_server_up,
+        tmux_server_empty: empty,
+        blind: (tmux_server_up == Some(true))
+            .then(|| v.ownership.blind())
+            .flatten(),
+        sessions,
+        host: snap.host,
+        watching: snap.host.and(v.watching.watched()).map(|w| w.to_string()),
+        total_rss_bytes,
+        total_pss_bytes,
+        reaps,
+        summary,
+        lost,
+        asleep: Vec::new(),
+        gauge: crate::core::report::Gauge {
+            mem_threshold_bytes: crate::core::policy::mem_limit(&v.cfg.policy, snap.host),
+            stall_pct: snap.stall_pct,
+            stall_threshold_pct: v.cfg.policy.mem_psi,
+            new_chat_bytes: room.need_bytes,
+            room_limit_bytes: room.limit_bytes,
+            room_bytes: room
+                .limit_bytes
+                .zip(room.in_use_bytes)
+                .map(|(l, u)| l.saturating_sub(u)),
+            live_chats: room.live,
+            max_live: room.max_live,
+        },
+        took_ms: t0.elapsed().as_millis() as u64,
+    }
+}
+
+/// Each session's report, the biggest idle sessions first, then the rest by size.
+fn sessions(decisions: Vec<Decision>, snap: &Snapshot, now: i64) -> Vec<SessionReport> {
     let mut sessions: Vec<SessionReport> = decisions
         .into_iter()
         .zip(&snap.sessions)
@@ -87,7 +143,6 @@ pub(super) fn report(
             decision: d,
         })
         .collect();
-    // The biggest idle sessions first, then the rest by size.
     sessions.sort_by_key(|r| {
         let idle = matches!(
             r.decision.state,
@@ -99,45 +154,5 @@ pub(super) fn report(
             r.decision.tmux_id,
         )
     });
-    let total_rss_bytes = sessions.iter().filter_map(|s| s.rss_bytes).sum();
-    let total_pss_bytes = if sessions.iter().all(|s| s.pss_bytes.is_some()) {
-        Some(sessions.iter().filter_map(|s| s.pss_bytes).sum())
-    } else {
-        None
-    };
-    SweepReport {
-        at: rfc3339(now),
-        dry_run: r.dry_run,
-        enabled: r.cfg.policy.enabled(),
-        error: snap.global_problem.clone(),
-        socket_path: r.cfg.socket.path().to_string_lossy().into_owned(),
-        tmux_server_up,
-        tmux_server_empty: empty,
-        blind: (tmux_server_up == Some(true))
-            .then(|| r.ownership.blind())
-            .flatten(),
-        sessions,
-        host: snap.host,
-        watching: snap.host.and(r.watching.watched()).map(|w| w.to_string()),
-        total_rss_bytes,
-        total_pss_bytes,
-        reaps,
-        summary,
-        lost,
-        asleep: Vec::new(),
-        gauge: crate::core::report::Gauge {
-            mem_threshold_bytes: crate::core::policy::mem_limit(&r.cfg.policy, snap.host),
-            stall_pct: snap.stall_pct,
-            stall_threshold_pct: r.cfg.policy.mem_psi,
-            new_chat_bytes: room.need_bytes,
-            room_limit_bytes: room.limit_bytes,
-            room_bytes: room
-                .limit_bytes
-                .zip(room.in_use_bytes)
-                .map(|(l, u)| l.saturating_sub(u)),
-            live_chats: room.live,
-            max_live: room.max_live,
-        },
-        took_ms: t0.elapsed().as_millis() as u64,
-    }
+    sessions
 }

@@ -53,14 +53,14 @@ pub(super) async fn fence(
     let fence = match b.tmux.fence(&ns, mark.at, mark.tok, &scopes).await {
         Ok(f) => f,
         Err(e) => {
-            b.r.metrics.tmux_errors.inc();
+            b.h.metrics.tmux_errors.inc();
             for j in reaps.iter_mut().filter(|j| j.stage.is_on()) {
                 j.abort(Abort::FenceUnchecked(e.to_string()));
             }
             return;
         }
     };
-    let (elapsed, lease) = (mark.elapsed(), b.r.cfg.lease());
+    let (elapsed, lease) = (mark.elapsed(), b.h.cfg.lease());
     for j in reaps.iter_mut().filter(|j| j.stage.is_on()) {
         if fence.taken_back.contains(&j.n()) {
             tracing::info!(session = %j.request.decision.name, tmux_id = %format!("${}", j.n()), "a prompt arrived before the fence: the chat was taken back, nothing signalled");

@@ -70,18 +70,23 @@ pub(crate) fn logged(mut line: AuditLine, t0: Instant) -> AuditLine {
 
 /// This reaper's reap took the server's last sessions and the server exited with them: the
 /// record says so ([`Known::emptied`]) at once, for the sweeps and `status` that follow.
-pub(crate) fn server_emptied(r: &crate::engine::context::Reaper, now: i64) {
-    let mut last = r.known.lock().unwrap_or_else(|p| p.into_inner());
-    let mut k = match last.take() {
-        Some(k) => k,
-        None => r.state.read_known().unwrap_or_default(),
-    };
-    if k.emptied.is_none() {
-        k.emptied = Some(now);
-        tracing::info!(socket = %crate::engine::context::socket_path(&r.cfg), "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
-        if let Err(e) = r.state.write_known(&k) {
-            tracing::warn!(error = %e, "failed to write the record of last known conversations");
-        }
-    }
-    *last = Some(k);
+pub(crate) fn server_emptied(
+    known: &crate::engine::context::KnownChats,
+    state: &crate::adapters::state::StateDir,
+    socket: &str,
+    now: i64,
+) {
+    known.update(
+        || state.read_known().unwrap_or_default(),
+        |mut k| {
+            if k.emptied.is_none() {
+                k.emptied = Some(now);
+                tracing::info!(socket = %socket, "the tmux server exited after its last chat was reaped: the socket is empty until the studio starts a chat (not an outage)");
+                if let Err(e) = state.write_known(&k) {
+                    tracing::warn!(error = %e, "failed to write the record of last known conversations");
+                }
+            }
+            (k, ())
+        },
+    );
 }

@@ -87,9 +87,32 @@ fn nonce() -> String {
     format!("{n}x{t}")
 }
 
+/// The reaper's handles a batch uses.
+pub(crate) struct Hands<'a> {
+    pub cfg: &'a crate::config::Config,
+    pub state: &'a crate::adapters::state::StateDir,
+    pub metrics: &'a crate::adapters::metrics::Metrics,
+    pub ownership: &'a crate::engine::ownership::Ownership,
+    pub watching: &'a crate::engine::watching::Watching,
+    pub known: &'a crate::engine::context::KnownChats,
+}
+
+impl<'a> Hands<'a> {
+    fn of(r: &'a Reaper) -> Self {
+        Hands {
+            cfg: &r.cfg,
+            state: &r.state,
+            metrics: &r.metrics,
+            ownership: &r.ownership,
+            watching: &r.watching,
+            known: &r.known,
+        }
+    }
+}
+
 /// What a batch runs with: the reaper's handles, the two ports, where its lines go.
 pub(crate) struct Batch<'a, T, P> {
-    pub r: &'a Reaper,
+    pub h: Hands<'a>,
     pub tmux: &'a T,
     pub procs: &'a P,
     pub lines: Lines<'a>,
@@ -142,7 +165,7 @@ pub(crate) async fn reap_with<'a>(
         })
         .collect();
     let b = Batch {
-        r,
+        h: Hands::of(r),
         tmux,
         procs,
         lines: Lines {
@@ -171,11 +194,10 @@ pub(crate) async fn reap_with<'a>(
 }
 
 /// The protocol, step by step (docs/teardown.md): mark, re-check, victims, journals, hook, fence,
-/// tombstones, signals, finish. Long (about 85 lines) on purpose: the order of the steps is the
-/// protocol, and each step is a function of its own; what remains here is their order and the
-/// phase timings between them.
+/// tombstones, signals, finish. The order of the steps is the protocol, and each step is a
+/// function of its own; what remains here is their order and the phase timings between them.
 async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [Reap]) {
-    let (r, t0) = (b.r, b.lines.t0);
+    let (r, t0) = (&b.h, b.lines.t0);
     // The audit line and the tombstone must be writable before anything is touched.
     if let Err(e) = r.state.check_writable() {
         tracing::error!(error = %e, "reap not attempted: the state dir cannot be written");
@@ -220,7 +242,7 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
     phase_done(Phase::Journal, t0);
     // The studio's hook may veto a reap before anything is touched.
     if let Some(hook) = &r.cfg.hook {
-        before_hooks(&r.cfg, hook, reaps).await;
+        before_hooks(r.cfg, hook, reaps).await;
     }
     // The agents' own status files once more, right before the fence: a turn begun during the
     // hook (or since the re-check) by a chat no prompt hook wires is seen here.
@@ -234,27 +256,32 @@ async fn reap_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [
     // chat. Then at once the first signal.
     fence::fence(b, reaps, mark).await;
     phase_done(Phase::Fence, t0);
-    write_tombstones(&r.cfg, &r.state, &dirs, reaps);
-    release(b.tmux, &r.state, reaps, &tok).await;
+    write_tombstones(r.cfg, r.state, &dirs, reaps);
+    release(b.tmux, r.state, reaps, &tok).await;
     memory.into(reaps).await;
     // The lease once more, right before the first signal: the tombstones' writes and the clears
     // above took time, and a reader that cannot see us (another pid namespace) clears our mark
     // once the lease runs out.
-    lease_ran_out(&r.cfg, reaps, mark);
-    release(b.tmux, &r.state, reaps, &tok).await;
+    lease_ran_out(r.cfg, reaps, mark);
+    release(b.tmux, r.state, reaps, &tok).await;
     phase_done(Phase::Tombstone, t0);
     // 6-9. Stop every tree of the batch together, one grace for all; each chat is finished as
     // soon as its tree is gone.
     signal::stop_and_finish(b, reaps, &tok, &world).await;
     phase_done(Phase::Signal, t0);
-    // The lines of the reaps that stopped before any signal (written here, not between the fence
-    // and the first signal); every other line is written by now, and its journal removed.
-    b.lines.end_all(reaps);
-    if let Some(hook) = &r.cfg.hook {
-        let ends: Vec<Finished> = reaps.iter().filter_map(|j| j.finished().cloned()).collect();
-        after_hooks(&r.cfg, hook, &ends).await;
-    }
+    end_batch(b, reaps).await;
     phase_done(Phase::Finish, t0);
+}
+
+/// The lines of the reaps that stopped before any signal (written here, not between the fence
+/// and the first signal); every other line is written by now, and its journal removed. Then the
+/// studio's `after` hook.
+async fn end_batch<T: TmuxPort, P: ProcPort>(b: &Batch<'_, T, P>, reaps: &mut [Reap]) {
+    b.lines.end_all(reaps);
+    if let Some(hook) = &b.h.cfg.hook {
+        let ends: Vec<Finished> = reaps.iter().filter_map(|j| j.finished().cloned()).collect();
+        after_hooks(b.h.cfg, hook, &ends).await;
+    }
 }
 
 /// Step 1, the marks: the atomic test-and-set of every reap's session, in the server, with
@@ -292,7 +319,7 @@ async fn mark_all<T: TmuxPort, P: ProcPort>(
     else {
         return true;
     };
-    b.r.metrics.tmux_errors.inc();
+    b.h.metrics.tmux_errors.inc();
     // Some marks may have been set before it failed: take back ours (best effort).
     let all: Vec<u32> = reaps.iter().map(Reap::n).collect();
     if let Err(e) = b.tmux.clear_reaping_many(&all, mark.tok).await {

@@ -156,7 +156,7 @@ impl ProcPort for Host<'_> {
     ) -> Result<(), Blind> {
         self.ownership
             .check_server_identity(server_pid, socket_path)
-            .map_err(Blind)
+            .map_err(|e| Blind(e.to_string()))
     }
 
     fn members(

@@ -10,6 +10,7 @@ use super::{now_ms, Abort, Batch, Failure};
 use crate::adapters::procs;
 use crate::adapters::tmux::Listing;
 use crate::core::policy::{self, Session};
+use crate::engine::watching::ActivityError;
 
 /// Learn which sessions of the batch carry our mark (`token`), and re-check those on fresh data.
 /// A reap that no longer passes is aborted (its mark given back by the release: the clear is
@@ -23,7 +24,7 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
     if jobs.iter().all(|j| !j.stage.is_on()) {
         return None;
     }
-    let cfg = &b.r.cfg;
+    let cfg = &b.h.cfg;
     // The same look as a sweep's ([`crate::engine::observe::look`]); any part missing is
     // liveness unknown.
     let mut listing = b.tmux.list(&cfg.prefix).await;
@@ -31,11 +32,11 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
         crate::engine::observe::judge_shared(cfg, l);
     }
     let busy = match &listing {
-        Ok(_) => b.r.watching.read_activity(cfg).await,
-        Err(_) => Err("not read: tmux gave no listing".into()),
+        Ok(_) => b.h.watching.read_activity(cfg).await,
+        Err(_) => Err(ActivityError::NoListing),
     };
     let fresh = match listing {
-        Ok(l) if l.problems.is_empty() => busy.map(|busy| (l, busy)),
+        Ok(l) if l.problems.is_empty() => busy.map(|busy| (l, busy)).map_err(|e| e.to_string()),
         Ok(l) => Err(l.problems.join("; ")),
         Err(e) => Err(e.to_string()),
     };

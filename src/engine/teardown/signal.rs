@@ -9,6 +9,7 @@ use super::stage::{Reap, Stage};
 use super::{finish, late_look, Batch, Failure};
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs::{self, Ident};
+use crate::engine::context::socket_path;
 
 /// Above this many chats finished together, their `kill-session`s are asked only for the sessions
 /// still listed: fewer chain one call anyway, and a listing would be one more.
@@ -70,7 +71,7 @@ pub(super) async fn stop_and_finish<T: TmuxPort, P: ProcPort>(
     let victims: Vec<Vec<procs::Victim>> = live.iter().map(|&i| signalled(&mut reaps[i])).collect();
     let groups: Vec<&[procs::Victim]> = victims.iter().map(Vec::as_slice).collect();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, procs::StopReport)>();
-    let stopping = b.procs.stop_many(&groups, b.r.cfg.grace, move |g, rep| {
+    let stopping = b.procs.stop_many(&groups, b.h.cfg.grace, move |g, rep| {
         // Only fails once the finishing is gone, which outlives the stop (unless it panicked).
         let _ = tx.send((live[g], rep.clone()));
     });
@@ -127,7 +128,7 @@ async fn finish_wave<T: TmuxPort, P: ProcPort>(
     tok: &str,
     world: &procs::World,
 ) {
-    let r = b.r;
+    let r = &b.h;
     for (i, rep) in done {
         if let Some(f) = reaps[*i].stage.facts_mut() {
             (f.term, f.kill) = (rep.term, rep.kill);
@@ -168,7 +169,7 @@ async fn finish_wave<T: TmuxPort, P: ProcPort>(
     // A server whose last sessions these were exits with them (tmux's `exit-empty`): the
     // socket is then `empty`, not an outage (read in the kills' own call).
     if !targets.is_empty() && left == Some(0) {
-        finish::server_emptied(r, now_ms());
+        finish::server_emptied(r.known, r.state, &socket_path(r.cfg), now_ms());
     }
     // 9. The audit lines (appended together), the journals, the lines delivered.
     let mut ended = Vec::with_capacity(done.len());

@@ -3,6 +3,7 @@
 use super::ports::{ProcPort, TmuxPort};
 use super::stage::{Facts, Reap, Stage};
 use super::{now_ms, Batch, Failure};
+use crate::adapters::proc_reads;
 use crate::adapters::procs;
 use crate::adapters::state::{Ended, Journal, ReapDirs, StateDir, StateError};
 use crate::config::Config;
@@ -66,7 +67,7 @@ pub(super) async fn write_journals<T: TmuxPort, P: ProcPort>(
     tok: &str,
     server_pid: Option<u32>,
 ) {
-    let (tmux, state) = (b.tmux, &b.r.state);
+    let (tmux, state) = (b.tmux, &b.h.state);
     let live: Vec<usize> = (0..jobs.len())
         .filter(|&i| matches!(jobs[i].stage, Stage::Checked { .. }))
         .collect();
@@ -131,19 +132,21 @@ fn journal(
 ) -> Journal {
     let argv = kept.and_then(|k| k.argv.as_ref());
     let d = &j.request.decision;
-    let cwd = j.stage.fresh().and_then(|s| {
-        s.panes.iter().find_map(|p| {
-            std::fs::read_link(format!("/proc/{}/cwd", p.pid))
-                .ok()
-                .and_then(|p| p.to_str().map(str::to_string))
-        })
-    });
+    let cwd = j
+        .stage
+        .fresh()
+        .and_then(|s| s.panes.iter().find_map(|p| proc_reads::cwd(p.pid)));
     let pane_pids: Vec<u32> = j
         .stage
         .fresh()
         .map(|s| s.panes.iter().map(|p| p.pid).collect())
         .unwrap_or_default();
-    let argv = crate::engine::resume::kept_argv(argv, &pane_pids);
+    let argv = crate::agents::kept_argv(
+        argv,
+        &pane_pids,
+        |pid| procs::cmdline(pid as i32),
+        procs::children,
+    );
     Journal {
         id: d.id.clone(),
         session: d.name.clone(),
@@ -222,7 +225,7 @@ fn tombstone(cfg: &Config, state: &StateDir, j: &Reap) -> Result<Tombstone, Writ
     let mut tomb = jn.tombstone(&socket_path(cfg), now_ms());
     // The agent its command line runs, else its pane's start command's, else the one before.
     let start_command = j.stage.fresh().and_then(|s| s.panes.first());
-    tomb.agent = crate::engine::resume::agent_name(tomb.argv.as_deref())
+    tomb.agent = crate::agents::agent_name(tomb.argv.as_deref())
         .or_else(|| {
             start_command
                 .and_then(|p| crate::agents::of_start_command(&p.start_command))
