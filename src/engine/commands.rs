@@ -15,6 +15,7 @@ use crate::core::policy::{
     self, Changed, Decision, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
 use crate::engine::context::{socket_path, Reaper};
+use crate::engine::hook_common::{end_turn, HookError, HookHandles};
 use crate::engine::observe::{find_cids, observe, Mode, Observation};
 use crate::engine::ownership::Ownership;
 use crate::engine::resume::{self, Resumed};
@@ -44,6 +45,15 @@ pub enum CommandError {
     /// `spawn` made room first and there was none (why): nothing was started.
     #[error("no room for a new chat: {0}")]
     NoRoom(String),
+}
+
+impl From<HookError> for CommandError {
+    fn from(e: HookError) -> Self {
+        match e {
+            HookError::Tmux(e) => CommandError::Tmux(e),
+            HookError::Refused(m) => CommandError::Refused(m),
+        }
+    }
 }
 
 impl From<resume::ResumeError> for CommandError {
@@ -249,20 +259,7 @@ async fn wait_for_teardown(
 
 /// `turn end <id>`: `Ok(false)` when the session is gone.
 pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
-    let name = name_of(&r.cfg, id)?;
-    let Some(marked) = r.tmux.turn_end(&name, now_ms()).await? else {
-        return Ok(false);
-    };
-    // A turn went through on the (respawned) chat: its tombstone has served. (The audit log
-    // keeps the history; a failure to remove it only leaves a cid that is still right.) Not while
-    // a reap mark is on the chat: a reap that overrides the turn (a stuck one) may have written
-    // the tombstone it will be resumed from.
-    if !marked {
-        if let Err(e) = r.state.remove_tombstone(id) {
-            tracing::warn!(session = %name, error = %e, "failed to remove the used tombstone");
-        }
-    }
-    Ok(true)
+    Ok(end_turn(HookHandles::of(r), id).await?)
 }
 
 /// `spawn <id> [--cid C] [--cwd D] [-- <cmd...>]`: with no command, the one its tombstone
@@ -387,7 +384,8 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
         .await?
         .is_some_and(|s| s.panes.iter().any(|p| !p.dead));
     if live {
-        if let Some(why) = crate::engine::own_pane::asleep_why(r, id, &name).await? {
+        if let Some(why) = crate::engine::own_pane::asleep_why(&r.tmux, &r.state, id, &name).await?
+        {
             return Err(CommandError::Refused(why));
         }
         return Ok(Resumed::Live);
@@ -448,7 +446,9 @@ async fn make_way(
             }
             Some(_) => {
                 let id = name.strip_prefix(r.cfg.prefix.as_str()).unwrap_or(name);
-                if let Some(why) = crate::engine::own_pane::asleep_why(r, id, name).await? {
+                if let Some(why) =
+                    crate::engine::own_pane::asleep_why(&r.tmux, &r.state, id, name).await?
+                {
                     return Err(CommandError::Refused(why));
                 }
                 return Ok(None);

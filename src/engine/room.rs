@@ -298,17 +298,7 @@ pub async fn before_start(r: &Reaper, id: &str) -> Result<(), String> {
     }
 }
 
-/// Whether a limit is in force that `spawn` makes room under by default: a memory rule, or
-/// `CCS_ENGINE_MAX_LIVE`.
-pub fn in_force(p: &policy::Policy) -> bool {
-    p.mem_high.is_some() || p.max_live.is_some()
-}
-
-/// Whether a session-start hook on `s` is a new chat's that asks for room: a limit in force, and
-/// no conversation id before the hook (not a resume, not a `/clear` of a known one).
-pub fn wants_room(p: &policy::Policy, s: &policy::Session) -> bool {
-    in_force(p) && !policy::valid_cid(s.cid.trim())
-}
+pub use crate::engine::hook_common::{in_force, wants_room};
 
 /// A new chat's session-start hook ([`wants_room`]): room for it at once (`auto`, for its own id),
 /// instead of waiting for the next sweep or pressure crossing. What was done, for the hook's line.
