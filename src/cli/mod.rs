@@ -262,11 +262,13 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             let make_room = room::Before { r: &r, id: &id };
             let room_first = !no_room && crate::engine::room::in_force(&r.cfg.policy);
             let ask = commands::SpawnAsk {
+                cid: cid.as_deref(),
+                cwd,
                 agent: agent.as_deref(),
                 new_conversation,
                 room: room_first.then_some(&make_room as &dyn crate::engine::resume::MakeRoom),
             };
-            match commands::spawn(&r, &id, cid.as_deref(), cwd, &cmd, ask).await {
+            match commands::spawn(&r, &id, &cmd, ask).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
                 Err(commands::CommandError::NoRoom(why)) => room::no_room(cli.json, &id, &why),

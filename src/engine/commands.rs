@@ -12,7 +12,7 @@ use crate::adapters::state::{AuditLine, StateDir, Tombstone};
 use crate::adapters::tmux::{TmuxError, TurnBegin};
 use crate::config::Config;
 use crate::core::policy::{
-    self, Changed, Decision, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
+    self, Changed, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
 use crate::engine::context::{socket_path, Reaper};
 use crate::engine::hook_common::{end_turn, HookError, HookHandles};
@@ -79,25 +79,12 @@ pub enum ReapNow {
 
 /// Reap one session now (a batch of one). Returns how it ended and the audit line it wrote (or
 /// tried to).
-pub async fn reap(
-    r: &Reaper,
-    d: &Decision,
-    s: &Session,
-    reason: ReapReason,
-    force: bool,
-    server_pid: Option<u32>,
-) -> Finished {
-    let req = teardown::Request {
-        decision: d.clone(),
-        session: s.clone(),
-        reason,
-        force,
-        server_pid,
-    };
+async fn reap_one(r: &Reaper, req: teardown::Request) -> Finished {
+    let (d, reason) = (req.decision.clone(), req.reason);
     let mut ends = teardown::reap(r, vec![req]).await;
     ends.pop().unwrap_or_else(|| {
         let end = ReapEnd::Aborted(Abort::NotReached);
-        let line = AuditLine::of_decision(d, reason, now_ms());
+        let line = AuditLine::of_decision(&d, reason, now_ms());
         Finished {
             line: teardown::audit_line(line, &end),
             end,
@@ -160,8 +147,16 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
             "{name} is already being reaped"
         )));
     }
-    let Finished { end, line } = reap(r, &d, &s, reason, force, listing.server_pid).await;
-    r.inflight.remove(d.tmux_id);
+    let req = teardown::Request {
+        decision: d,
+        session: s,
+        reason,
+        force,
+        server_pid: listing.server_pid,
+    };
+    let tmux_id = req.decision.tmux_id;
+    let Finished { end, line } = reap_one(r, req).await;
+    r.inflight.remove(tmux_id);
     match end {
         ReapEnd::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
         ReapEnd::Aborted(why) => Err(CommandError::Aborted { name, why }),
@@ -268,8 +263,6 @@ pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
 pub async fn spawn(
     r: &Reaper,
     id: &str,
-    cid: Option<&str>,
-    cwd: Option<PathBuf>,
     cmd: &[String],
     ask: SpawnAsk<'_>,
 ) -> Result<bool, CommandError> {
@@ -283,6 +276,7 @@ pub async fn spawn(
         }
         _ => cmd,
     };
+    let cid = ask.cid;
     if let Some(c) = cid {
         if !policy::valid_cid(c) {
             return Err(CommandError::Refused(format!(
@@ -301,43 +295,16 @@ pub async fn spawn(
     if tomb.is_none() && cid.is_none() && own.is_none() {
         tomb = lost_before_a_sweep(&r.cfg, &r.state, id, &server);
     }
-    let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
-        let ok = policy::valid_cid(c);
-        if !ok {
-            tracing::warn!(session = %name, cid = %c, "the tombstone's conversation id is not a valid id: ignored");
-        }
-        ok
-    });
+    let tomb_cid = tomb_cid(&name, tomb.as_ref());
     let replayed = cmd.is_empty();
     let cmd: Vec<String> = if replayed {
-        let path = r.state.tombstone_path(id);
-        match tomb.as_ref().map(|t| t.argv.clone()) {
-            None => {
-                return Err(CommandError::Refused(format!(
-                    "spawn {id} needs a command after --: there is no tombstone {} to replay",
-                    path.display()
-                )))
-            }
-            Some(None) => {
-                let why = tomb.as_ref().map_or("", |t| t.why_no_argv());
-                return Err(CommandError::Refused(format!(
-                    "the tombstone {} keeps no command line ({why}): give the command after --",
-                    path.display()
-                )));
-            }
-            Some(Some(a)) => match ask.agent {
-                Some(name) => {
-                    crate::agents::named::name(&a, name).map_err(CommandError::Refused)?
-                }
-                None => a,
-            },
-        }
+        replay(&r.state, id, tomb.as_ref(), ask.agent)?
     } else {
         cmd.to_vec()
     };
     // A name that is no agent's, or two names at once, is refused before anything starts.
     crate::agents::named::check(&cmd).map_err(CommandError::Refused)?;
-    let cwd = spawn_cwd(cwd, tomb.as_ref())?;
+    let cwd = spawn_cwd(ask.cwd, tomb.as_ref())?;
     // The tombstone stays until the chat has answered a turn (`turn end`): a claude that fails
     // after start (a bad resume, an auth error) must not take the cid with it.
     resume::start(
@@ -360,9 +327,52 @@ pub async fn spawn(
     .map_err(CommandError::from)
 }
 
-/// What `spawn` is asked beyond its id, conversation, directory and command.
-#[derive(Debug, Clone, Copy, Default)]
+/// The tombstone's conversation id, when it is a valid one (one that is not is warned about).
+fn tomb_cid(name: &str, tomb: Option<&Tombstone>) -> Option<String> {
+    tomb.and_then(|t| t.cid.clone()).filter(|c| {
+        let ok = policy::valid_cid(c);
+        if !ok {
+            tracing::warn!(session = %name, cid = %c, "the tombstone's conversation id is not a valid id: ignored");
+        }
+        ok
+    })
+}
+
+/// The command `spawn <id>` with none replays: the one chat `id`'s tombstone keeps, named for
+/// `agent` (`--agent`) when given.
+fn replay(
+    state: &StateDir,
+    id: &str,
+    tomb: Option<&Tombstone>,
+    agent: Option<&str>,
+) -> Result<Vec<String>, CommandError> {
+    let path = state.tombstone_path(id);
+    match tomb.map(|t| t.argv.clone()) {
+        None => Err(CommandError::Refused(format!(
+            "spawn {id} needs a command after --: there is no tombstone {} to replay",
+            path.display()
+        ))),
+        Some(None) => {
+            let why = tomb.map_or("", |t| t.why_no_argv());
+            Err(CommandError::Refused(format!(
+                "the tombstone {} keeps no command line ({why}): give the command after --",
+                path.display()
+            )))
+        }
+        Some(Some(a)) => match agent {
+            Some(name) => crate::agents::named::name(&a, name).map_err(CommandError::Refused),
+            None => Ok(a),
+        },
+    }
+}
+
+/// What `spawn` is asked beyond its id and command.
+#[derive(Debug, Default)]
 pub struct SpawnAsk<'a> {
+    /// `--cid C`: the conversation to start the chat on.
+    pub cid: Option<&'a str>,
+    /// `--cwd D`: the new session's directory.
+    pub cwd: Option<PathBuf>,
     /// `--agent NAME`: the agent the command runs (a launcher script of the studio's).
     pub agent: Option<&'a str>,
     /// `--new-conversation`: a command that cannot be given the conversation starts without it,
@@ -396,13 +406,11 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
             r.state.tombstone_path(id).display()
         )));
     }
-    Ok(
-        if spawn(r, id, None, None, &[], SpawnAsk::default()).await? {
-            Resumed::Spawned
-        } else {
-            Resumed::Live
-        },
-    )
+    Ok(if spawn(r, id, &[], SpawnAsk::default()).await? {
+        Resumed::Spawned
+    } else {
+        Resumed::Live
+    })
 }
 
 /// Make way for `spawn`: an existing session is left alone (`None`), unless it is being reaped
@@ -540,7 +548,14 @@ async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished
     let (mut d, s) = policy::decide_session(s, &Default::default(), false, now_ms(), &policy)
         .expect("a session decided on its own gets its decision");
     d.override_turn = true;
-    reap(r, &d, &s, ReapReason::Exited, true, server_pid).await
+    let req = teardown::Request {
+        decision: d,
+        session: s,
+        reason: ReapReason::Exited,
+        force: true,
+        server_pid,
+    };
+    reap_one(r, req).await
 }
 
 #[cfg(test)]
