@@ -308,7 +308,7 @@ pub async fn spawn(
     // The tombstone stays until the chat has answered a turn (`turn end`): a claude that fails
     // after start (a bad resume, an auth error) must not take the cid with it.
     resume::start(
-        r,
+        resume::Handles::of(r),
         resume::Start {
             name: &name,
             id,

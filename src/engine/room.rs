@@ -13,6 +13,7 @@ use crate::adapters::state::Outcome;
 use crate::core::policy::{self, Need, ReapReason, Reservation, RoomAsk, RoomPlan, ROOM_HOLD_MS};
 use crate::engine::context::Reaper;
 use crate::engine::observe::{observe_with, Mode};
+use crate::engine::resume::NoRoomLeft;
 use crate::engine::sweep::{choose, journals_by_owner};
 use crate::engine::teardown;
 
@@ -276,7 +277,7 @@ async fn finish_dead_reapers(r: &Reaper) {
 /// the chat starts: `Err(why)` when there is no room (the chat is not started). A room that
 /// could not be asked (the lock held all the time it waited, the state dir, the memory in use
 /// unreadable) is warned about and the chat starts: room is a help, never a new way to fail.
-pub async fn before_start(r: &Reaper, id: &str) -> Result<(), String> {
+pub async fn before_start(r: &Reaper, id: &str) -> Result<(), NoRoomLeft> {
     let call = RoomCall {
         need: Need::Auto,
         for_id: Some(id.to_string()),
@@ -290,7 +291,7 @@ pub async fn before_start(r: &Reaper, id: &str) -> Result<(), String> {
             }
             Ok(())
         }
-        Err(RoomError::NoRoom(d)) => Err(left(&d.plan)),
+        Err(RoomError::NoRoom(d)) => Err(NoRoomLeft(left(&d.plan))),
         Err(e) => {
             tracing::warn!(session = %id, error = %e, "room for this new chat could not be made: spawning anyway");
             Ok(())
