@@ -396,7 +396,8 @@ async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
 async fn doctor(cfg: Config, json: bool) -> ExitCode {
     use crate::core::doctor::{any_problem, Verdict};
     let r = Reaper::new(cfg, true);
-    let checks = crate::engine::doctor::run(&r).await;
+    let rep = crate::engine::sweep::status(&r).await;
+    let checks = crate::engine::doctor::run(&r, rep).await;
     let bad = any_problem(&checks);
     if json {
         print_json(&serde_json::json!({ "ok": !bad, "checks": checks }));
