@@ -439,7 +439,10 @@ async fn make_way(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
-                let end = reap_dead(r, &s, server_pid).await.end;
+                let end = match dead_request(&r.cfg.policy, &s, server_pid) {
+                    Some(req) => reap_one(r, req).await.end,
+                    None => ReapEnd::Aborted(Abort::NoFreshDecision),
+                };
                 if end != ReapEnd::Reaped
                     && r.tmux
                         .find(name, &r.cfg.prefix, procs::exit_collected)
@@ -531,9 +534,13 @@ pub async fn pin(r: &Reaper, id: &str, on: bool) -> Result<bool, CommandError> {
     Ok(done)
 }
 
-/// Clean up a session whose panes have all exited (for `spawn`): the exited reap, even
-/// before tmux has its exit status.
-async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished {
+/// The reap that cleans up a session whose panes have all exited (for `spawn`): the exited
+/// reap, even before tmux has its exit status (`None`: the core gave it no decision).
+fn dead_request(
+    policy: &Policy,
+    s: &Session,
+    server_pid: Option<u32>,
+) -> Option<teardown::Request> {
     let mut snap = Snapshot {
         sessions: vec![s.clone()],
         ..Snapshot::default()
@@ -541,21 +548,19 @@ async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished
     find_cids(&mut snap, &[s.tmux_id].into_iter().collect());
     let policy = Policy {
         reap_exited: true,
-        ..r.cfg.policy.clone()
+        ..policy.clone()
     };
     // The one session put in above, its cid looked up.
     let s = snap.sessions.swap_remove(0);
-    let (mut d, s) = policy::decide_session(s, &Default::default(), false, now_ms(), &policy)
-        .expect("a session decided on its own gets its decision");
+    let (mut d, s) = policy::decide_session(s, &Default::default(), false, now_ms(), &policy)?;
     d.override_turn = true;
-    let req = teardown::Request {
+    Some(teardown::Request {
         decision: d,
         session: s,
         reason: ReapReason::Exited,
         force: true,
         server_pid,
-    };
-    reap_one(r, req).await
+    })
 }
 
 #[cfg(test)]

@@ -397,10 +397,12 @@ fn wired_in(path: &Path) -> (Vec<(PathBuf, Vec<String>)>, Option<String>) {
             ))
             }
             Err(e @ DoctorError::NotJson { .. }) if p == path => user_problem = Some(e.to_string()),
-            Err(e) if p == path => user_problem = Some(format!(
+            Err(e) if p == path => {
+                user_problem = Some(format!(
                 "the claude-hook is not wired: {e} (ccs-reap claude-settings --write {} wires it)",
                 path.display()
-            )),
+            ))
+            }
             _ => {}
         }
     }
