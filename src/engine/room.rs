@@ -169,7 +169,7 @@ async fn rounds(
     t0: Instant,
 ) -> Result<Rounds, RoomError> {
     let ask = RoomAsk {
-        need: call.need.clone(),
+        need: call.need,
         for_id: call.for_id.clone(),
         held: held.clone(),
     };
