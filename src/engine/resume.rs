@@ -177,16 +177,17 @@ pub fn forget(r: &Reaper, id: &str) -> Result<Option<Tombstone>, ResumeError> {
 /// How often the sweep looks for tombstones past `CCS_REAP_TOMBSTONE_MAX_AGE`.
 pub const AGE_OUT_EVERY: Duration = Duration::from_secs(3600);
 
-/// When this process last looked for tombstones past their age (a handle of the reaper's).
-#[derive(Debug, Default)]
-pub struct AgeOutClock(Mutex<Option<Instant>>);
-
 /// Remove the tombstones past their age, each with an audit line (`aged-out`): at the first
 /// sweep of this process and then once every [`AGE_OUT_EVERY`], never every sweep. Returns how
-/// many went.
-pub fn age_out(cfg: &Config, state: &StateDir, metrics: &Metrics, clock: &AgeOutClock) -> usize {
+/// many went. `last`: when this process last looked (a handle of the reaper's).
+pub fn age_out(
+    cfg: &Config,
+    state: &StateDir,
+    metrics: &Metrics,
+    last: &Mutex<Option<Instant>>,
+) -> usize {
     {
-        let Ok(mut last) = clock.0.lock() else {
+        let Ok(mut last) = last.lock() else {
             return 0;
         };
         if last.is_some_and(|t| t.elapsed() < AGE_OUT_EVERY) {
