@@ -123,6 +123,6 @@ pub(super) fn hook_settings(
             }
             ExitCode::SUCCESS
         }
-        Err(e) => command_error(json, CommandError::Refused(e)),
+        Err(e) => command_error(json, CommandError::Refused(e.to_string())),
     }
 }

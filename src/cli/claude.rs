@@ -67,7 +67,7 @@ pub(super) fn claude_hook_main(dry_run: bool, config: Option<&std::path::Path>) 
     };
     let ev = match rt
         .block_on(read_stdin_within(budget))
-        .and_then(|t| HookInput::parse(&t))
+        .and_then(|t| HookInput::parse(&t).map_err(|e| e.to_string()))
     {
         Ok(ev) => ev,
         Err(e) => return fail(&e),
@@ -333,6 +333,6 @@ pub(super) fn claude_settings(
             }
             ExitCode::SUCCESS
         }
-        Err(e) => command_error(json, CommandError::Refused(e)),
+        Err(e) => command_error(json, CommandError::Refused(e.to_string())),
     }
 }

@@ -262,11 +262,13 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
             let make_room = room::Before { r: &r, id: &id };
             let room_first = !no_room && crate::engine::room::in_force(&r.cfg.policy);
             let ask = commands::SpawnAsk {
+                cid: cid.as_deref(),
+                cwd,
                 agent: agent.as_deref(),
                 new_conversation,
                 room: room_first.then_some(&make_room as &dyn crate::engine::resume::MakeRoom),
             };
-            match commands::spawn(&r, &id, cid.as_deref(), cwd, &cmd, ask).await {
+            match commands::spawn(&r, &id, &cmd, ask).await {
                 Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
                 Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
                 Err(commands::CommandError::NoRoom(why)) => room::no_room(cli.json, &id, &why),
@@ -394,7 +396,8 @@ async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
 async fn doctor(cfg: Config, json: bool) -> ExitCode {
     use crate::core::doctor::{any_problem, Verdict};
     let r = Reaper::new(cfg, true);
-    let checks = crate::engine::doctor::run(&r).await;
+    let rep = crate::engine::sweep::status(&r).await;
+    let checks = crate::engine::doctor::run(&r, rep).await;
     let bad = any_problem(&checks);
     if json {
         print_json(&serde_json::json!({ "ok": !bad, "checks": checks }));

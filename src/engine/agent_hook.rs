@@ -2,14 +2,16 @@
 //! descriptor ([`crate::agents`]) to the typed actions `claude-hook` takes, and the agent recorded
 //! in the chat's `@ccs_agent`; `ccs-reap hook-settings --agent <name>`: the agent's own hook
 //! settings, printed or merged with the writer `claude-settings` uses
-//! ([`claude_hook::write_merged`]).
+//! ([`write_merged`]).
 
 use std::path::Path;
 
 use crate::agents::{Agent, HookAction};
-use crate::engine::claude_hook::{self, HookOutcome};
-use crate::engine::commands::CommandError;
 use crate::engine::context::Reaper;
+use crate::engine::hook_common::settings::{
+    hook_command_with, merge_events, write_merged, SettingsError,
+};
+use crate::engine::hook_common::{act_on, skipped_asleep, HookError, HookHandles, HookOutcome};
 
 pub use crate::adapters::tmux::AGENT_OPTION;
 
@@ -25,7 +27,7 @@ pub async fn act(
     agent: &Agent,
     ev: &serde_json::Value,
     pane: &str,
-) -> Result<HookOutcome, CommandError> {
+) -> Result<HookOutcome, HookError> {
     let what = action(agent, ev);
     if let HookAction::Nothing(why) = what {
         return Ok(HookOutcome::Skipped(why));
@@ -36,8 +38,8 @@ pub async fn act(
             r.cfg.prefix
         )));
     };
-    // Nothing at all in a session asleep, not even its agent's name ([`claude_hook::asleep`]).
-    if let Some(said) = claude_hook::skipped_asleep(&s) {
+    // Nothing at all in a session asleep, not even its agent's name ([`crate::engine::hook_common::asleep`]).
+    if let Some(said) = skipped_asleep(&s) {
         return Ok(said);
     }
     if matches!(what, HookAction::SetCid(_))
@@ -48,7 +50,7 @@ pub async fn act(
     {
         return Ok(HookOutcome::Skipped(format!("{} is gone", s.name)));
     }
-    claude_hook::act_on(r, &what, &s).await
+    act_on(HookHandles::of(r), &what, &s).await
 }
 
 /// The words the hook command ends with: `claude-hook` for Claude Code (its settings stay what
@@ -63,7 +65,7 @@ pub fn subcommand(agent: &Agent) -> Vec<&'static str> {
 
 /// The hook command for `agent`: settings as environment assignments, then this binary.
 pub fn hook_command(agent: &Agent, bin: &Path, env: &[(String, String)]) -> String {
-    claude_hook::hook_command_with(bin, env, &subcommand(agent))
+    hook_command_with(bin, env, &subcommand(agent))
 }
 
 /// Merge `agent`'s hooks into a settings document: every other key, event and hook kept, our
@@ -73,19 +75,17 @@ pub fn merge(
     agent: &Agent,
     settings: serde_json::Value,
     command: &str,
-) -> Result<serde_json::Value, String> {
+) -> Result<serde_json::Value, SettingsError> {
     let events = agent.hooks.wired();
-    let mut v = claude_hook::merge_events(settings, command, &events)?;
+    let mut v = merge_events(settings, command, &events)?;
     let fragment = (agent.hook_settings)(command);
     if let Some(cfg) = fragment.get("hooksConfig").and_then(|c| c.as_object()) {
-        let obj = v
-            .as_object_mut()
-            .ok_or("the settings are not a JSON object")?;
+        let obj = v.as_object_mut().ok_or(SettingsError::NotAnObject)?;
         let hc = obj
             .entry("hooksConfig")
             .or_insert_with(|| serde_json::json!({}))
             .as_object_mut()
-            .ok_or("\"hooksConfig\" is not a JSON object")?;
+            .ok_or(SettingsError::KeyNotAnObject("hooksConfig"))?;
         for (k, val) in cfg {
             hc.insert(k.clone(), val.clone());
         }
@@ -95,8 +95,8 @@ pub fn merge(
 
 /// `hook-settings --agent <name> --write FILE`: [`merge`] into the file, with the writer
 /// `claude-settings --write` uses. `Ok(true)` when it changed.
-pub fn write_settings(agent: &Agent, file: &Path, command: &str) -> Result<bool, String> {
-    claude_hook::write_merged(file, |v| merge(agent, v, command))
+pub fn write_settings(agent: &Agent, file: &Path, command: &str) -> Result<bool, SettingsError> {
+    write_merged(file, |v| merge(agent, v, command))
 }
 
 /// What the user must still do for the hooks to run, if anything (Codex's trust, Gemini CLI's
@@ -178,15 +178,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("codex/hooks.json");
         let cmd = "'/bin/ccs-reap' hook --agent codex";
-        assert_eq!(write_settings(&CODEX, &f, cmd), Ok(true));
-        assert_eq!(write_settings(&CODEX, &f, cmd), Ok(false));
+        assert_eq!(
+            write_settings(&CODEX, &f, cmd).map_err(|e| e.to_string()),
+            Ok(true)
+        );
+        assert_eq!(
+            write_settings(&CODEX, &f, cmd).map_err(|e| e.to_string()),
+            Ok(false)
+        );
         assert_eq!(
             std::fs::metadata(&f).unwrap().permissions().mode() & 0o777,
             0o600
         );
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o644)).unwrap();
         assert_eq!(
-            write_settings(&CODEX, &f, "'/new/ccs-reap' hook --agent codex"),
+            write_settings(&CODEX, &f, "'/new/ccs-reap' hook --agent codex")
+                .map_err(|e| e.to_string()),
             Ok(true)
         );
         assert_eq!(

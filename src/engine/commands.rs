@@ -12,9 +12,10 @@ use crate::adapters::state::{AuditLine, StateDir, Tombstone};
 use crate::adapters::tmux::{TmuxError, TurnBegin};
 use crate::config::Config;
 use crate::core::policy::{
-    self, Changed, Decision, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
+    self, Changed, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
 use crate::engine::context::{socket_path, Reaper};
+use crate::engine::hook_common::{end_turn, HookError, HookHandles};
 use crate::engine::observe::{find_cids, observe, Mode, Observation};
 use crate::engine::ownership::Ownership;
 use crate::engine::resume::{self, Resumed};
@@ -46,6 +47,15 @@ pub enum CommandError {
     NoRoom(String),
 }
 
+impl From<HookError> for CommandError {
+    fn from(e: HookError) -> Self {
+        match e {
+            HookError::Tmux(e) => CommandError::Tmux(e),
+            HookError::Refused(m) => CommandError::Refused(m),
+        }
+    }
+}
+
 impl From<resume::ResumeError> for CommandError {
     fn from(e: resume::ResumeError) -> Self {
         use resume::ResumeError as W;
@@ -69,25 +79,12 @@ pub enum ReapNow {
 
 /// Reap one session now (a batch of one). Returns how it ended and the audit line it wrote (or
 /// tried to).
-pub async fn reap(
-    r: &Reaper,
-    d: &Decision,
-    s: &Session,
-    reason: ReapReason,
-    force: bool,
-    server_pid: Option<u32>,
-) -> Finished {
-    let req = teardown::Request {
-        decision: d.clone(),
-        session: s.clone(),
-        reason,
-        force,
-        server_pid,
-    };
+async fn reap_one(r: &Reaper, req: teardown::Request) -> Finished {
+    let (d, reason) = (req.decision.clone(), req.reason);
     let mut ends = teardown::reap(r, vec![req]).await;
     ends.pop().unwrap_or_else(|| {
         let end = ReapEnd::Aborted(Abort::NotReached);
-        let line = AuditLine::of_decision(d, reason, now_ms());
+        let line = AuditLine::of_decision(&d, reason, now_ms());
         Finished {
             line: teardown::audit_line(line, &end),
             end,
@@ -150,8 +147,16 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
             "{name} is already being reaped"
         )));
     }
-    let Finished { end, line } = reap(r, &d, &s, reason, force, listing.server_pid).await;
-    r.inflight.remove(d.tmux_id);
+    let req = teardown::Request {
+        decision: d,
+        session: s,
+        reason,
+        force,
+        server_pid: listing.server_pid,
+    };
+    let tmux_id = req.decision.tmux_id;
+    let Finished { end, line } = reap_one(r, req).await;
+    r.inflight.remove(tmux_id);
     match end {
         ReapEnd::Reaped => Ok(ReapNow::Reaped(Box::new(line))),
         ReapEnd::Aborted(why) => Err(CommandError::Aborted { name, why }),
@@ -249,20 +254,7 @@ async fn wait_for_teardown(
 
 /// `turn end <id>`: `Ok(false)` when the session is gone.
 pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
-    let name = name_of(&r.cfg, id)?;
-    let Some(marked) = r.tmux.turn_end(&name, now_ms()).await? else {
-        return Ok(false);
-    };
-    // A turn went through on the (respawned) chat: its tombstone has served. (The audit log
-    // keeps the history; a failure to remove it only leaves a cid that is still right.) Not while
-    // a reap mark is on the chat: a reap that overrides the turn (a stuck one) may have written
-    // the tombstone it will be resumed from.
-    if !marked {
-        if let Err(e) = r.state.remove_tombstone(id) {
-            tracing::warn!(session = %name, error = %e, "failed to remove the used tombstone");
-        }
-    }
-    Ok(true)
+    Ok(end_turn(HookHandles::of(r), id).await?)
 }
 
 /// `spawn <id> [--cid C] [--cwd D] [-- <cmd...>]`: with no command, the one its tombstone
@@ -271,8 +263,6 @@ pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
 pub async fn spawn(
     r: &Reaper,
     id: &str,
-    cid: Option<&str>,
-    cwd: Option<PathBuf>,
     cmd: &[String],
     ask: SpawnAsk<'_>,
 ) -> Result<bool, CommandError> {
@@ -286,6 +276,7 @@ pub async fn spawn(
         }
         _ => cmd,
     };
+    let cid = ask.cid;
     if let Some(c) = cid {
         if !policy::valid_cid(c) {
             return Err(CommandError::Refused(format!(
@@ -304,47 +295,20 @@ pub async fn spawn(
     if tomb.is_none() && cid.is_none() && own.is_none() {
         tomb = lost_before_a_sweep(&r.cfg, &r.state, id, &server);
     }
-    let tomb_cid = tomb.as_ref().and_then(|t| t.cid.clone()).filter(|c| {
-        let ok = policy::valid_cid(c);
-        if !ok {
-            tracing::warn!(session = %name, cid = %c, "the tombstone's conversation id is not a valid id: ignored");
-        }
-        ok
-    });
+    let tomb_cid = tomb_cid(&name, tomb.as_ref());
     let replayed = cmd.is_empty();
     let cmd: Vec<String> = if replayed {
-        let path = r.state.tombstone_path(id);
-        match tomb.as_ref().map(|t| t.argv.clone()) {
-            None => {
-                return Err(CommandError::Refused(format!(
-                    "spawn {id} needs a command after --: there is no tombstone {} to replay",
-                    path.display()
-                )))
-            }
-            Some(None) => {
-                let why = tomb.as_ref().map_or("", |t| t.why_no_argv());
-                return Err(CommandError::Refused(format!(
-                    "the tombstone {} keeps no command line ({why}): give the command after --",
-                    path.display()
-                )));
-            }
-            Some(Some(a)) => match ask.agent {
-                Some(name) => {
-                    crate::agents::named::name(&a, name).map_err(CommandError::Refused)?
-                }
-                None => a,
-            },
-        }
+        replay(&r.state, id, tomb.as_ref(), ask.agent)?
     } else {
         cmd.to_vec()
     };
     // A name that is no agent's, or two names at once, is refused before anything starts.
     crate::agents::named::check(&cmd).map_err(CommandError::Refused)?;
-    let cwd = spawn_cwd(cwd, tomb.as_ref())?;
+    let cwd = spawn_cwd(ask.cwd, tomb.as_ref())?;
     // The tombstone stays until the chat has answered a turn (`turn end`): a claude that fails
     // after start (a bad resume, an auth error) must not take the cid with it.
     resume::start(
-        r,
+        resume::Handles::of(r),
         resume::Start {
             name: &name,
             id,
@@ -363,9 +327,52 @@ pub async fn spawn(
     .map_err(CommandError::from)
 }
 
-/// What `spawn` is asked beyond its id, conversation, directory and command.
-#[derive(Debug, Clone, Copy, Default)]
+/// The tombstone's conversation id, when it is a valid one (one that is not is warned about).
+fn tomb_cid(name: &str, tomb: Option<&Tombstone>) -> Option<String> {
+    tomb.and_then(|t| t.cid.clone()).filter(|c| {
+        let ok = policy::valid_cid(c);
+        if !ok {
+            tracing::warn!(session = %name, cid = %c, "the tombstone's conversation id is not a valid id: ignored");
+        }
+        ok
+    })
+}
+
+/// The command `spawn <id>` with none replays: the one chat `id`'s tombstone keeps, named for
+/// `agent` (`--agent`) when given.
+fn replay(
+    state: &StateDir,
+    id: &str,
+    tomb: Option<&Tombstone>,
+    agent: Option<&str>,
+) -> Result<Vec<String>, CommandError> {
+    let path = state.tombstone_path(id);
+    match tomb.map(|t| t.argv.clone()) {
+        None => Err(CommandError::Refused(format!(
+            "spawn {id} needs a command after --: there is no tombstone {} to replay",
+            path.display()
+        ))),
+        Some(None) => {
+            let why = tomb.map_or("", |t| t.why_no_argv());
+            Err(CommandError::Refused(format!(
+                "the tombstone {} keeps no command line ({why}): give the command after --",
+                path.display()
+            )))
+        }
+        Some(Some(a)) => match agent {
+            Some(name) => crate::agents::named::name(&a, name).map_err(CommandError::Refused),
+            None => Ok(a),
+        },
+    }
+}
+
+/// What `spawn` is asked beyond its id and command.
+#[derive(Debug, Default)]
 pub struct SpawnAsk<'a> {
+    /// `--cid C`: the conversation to start the chat on.
+    pub cid: Option<&'a str>,
+    /// `--cwd D`: the new session's directory.
+    pub cwd: Option<PathBuf>,
     /// `--agent NAME`: the agent the command runs (a launcher script of the studio's).
     pub agent: Option<&'a str>,
     /// `--new-conversation`: a command that cannot be given the conversation starts without it,
@@ -387,7 +394,8 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
         .await?
         .is_some_and(|s| s.panes.iter().any(|p| !p.dead));
     if live {
-        if let Some(why) = crate::engine::own_pane::asleep_why(r, id, &name).await? {
+        if let Some(why) = crate::engine::own_pane::asleep_why(&r.tmux, &r.state, id, &name).await?
+        {
             return Err(CommandError::Refused(why));
         }
         return Ok(Resumed::Live);
@@ -398,13 +406,11 @@ pub async fn resume(r: &Reaper, id: &str) -> Result<Resumed, CommandError> {
             r.state.tombstone_path(id).display()
         )));
     }
-    Ok(
-        if spawn(r, id, None, None, &[], SpawnAsk::default()).await? {
-            Resumed::Spawned
-        } else {
-            Resumed::Live
-        },
-    )
+    Ok(if spawn(r, id, &[], SpawnAsk::default()).await? {
+        Resumed::Spawned
+    } else {
+        Resumed::Live
+    })
 }
 
 /// Make way for `spawn`: an existing session is left alone (`None`), unless it is being reaped
@@ -433,7 +439,10 @@ async fn make_way(
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             Some(s) if !s.panes.is_empty() && s.panes.iter().all(|p| p.dead) => {
-                let end = reap_dead(r, &s, server_pid).await.end;
+                let end = match dead_request(&r.cfg.policy, &s, server_pid) {
+                    Some(req) => reap_one(r, req).await.end,
+                    None => ReapEnd::Aborted(Abort::NoFreshDecision),
+                };
                 if end != ReapEnd::Reaped
                     && r.tmux
                         .find(name, &r.cfg.prefix, procs::exit_collected)
@@ -448,7 +457,9 @@ async fn make_way(
             }
             Some(_) => {
                 let id = name.strip_prefix(r.cfg.prefix.as_str()).unwrap_or(name);
-                if let Some(why) = crate::engine::own_pane::asleep_why(r, id, name).await? {
+                if let Some(why) =
+                    crate::engine::own_pane::asleep_why(&r.tmux, &r.state, id, name).await?
+                {
                     return Err(CommandError::Refused(why));
                 }
                 return Ok(None);
@@ -523,9 +534,13 @@ pub async fn pin(r: &Reaper, id: &str, on: bool) -> Result<bool, CommandError> {
     Ok(done)
 }
 
-/// Clean up a session whose panes have all exited (for `spawn`): the exited reap, even
-/// before tmux has its exit status.
-async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished {
+/// The reap that cleans up a session whose panes have all exited (for `spawn`): the exited
+/// reap, even before tmux has its exit status (`None`: the core gave it no decision).
+fn dead_request(
+    policy: &Policy,
+    s: &Session,
+    server_pid: Option<u32>,
+) -> Option<teardown::Request> {
     let mut snap = Snapshot {
         sessions: vec![s.clone()],
         ..Snapshot::default()
@@ -533,14 +548,19 @@ async fn reap_dead(r: &Reaper, s: &Session, server_pid: Option<u32>) -> Finished
     find_cids(&mut snap, &[s.tmux_id].into_iter().collect());
     let policy = Policy {
         reap_exited: true,
-        ..r.cfg.policy.clone()
+        ..policy.clone()
     };
     // The one session put in above, its cid looked up.
     let s = snap.sessions.swap_remove(0);
-    let (mut d, s) = policy::decide_session(s, &Default::default(), false, now_ms(), &policy)
-        .expect("a session decided on its own gets its decision");
+    let (mut d, s) = policy::decide_session(s, &Default::default(), false, now_ms(), &policy)?;
     d.override_turn = true;
-    reap(r, &d, &s, ReapReason::Exited, true, server_pid).await
+    Some(teardown::Request {
+        decision: d,
+        session: s,
+        reason: ReapReason::Exited,
+        force: true,
+        server_pid,
+    })
 }
 
 #[cfg(test)]

@@ -35,6 +35,7 @@ pub struct Reaper {
     pub(crate) ownership: Ownership,
     /// What the daemon watches and reports: the memory, the PSI stall, the activity files.
     pub(crate) watching: Watching,
+    pub(crate) last_age_out: Mutex<Option<std::time::Instant>>,
 }
 
 impl Reaper {
@@ -66,6 +67,7 @@ impl Reaper {
             inflight: Arc::new(InFlight::default()),
             ownership,
             watching: Watching::default(),
+            last_age_out: Mutex::new(None),
         })
     }
 }

@@ -5,7 +5,7 @@
 //! and what a reap itself needs (`reap`). Writes nothing but what a reap checks first (the state
 //! dir's directories, a probe file removed at once). The verdicts are `core::doctor`'s.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::adapters::tmux::Tmux;
@@ -13,6 +13,7 @@ use crate::adapters::{agent_proc, procs};
 use crate::config::Config;
 use crate::core::doctor::{assignments, hook_commands, near_misses, Check, Verdict};
 use crate::core::policy::MemThreshold;
+use crate::core::report::{SessionReport, SweepReport};
 use crate::engine::context::Reaper;
 
 mod reap;
@@ -31,37 +32,83 @@ pub fn claude_settings_path() -> Option<PathBuf> {
         .map(|h| PathBuf::from(h).join(".claude").join("settings.json"))
 }
 
-/// Every check, once, in order.
-pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
-    let mut out = Vec::new();
+/// Why a settings file of the agent's was not read as JSON.
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    /// The file is not there.
+    #[error("{}: {}", .0.display(), std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error()))]
+    Missing(PathBuf),
+    /// It could not be read (the reader's own words: the path, and why).
+    #[error("{0}")]
+    Read(String),
+    #[error("{} is not JSON: {why}", .path.display())]
+    NotJson {
+        path: PathBuf,
+        why: serde_json::Error,
+    },
+}
+
+/// Every check, once, in order, of the studio that `rep` (a `status`, taken by the caller)
+/// reports.
+pub async fn run(r: &Arc<Reaper>, rep: SweepReport) -> Vec<Check> {
     let cfg = &r.cfg;
-    out.push(Check::new(
-        "settings",
-        Verdict::Ok,
-        match &cfg.file {
-            Some(f) => format!("settings file {}", f.display()),
-            None => "no settings file: the environment and the defaults".into(),
-        },
-    ));
-    out.push(if cfg.policy.enabled() {
-        Check::new("reaping", Verdict::Ok, format!("rules: {}", cfg.rules()))
-    } else {
-        Check::new(
-            "reaping",
-            Verdict::Problem,
-            format!(
-                "reaping is disabled: it is off until {}",
-                crate::config::ENABLED_BY
-            ),
-        )
-    });
-    let rep = crate::engine::sweep::status(r).await;
-    let chats = rep.sessions.len();
-    let no_cid: Vec<&crate::core::report::SessionReport> = rep
+    let mut out = settings_checks(cfg);
+    let no_cid: Vec<&SessionReport> = rep
         .sessions
         .iter()
         .filter(|s| s.decision.cid.is_none())
         .collect();
+    out.extend(server_checks(cfg, &r.tmux, &rep, &no_cid).await);
+    out.push(reap::state_check(&r.state));
+    // Without the hook, a chat with no cid is never reaped; with no chat, nothing is kept yet.
+    // Only a Claude Code (or unknown) chat lacks the claude-hook: an unused Codex chat has no
+    // cid by design.
+    out.extend(hook_checks(
+        cfg,
+        no_cid.iter().any(|s| s.agent.is_none_or(|a| a == "claude")),
+    ));
+    out.extend(reap::hook_binaries().await);
+    out.push(activity_check(cfg, r.watching.activity_problem()));
+    out.push(memory_check(cfg, rep.host, rep.watching.as_deref()));
+    out.push(crate::core::doctor::room_check(&rep.gauge));
+    out
+}
+
+/// The settings read, and whether reaping is on.
+fn settings_checks(cfg: &Config) -> Vec<Check> {
+    vec![
+        Check::new(
+            "settings",
+            Verdict::Ok,
+            match &cfg.file {
+                Some(f) => format!("settings file {}", f.display()),
+                None => "no settings file: the environment and the defaults".into(),
+            },
+        ),
+        if cfg.policy.enabled() {
+            Check::new("reaping", Verdict::Ok, format!("rules: {}", cfg.rules()))
+        } else {
+            Check::new(
+                "reaping",
+                Verdict::Problem,
+                format!(
+                    "reaping is disabled: it is off until {}",
+                    crate::config::ENABLED_BY
+                ),
+            )
+        },
+    ]
+}
+
+/// The tmux server at the socket, and while it is up what its sessions show.
+async fn server_checks(
+    cfg: &Config,
+    tmux: &Tmux,
+    rep: &SweepReport,
+    no_cid: &[&SessionReport],
+) -> Vec<Check> {
+    let mut out = Vec::new();
+    let chats = rep.sessions.len();
     match rep.tmux_server_up {
         Some(true) => {
             out.push(Check::new(
@@ -70,11 +117,11 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
                 format!("a tmux server listens at {}", rep.socket_path),
             ));
             out.extend(reap::sight_check(rep.tmux_server_up, rep.blind.as_deref()));
-            out.push(sessions_check(&r.cfg, &r.tmux, chats).await);
-            out.push(cid_check(chats, &no_cid));
-            out.extend(turns_check(&rep));
-            out.extend(shared_check(&rep));
-            out.push(shape_check(&rep));
+            out.push(sessions_check(cfg, tmux, chats).await);
+            out.push(cid_check(chats, no_cid));
+            out.extend(turns_check(rep));
+            out.extend(shared_check(rep));
+            out.push(shape_check(rep));
         }
         Some(false) if rep.tmux_server_empty => out.push(Check::new(
             "server",
@@ -102,36 +149,28 @@ pub async fn run(r: &Arc<Reaper>) -> Vec<Check> {
             ),
         )),
     }
-    out.push(reap::state_check(&r.state));
-    // Without the hook, a chat with no cid is never reaped; with no chat, nothing is kept yet.
-    // Only a Claude Code (or unknown) chat lacks the claude-hook: an unused Codex chat has no
-    // cid by design.
-    out.extend(hook_checks(
-        cfg,
-        no_cid.iter().any(|s| s.agent.is_none_or(|a| a == "claude")),
-    ));
-    out.extend(reap::hook_binaries().await);
-    out.push(if cfg.activity_files.is_empty() {
-        Check::new("activity", Verdict::Ok, "no activity file configured")
-    } else {
-        match r.watching.activity_problem() {
-            Some(e) => Check::new(
-                "activity",
-                Verdict::Problem,
-                format!(
-                    "an activity file (CCS_ACTIVITY_FILES) is unreadable, so every session is kept: {e}"
-                ),
-            ),
-            None => Check::new(
-                "activity",
-                Verdict::Ok,
-                format!("{} activity file(s) read", cfg.activity_files.len()),
-            ),
-        }
-    });
-    out.push(memory_check(cfg, rep.host, rep.watching.as_deref()));
-    out.push(crate::core::doctor::room_check(&rep.gauge));
     out
+}
+
+/// The activity files, when configured: `problem` is why one is unreadable.
+fn activity_check(cfg: &Config, problem: Option<String>) -> Check {
+    if cfg.activity_files.is_empty() {
+        return Check::new("activity", Verdict::Ok, "no activity file configured");
+    }
+    match problem {
+        Some(e) => Check::new(
+            "activity",
+            Verdict::Problem,
+            format!(
+                "an activity file (CCS_ACTIVITY_FILES) is unreadable, so every session is kept: {e}"
+            ),
+        ),
+        None => Check::new(
+            "activity",
+            Verdict::Ok,
+            format!("{} activity file(s) read", cfg.activity_files.len()),
+        ),
+    }
 }
 
 /// Sessions under the prefix; without any, the names that look meant for it.
@@ -302,9 +341,6 @@ fn cid_check(chats: usize, no_cid: &[&crate::core::report::SessionReport]) -> Ch
 /// The claude-hook in Claude Code's settings files (the user's, the project's and the local one
 /// of this directory: [`reap::claude_settings_files`]), and whether it shares our state dir,
 /// prefix and socket. Wired in none of them: a problem when some chat lacks a cid.
-///
-/// Over 80 lines: one check per thing the hook must agree on (the file, the event, the binary, the
-/// state dir, the prefix, the socket), each a few lines that say what is wrong and how to fix it.
 fn hook_checks(cfg: &Config, needed: bool) -> Vec<Check> {
     let missing = if needed {
         Verdict::Problem
@@ -318,37 +354,7 @@ fn hook_checks(cfg: &Config, needed: bool) -> Vec<Check> {
             "neither CLAUDE_CONFIG_DIR nor HOME is set: Claude Code's settings file is unknown",
         )];
     };
-    // Every file Claude Code reads that holds the hook; else what is wrong with the user's.
-    let mut wired: Vec<(PathBuf, Vec<String>)> = Vec::new();
-    let mut user_problem = None;
-    for p in reap::claude_settings_files() {
-        let got = read_bounded(&p).and_then(|text| {
-            serde_json::from_str::<serde_json::Value>(&text)
-                .map(|v| hook_commands(&v))
-                .map_err(|e| format!("{} is not JSON: {e}", p.display()))
-        });
-        match got {
-            Ok(cmds) if !cmds.is_empty() => wired.push((p, cmds)),
-            Ok(_) if p == path => {
-                user_problem = Some(format!(
-                "the claude-hook is not wired in {} (ccs-reap claude-settings --write {} wires it)",
-                path.display(),
-                path.display()
-            ))
-            }
-            Err(e) if p == path => {
-                user_problem = Some(if e.contains("is not JSON") {
-                    e
-                } else {
-                    format!(
-                        "the claude-hook is not wired: {e} (ccs-reap claude-settings --write {} wires it)",
-                        path.display()
-                    )
-                })
-            }
-            _ => {}
-        }
-    }
+    let (wired, user_problem) = wired_in(&path);
     if wired.is_empty() {
         return vec![Check::new(
             "hook",
@@ -362,6 +368,49 @@ fn hook_checks(cfg: &Config, needed: bool) -> Vec<Check> {
             }),
         )];
     }
+    let mut out = disagreements(cfg, &wired);
+    if out.is_empty() {
+        let files: Vec<String> = wired.iter().map(|(f, _)| f.display().to_string()).collect();
+        out.push(Check::new(
+            "hook",
+            Verdict::Ok,
+            format!("the claude-hook is wired in {}", files.join(", ")),
+        ));
+    }
+    out
+}
+
+/// Every file Claude Code reads that holds the hook, with the hook's commands in it; else what
+/// is wrong with the user's (`path`).
+fn wired_in(path: &Path) -> (Vec<(PathBuf, Vec<String>)>, Option<String>) {
+    let mut wired = Vec::new();
+    let mut user_problem = None;
+    for p in reap::claude_settings_files() {
+        let got = read_json(&p).map(|v| hook_commands(&v));
+        match got {
+            Ok(cmds) if !cmds.is_empty() => wired.push((p, cmds)),
+            Ok(_) if p == path => {
+                user_problem = Some(format!(
+                "the claude-hook is not wired in {} (ccs-reap claude-settings --write {} wires it)",
+                path.display(),
+                path.display()
+            ))
+            }
+            Err(e @ DoctorError::NotJson { .. }) if p == path => user_problem = Some(e.to_string()),
+            Err(e) if p == path => {
+                user_problem = Some(format!(
+                "the claude-hook is not wired: {e} (ccs-reap claude-settings --write {} wires it)",
+                path.display()
+            ))
+            }
+            _ => {}
+        }
+    }
+    (wired, user_problem)
+}
+
+/// Each hook command that names another state dir, prefix or socket than ours: a problem.
+fn disagreements(cfg: &Config, wired: &[(PathBuf, Vec<String>)]) -> Vec<Check> {
     let ours = [
         (
             "CCS_REAP_STATE_DIR",
@@ -374,7 +423,7 @@ fn hook_checks(cfg: &Config, needed: bool) -> Vec<Check> {
         ),
     ];
     let mut out = Vec::new();
-    for (file, cmds) in &wired {
+    for (file, cmds) in wired {
         for c in cmds {
             let a = assignments(c);
             for (k, mine) in &ours {
@@ -390,14 +439,6 @@ fn hook_checks(cfg: &Config, needed: bool) -> Vec<Check> {
             }
         }
     }
-    if out.is_empty() {
-        let files: Vec<String> = wired.iter().map(|(f, _)| f.display().to_string()).collect();
-        out.push(Check::new(
-            "hook",
-            Verdict::Ok,
-            format!("the claude-hook is wired in {}", files.join(", ")),
-        ));
-    }
     out
 }
 
@@ -412,7 +453,7 @@ fn what(var: &str) -> &'static str {
 /// A settings file of the agent's (`~/.claude/settings.json`): read as every file another
 /// process could plant is ([`agent_proc::read_planted`]): a FIFO never holds doctor, a huge
 /// file is refused by its size. A link is followed (dotfile managers link it).
-fn read_bounded(path: &std::path::Path) -> Result<String, String> {
+fn read_bounded(path: &Path) -> Result<String, DoctorError> {
     let how = agent_proc::Planted {
         cap: MAX_SETTINGS_BYTES,
         follow: true,
@@ -420,13 +461,18 @@ fn read_bounded(path: &std::path::Path) -> Result<String, String> {
     };
     match agent_proc::read_planted(path, how) {
         Ok(Some(text)) => Ok(text),
-        Ok(None) => Err(format!(
-            "{}: {}",
-            path.display(),
-            std::io::Error::from_raw_os_error(rustix::io::Errno::NOENT.raw_os_error())
-        )),
-        Err(e) => Err(e.to_string()),
+        Ok(None) => Err(DoctorError::Missing(path.to_path_buf())),
+        Err(e) => Err(DoctorError::Read(e.to_string())),
     }
+}
+
+/// A settings file of the agent's ([`read_bounded`]) as JSON.
+fn read_json(path: &Path) -> Result<serde_json::Value, DoctorError> {
+    let text = read_bounded(path)?;
+    serde_json::from_str(&text).map_err(|why| DoctorError::NotJson {
+        path: path.to_path_buf(),
+        why,
+    })
 }
 
 /// The memory limit the pressure rules see. A share of no limit never fires: a problem when that

@@ -7,6 +7,7 @@ pub mod commands;
 pub mod context;
 pub mod daemon;
 pub mod doctor;
+pub mod hook_common;
 pub mod inflight;
 pub(crate) mod lease_clock;
 pub mod observe;

@@ -13,24 +13,25 @@
 //! `resume` and `spawn` refuse to start the chat in it, and say how to bring it back.
 
 use crate::adapters::agent_proc;
-use crate::adapters::tmux::TmuxError;
+use crate::adapters::state::StateDir;
+use crate::adapters::tmux::{Tmux, TmuxError};
 use crate::agents::FiredBy;
 use crate::core::policy::chat_pane::PaneRecord;
 use crate::core::policy::Session;
-use crate::engine::context::Reaper;
 
 /// Why `resume` and `spawn` must refuse (`Some`, saying what to do) when session `name` of chat
 /// `id` exists but its chat was reaped from its own pane while the session lived on: a chat is
 /// never started in a session holding the user's panes.
 pub(crate) async fn asleep_why(
-    r: &Reaper,
+    tmux: &Tmux,
+    state: &StateDir,
     id: &str,
     name: &str,
 ) -> Result<Option<String>, TmuxError> {
-    if !r.tmux.asleep(name).await? {
+    if !tmux.asleep(name).await? {
         return Ok(None);
     }
-    let tomb = r.state.tombstone_path(id);
+    let tomb = state.tombstone_path(id);
     Ok(Some(format!(
         "{name} still exists but no longer holds its chat: the chat was reaped from its own pane \
          while other panes or windows kept the session (CCS_ENGINE_SHARED_SESSION=pane; its \
@@ -54,7 +55,7 @@ pub(crate) async fn asleep_why(
 /// the recorded pane lives is read first, safely: a pane gone from the server never returns.
 ///
 /// [`Tmux::record_own_pane`]: crate::adapters::tmux::Tmux::record_own_pane
-pub(crate) async fn record(r: &Reaper, s: &Session) {
+pub(crate) async fn record(tmux: &Tmux, s: &Session) {
     let Some(p) = s.panes.first() else { return };
     let Some(rec) = PaneRecord::of(p) else { return };
     if p.dead || s.chat_pane.trim() == rec.value() || !s.asleep.trim().is_empty() {
@@ -64,7 +65,7 @@ pub(crate) async fn record(r: &Reaper, s: &Session) {
         return;
     }
     if let Some(old) = PaneRecord::parse(&s.chat_pane) {
-        match r.tmux.pane_on_server(&old).await {
+        match tmux.pane_on_server(&old).await {
             Ok(false) => {}
             Ok(true) => {
                 tracing::debug!(
@@ -81,7 +82,7 @@ pub(crate) async fn record(r: &Reaper, s: &Session) {
             }
         }
     }
-    match r.tmux.record_own_pane(s.tmux_id, &rec).await {
+    match tmux.record_own_pane(s.tmux_id, &rec).await {
         Ok(true) => tracing::info!(
             session = %s.name,
             tmux_id = %format!("${}", s.tmux_id),

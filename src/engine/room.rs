@@ -9,10 +9,11 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::adapters::clock::now_ms;
-use crate::adapters::state::Outcome;
+use crate::adapters::state::{Outcome, StateDir};
 use crate::core::policy::{self, Need, ReapReason, Reservation, RoomAsk, RoomPlan, ROOM_HOLD_MS};
 use crate::engine::context::Reaper;
 use crate::engine::observe::{observe_with, Mode};
+use crate::engine::resume::NoRoomLeft;
 use crate::engine::sweep::{choose, journals_by_owner, Holds};
 use crate::engine::teardown;
 
@@ -110,15 +111,10 @@ pub fn left(p: &RoomPlan) -> String {
 
 /// Make room for one new chat (`for_id`: its id, when known).
 pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
-    let RoomCall {
-        need,
-        for_id,
-        skip_if_live,
-        lock_wait,
-    } = call;
     let t0 = Instant::now();
     let lock_path = r.state.studio_dir().join("room.lock");
     let state = r.state.clone();
+    let lock_wait = call.lock_wait;
     let _lock = tokio::task::spawn_blocking(move || state.lock_room(lock_wait))
         .await
         .map_err(|e| RoomError::Locked(format!("{} ({e})", lock_path.display())))??
@@ -131,36 +127,77 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
         }
     };
     finish_dead_reapers(r).await;
+    let made = match rounds(r, &call, held, t0).await? {
+        Rounds::Live(done) => return Ok(done),
+        Rounds::Made(m) => m,
+    };
+    let Some(plan) = made.plan else {
+        return Err(RoomError::Unknown("no look was taken".into()));
+    };
+    let done = RoomDone {
+        freed_bytes: made.freed.iter().map(|f| f.bytes).sum(),
+        freed: made.freed,
+        not_reaped: made.not_reaped,
+        took_ms: t0.elapsed().as_millis() as u64,
+        plan,
+    };
+    hold(&r.state, done, made.held, call.for_id)
+}
+
+/// What the rounds of looks and reaps came to.
+enum Rounds {
+    /// `spawn`'s chat is live already: no room needed.
+    Live(RoomDone),
+    Made(Made),
+}
+
+/// The room the rounds made: the last plan, the chats freed, the reaps that did not end
+/// `reaped`, and the room held for new chats as last seen.
+struct Made {
+    plan: Option<RoomPlan>,
+    freed: Vec<Freed>,
+    not_reaped: usize,
+    held: Vec<Reservation>,
+}
+
+/// [`ROUNDS`] looks that may reap, then at most one that only tells: a plan is returned as made
+/// only when every reap it counted ended `reaped`.
+async fn rounds(
+    r: &Reaper,
+    call: &RoomCall,
+    held: Vec<Reservation>,
+    t0: Instant,
+) -> Result<Rounds, RoomError> {
     let ask = RoomAsk {
-        need,
-        for_id: for_id.clone(),
+        need: call.need,
+        for_id: call.for_id.clone(),
         held: held.clone(),
     };
-    let mut freed = Vec::new();
-    let mut not_reaped = 0;
-    let mut plan = None;
-    let mut held = held;
-    // ROUNDS looks that may reap, then at most one that only tells: a plan is returned as made
-    // only when every reap it counted ended `reaped`.
+    let mut m = Made {
+        plan: None,
+        freed: Vec::new(),
+        not_reaped: 0,
+        held,
+    };
     for round in 0..=ROUNDS {
         let o = observe_with(r, Mode::Act, Some(ask.clone())).await;
         if let Some(e) = &o.snap.global_problem {
             return Err(RoomError::Unknown(e.clone()));
         }
-        held = policy::mark_seen(held, &o.snap);
+        m.held = policy::mark_seen(std::mem::take(&mut m.held), &o.snap);
         let mut p = policy::room_plan(&o.snap, &o.decisions, &r.cfg.policy);
         if p.memory_unknown {
             return Err(RoomError::MemoryUnknown(p.limit_bytes.unwrap_or(0)));
         }
         let listed = |id: &str| o.snap.sessions.iter().any(|s| s.id == id && !s.is_marked());
-        if skip_if_live && freed.is_empty() && for_id.as_deref().is_some_and(listed) {
-            return Ok(RoomDone {
+        if call.skip_if_live && m.freed.is_empty() && call.for_id.as_deref().is_some_and(listed) {
+            return Ok(Rounds::Live(RoomDone {
                 plan: RoomPlan { fits: true, ..p },
                 freed: Vec::new(),
                 freed_bytes: 0,
                 not_reaped: 0,
                 took_ms: t0.elapsed().as_millis() as u64,
-            });
+            }));
         }
         let (live, _) = journals_by_owner(&r.state, &r.ownership);
         let holds = Holds {
@@ -171,53 +208,60 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
         };
         let (_, reqs) = choose(&holds, &o.decisions, &o.snap, o.listing.server_pid);
         if reqs.is_empty() {
-            plan = Some(p);
+            m.plan = Some(p);
             break;
         }
         if round == ROUNDS {
             // Reaps still wanted after the last round: the room was not made.
             p.fits = false;
-            if not_reaped > 0 {
+            if m.not_reaped > 0 {
                 let k = "not reaped (changed before its reap)".to_string();
-                *p.left.entry(k).or_default() += not_reaped;
+                *p.left.entry(k).or_default() += m.not_reaped;
             }
-            plan = Some(p);
+            m.plan = Some(p);
             break;
         }
-        plan = Some(p);
-        let guard = r
-            .inflight
-            .hold(reqs.iter().map(|q| q.decision.tmux_id).collect());
-        let ends = teardown::reap_to(r, reqs, None).await;
-        drop(guard);
-        let before = not_reaped;
-        for f in ends {
-            if f.end.outcome() != Outcome::Reaped {
-                not_reaped += 1;
-                continue;
-            }
-            let l = &f.line;
-            freed.push(Freed {
-                session: l.session.clone(),
-                id: l.id.clone(),
-                reason: l.reason,
-                bytes: l.pss_bytes.unwrap_or(l.rss_bytes),
-            });
-        }
-        if not_reaped == before {
+        m.plan = Some(p);
+        let before = m.not_reaped;
+        reap_round(r, reqs, &mut m).await;
+        if m.not_reaped == before {
             break;
         }
     }
-    let Some(plan) = plan else {
-        return Err(RoomError::Unknown("no look was taken".into()));
-    };
-    let done = RoomDone {
-        freed_bytes: freed.iter().map(|f| f.bytes).sum(),
-        freed,
-        not_reaped,
-        took_ms: t0.elapsed().as_millis() as u64,
-        plan,
-    };
+    Ok(Rounds::Made(m))
+}
+
+/// One round's reaps, carried out by the fenced teardown: each chat reaped counted freed, each
+/// other not reaped.
+async fn reap_round(r: &Reaper, reqs: Vec<teardown::Request>, m: &mut Made) {
+    let guard = r
+        .inflight
+        .hold(reqs.iter().map(|q| q.decision.tmux_id).collect());
+    let ends = teardown::reap_to(r, reqs, None).await;
+    drop(guard);
+    for f in ends {
+        if f.end.outcome() != Outcome::Reaped {
+            m.not_reaped += 1;
+            continue;
+        }
+        let l = &f.line;
+        m.freed.push(Freed {
+            session: l.session.clone(),
+            id: l.id.clone(),
+            reason: l.reason,
+            bytes: l.pss_bytes.unwrap_or(l.rss_bytes),
+        });
+    }
+}
+
+/// The room made is held for the new chat (`for_id`) and the reservations written (either way:
+/// the chats seen since are marked); no room is [`RoomError::NoRoom`].
+fn hold(
+    state: &StateDir,
+    done: RoomDone,
+    mut held: Vec<Reservation>,
+    for_id: Option<String>,
+) -> Result<RoomDone, RoomError> {
     if done.plan.fits {
         // One reservation a chat: the newest (a spawn asked again replaces its own).
         held.retain(|h| h.id.is_none() || h.id != for_id);
@@ -228,8 +272,7 @@ pub async fn room(r: &Reaper, call: RoomCall) -> Result<RoomDone, RoomError> {
             seen: false,
         });
     }
-    // Written either way: the chats seen since are marked.
-    let written = r.state.write_room(&held);
+    let written = state.write_room(&held);
     if !done.plan.fits {
         // No room stays no room: an unwritable file must not turn it into an error the caller
         // starts the chat on anyway.
@@ -274,7 +317,7 @@ async fn finish_dead_reapers(r: &Reaper) {
 /// the chat starts: `Err(why)` when there is no room (the chat is not started). A room that
 /// could not be asked (the lock held all the time it waited, the state dir, the memory in use
 /// unreadable) is warned about and the chat starts: room is a help, never a new way to fail.
-pub async fn before_start(r: &Reaper, id: &str) -> Result<(), String> {
+pub async fn before_start(r: &Reaper, id: &str) -> Result<(), NoRoomLeft> {
     let call = RoomCall {
         need: Need::Auto,
         for_id: Some(id.to_string()),
@@ -288,7 +331,7 @@ pub async fn before_start(r: &Reaper, id: &str) -> Result<(), String> {
             }
             Ok(())
         }
-        Err(RoomError::NoRoom(d)) => Err(left(&d.plan)),
+        Err(RoomError::NoRoom(d)) => Err(NoRoomLeft(left(&d.plan))),
         Err(e) => {
             tracing::warn!(session = %id, error = %e, "room for this new chat could not be made: spawning anyway");
             Ok(())
@@ -296,17 +339,7 @@ pub async fn before_start(r: &Reaper, id: &str) -> Result<(), String> {
     }
 }
 
-/// Whether a limit is in force that `spawn` makes room under by default: a memory rule, or
-/// `CCS_ENGINE_MAX_LIVE`.
-pub fn in_force(p: &policy::Policy) -> bool {
-    p.mem_high.is_some() || p.max_live.is_some()
-}
-
-/// Whether a session-start hook on `s` is a new chat's that asks for room: a limit in force, and
-/// no conversation id before the hook (not a resume, not a `/clear` of a known one).
-pub fn wants_room(p: &policy::Policy, s: &policy::Session) -> bool {
-    in_force(p) && !policy::valid_cid(s.cid.trim())
-}
+pub use crate::engine::hook_common::{in_force, wants_room};
 
 /// A new chat's session-start hook ([`wants_room`]): room for it at once (`auto`, for its own id),
 /// instead of waiting for the next sweep or pressure crossing. What was done, for the hook's line.

@@ -143,9 +143,7 @@ pub(super) async fn hook_binaries() -> Vec<Check> {
     let mut out = Vec::new();
     let mut seen = Vec::new();
     for path in claude_settings_files() {
-        if let Ok(Ok(v)) =
-            super::read_bounded(&path).map(|t| serde_json::from_str::<serde_json::Value>(&t))
-        {
+        if let Ok(v) = super::read_json(&path) {
             out.extend(hook_binary_checks(&path, &v, &mut seen).await);
         }
     }

@@ -4,9 +4,10 @@
 use std::path::Path;
 
 use crate::adapters::agent_proc;
+use crate::adapters::tmux::Tmux;
 use crate::adapters::tmux::TmuxError;
 use crate::agents::{Agent, Transcript};
-use crate::engine::context::Reaper;
+use crate::config::Config;
 
 /// Whether the transcript of `cid` is where the agent keeps it: `None` when that cannot be told
 /// (no HOME, an unreadable directory or file), and the agent is left to say. A pattern
@@ -70,13 +71,13 @@ pub(super) fn transcript(
 /// Another session of this server whose live pane holds conversation `cid` (its `@ccs_cid`, or
 /// the command its pane was started with): its name and pane pid. One listing.
 pub(super) async fn held_elsewhere(
-    r: &Reaper,
+    cfg: &Config,
+    tmux: &Tmux,
     name: &str,
     cid: &str,
 ) -> Result<Option<(String, u32)>, TmuxError> {
-    let l = r
-        .tmux
-        .list(&r.cfg.prefix, crate::adapters::procs::exit_collected)
+    let l = tmux
+        .list(&cfg.prefix, crate::adapters::procs::exit_collected)
         .await?;
     Ok(l.sessions.iter().filter(|o| o.name != name).find_map(|o| {
         let live = o.panes.iter().find(|p| !p.dead)?;

@@ -74,7 +74,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         let later = matches!(batches, Batches::Spawn(_));
         reaps.extend(keep_known(&keep(r), &o, later));
         // Tombstones past CCS_REAP_TOMBSTONE_MAX_AGE: at the first sweep, then hourly.
-        crate::engine::resume::age_out(&r.cfg, &r.state, &r.metrics);
+        crate::engine::resume::age_out(&r.cfg, &r.state, &r.metrics, &r.last_age_out);
     }
 
     let warn = enabled && !r.dry_run;
