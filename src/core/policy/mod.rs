@@ -7,6 +7,7 @@
 pub mod chat_pane;
 mod fence;
 mod ids;
+mod pressure;
 mod recheck;
 mod room;
 mod types;
@@ -484,10 +485,10 @@ pub fn decide_session(
     Some((d, s))
 }
 
-/// Decide every session of the snapshot. One decision per session, in snapshot order.
-///
-/// Long (about 115 lines) on purpose: the pressure rules in their order (max-idle, bloat, then
-/// memory and its stall), each over the same ranked candidates and the memory freed so far.
+/// Decide every session of the snapshot. One decision per session, in snapshot order: each
+/// session by its own rules ([`decide_one`]), then the pressure rules in their order (max-idle,
+/// max-live, bloat, then memory and its stall, then room), each over the same ranked candidates
+/// and the memory freed so far.
 pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     let mut out: Vec<Decision> = snap
         .sessions
@@ -497,113 +498,11 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     if snap.global_problem.is_some() {
         return out;
     }
-
-    // The pressure rules take only sessions that passed rules 1-6 and are still kept, idle at least
-    // the floor, oldest-idle first (ties: lowest tmux id, the older session). A session that a
-    // reap in flight holds (`@ccs_reaping`) is going already: never taken twice, and its memory
-    // counts as freed.
-    let going = |s: &Session| s.is_marked();
-    let mut eligible: Vec<usize> = out
-        .iter()
-        .enumerate()
-        .filter(|(i, d)| {
-            d.state == State::Idle && d.action == Action::Keep && !going(&snap.sessions[*i])
-        })
-        .map(|(i, _)| i)
-        .collect();
-    eligible.sort_by_key(|&i| {
-        (
-            std::cmp::Reverse(out[i].idle_ms.unwrap_or(0)),
-            out[i].tmux_id,
-        )
-    });
-    let floor = |d: &Decision| d.idle_ms.unwrap_or(0) >= policy.min_idle_ms;
-
-    if let Some(max) = policy.max_idle {
-        let excess = eligible.len().saturating_sub(max);
-        for &i in eligible.iter().take(excess) {
-            if floor(&out[i]) {
-                let d = &mut out[i];
-                d.action = Action::Reap;
-                d.state = State::Expired;
-                d.reap_reason = Some(ReapReason::MaxIdle);
-                d.why = format!(
-                    "{} idle sessions, at most {max} kept: oldest idle goes first",
-                    eligible.len()
-                );
-            }
-        }
-    }
-
+    let eligible = pressure::eligible(snap, &out);
+    pressure::max_idle_rule(&mut out, &eligible, policy);
     room::max_live_rule(snap, &mut out, policy);
-
-    // Bloat: a session idle past the floor whose tree holds more than CCS_ENGINE_SESSION_MEM_MAX
-    // goes, whatever the total: it comes back small on its next message.
-    if let Some(max) = policy.session_mem_max {
-        for &i in &eligible {
-            let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
-            if out[i].action == Action::Keep && floor(&out[i]) && mem > max {
-                let d = &mut out[i];
-                d.action = Action::Reap;
-                d.state = State::Expired;
-                d.reap_reason = Some(ReapReason::Bloat);
-                d.why = format!("its processes hold {mem} bytes, more than {max}");
-            }
-        }
-    }
-
-    // Memory: above the threshold (or stalled on memory past CCS_ENGINE_MEM_PSI, which takes at
-    // least one), reap the oldest idle until the projection (used minus what the trees being
-    // reaped hold) is below it.
-    let stalled = matches!((policy.mem_psi, snap.stall_pct), (Some(max), Some(now)) if now >= max);
-    let limit = mem_limit(policy, snap.host);
-    let used = snap.host.map(|h| h.used_bytes);
-    if (limit.is_some() && used.is_some()) || stalled {
-        let freed: u64 = out
-            .iter()
-            .zip(&snap.sessions)
-            .filter(|(d, s)| d.action == Action::Reap || going(s))
-            .map(|(_, s)| s.mem_bytes.unwrap_or(0))
-            .sum();
-        let mut projected = used.unwrap_or(0).saturating_sub(freed);
-        // A stall takes one, unless a reap in flight is freeing memory already (PSI lags).
-        let mut must = stalled && freed == 0;
-        // Sizes not known (the process table could not be read): at most one this sweep.
-        let sized = eligible
-            .iter()
-            .all(|&i| snap.sessions[i].mem_bytes.is_some());
-        let mut taken = 0;
-        for &i in &eligible {
-            let over = matches!(limit, Some(l) if projected > l);
-            if !over && !must {
-                break;
-            }
-            if out[i].action == Action::Reap || !floor(&out[i]) {
-                continue;
-            }
-            let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
-            let d = &mut out[i];
-            d.action = Action::Reap;
-            d.state = State::Expired;
-            d.reap_reason = Some(ReapReason::Memory);
-            d.why = match limit {
-                Some(l) if over => {
-                    format!("memory {projected} bytes above {l}: oldest idle goes first")
-                }
-                _ => format!(
-                    "stalled on memory ({:.1}% of the time, limit {:.1}%): oldest idle goes first",
-                    snap.stall_pct.unwrap_or(0.0),
-                    policy.mem_psi.unwrap_or(0.0)
-                ),
-            };
-            projected = projected.saturating_sub(mem);
-            must = false;
-            taken += 1;
-            if !sized && taken >= 1 {
-                break;
-            }
-        }
-    }
+    pressure::bloat_rule(snap, &mut out, &eligible, policy);
+    pressure::memory_rule(snap, &mut out, &eligible, policy);
     room::room_rule(snap, &mut out, policy);
     out
 }
