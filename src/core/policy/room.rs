@@ -274,6 +274,30 @@ fn mem_fits(p: &RoomPlan) -> bool {
     }
 }
 
+/// What the reservations of chats not yet started (or not yet grown) hold: their bytes not yet
+/// in use, and how many are not listed yet. The new chat's own reservation (its `spawn`'s, or a
+/// `spawn` asked again) is its need, not counted here.
+fn held(snap: &Snapshot, ask: &RoomAsk) -> (u64, usize) {
+    let listed = |id: &str| snap.sessions.iter().find(|s| s.id == id);
+    let (mut held_bytes, mut held_chats) = (0u64, 0usize);
+    for r in ask
+        .held
+        .iter()
+        .filter(|r| r.id.is_none() || r.id != ask.for_id)
+    {
+        match r.id.as_deref().and_then(listed) {
+            Some(s) => held_bytes += r.bytes.saturating_sub(s.mem_bytes.unwrap_or(0)),
+            // Its chat came and went: its memory went with it.
+            None if r.seen => {}
+            None => {
+                held_bytes += r.bytes;
+                held_chats += 1;
+            }
+        }
+    }
+    (held_bytes, held_chats)
+}
+
 /// Where room stands on these decisions (the chats they reap counted as gone): what `room` says,
 /// and what `status`, `doctor` and the metrics show (without an ask: `auto` for one more chat).
 pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
@@ -292,23 +316,7 @@ pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
     // The new chat itself, once listed, holds part of its need already.
     let own = for_id.and_then(listed);
     let need_left = need_bytes.saturating_sub(own.and_then(|s| s.mem_bytes).unwrap_or(0));
-    let (mut held_bytes, mut held_chats) = (0u64, 0usize);
-    // The new chat's own reservation (its `spawn`'s, or a `spawn` asked again) is its need.
-    for r in ask
-        .held
-        .iter()
-        .filter(|r| r.id.is_none() || r.id != ask.for_id)
-    {
-        match r.id.as_deref().and_then(listed) {
-            Some(s) => held_bytes += r.bytes.saturating_sub(s.mem_bytes.unwrap_or(0)),
-            // Its chat came and went: its memory went with it.
-            None if r.seen => {}
-            None => {
-                held_bytes += r.bytes;
-                held_chats += 1;
-            }
-        }
-    }
+    let (held_bytes, held_chats) = held(snap, ask);
     let freed: u64 = snap
         .sessions
         .iter()
