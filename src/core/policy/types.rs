@@ -364,8 +364,21 @@ pub enum Action {
 }
 
 /// The state a session is in, for `status` and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum State {
     Unknown,
     Busy,
@@ -387,38 +400,13 @@ pub enum State {
 }
 
 impl State {
+    /// Its name, as `status`, the JSON and the metrics say it (`no-cid`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            State::Unknown => "unknown",
-            State::Busy => "busy",
-            State::Stuck => "stuck",
-            State::Viewed => "viewed",
-            State::Pinned => "pinned",
-            State::New => "new",
-            State::Idle => "idle",
-            State::NoCid => "no-cid",
-            State::Unseen => "unseen",
-            State::Exited => "exited",
-            State::Expired => "expired",
-            State::Shared => "shared",
-            State::Foreign => "foreign",
-        }
+        self.into()
     }
-    pub const ALL: [State; 13] = [
-        State::Unknown,
-        State::Busy,
-        State::Stuck,
-        State::Viewed,
-        State::Pinned,
-        State::New,
-        State::Idle,
-        State::NoCid,
-        State::Unseen,
-        State::Exited,
-        State::Expired,
-        State::Shared,
-        State::Foreign,
-    ];
+
+    /// Every state, in the order of the enum.
+    pub const ALL: &'static [State] = <State as strum::VariantArray>::VARIANTS;
 }
 
 /// A tmux session id: the number of `$N`, printed (and serialised) as `$N`.
@@ -448,8 +436,22 @@ impl<'de> serde::Deserialize<'de> for TmuxId {
 }
 
 /// Why a session is reaped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum ReapReason {
     Idle,
     Memory,
@@ -467,45 +469,20 @@ pub enum ReapReason {
     ServerDied,
 }
 
-impl std::fmt::Display for ReapReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl ReapReason {
+    /// Its name, as the audit log, the tombstones and the JSON say it (`max-idle`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ReapReason::Idle => "idle",
-            ReapReason::Memory => "memory",
-            ReapReason::MaxIdle => "max-idle",
-            ReapReason::Stuck => "stuck",
-            ReapReason::Exited => "exited",
-            ReapReason::Manual => "manual",
-            ReapReason::Bloat => "bloat",
-            ReapReason::Room => "room",
-            ReapReason::MaxLive => "max-live",
-            ReapReason::ServerDied => "server-died",
-        }
+        self.into()
     }
+
     /// The reason a string names (as [`ReapReason::as_str`] writes it).
     #[allow(clippy::should_implement_trait)]
     pub fn parse(s: &str) -> Option<ReapReason> {
-        ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
+        s.parse().ok()
     }
 
-    pub const ALL: [ReapReason; 10] = [
-        ReapReason::Idle,
-        ReapReason::Memory,
-        ReapReason::MaxIdle,
-        ReapReason::Stuck,
-        ReapReason::Exited,
-        ReapReason::Manual,
-        ReapReason::Bloat,
-        ReapReason::Room,
-        ReapReason::MaxLive,
-        ReapReason::ServerDied,
-    ];
+    /// Every reason, in the order of the enum.
+    pub const ALL: &'static [ReapReason] = <ReapReason as strum::VariantArray>::VARIANTS;
 }
 
 /// The decision for one session.
@@ -549,6 +526,45 @@ pub struct Decision {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn states_and_reasons_keep_their_names() {
+        let states: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            states,
+            [
+                "unknown", "busy", "stuck", "viewed", "pinned", "new", "idle", "no-cid", "unseen",
+                "exited", "expired", "shared", "foreign"
+            ]
+        );
+        let reasons: Vec<&str> = ReapReason::ALL.iter().map(|r| r.as_str()).collect();
+        let names = [
+            "idle",
+            "memory",
+            "max-idle",
+            "stuck",
+            "exited",
+            "manual",
+            "bloat",
+            "room",
+            "max-live",
+            "server-died",
+        ];
+        assert_eq!(reasons, names);
+        for (r, name) in ReapReason::ALL.iter().zip(names) {
+            assert_eq!(r.to_string(), name);
+            assert_eq!(ReapReason::parse(name), Some(*r));
+            assert_eq!(serde_json::to_string(r).unwrap(), format!("\"{name}\""));
+        }
+        assert_eq!(ReapReason::parse("Idle"), None);
+        assert_eq!(ReapReason::parse(""), None);
+        for s in State::ALL {
+            assert_eq!(
+                serde_json::to_string(s).unwrap(),
+                format!("\"{}\"", s.as_str())
+            );
+        }
+    }
 
     #[test]
     fn a_mark_is_held_only_with_both_the_mark_and_the_token() {
