@@ -467,6 +467,36 @@ pub fn program_index(agent: &Agent, argv: &[String]) -> Result<usize, ArgvError>
     Err(no_program())
 }
 
+/// The name of the agent a kept command line runs (as a tombstone records it).
+pub fn agent_name(argv: Option<&[String]>) -> Option<String> {
+    of_argv(argv?).map(|a| a.name.to_string())
+}
+
+/// The bare command line (the agent's own, without its resume or session flags) a reap keeps for
+/// a chat: from its recorded `@ccs_argv` (`option`) when an agent's; else from the command line of
+/// a pane process (`exec claude ...`, or `sh -c '<words>'` that splits plainly); else from that
+/// of a child of one (a studio's `sh -c` string with quoting in it: the agent's own argv, as the
+/// kernel holds it, needs no shell to read). The caller reads the process table: `cmdline_of` a
+/// pid's `/proc/<pid>/cmdline`, `children_of` a pid's children, asked only when needed.
+pub fn kept_argv(
+    option: Option<&[String]>,
+    pane_pids: &[u32],
+    cmdline_of: impl Fn(u32) -> Option<Vec<String>>,
+    children_of: impl Fn(u32) -> Vec<u32>,
+) -> Option<Vec<String>> {
+    let bare = |a: &[String]| (of_argv(a)?.bare_argv)(a).ok();
+    if let Some(a) = option.and_then(bare) {
+        return Some(a);
+    }
+    let words_of = |pid: u32| bare(&pane_words(&cmdline_of(pid)?));
+    pane_pids.iter().find_map(|&pid| words_of(pid)).or_else(|| {
+        pane_pids
+            .iter()
+            .flat_map(|&pid| children_of(pid))
+            .find_map(words_of)
+    })
+}
+
 /// The command line a chat runs, from its pane process's `/proc/<pid>/cmdline`: tmux runs a
 /// one-word command as `sh -c '<cmd>'`, so that is `[<cmd>]`, the one-word command it was given.
 pub fn pane_words(cmdline: &[String]) -> Vec<String> {
@@ -710,5 +740,45 @@ mod fired_by_tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+}
+
+#[cfg(test)]
+mod kept_argv_tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_option_first_then_a_pane_process_then_its_child() {
+        let none = |_: u32| None;
+        let no_children = |_: u32| Vec::new();
+        let option = words("claude --resume abc --model opus");
+        let kept = kept_argv(Some(&option), &[7], none, no_children);
+        assert_eq!(agent_name(kept.as_deref()).as_deref(), Some("claude"));
+        assert!(kept.is_some_and(|k| !k.iter().any(|w| w == "abc")));
+        // No option: the pane's own process, through `sh -c '<cmd>'`.
+        let sh = |pid: u32| (pid == 7).then(|| vec!["sh".into(), "-c".into(), "claude".into()]);
+        assert_eq!(
+            kept_argv(None, &[7], sh, no_children),
+            Some(words("claude"))
+        );
+        // A shell that is no agent: its child's argv.
+        let child = |pid: u32| match pid {
+            7 => Some(words("bash")),
+            8 => Some(words("codex")),
+            _ => None,
+        };
+        let kept = kept_argv(
+            None,
+            &[7],
+            child,
+            |pid| if pid == 7 { vec![8] } else { vec![] },
+        );
+        assert_eq!(agent_name(kept.as_deref()).as_deref(), Some("codex"));
+        assert_eq!(kept_argv(None, &[7], none, no_children), None);
+        assert_eq!(agent_name(None), None);
     }
 }
