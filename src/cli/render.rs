@@ -333,9 +333,9 @@ pub fn render_sweep_end(r: &SweepReport) -> String {
         for s in r
             .sessions
             .iter()
-            .filter(|s| s.decision.action == Action::Reap)
+            .filter(|s| s.decision.action() == Action::Reap)
         {
-            let reason = s.decision.reap_reason.map_or("?", ReapReason::as_str);
+            let reason = s.decision.reap_reason().map_or("?", ReapReason::as_str);
             let _ = writeln!(
                 o,
                 "would reap {} ({}): {reason}: {}",

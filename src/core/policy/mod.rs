@@ -27,9 +27,8 @@ fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
         tmux_id: s.tmux_id,
         name: s.name.clone(),
         id: s.id.clone(),
-        action: Action::Keep,
+        ruling: Ruling::Keep,
         state,
-        reap_reason: None,
         why: why.into(),
         stamp_idle: None,
         stamp_if_unset: false,
@@ -107,8 +106,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         } else if !known && !p.reap_without_cid {
             d.why = "every pane has exited; conversation id unknown: kept".into();
         } else if viewers == 0 {
-            d.action = Action::Reap;
-            d.reap_reason = Some(ReapReason::Exited);
+            d.ruling = Ruling::Reap(ReapReason::Exited);
             d.override_turn = true;
             d.override_viewers = override_viewers;
         } else {
@@ -187,8 +185,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
             return d;
         }
         d.cid = cid;
-        d.action = Action::Reap;
-        d.reap_reason = Some(ReapReason::Stuck);
+        d.ruling = Ruling::Reap(ReapReason::Stuck);
         d.override_turn = true;
         return d;
     }
@@ -287,8 +284,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         // 7. Idle long enough.
         Some(k) if idle_ms >= k => {
             d.state = State::Expired;
-            d.action = Action::Reap;
-            d.reap_reason = Some(ReapReason::Idle);
+            d.ruling = Ruling::Reap(ReapReason::Idle);
             d.why = format!("idle for {idle_ms} ms (limit {k})");
         }
         // 8. Keep, with its deadline; warned once per idle period when it comes within
@@ -346,7 +342,7 @@ pub fn busy_by_agent(t: &AgentTurn) -> Option<String> {
 /// reaped, or (`for_status`) one whose turns are otherwise unseen.
 pub fn needs_agent_turn(d: &Decision, s: &Session, for_status: bool) -> bool {
     s.agent_turn == AgentTurn::NotRead
-        && (d.action == Action::Reap
+        && (d.action() == Action::Reap
             || (for_status
                 && !valid_cid(s.cid.trim())
                 && s.turn.trim().is_empty()
@@ -698,7 +694,12 @@ mod tests {
             edit(&mut s, &mut snap, &mut p);
             snap.sessions = vec![s];
             let d = decide(&snap, NOW, &p).remove(0);
-            assert_eq!((d.action, d.state), (*action, *state), "{name}: {}", d.why);
+            assert_eq!(
+                (d.action(), d.state),
+                (*action, *state),
+                "{name}: {}",
+                d.why
+            );
         }
         // The pressure rules never take an unseen chat, and a manual reap refuses one.
         let mut s = sess(1);
@@ -711,7 +712,7 @@ mod tests {
             ..Policy::default()
         };
         let d = one(s, &p);
-        assert_eq!((d.action, d.state), (Action::Keep, State::Unseen));
+        assert_eq!((d.action(), d.state), (Action::Keep, State::Unseen));
         assert!(still_reapable(&d, d.idle_ms, ReapReason::Manual, false, &p).is_err());
     }
 
@@ -1058,15 +1059,15 @@ mod tests {
             snap.sessions = vec![s];
             let d = decide(&snap, NOW, &p).remove(0);
             assert_eq!(
-                (d.action, d.state, d.stamp_idle.is_some()),
+                (d.action(), d.state, d.stamp_idle.is_some()),
                 (*action, *state, *stamps),
                 "{name}: {d:?}"
             );
             if *stamps {
                 assert_eq!(d.stamp_idle, Some(NOW), "{name}");
             }
-            if d.action == Action::Reap {
-                assert!(d.reap_reason.is_some(), "{name}");
+            if d.action() == Action::Reap {
+                assert!(d.reap_reason().is_some(), "{name}");
             }
         }
     }
@@ -1133,8 +1134,8 @@ mod tests {
             let (d, back) = decide_session(s.clone(), b, false, NOW, &pol()).unwrap();
             assert_eq!(d.state, want, "{}", s.name);
             assert_eq!(
-                (d.state, d.action, d.why),
-                (whole.state, whole.action, whole.why)
+                (d.state, d.action(), d.why),
+                (whole.state, whole.action(), whole.why)
             );
             assert_eq!(back.tmux_id, s.tmux_id);
         }
@@ -1340,11 +1341,11 @@ mod tests {
             edit(&mut s, &mut p);
             let d = one(s, &p);
             assert_eq!(
-                (d.action, d.state, d.reap_reason),
+                (d.action(), d.state, d.reap_reason()),
                 (*action, *state, *reason),
                 "{name}: {d:?}"
             );
-            if d.reap_reason == Some(ReapReason::Stuck) {
+            if d.reap_reason() == Some(ReapReason::Stuck) {
                 assert!(d.override_turn, "{name}");
             }
         }
@@ -1382,8 +1383,8 @@ mod tests {
     fn reaped(d: &[Decision]) -> Vec<(u32, ReapReason)> {
         let mut v: Vec<_> = d
             .iter()
-            .filter(|d| d.action == Action::Reap)
-            .map(|d| (d.tmux_id, d.reap_reason.unwrap()))
+            .filter(|d| d.action() == Action::Reap)
+            .map(|d| (d.tmux_id, d.reap_reason().unwrap()))
             .collect();
         v.sort_by_key(|x| x.0);
         v
@@ -1678,7 +1679,7 @@ mod tests {
             )
             .remove(0);
             assert_eq!(
-                (d.state, d.reap_reason, d.warn_for.is_some()),
+                (d.state, d.reap_reason(), d.warn_for.is_some()),
                 (*state, *reason, *warned),
                 "{what}: {d:?}"
             );
@@ -1883,7 +1884,7 @@ mod tests {
         };
         let d = |state: State, reason: Option<ReapReason>, idle: Option<u64>, cid: bool| {
             let mut d = new(&sess(1), state, "why");
-            d.reap_reason = reason;
+            d.ruling = reason.map_or(Ruling::Keep, Ruling::Reap);
             d.idle_ms = idle;
             d.cid = cid.then(|| "c".to_string());
             d

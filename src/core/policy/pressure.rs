@@ -12,7 +12,7 @@ pub(super) fn eligible(snap: &Snapshot, out: &[Decision]) -> Vec<usize> {
         .iter()
         .enumerate()
         .filter(|(i, d)| {
-            d.state == State::Idle && d.action == Action::Keep && !snap.sessions[*i].is_marked()
+            d.state == State::Idle && d.action() == Action::Keep && !snap.sessions[*i].is_marked()
         })
         .map(|(i, _)| i)
         .collect();
@@ -37,9 +37,8 @@ pub(super) fn max_idle_rule(out: &mut [Decision], eligible: &[usize], policy: &P
         for &i in eligible.iter().take(excess) {
             if floor(&out[i], policy) {
                 let d = &mut out[i];
-                d.action = Action::Reap;
                 d.state = State::Expired;
-                d.reap_reason = Some(ReapReason::MaxIdle);
+                d.ruling = Ruling::Reap(ReapReason::MaxIdle);
                 d.why = format!(
                     "{} idle sessions, at most {max} kept: oldest idle goes first",
                     eligible.len()
@@ -60,11 +59,10 @@ pub(super) fn bloat_rule(
     if let Some(max) = policy.session_mem_max {
         for &i in eligible {
             let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
-            if out[i].action == Action::Keep && floor(&out[i], policy) && mem > max {
+            if out[i].action() == Action::Keep && floor(&out[i], policy) && mem > max {
                 let d = &mut out[i];
-                d.action = Action::Reap;
                 d.state = State::Expired;
-                d.reap_reason = Some(ReapReason::Bloat);
+                d.ruling = Ruling::Reap(ReapReason::Bloat);
                 d.why = format!("its processes hold {mem} bytes, more than {max}");
             }
         }
@@ -87,7 +85,7 @@ pub(super) fn memory_rule(
         let freed: u64 = out
             .iter()
             .zip(&snap.sessions)
-            .filter(|(d, s)| d.action == Action::Reap || s.is_marked())
+            .filter(|(d, s)| d.action() == Action::Reap || s.is_marked())
             .map(|(_, s)| s.mem_bytes.unwrap_or(0))
             .sum();
         let mut projected = used.unwrap_or(0).saturating_sub(freed);
@@ -103,14 +101,13 @@ pub(super) fn memory_rule(
             if !over && !must {
                 break;
             }
-            if out[i].action == Action::Reap || !floor(&out[i], policy) {
+            if out[i].action() == Action::Reap || !floor(&out[i], policy) {
                 continue;
             }
             let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
             let d = &mut out[i];
-            d.action = Action::Reap;
             d.state = State::Expired;
-            d.reap_reason = Some(ReapReason::Memory);
+            d.ruling = Ruling::Reap(ReapReason::Memory);
             d.why = match limit {
                 Some(l) if over => {
                     format!("memory {projected} bytes above {l}: oldest idle goes first")
