@@ -1123,7 +1123,7 @@ impl Protocol {
             return;
         };
         let d = self.decide(&seen, at);
-        let reap = d.is_some_and(|d| d.action == Act::Reap);
+        let reap = d.is_some_and(|d| d.action() == Act::Reap);
         let held = seen.mark.is_some_and(|m| self.holds(s, i, &m, at));
         if !reap || held {
             end_sweep(&mut s.reapers[i]);

@@ -211,55 +211,9 @@ pub fn transcript_path(env: &Env, _cwd: &Path, cid: &str) -> Result<PathBuf, Pat
 /// A file of another conversation (the file name holds only the first 8 characters of the id),
 /// or none that parses, is [`Transcript::Missing`].
 pub fn transcript_kind(text: &str, cid: &str) -> Transcript {
-    use serde_json::{Map, Value};
-    let mut meta: Map<String, Value> = Map::new();
-    // The message ids in order (as gemini's listing keeps them) and whether each is resumable.
-    let mut ids: Vec<String> = Vec::new();
-    let mut kinds: std::collections::HashMap<String, bool> = Default::default();
-    fn add(ids: &mut Vec<String>, kinds: &mut std::collections::HashMap<String, bool>, m: &Value) {
-        if let Some(id) = m.get("id").and_then(Value::as_str) {
-            ids.push(id.to_string());
-            kinds.insert(id.to_string(), is_resumable(m));
-        }
-    }
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
-        let Ok(Value::Object(r)) = serde_json::from_str::<Value>(line) else {
-            continue;
-        };
-        if let Some(to) = r.get("$rewindTo").and_then(Value::as_str) {
-            match ids.iter().position(|i| i == to) {
-                Some(at) => {
-                    for gone in ids.split_off(at) {
-                        kinds.remove(&gone);
-                    }
-                }
-                None => {
-                    ids.clear();
-                    kinds.clear();
-                }
-            }
-        } else if r.get("id").is_some_and(Value::is_string) {
-            add(&mut ids, &mut kinds, &Value::Object(r));
-        } else if let Some(Value::Object(set)) = r.get("$set") {
-            if let Some(Value::Array(msgs)) = set.get("messages") {
-                ids.clear();
-                kinds.clear();
-                for m in msgs {
-                    add(&mut ids, &mut kinds, m);
-                }
-            }
-            meta.extend(set.clone());
-        } else if r.get("sessionId").is_some_and(Value::is_string)
-            && r.get("projectHash").is_some_and(Value::is_string)
-        {
-            if let Some(Value::Array(msgs)) = r.get("messages") {
-                for m in msgs {
-                    add(&mut ids, &mut kinds, m);
-                }
-            }
-            meta.extend(r);
-        }
-    }
+    use serde_json::Value;
+    let (meta, messages) = replay(text);
+    let kinds = messages.kinds;
     let truthy = |v: Option<&Value>| {
         !matches!(v, None | Some(Value::Null) | Some(Value::Bool(false)))
             && v.and_then(Value::as_str) != Some("")
@@ -292,6 +246,77 @@ pub fn transcript_kind(text: &str, cid: &str) -> Transcript {
     } else {
         Transcript::Unused
     }
+}
+
+/// The messages a JSONL transcript holds after its rewinds, in order (as gemini's listing keeps
+/// them), and whether each is resumable.
+#[derive(Default)]
+struct Messages {
+    ids: Vec<String>,
+    kinds: std::collections::HashMap<String, bool>,
+}
+
+impl Messages {
+    fn add(&mut self, m: &serde_json::Value) {
+        if let Some(id) = m.get("id").and_then(serde_json::Value::as_str) {
+            self.ids.push(id.to_string());
+            self.kinds.insert(id.to_string(), is_resumable(m));
+        }
+    }
+
+    fn clear(&mut self) {
+        self.ids.clear();
+        self.kinds.clear();
+    }
+
+    /// `$rewindTo`: the message `to` and every one after it go (all of them when `to` is not
+    /// there).
+    fn rewind_to(&mut self, to: &str) {
+        match self.ids.iter().position(|i| i == to) {
+            Some(at) => {
+                for gone in self.ids.split_off(at) {
+                    self.kinds.remove(&gone);
+                }
+            }
+            None => self.clear(),
+        }
+    }
+}
+
+/// A JSONL transcript read line by line: its metadata (the metadata lines and `$set`s, merged)
+/// and its messages after the rewinds.
+fn replay(text: &str) -> (serde_json::Map<String, serde_json::Value>, Messages) {
+    use serde_json::{Map, Value};
+    let mut meta: Map<String, Value> = Map::new();
+    let mut messages = Messages::default();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let Ok(Value::Object(r)) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        if let Some(to) = r.get("$rewindTo").and_then(Value::as_str) {
+            messages.rewind_to(to);
+        } else if r.get("id").is_some_and(Value::is_string) {
+            messages.add(&Value::Object(r));
+        } else if let Some(Value::Object(set)) = r.get("$set") {
+            if let Some(Value::Array(msgs)) = set.get("messages") {
+                messages.clear();
+                for m in msgs {
+                    messages.add(m);
+                }
+            }
+            meta.extend(set.clone());
+        } else if r.get("sessionId").is_some_and(Value::is_string)
+            && r.get("projectHash").is_some_and(Value::is_string)
+        {
+            if let Some(Value::Array(msgs)) = r.get("messages") {
+                for m in msgs {
+                    messages.add(m);
+                }
+            }
+            meta.extend(r);
+        }
+    }
+    (meta, messages)
 }
 
 /// Whether gemini resumes one message record (`isResumableMessageRecord`).

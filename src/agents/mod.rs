@@ -715,3 +715,43 @@ mod fired_by_tests {
         }
     }
 }
+
+#[cfg(test)]
+mod kept_argv_tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_option_first_then_a_pane_process_then_its_child() {
+        let none = |_: u32| None;
+        let no_children = |_: u32| Vec::new();
+        let option = words("claude --resume abc --model opus");
+        let kept = kept_argv(Some(&option), &[7], none, no_children);
+        assert_eq!(agent_name(kept.as_deref()).as_deref(), Some("claude"));
+        assert!(kept.is_some_and(|k| !k.iter().any(|w| w == "abc")));
+        // No option: the pane's own process, through `sh -c '<cmd>'`.
+        let sh = |pid: u32| (pid == 7).then(|| vec!["sh".into(), "-c".into(), "claude".into()]);
+        assert_eq!(
+            kept_argv(None, &[7], sh, no_children),
+            Some(words("claude"))
+        );
+        // A shell that is no agent: its child's argv.
+        let child = |pid: u32| match pid {
+            7 => Some(words("bash")),
+            8 => Some(words("codex")),
+            _ => None,
+        };
+        let kept = kept_argv(
+            None,
+            &[7],
+            child,
+            |pid| if pid == 7 { vec![8] } else { vec![] },
+        );
+        assert_eq!(agent_name(kept.as_deref()).as_deref(), Some("codex"));
+        assert_eq!(kept_argv(None, &[7], none, no_children), None);
+        assert_eq!(agent_name(None), None);
+    }
+}

@@ -69,16 +69,23 @@ fn names() -> String {
         .join(", ")
 }
 
+/// What `hook-settings` was asked: the agent, and where and for which socket and prefix.
+pub(super) struct HookSettingsAsk<'a> {
+    pub agent: &'a str,
+    pub write: Option<&'a std::path::Path>,
+    pub socket: Option<&'a str>,
+    pub prefix: Option<&'a str>,
+}
+
 /// `hook-settings --agent <name> [--write FILE] [--socket PATH|NAME] [--prefix P]`: for Claude
 /// Code, `claude-settings` itself.
-pub(super) fn hook_settings(
-    json: bool,
-    cfg: &Config,
-    agent: &str,
-    write: Option<&std::path::Path>,
-    socket: Option<&str>,
-    prefix: Option<&str>,
-) -> ExitCode {
+pub(super) fn hook_settings(json: bool, cfg: &Config, ask: HookSettingsAsk<'_>) -> ExitCode {
+    let HookSettingsAsk {
+        agent,
+        write,
+        socket,
+        prefix,
+    } = ask;
     let Some(a) = crate::agents::by_name(agent) else {
         say!("ccs-reap: no agent {agent:?} (expected one of {})", names());
         return ExitCode::from(exit::CONFIG);

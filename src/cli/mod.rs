@@ -34,6 +34,7 @@ mod output;
 pub mod render;
 mod resume;
 mod room;
+mod verbs;
 
 use agents::*;
 use args::*;
@@ -83,69 +84,25 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => return parse_error(e),
     };
-    if let Some(name) = &cli.user {
-        if !matches!(
-            cli.cmd,
-            Some(Cmd::Doctor | Cmd::Status { .. } | Cmd::Config)
-        ) {
-            say!("ccs-reap: --user goes with doctor, status and config");
-            return ExitCode::from(exit::CONFIG);
-        }
-        return as_user::exec_as(name, cli.config.is_some());
-    }
-    if let Some(code) = generated(cli.cmd.as_ref()) {
+    if let Some(code) = before_settings(&cli) {
         return code;
-    }
-    if let Some(Cmd::ClaudeHook { dry_run }) = cli.cmd {
-        return claude_hook_main(cli.dry_run || dry_run, cli.config.as_deref());
-    }
-    if let Some(Cmd::Hook { agent, dry_run }) = &cli.cmd {
-        return agent_hook_main(agent, cli.dry_run || *dry_run, cli.config.as_deref());
     }
     // Before the settings are read, a refusal of them is said as the logs will be.
     if std::env::var("CCS_LOG_FORMAT").is_ok_and(|v| v.trim().eq_ignore_ascii_case("json")) {
         set_json_stderr(true);
     }
     raise_fd_limit();
-    let cfg = match Config::load(cli.config.as_deref()) {
+    let cfg = match load_settings(&cli) {
         Ok(c) => c,
-        Err(e) => {
-            if std::env::var_os("CCS_LOG_FORMAT").is_none() && file_asks_json(cli.config.as_deref())
-            {
-                set_json_stderr(true);
-            }
-            say!("ccs-reap: {e}");
-            if cli.json {
-                // One JSON document whatever the outcome, a refused setting too.
-                print_json(&serde_json::json!({
-                    "ok": false,
-                    "error": e.to_string(),
-                    "variable": e.var,
-                    "value": e.value,
-                    "expected": e.expected,
-                    "exit": exit::CONFIG,
-                }));
-            }
-            return ExitCode::from(exit::CONFIG);
-        }
+        Err(code) => return code,
     };
     // INFO lines for the daemon, or with -v; a command's results are on stdout.
     // (`events`, which runs until stopped, logs as the daemon does: "following the audit log".)
     let daemon = (cli.cmd.is_none() && !cli.once) || matches!(cli.cmd, Some(Cmd::Events { .. }));
     let outcomes_said = cli.once || matches!(cli.cmd, Some(Cmd::Reap { .. }));
     init_logging(&cfg, !(daemon || cli.verbose), outcomes_said);
-    // `ccs-reap --dry-run status|reap ID|claude-hook` (before each took its own) still works.
-    let root_dry_run_ok = matches!(
-        cli.cmd,
-        None | Some(Cmd::Status { .. } | Cmd::Reap { .. } | Cmd::ClaudeHook { .. })
-    );
-    if cli.dry_run && !root_dry_run_ok {
-        say!("ccs-reap: {DRY_RUN_GOES_WITH}");
-        return ExitCode::from(exit::CONFIG);
-    }
-    if cli.once && cli.cmd.is_some() {
-        say!("ccs-reap: --once goes with the daemon, not with a subcommand");
-        return ExitCode::from(exit::CONFIG);
+    if let Some(code) = refused_flags(&cli) {
+        return code;
     }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -160,13 +117,162 @@ pub fn main() -> ExitCode {
     exit_code(rt.block_on(run(cli, cfg)))
 }
 
-/// Run the command. Over 80 lines: the dispatch, one arm per command, each handing its arguments to
-/// its own function; split, the table of commands would be in several places.
+/// What runs before the settings are read: `--user NAME` (run again as that user), the generated
+/// pages (completions, man) and the hooks, each with its own exit code.
+fn before_settings(cli: &Cli) -> Option<ExitCode> {
+    if let Some(name) = &cli.user {
+        if !matches!(
+            cli.cmd,
+            Some(Cmd::Doctor | Cmd::Status { .. } | Cmd::Config)
+        ) {
+            say!("ccs-reap: --user goes with doctor, status and config");
+            return Some(ExitCode::from(exit::CONFIG));
+        }
+        return Some(as_user::exec_as(name, cli.config.is_some()));
+    }
+    if let Some(code) = generated(cli.cmd.as_ref()) {
+        return Some(code);
+    }
+    if let Some(Cmd::ClaudeHook { dry_run }) = cli.cmd {
+        return Some(claude_hook_main(
+            cli.dry_run || dry_run,
+            cli.config.as_deref(),
+        ));
+    }
+    if let Some(Cmd::Hook { agent, dry_run }) = &cli.cmd {
+        return Some(agent_hook_main(
+            agent,
+            cli.dry_run || *dry_run,
+            cli.config.as_deref(),
+        ));
+    }
+    None
+}
+
+/// The settings, or their refusal said (as JSON too under `--json`) with exit 2.
+fn load_settings(cli: &Cli) -> Result<Config, ExitCode> {
+    Config::load(cli.config.as_deref()).map_err(|e| {
+        if std::env::var_os("CCS_LOG_FORMAT").is_none() && file_asks_json(cli.config.as_deref()) {
+            set_json_stderr(true);
+        }
+        say!("ccs-reap: {e}");
+        if cli.json {
+            // One JSON document whatever the outcome, a refused setting too.
+            print_json(&serde_json::json!({
+                "ok": false,
+                "error": e.to_string(),
+                "variable": e.var,
+                "value": e.value,
+                "expected": e.expected,
+                "exit": exit::CONFIG,
+            }));
+        }
+        ExitCode::from(exit::CONFIG)
+    })
+}
+
+/// `--dry-run` and `--once` where they mean nothing: said, exit 2.
+fn refused_flags(cli: &Cli) -> Option<ExitCode> {
+    // `ccs-reap --dry-run status|reap ID|claude-hook` (before each took its own) still works.
+    let root_dry_run_ok = matches!(
+        cli.cmd,
+        None | Some(Cmd::Status { .. } | Cmd::Reap { .. } | Cmd::ClaudeHook { .. })
+    );
+    if cli.dry_run && !root_dry_run_ok {
+        say!("ccs-reap: {DRY_RUN_GOES_WITH}");
+        return Some(ExitCode::from(exit::CONFIG));
+    }
+    if cli.once && cli.cmd.is_some() {
+        say!("ccs-reap: --once goes with the daemon, not with a subcommand");
+        return Some(ExitCode::from(exit::CONFIG));
+    }
+    None
+}
+
+/// Run the command: each command's arguments handed to its own function ([`verbs`]).
 async fn run(cli: Cli, cfg: Config) -> ExitCode {
     for w in cfg.warnings() {
         tracing::warn!("{w}");
     }
-    // Every command that talks to tmux refuses one older than it supports (one `tmux -V`).
+    if let Err(code) = tmux_supported(&cli, &cfg).await {
+        return code;
+    }
+    let json = cli.json;
+    let Some(cmd) = cli.cmd else {
+        return verbs::sweeps(cfg, json, cli.once, cli.dry_run).await;
+    };
+    match cmd {
+        // Printed before the configuration is read: generated().
+        Cmd::Completions { .. } | Cmd::Man { .. } => ExitCode::SUCCESS,
+        // Handled in main(), before anything that could exit with another code.
+        Cmd::ClaudeHook { .. } | Cmd::Hook { .. } => ExitCode::SUCCESS,
+        Cmd::HookSettings {
+            agent,
+            write,
+            socket,
+            prefix,
+        } => hook_settings(
+            json,
+            &cfg,
+            HookSettingsAsk {
+                agent: &agent,
+                write: write.as_deref(),
+                socket: socket.as_deref(),
+                prefix: prefix.as_deref(),
+            },
+        ),
+        Cmd::ClaudeSettings {
+            write,
+            socket,
+            prefix,
+            resume_threshold,
+        } => claude_settings(
+            json,
+            &cfg,
+            write.as_deref(),
+            (socket.as_deref(), prefix.as_deref()),
+            resume_threshold,
+        ),
+        Cmd::Config => verbs::config(&cfg, json),
+        Cmd::Formats => verbs::formats(),
+        Cmd::Status { wide, .. } => verbs::status(cfg, json, wide).await,
+        Cmd::Doctor => verbs::doctor(cfg, json).await,
+        Cmd::Turn { what } => verbs::turn(cfg, json, what).await,
+        Cmd::Pin { id } => verbs::pin(cfg, json, &id, true).await,
+        Cmd::Unpin { id } => verbs::pin(cfg, json, &id, false).await,
+        Cmd::Spawn {
+            id,
+            cid,
+            cwd,
+            agent,
+            new_conversation,
+            no_room,
+            cmd,
+        } => {
+            let a = verbs::SpawnCli {
+                id,
+                cid,
+                cwd,
+                agent,
+                new_conversation,
+                no_room,
+                cmd,
+            };
+            verbs::spawn(cfg, json, a).await
+        }
+        Cmd::Room { need, for_id } => verbs::room(cfg, json, &need, for_id).await,
+        Cmd::Resume { id } => resume::resume(cfg, json, &id).await,
+        Cmd::Forget { id } => resume::forget(cfg, json, &id),
+        Cmd::Reap { id, force, dry_run } => {
+            verbs::reap(cfg, json, cli.dry_run || dry_run, &id, force).await
+        }
+        Cmd::Events { from_start } => verbs::events(cfg, from_start).await,
+    }
+}
+
+/// Every command that talks to tmux refuses one older than it supports (one `tmux -V`): said,
+/// with exit 2.
+async fn tmux_supported(cli: &Cli, cfg: &Config) -> Result<(), ExitCode> {
     let talks_to_tmux = cli.cmd.is_some() || cli.once || cfg.policy.enabled();
     if talks_to_tmux
         && !matches!(
@@ -178,359 +284,10 @@ async fn run(cli: Cli, cfg: Config) -> ExitCode {
     {
         if let Err(e) = crate::adapters::tmux::version::check(&cfg.socket, cfg.tmux_timeout).await {
             let _ = command_error(cli.json, CommandError::Refused(e.to_string())); // stderr, and the JSON
-            return ExitCode::from(exit::CONFIG);
+            return Err(ExitCode::from(exit::CONFIG));
         }
     }
-    match cli.cmd {
-        // Printed before the configuration is read: generated().
-        Some(Cmd::Completions { .. } | Cmd::Man { .. }) => ExitCode::SUCCESS,
-        // Handled in main(), before anything that could exit with another code.
-        Some(Cmd::ClaudeHook { .. } | Cmd::Hook { .. }) => ExitCode::SUCCESS,
-        Some(Cmd::HookSettings {
-            agent,
-            write,
-            socket,
-            prefix,
-        }) => hook_settings(
-            cli.json,
-            &cfg,
-            &agent,
-            write.as_deref(),
-            socket.as_deref(),
-            prefix.as_deref(),
-        ),
-        Some(Cmd::ClaudeSettings {
-            write,
-            socket,
-            prefix,
-            resume_threshold,
-        }) => claude_settings(
-            cli.json,
-            &cfg,
-            write.as_deref(),
-            (socket.as_deref(), prefix.as_deref()),
-            resume_threshold,
-        ),
-        Some(Cmd::Config) => {
-            if cli.json {
-                print_json(&cfg.to_json());
-            } else {
-                out(&cfg.render());
-            }
-            ExitCode::SUCCESS
-        }
-        Some(Cmd::Formats) => {
-            print_json(&serde_json::json!({
-                "SESSION_FMT": crate::adapters::tmux::SESSION_FMT,
-                "CLIENT_FMT": crate::adapters::tmux::CLIENT_FMT,
-                "PANE_FMT": crate::adapters::tmux::PANE_FMT,
-            }));
-            ExitCode::SUCCESS
-        }
-        Some(Cmd::Status { wide, .. }) => status(cfg, cli.json, wide).await,
-        Some(Cmd::Doctor) => doctor(cfg, cli.json).await,
-        Some(Cmd::Turn { what }) => turn(cfg, cli.json, what).await,
-        Some(Cmd::Pin { id }) => pin_answer(
-            cli.json,
-            &id,
-            commands::pin(&Reaper::new(cfg, false), &id, true).await,
-            "pinned",
-        ),
-        Some(Cmd::Unpin { id }) => pin_answer(
-            cli.json,
-            &id,
-            commands::pin(&Reaper::new(cfg, false), &id, false).await,
-            "unpinned",
-        ),
-        Some(Cmd::Spawn {
-            id,
-            cid,
-            cwd,
-            agent,
-            new_conversation,
-            no_room,
-            cmd,
-        }) => {
-            let (id, cmd) = match args::spawn_words(id, cmd) {
-                Ok(w) => w,
-                Err(e) => {
-                    let _ = command_error(cli.json, CommandError::Refused(e));
-                    return ExitCode::from(exit::CONFIG);
-                }
-            };
-            let r = Reaper::new(cfg, false);
-            let make_room = room::Before { r: &r, id: &id };
-            let room_first = !no_room && crate::engine::room::in_force(&r.cfg.policy);
-            let ask = commands::SpawnAsk {
-                cid: cid.as_deref(),
-                cwd,
-                agent: agent.as_deref(),
-                new_conversation,
-                room: room_first.then_some(&make_room as &dyn crate::engine::resume::MakeRoom),
-            };
-            match commands::spawn(&r, &id, &cmd, ask).await {
-                Ok(true) => hook_answer(cli.json, &id, "spawned", 0, None),
-                Ok(false) => hook_answer(cli.json, &id, "exists", 0, None),
-                Err(commands::CommandError::NoRoom(why)) => room::no_room(cli.json, &id, &why),
-                Err(e) => command_error(cli.json, e),
-            }
-        }
-        Some(Cmd::Room { need, for_id }) => {
-            let need = match room::parse_need(&need) {
-                Ok(n) => n,
-                Err(e) => {
-                    say!("ccs-reap: {e}");
-                    return ExitCode::from(exit::CONFIG);
-                }
-            };
-            if let Some(id) = for_id
-                .as_deref()
-                .filter(|i| !crate::core::policy::valid_id(i))
-            {
-                say!("ccs-reap: --for {id:?} is not a chat id (letters, digits, '_' and '-')");
-                return ExitCode::from(exit::CONFIG);
-            }
-            room::room(&Reaper::new(cfg, false), cli.json, need, for_id).await
-        }
-        Some(Cmd::Resume { id }) => resume::resume(cfg, cli.json, &id).await,
-        Some(Cmd::Forget { id }) => resume::forget(cfg, cli.json, &id),
-        Some(Cmd::Reap { id, force, dry_run }) => {
-            reap(cfg, cli.json, cli.dry_run || dry_run, &id, force).await
-        }
-        Some(Cmd::Events { from_start }) => {
-            let mut sink = output::Stdout;
-            let state = &Reaper::new(cfg, true).state;
-            match crate::adapters::state::follow::run(state, from_start, &mut sink).await {
-                Ok(()) => ExitCode::SUCCESS,
-                // The writer said so already, once.
-                Err(crate::adapters::state::follow::EventsError::Write(_)) => {
-                    ExitCode::from(exit::FAILED)
-                }
-                Err(e) => {
-                    say!("ccs-reap: {e}");
-                    ExitCode::from(exit::FAILED)
-                }
-            }
-        }
-        None => {
-            if !cfg.policy.enabled() {
-                // Said as a warning: a daemon or a cron job that does nothing is not silent.
-                tracing::warn!(
-                    "reaping is disabled: nothing to do (it is off until {})",
-                    crate::config::ENABLED_BY
-                );
-                if cli.once {
-                    // Still a look at the socket: a wrong one is said even so.
-                    let rep = crate::engine::sweep::status(&Reaper::new(cfg, true)).await;
-                    warn_no_server(&rep);
-                } else if crate::adapters::systemd::managed() {
-                    // Under systemd: up and saying why, not a failed start restarted forever.
-                    return match crate::engine::daemon::standby(&cfg).await {
-                        Ok(()) => ExitCode::SUCCESS,
-                        Err(e) => {
-                            say!("ccs-reap: {e}");
-                            ExitCode::from(exit::FAILED)
-                        }
-                    };
-                }
-                return ExitCode::SUCCESS;
-            }
-            if cli.once {
-                once(cfg, cli.json, cli.dry_run).await
-            } else {
-                daemon(Reaper::new(cfg, cli.dry_run)).await
-            }
-        }
-    }
-}
-
-/// `turn begin|end`: the studio's hooks around a turn; exit 4 when the session is gone.
-async fn turn(cfg: Config, json: bool, what: TurnCmd) -> ExitCode {
-    match what {
-        TurnCmd::Begin { id } => match commands::turn_begin(&Reaper::new(cfg, false), &id).await {
-            Ok(true) => hook_answer(json, &id, "started", 0, None),
-            Ok(false) => hook_answer(
-                json,
-                &id,
-                "gone",
-                exit::RESPAWN,
-                Some(format!(
-                    "session {id} is gone (reaped or never spawned): respawn it"
-                )),
-            ),
-            Err(e) => command_error(json, e),
-        },
-        TurnCmd::End { id } => match commands::turn_end(&Reaper::new(cfg, false), &id).await {
-            Ok(true) => hook_answer(json, &id, "ended", 0, None),
-            Ok(false) => hook_answer(
-                json,
-                &id,
-                "gone",
-                exit::RESPAWN,
-                Some(format!("session {id} is gone: respawn it")),
-            ),
-            Err(e) => command_error(json, e),
-        },
-    }
-}
-
-/// `status`: the table or the JSON; exit 1 when tmux could not be read.
-async fn status(cfg: Config, json: bool, wide: bool) -> ExitCode {
-    let r = Reaper::new(cfg, true);
-    let rep = crate::engine::sweep::status(&r).await;
-    warn_no_server(&rep);
-    let shown = warn_activity(&r, &rep);
-    if json {
-        print_json(&rep);
-    } else {
-        out(&render::render_status(&shown, wide));
-    }
-    if rep.error.is_some() {
-        ExitCode::from(exit::FAILED)
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
-/// `doctor`: every check once; exit 1 on a problem.
-async fn doctor(cfg: Config, json: bool) -> ExitCode {
-    use crate::core::doctor::{any_problem, Verdict};
-    let r = Reaper::new(cfg, true);
-    let rep = crate::engine::sweep::status(&r).await;
-    let checks = crate::engine::doctor::run(&r, rep).await;
-    let bad = any_problem(&checks);
-    if json {
-        print_json(&serde_json::json!({ "ok": !bad, "checks": checks }));
-    } else {
-        let mut o = String::new();
-        for c in &checks {
-            let v = match c.verdict {
-                Verdict::Ok => "ok     ",
-                Verdict::Note => "note   ",
-                Verdict::Problem => "PROBLEM",
-            };
-            o.push_str(&format!("{v} {:<9} {}\n", c.check, c.message));
-        }
-        let n = checks
-            .iter()
-            .filter(|c| c.verdict == Verdict::Problem)
-            .count();
-        o.push_str(&if bad {
-            format!("{n} problem(s): chats may never be reaped\n")
-        } else {
-            "healthy\n".to_string()
-        });
-        out(&o);
-    }
-    if bad {
-        ExitCode::from(exit::FAILED)
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
-/// `reap <id>`: one chat now (or what would be done, `--dry-run`).
-async fn reap(cfg: Config, json: bool, dry_run: bool, id: &str, force: bool) -> ExitCode {
-    let r = Reaper::new(cfg, dry_run);
-    match commands::reap_now(&r, id, force).await {
-        Ok(ReapNow::Reaped(line)) => {
-            if json {
-                print_json(&line);
-            } else {
-                out(&format!(
-                    "reaped {} ({}): {}, {} freed, {} ms\n",
-                    line.session,
-                    line.tmux_id,
-                    render::processes(line.pids.len()),
-                    render::human_bytes(line.pss_bytes.unwrap_or(line.rss_bytes)),
-                    line.took_ms
-                ));
-            }
-            ExitCode::SUCCESS
-        }
-        Ok(ReapNow::WouldReap(m)) => {
-            if json {
-                print_json(&serde_json::json!({
-                    "ok": true,
-                    "dry_run": true,
-                    "would_reap": true,
-                    "message": m,
-                }));
-            } else {
-                out(&format!("{m}\n"));
-            }
-            ExitCode::SUCCESS
-        }
-        Err(e) => command_error(json, e),
-    }
-}
-
-/// `--once`: one sweep, each reap's line as it ends (or one JSON document); exit 1 when a reap
-/// failed or tmux could not be read.
-async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
-    let r = Reaper::new(cfg, dry_run);
-    // Each reap's line as soon as it is over; `--json` is one document at the end.
-    let print = |l: &crate::adapters::state::AuditLine| out(&render::render_reap(l));
-    let sink: Option<crate::engine::teardown::Sink> = (!json).then_some(&print);
-    let rep = crate::engine::sweep::sweep(&r, crate::engine::sweep::Batches::Wait(sink)).await;
-    warn_no_server(&rep);
-    let shown = warn_activity(&r, &rep);
-    if json {
-        print_json(&rep);
-    } else {
-        // The chats found lost with their server were not reaps of a batch: said here, once.
-        for l in rep
-            .reaps
-            .iter()
-            .filter(|l| l.outcome == crate::adapters::state::Outcome::Lost)
-        {
-            out(&render::render_reap(l));
-        }
-        out(&render::render_sweep_end(&shown));
-    }
-    if rep
-        .reaps
-        .iter()
-        .any(|l| l.outcome == crate::adapters::state::Outcome::Failed)
-        || rep.error.is_some()
-    {
-        ExitCode::from(exit::FAILED)
-    } else {
-        ExitCode::SUCCESS
-    }
-}
-
-async fn daemon(r: Arc<Reaper>) -> ExitCode {
-    // A dry-run daemon writes nothing: it needs no lock, and must not keep the real one out.
-    let _lock = if r.dry_run {
-        None
-    } else {
-        match r.state.lock(&r.cfg.socket.label()) {
-            Ok(l) => Some(l),
-            Err(crate::adapters::state::StateError::Locked(p)) => {
-                let holder = crate::adapters::state::StateDir::lock_holder(&p)
-                    .map_or("a process that wrote no pid".to_string(), |pid| {
-                        format!("pid {pid}")
-                    });
-                say!(
-                    "ccs-reap: another reaper holds this socket: {holder}, by its lock file {}",
-                    p.display()
-                );
-                return ExitCode::from(exit::LOCKED);
-            }
-            Err(e) => {
-                say!("ccs-reap: {e}");
-                return ExitCode::from(exit::FAILED);
-            }
-        }
-    };
-    match crate::engine::daemon::run_daemon(r).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            say!("ccs-reap: {e}");
-            ExitCode::from(exit::FAILED)
-        }
-    }
+    Ok(())
 }
 
 /// Whether the settings file (when it can be read) sets `CCS_LOG_FORMAT=json`: a refused value

@@ -120,94 +120,112 @@ fn rows(r: &SweepReport) -> Vec<Row> {
 
 /// The `status` table: by default within [`STATUS_COLUMNS`] (session, state, idle age, time
 /// left, viewers, cid, memory (PSS, else RSS) and why; long values cut with `…`); `wide`: every
-/// column (the tmux id, the turn's age, RSS and PSS apart), nothing cut. Long (about 115 lines)
-/// on purpose: the columns' widths, the header and the rows are one layout, read together.
+/// column (the tmux id, the turn's age, RSS and PSS apart), nothing cut.
 pub fn render_status(r: &SweepReport, wide: bool) -> String {
-    use std::fmt::Write;
     let mut o = String::new();
     let rows = rows(r);
     if wide {
-        let name_w = rows
-            .iter()
-            .map(|x| x.name.chars().count())
-            .fold(20, usize::max);
-        let cid_w = rows
-            .iter()
-            .map(|x| x.cid.chars().count())
-            .fold(20, usize::max);
+        wide_table(&mut o, &rows);
+    } else {
+        narrow_table(&mut o, r, &rows);
+    }
+    status_footer(&mut o, r, wide);
+    o
+}
+
+/// The `status --wide` table: every column, nothing cut.
+fn wide_table(o: &mut String, rows: &[Row]) {
+    use std::fmt::Write;
+    let name_w = rows
+        .iter()
+        .map(|x| x.name.chars().count())
+        .fold(20, usize::max);
+    let cid_w = rows
+        .iter()
+        .map(|x| x.cid.chars().count())
+        .fold(20, usize::max);
+    let _ = writeln!(
+        o,
+        "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<6} {:<cid_w$} {:>9} {:>9}  WHY",
+        "SESSION",
+        "TMUX",
+        "STATE",
+        "IDLE FOR",
+        "REAPED IN",
+        "VIEWERS",
+        "TURN",
+        "AGENT",
+        "CID",
+        "RSS",
+        "PSS"
+    );
+    for x in rows {
         let _ = writeln!(
             o,
-            "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<6} {:<cid_w$} {:>9} {:>9}  WHY",
-            "SESSION",
-            "TMUX",
-            "STATE",
-            "IDLE FOR",
-            "REAPED IN",
-            "VIEWERS",
-            "TURN",
-            "AGENT",
-            "CID",
-            "RSS",
-            "PSS"
+            "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<6} {:<cid_w$} {:>9} {:>9}  {}",
+            x.name,
+            x.tmux,
+            x.state,
+            x.idle,
+            x.left,
+            x.viewers,
+            x.turn,
+            x.agent,
+            x.cid,
+            x.rss,
+            x.pss,
+            x.why
         );
-        for x in &rows {
-            let _ = writeln!(
-                o,
-                "{:<name_w$} {:<5} {:<7} {:>8} {:>9} {:<8} {:<9} {:<6} {:<cid_w$} {:>9} {:>9}  {}",
-                x.name,
-                x.tmux,
-                x.state,
-                x.idle,
-                x.left,
-                x.viewers,
-                x.turn,
-                x.agent,
-                x.cid,
-                x.rss,
-                x.pss,
-                x.why
-            );
-        }
-    } else {
-        // 14+1+7+1+6+1+7+1+4+1+9+1+8+2 = 63: WHY gets the rest of the 80 columns. The agent
-        // has a column (and SESSION 7 columns less) only when the chats run different ones;
-        // else the totals line names it.
-        let mixed = status_parts::agents(r).len() > 1;
-        let name_w = if mixed { 12 } else { 14 };
-        let line = |o: &mut String, cells: [&str; 9]| {
-            let agent = if mixed {
-                format!("{:<6} ", cut(cells[5], 6))
-            } else {
-                String::new()
-            };
-            let l = format!(
-                "{:<name_w$} {:<7} {:>6} {:>7} {:<4} {agent}{:<9} {:>8}  {}",
-                cut(cells[0], name_w),
-                cut(cells[1], 7),
-                cut(cells[2], 6),
-                cut(cells[3], 7),
-                cut(cells[4], 4),
-                cut(cells[6], 9),
-                cut(cells[7], 8),
-                cells[8]
-            );
-            let _ = writeln!(o, "{}", cut(l.trim_end(), STATUS_COLUMNS));
+    }
+}
+
+/// The `status` table within [`STATUS_COLUMNS`]: long values cut with `…`.
+fn narrow_table(o: &mut String, r: &SweepReport, rows: &[Row]) {
+    use std::fmt::Write;
+    // 14+1+7+1+6+1+7+1+4+1+9+1+8+2 = 63: WHY gets the rest of the 80 columns. The agent
+    // has a column (and SESSION 7 columns less) only when the chats run different ones;
+    // else the totals line names it.
+    let mixed = status_parts::agents(r).len() > 1;
+    let name_w = if mixed { 12 } else { 14 };
+    let line = |o: &mut String, cells: [&str; 9]| {
+        let agent = if mixed {
+            format!("{:<6} ", cut(cells[5], 6))
+        } else {
+            String::new()
         };
+        let l = format!(
+            "{:<name_w$} {:<7} {:>6} {:>7} {:<4} {agent}{:<9} {:>8}  {}",
+            cut(cells[0], name_w),
+            cut(cells[1], 7),
+            cut(cells[2], 6),
+            cut(cells[3], 7),
+            cut(cells[4], 4),
+            cut(cells[6], 9),
+            cut(cells[7], 8),
+            cells[8]
+        );
+        let _ = writeln!(o, "{}", cut(l.trim_end(), STATUS_COLUMNS));
+    };
+    line(
+        o,
+        [
+            "SESSION", "STATE", "IDLE", "REAP IN", "VIEW", "AGENT", "CID", "MEM", "WHY",
+        ],
+    );
+    for x in rows {
         line(
-            &mut o,
+            o,
             [
-                "SESSION", "STATE", "IDLE", "REAP IN", "VIEW", "AGENT", "CID", "MEM", "WHY",
+                &x.name, x.state, &x.idle, &x.left, &x.viewers, x.agent, &x.cid, &x.pss, &x.why,
             ],
         );
-        for x in &rows {
-            line(
-                &mut o,
-                [
-                    &x.name, x.state, &x.idle, &x.left, &x.viewers, x.agent, &x.cid, &x.pss, &x.why,
-                ],
-            );
-        }
     }
+}
+
+/// What `status` says under its table: the chats asleep, the totals, the chats lost with their
+/// server, the memory gauge, what it watches, notes, and why nothing may be reaped.
+fn status_footer(o: &mut String, r: &SweepReport, wide: bool) {
+    use std::fmt::Write;
     for l in status_parts::asleep(r, now_of(r), wide) {
         let _ = writeln!(o, "{l}");
     }
@@ -238,7 +256,7 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
     };
     for c in &r.lost {
         footer(
-            &mut o,
+            o,
             &format!(
                 "{} lost with its tmux server (pid {}): tombstoned (server-died); spawn resumes conversation {}",
                 c.session, c.server.pid, c.cid
@@ -257,7 +275,7 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
     }
     if !r.enabled {
         footer(
-            &mut o,
+            o,
             &format!(
                 "reaping is disabled: it is off until {}",
                 crate::config::ENABLED_BY
@@ -265,12 +283,8 @@ pub fn render_status(r: &SweepReport, wide: bool) -> String {
         );
     }
     if let Some(e) = &r.error {
-        footer(
-            &mut o,
-            &format!("liveness unknown, every session kept: {e}"),
-        );
+        footer(o, &format!("liveness unknown, every session kept: {e}"));
     }
-    o
 }
 
 /// What `--once` prints without `--json`: [`render_reap`] for each reap, then
@@ -319,9 +333,9 @@ pub fn render_sweep_end(r: &SweepReport) -> String {
         for s in r
             .sessions
             .iter()
-            .filter(|s| s.decision.action == Action::Reap)
+            .filter(|s| s.decision.action() == Action::Reap)
         {
-            let reason = s.decision.reap_reason.map_or("?", ReapReason::as_str);
+            let reason = s.decision.reap_reason().map_or("?", ReapReason::as_str);
             let _ = writeln!(
                 o,
                 "would reap {} ({}): {reason}: {}",

@@ -296,8 +296,6 @@ fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<b
 ///   be told, the entry stays.
 /// - An entry not seen alive for [`KNOWN_MAX_AGE_MS`] goes, tombstoned or not.
 ///
-/// Long (about 115 lines) on purpose: one pass over the record and the listing, entry by entry,
-/// in the order of the cases above.
 pub fn plan(
     old: Known,
     seen: &[ChatSeen<'_>],
@@ -312,120 +310,172 @@ pub fn plan(
     if view.up.is_none() {
         return out;
     }
-    let chats = &mut out.known.chats;
     let by_id: HashMap<&str, &ChatSeen> = seen.iter().map(|s| (s.id, s)).collect();
-    let refresh = chats
+    let refresh = out
+        .known
+        .chats
         .values()
         .filter(|e| !e.lost && by_id.contains_key(e.id.as_str()))
         .any(|e| now.saturating_sub(e.seen) >= KNOWN_REFRESH_MS);
-
+    let look = Look {
+        view,
+        living: &living,
+        now,
+        refresh,
+    };
     // The chats seen. (In the steady state: one lookup and one comparison each, nothing made.)
     for s in seen {
-        // The same session on the same server, as far as can be told (a start time this
-        // reaper cannot read is not another server).
-        let same = |e: &KnownChat| {
-            !e.lost
-                && e.tmux_id == s.tmux_id
-                && view
-                    .current
-                    .as_ref()
-                    .is_some_and(|c| c.same_as(&e.server) != Some(false))
-        };
-        // Known better now than in the entry (the start time read here, not by its writer).
-        let better = |e: &KnownChat| {
-            view.current
+        see(&mut out, s, &look);
+    }
+    not_seen(&mut out, &by_id, &look);
+    out
+}
+
+/// What a [`plan`] looks with: the server at the socket, whether a recorded server lives, the
+/// time, and whether `seen` moves forward this time.
+struct Look<'a, L> {
+    view: &'a ServerView,
+    living: &'a L,
+    now: i64,
+    refresh: bool,
+}
+
+impl<L: Fn(&ServerId) -> Option<bool>> Look<'_, L> {
+    /// The same session on the same server, as far as can be told (a start time this reaper
+    /// cannot read is not another server).
+    fn same(&self, e: &KnownChat, s: &ChatSeen<'_>) -> bool {
+        !e.lost
+            && e.tmux_id == s.tmux_id
+            && self
+                .view
+                .current
                 .as_ref()
-                .is_some_and(|c| e.server.completed_by(c) != e.server)
-        };
-        let cid = s
-            .cid
-            .as_deref()
-            .filter(|c| crate::core::policy::valid_cid(c));
-        let old_e = chats.get_mut(s.id);
-        match (cid, old_e, &view.current) {
-            // The same session with the same cid (or none read this sweep): kept as it is.
-            (Some(cid), Some(e), Some(_)) if same(e) && e.cid == cid && !better(e) => {
-                if refresh {
-                    e.seen = now;
-                    out.changed = true;
-                }
-            }
-            (None, Some(e), Some(c)) if same(e) && better(e) => {
-                e.server = e.server.completed_by(c);
-                if refresh {
-                    e.seen = now;
-                }
-                out.changed = true;
-            }
-            (None, Some(e), _) if same(e) => {
-                if refresh {
-                    e.seen = now;
-                    out.changed = true;
-                }
-            }
-            (Some(cid), old_e, Some(server)) => {
-                let kept = old_e.as_ref().filter(|e| same(e));
-                let e = KnownChat {
-                    id: s.id.to_string(),
-                    session: s.session.to_string(),
-                    tmux_id: s.tmux_id,
-                    cid: cid.to_string(),
-                    cwd: match kept {
-                        Some(e) => e.cwd.clone().or_else(|| s.cwd.clone()),
-                        None => s.cwd.clone(),
-                    },
-                    // The previous value kept where this reaper cannot read it.
-                    server: match kept {
-                        Some(e) => e.server.completed_by(server),
-                        None => server.clone(),
-                    },
-                    seen: match kept {
-                        Some(e) if !refresh => e.seen,
-                        _ => now,
-                    },
-                    lost: false,
-                };
-                if let Some(o) = old_e.filter(|o| !same(o) && !o.lost) {
-                    if fate(&o.server, view, &living) == Fate::Gone {
-                        out.respawned.push(Respawned {
-                            chat: o.clone(),
-                            resumed: o.cid == cid,
-                        });
-                    }
-                }
-                chats.insert(s.id.to_string(), e);
-                out.changed = true;
-            }
-            // Back as another session, without a cid yet: the old entry goes.
-            (None, Some(e), _) => {
-                if !e.lost && fate(&e.server, view, &living) == Fate::Gone {
-                    out.respawned.push(Respawned {
-                        chat: e.clone(),
-                        resumed: false,
-                    });
-                }
-                chats.remove(s.id);
-                out.changed = true;
-            }
-            // Seen with a cid but no server identity (cannot be: its pid comes with its row):
-            // the entry is kept. Neither a cid nor an entry: nothing to record.
-            (Some(_), Some(_), None) | (_, None, _) => {}
-        }
+                .is_some_and(|c| c.same_as(&e.server) != Some(false))
     }
 
-    // The chats not seen.
+    /// Known better now than in the entry (the start time read here, not by its writer).
+    fn better(&self, e: &KnownChat) -> bool {
+        self.view
+            .current
+            .as_ref()
+            .is_some_and(|c| e.server.completed_by(c) != e.server)
+    }
+
+    fn fate(&self, s: &ServerId) -> Fate {
+        fate(s, self.view, self.living)
+    }
+}
+
+/// One chat the listing shows, against its entry.
+fn see<L: Fn(&ServerId) -> Option<bool>>(out: &mut Plan, s: &ChatSeen<'_>, look: &Look<'_, L>) {
+    let (refresh, now) = (look.refresh, look.now);
+    let cid = s
+        .cid
+        .as_deref()
+        .filter(|c| crate::core::policy::valid_cid(c));
+    let old_e = out.known.chats.get_mut(s.id);
+    match (cid, old_e, &look.view.current) {
+        // The same session with the same cid (or none read this sweep): kept as it is.
+        (Some(cid), Some(e), Some(_)) if look.same(e, s) && e.cid == cid && !look.better(e) => {
+            if refresh {
+                e.seen = now;
+                out.changed = true;
+            }
+        }
+        (None, Some(e), Some(c)) if look.same(e, s) && look.better(e) => {
+            e.server = e.server.completed_by(c);
+            if refresh {
+                e.seen = now;
+            }
+            out.changed = true;
+        }
+        (None, Some(e), _) if look.same(e, s) => {
+            if refresh {
+                e.seen = now;
+                out.changed = true;
+            }
+        }
+        (Some(cid), _, Some(server)) => record(out, s, cid, server, look),
+        // Back as another session, without a cid yet: the old entry goes.
+        (None, Some(e), _) => {
+            if !e.lost && look.fate(&e.server) == Fate::Gone {
+                out.respawned.push(Respawned {
+                    chat: e.clone(),
+                    resumed: false,
+                });
+            }
+            out.known.chats.remove(s.id);
+            out.changed = true;
+        }
+        // Seen with a cid but no server identity (cannot be: its pid comes with its row):
+        // the entry is kept. Neither a cid nor an entry: nothing to record.
+        (Some(_), Some(_), None) | (_, None, _) => {}
+    }
+}
+
+/// A chat seen with a valid cid, recorded on the current server `server`: its cwd, server and
+/// `seen` kept from its entry when it is the same session; an entry of another session whose
+/// server went is `respawned`.
+fn record<L: Fn(&ServerId) -> Option<bool>>(
+    out: &mut Plan,
+    s: &ChatSeen<'_>,
+    cid: &str,
+    server: &ServerId,
+    look: &Look<'_, L>,
+) {
+    let old_e = out.known.chats.get(s.id);
+    let kept = old_e.filter(|e| look.same(e, s));
+    let e = KnownChat {
+        id: s.id.to_string(),
+        session: s.session.to_string(),
+        tmux_id: s.tmux_id,
+        cid: cid.to_string(),
+        cwd: match kept {
+            Some(e) => e.cwd.clone().or_else(|| s.cwd.clone()),
+            None => s.cwd.clone(),
+        },
+        // The previous value kept where this reaper cannot read it.
+        server: match kept {
+            Some(e) => e.server.completed_by(server),
+            None => server.clone(),
+        },
+        seen: match kept {
+            Some(e) if !look.refresh => e.seen,
+            _ => look.now,
+        },
+        lost: false,
+    };
+    if let Some(o) = old_e.filter(|o| !look.same(o, s) && !o.lost) {
+        if look.fate(&o.server) == Fate::Gone {
+            out.respawned.push(Respawned {
+                chat: o.clone(),
+                resumed: o.cid == cid,
+            });
+        }
+    }
+    out.known.chats.insert(s.id.to_string(), e);
+    out.changed = true;
+}
+
+/// The chats the listing does not show: aged out, lost with their server (once), gone with
+/// their killed session, or kept when that cannot be told.
+fn not_seen<L: Fn(&ServerId) -> Option<bool>>(
+    out: &mut Plan,
+    by_id: &HashMap<&str, &ChatSeen<'_>>,
+    look: &Look<'_, L>,
+) {
     let mut lost = Vec::new();
     let mut changed = out.changed;
-    chats.retain(|id, e| {
+    out.known.chats.retain(|id, e| {
         if by_id.contains_key(id.as_str()) {
             return true;
         }
-        let keep = if now.saturating_sub(e.seen) >= KNOWN_MAX_AGE_MS {
+        let keep = if look.now.saturating_sub(e.seen) >= KNOWN_MAX_AGE_MS {
             false
         } else if e.lost {
             true
         } else {
-            match fate(&e.server, view, &living) {
+            match look.fate(&e.server) {
                 Fate::Gone => {
                     e.lost = true;
                     lost.push(e.clone());
@@ -441,7 +491,6 @@ pub fn plan(
     });
     out.changed = changed;
     out.lost = lost;
-    out
 }
 
 #[cfg(test)]

@@ -4,41 +4,51 @@
 //! [`Phase::next`]: one order, kept here.
 
 /// One step of a reap, from the mark to the audit line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 pub enum Phase {
     /// The atomic test-and-set of the reap mark, in the server.
+    #[strum(serialize = "mark")]
     Mark,
     /// The re-check, on a listing taken after the mark.
+    #[strum(serialize = "re-check")]
     Recheck,
     /// The victims: one scan of the process table for the batch.
+    #[strum(serialize = "victims")]
     Victims,
     /// The journals, before anything outside ccs-reap sees the reap.
+    #[strum(serialize = "journals")]
     Journal,
     /// The studio's before-hook, which may veto.
+    #[strum(serialize = "hook")]
     Hook,
     /// The fence: the mark still exactly ours, time left in its lease.
+    #[strum(serialize = "fence")]
     Fence,
     /// The tombstones, past the fence only.
+    #[strum(serialize = "tombstones")]
     Tombstone,
     /// SIGTERM to every tree, one grace, SIGKILL for what is left.
+    #[strum(serialize = "stop")]
     Signal,
     /// The session killed, nothing left alive, the audit line, the journal removed.
+    #[strum(serialize = "audit")]
     Finish,
 }
 
 impl Phase {
-    /// Every step, in order.
-    pub const ORDER: [Phase; 9] = [
-        Phase::Mark,
-        Phase::Recheck,
-        Phase::Victims,
-        Phase::Journal,
-        Phase::Hook,
-        Phase::Fence,
-        Phase::Tombstone,
-        Phase::Signal,
-        Phase::Finish,
-    ];
+    /// Every step, in order (the order of the enum).
+    pub const ORDER: &'static [Phase] = <Phase as strum::VariantArray>::VARIANTS;
 
     /// The step after this one; `None` after the last.
     pub fn next(self) -> Option<Phase> {
@@ -48,17 +58,7 @@ impl Phase {
 
     /// The name a DEBUG `phase` line gives it.
     pub fn name(self) -> &'static str {
-        match self {
-            Phase::Mark => "mark",
-            Phase::Recheck => "re-check",
-            Phase::Victims => "victims",
-            Phase::Journal => "journals",
-            Phase::Hook => "hook",
-            Phase::Fence => "fence",
-            Phase::Tombstone => "tombstones",
-            Phase::Signal => "stop",
-            Phase::Finish => "audit",
-        }
+        self.into()
     }
 }
 

@@ -105,34 +105,49 @@ pub struct AuditLine {
     pub schema_version: u32,
 }
 
+/// What an audit line starts from ([`AuditLine::attempt`]): when, which chat, why.
+#[derive(Debug, Clone)]
+pub struct Attempt<'a> {
+    /// RFC 3339.
+    pub at: String,
+    pub session: &'a str,
+    pub id: &'a str,
+    /// The number of tmux's `$N` session id.
+    pub tmux_id: u32,
+    pub cid: Option<String>,
+    pub reason: ReapReason,
+    pub idle_ms: Option<u64>,
+}
+
 impl AuditLine {
-    /// [`AuditLine::begin`] for a decision of a sweep taken `at` (Unix ms) with `reason`.
+    /// [`AuditLine::attempt`] for a decision of a sweep taken `at` (Unix ms) with `reason`.
     pub fn of_decision(d: &crate::core::policy::Decision, reason: ReapReason, at: i64) -> Self {
-        AuditLine::begin(
-            crate::core::time::rfc3339(at),
-            &d.name,
-            &d.id,
-            d.tmux_id,
-            d.cid.clone(),
+        AuditLine::attempt(Attempt {
+            at: crate::core::time::rfc3339(at),
+            session: &d.name,
+            id: &d.id,
+            tmux_id: d.tmux_id,
+            cid: d.cid.clone(),
             reason,
-            d.idle_ms,
-        )
+            idle_ms: d.idle_ms,
+        })
     }
 
-    /// [`AuditLine::begin`] for the teardown a journal records, taken up `at` (Unix ms).
+    /// [`AuditLine::attempt`] for the teardown a journal records, taken up `at` (Unix ms).
     pub fn of_journal(j: &Journal, at: i64) -> Self {
-        AuditLine::begin(
-            crate::core::time::rfc3339(at),
-            &j.session,
-            &j.id,
-            j.tmux_id,
-            j.cid.clone(),
-            j.reason,
-            j.idle_ms,
-        )
+        AuditLine::attempt(Attempt {
+            at: crate::core::time::rfc3339(at),
+            session: &j.session,
+            id: &j.id,
+            tmux_id: j.tmux_id,
+            cid: j.cid.clone(),
+            reason: j.reason,
+            idle_ms: j.idle_ms,
+        })
     }
 
-    /// A line for an attempt that has not got anywhere yet (outcome `aborted`).
+    /// [`AuditLine::attempt`], its fields in a row: kept for the callers not moved to
+    /// [`Attempt`] yet.
     pub fn begin(
         at: String,
         session: &str,
@@ -142,14 +157,27 @@ impl AuditLine {
         reason: ReapReason,
         idle_ms: Option<u64>,
     ) -> Self {
-        AuditLine {
+        AuditLine::attempt(Attempt {
             at,
-            session: session.to_string(),
-            id: id.to_string(),
-            tmux_id: TmuxId(tmux_id),
+            session,
+            id,
+            tmux_id,
             cid,
             reason,
             idle_ms,
+        })
+    }
+
+    /// A line for an attempt that has not got anywhere yet (outcome `aborted`).
+    pub fn attempt(a: Attempt<'_>) -> Self {
+        AuditLine {
+            at: a.at,
+            session: a.session.to_string(),
+            id: a.id.to_string(),
+            tmux_id: TmuxId(a.tmux_id),
+            cid: a.cid,
+            reason: a.reason,
+            idle_ms: a.idle_ms,
             outcome: Outcome::Aborted,
             ended: None,
             exit_status: None,

@@ -79,7 +79,7 @@ pub async fn run_daemon(r: Arc<Reaper>) -> Result<(), DaemonError> {
         let reaping = rep
             .sessions
             .iter()
-            .filter(|s| s.decision.action == Action::Reap)
+            .filter(|s| s.decision.action() == Action::Reap)
             .count();
         if why != Why::Interval {
             // Nothing to take under pressure (all busy, viewed or young): do not sweep again at

@@ -288,7 +288,7 @@ fn the_once_output_reads_as_it_did() {
     let would: usize = r
         .sessions
         .iter()
-        .filter(|s| s.decision.action == Action::Reap)
+        .filter(|s| s.decision.action() == Action::Reap)
         .count();
     let summary = Summary {
         seen: 8,

@@ -313,7 +313,7 @@ impl Metrics {
         self.sweep_seconds.observe(r.took_ms as f64 / 1000.0);
         self.last_sweep
             .set(u64::try_from(chrono::Utc::now().timestamp()).ok());
-        for st in State::ALL {
+        for &st in State::ALL {
             let in_state = r.sessions.iter().filter(|s| s.decision.state == st);
             let (n, mem) = in_state.fold((0i64, 0i64), |(n, m), s| {
                 (n + 1, m + s.pss_bytes.or(s.rss_bytes).unwrap_or(0) as i64)

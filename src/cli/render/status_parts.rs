@@ -23,7 +23,7 @@ pub fn by_time_to_reap(r: &SweepReport) -> Vec<&SessionReport> {
         let d = &s.decision;
         let deadline = countdown_runs(d).then_some(d.deadline_ms).flatten();
         (
-            d.action != Action::Reap,
+            d.action() != Action::Reap,
             deadline.is_none(),
             deadline.unwrap_or(0),
             d.tmux_id,
@@ -40,7 +40,7 @@ fn countdown_runs(d: &Decision) -> bool {
 
 /// The `REAP IN` cell: `now` for a reap, the time left where a countdown runs, else `-`.
 pub fn left(d: &Decision, now: i64) -> String {
-    match (d.action, d.deadline_ms) {
+    match (d.action(), d.deadline_ms) {
         (Action::Reap, _) => "now".into(),
         (_, Some(t)) if countdown_runs(d) => human_ms(t.saturating_sub(now).max(0) as u64),
         _ => "-".into(),
@@ -186,7 +186,7 @@ pub fn gauge(r: &SweepReport) -> Vec<String> {
     let taken = |why: crate::core::policy::ReapReason| {
         r.sessions
             .iter()
-            .any(|s| s.decision.reap_reason == Some(why))
+            .any(|s| s.decision.reap_reason() == Some(why))
     };
     let mem_over = g.mem_threshold_bytes.is_some_and(|t| h.used_bytes >= t);
     let stall_over = g

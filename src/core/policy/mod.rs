@@ -7,6 +7,7 @@
 pub mod chat_pane;
 mod fence;
 mod ids;
+mod pressure;
 mod recheck;
 mod room;
 mod types;
@@ -26,9 +27,8 @@ fn new(s: &Session, state: State, why: impl Into<String>) -> Decision {
         tmux_id: s.tmux_id,
         name: s.name.clone(),
         id: s.id.clone(),
-        action: Action::Keep,
+        ruling: Ruling::Keep,
         state,
-        reap_reason: None,
         why: why.into(),
         stamp_idle: None,
         stamp_if_unset: false,
@@ -106,8 +106,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         } else if !known && !p.reap_without_cid {
             d.why = "every pane has exited; conversation id unknown: kept".into();
         } else if viewers == 0 {
-            d.action = Action::Reap;
-            d.reap_reason = Some(ReapReason::Exited);
+            d.ruling = Ruling::Reap(ReapReason::Exited);
             d.override_turn = true;
             d.override_viewers = override_viewers;
         } else {
@@ -186,8 +185,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
             return d;
         }
         d.cid = cid;
-        d.action = Action::Reap;
-        d.reap_reason = Some(ReapReason::Stuck);
+        d.ruling = Ruling::Reap(ReapReason::Stuck);
         d.override_turn = true;
         return d;
     }
@@ -286,8 +284,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
         // 7. Idle long enough.
         Some(k) if idle_ms >= k => {
             d.state = State::Expired;
-            d.action = Action::Reap;
-            d.reap_reason = Some(ReapReason::Idle);
+            d.ruling = Ruling::Reap(ReapReason::Idle);
             d.why = format!("idle for {idle_ms} ms (limit {k})");
         }
         // 8. Keep, with its deadline; warned once per idle period when it comes within
@@ -345,7 +342,7 @@ pub fn busy_by_agent(t: &AgentTurn) -> Option<String> {
 /// reaped, or (`for_status`) one whose turns are otherwise unseen.
 pub fn needs_agent_turn(d: &Decision, s: &Session, for_status: bool) -> bool {
     s.agent_turn == AgentTurn::NotRead
-        && (d.action == Action::Reap
+        && (d.action() == Action::Reap
             || (for_status
                 && !valid_cid(s.cid.trim())
                 && s.turn.trim().is_empty()
@@ -484,10 +481,10 @@ pub fn decide_session(
     Some((d, s))
 }
 
-/// Decide every session of the snapshot. One decision per session, in snapshot order.
-///
-/// Long (about 115 lines) on purpose: the pressure rules in their order (max-idle, bloat, then
-/// memory and its stall), each over the same ranked candidates and the memory freed so far.
+/// Decide every session of the snapshot. One decision per session, in snapshot order: each
+/// session by its own rules ([`decide_one`]), then the pressure rules in their order (max-idle,
+/// max-live, bloat, then memory and its stall, then room), each over the same ranked candidates
+/// and the memory freed so far.
 pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     let mut out: Vec<Decision> = snap
         .sessions
@@ -497,113 +494,11 @@ pub fn decide(snap: &Snapshot, now: i64, policy: &Policy) -> Vec<Decision> {
     if snap.global_problem.is_some() {
         return out;
     }
-
-    // The pressure rules take only sessions that passed rules 1-6 and are still kept, idle at least
-    // the floor, oldest-idle first (ties: lowest tmux id, the older session). A session that a
-    // reap in flight holds (`@ccs_reaping`) is going already: never taken twice, and its memory
-    // counts as freed.
-    let going = |s: &Session| s.is_marked();
-    let mut eligible: Vec<usize> = out
-        .iter()
-        .enumerate()
-        .filter(|(i, d)| {
-            d.state == State::Idle && d.action == Action::Keep && !going(&snap.sessions[*i])
-        })
-        .map(|(i, _)| i)
-        .collect();
-    eligible.sort_by_key(|&i| {
-        (
-            std::cmp::Reverse(out[i].idle_ms.unwrap_or(0)),
-            out[i].tmux_id,
-        )
-    });
-    let floor = |d: &Decision| d.idle_ms.unwrap_or(0) >= policy.min_idle_ms;
-
-    if let Some(max) = policy.max_idle {
-        let excess = eligible.len().saturating_sub(max);
-        for &i in eligible.iter().take(excess) {
-            if floor(&out[i]) {
-                let d = &mut out[i];
-                d.action = Action::Reap;
-                d.state = State::Expired;
-                d.reap_reason = Some(ReapReason::MaxIdle);
-                d.why = format!(
-                    "{} idle sessions, at most {max} kept: oldest idle goes first",
-                    eligible.len()
-                );
-            }
-        }
-    }
-
+    let eligible = pressure::eligible(snap, &out);
+    pressure::max_idle_rule(&mut out, &eligible, policy);
     room::max_live_rule(snap, &mut out, policy);
-
-    // Bloat: a session idle past the floor whose tree holds more than CCS_ENGINE_SESSION_MEM_MAX
-    // goes, whatever the total: it comes back small on its next message.
-    if let Some(max) = policy.session_mem_max {
-        for &i in &eligible {
-            let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
-            if out[i].action == Action::Keep && floor(&out[i]) && mem > max {
-                let d = &mut out[i];
-                d.action = Action::Reap;
-                d.state = State::Expired;
-                d.reap_reason = Some(ReapReason::Bloat);
-                d.why = format!("its processes hold {mem} bytes, more than {max}");
-            }
-        }
-    }
-
-    // Memory: above the threshold (or stalled on memory past CCS_ENGINE_MEM_PSI, which takes at
-    // least one), reap the oldest idle until the projection (used minus what the trees being
-    // reaped hold) is below it.
-    let stalled = matches!((policy.mem_psi, snap.stall_pct), (Some(max), Some(now)) if now >= max);
-    let limit = mem_limit(policy, snap.host);
-    let used = snap.host.map(|h| h.used_bytes);
-    if (limit.is_some() && used.is_some()) || stalled {
-        let freed: u64 = out
-            .iter()
-            .zip(&snap.sessions)
-            .filter(|(d, s)| d.action == Action::Reap || going(s))
-            .map(|(_, s)| s.mem_bytes.unwrap_or(0))
-            .sum();
-        let mut projected = used.unwrap_or(0).saturating_sub(freed);
-        // A stall takes one, unless a reap in flight is freeing memory already (PSI lags).
-        let mut must = stalled && freed == 0;
-        // Sizes not known (the process table could not be read): at most one this sweep.
-        let sized = eligible
-            .iter()
-            .all(|&i| snap.sessions[i].mem_bytes.is_some());
-        let mut taken = 0;
-        for &i in &eligible {
-            let over = matches!(limit, Some(l) if projected > l);
-            if !over && !must {
-                break;
-            }
-            if out[i].action == Action::Reap || !floor(&out[i]) {
-                continue;
-            }
-            let mem = snap.sessions[i].mem_bytes.unwrap_or(0);
-            let d = &mut out[i];
-            d.action = Action::Reap;
-            d.state = State::Expired;
-            d.reap_reason = Some(ReapReason::Memory);
-            d.why = match limit {
-                Some(l) if over => {
-                    format!("memory {projected} bytes above {l}: oldest idle goes first")
-                }
-                _ => format!(
-                    "stalled on memory ({:.1}% of the time, limit {:.1}%): oldest idle goes first",
-                    snap.stall_pct.unwrap_or(0.0),
-                    policy.mem_psi.unwrap_or(0.0)
-                ),
-            };
-            projected = projected.saturating_sub(mem);
-            must = false;
-            taken += 1;
-            if !sized && taken >= 1 {
-                break;
-            }
-        }
-    }
+    pressure::bloat_rule(snap, &mut out, &eligible, policy);
+    pressure::memory_rule(snap, &mut out, &eligible, policy);
     room::room_rule(snap, &mut out, policy);
     out
 }
@@ -802,7 +697,12 @@ mod tests {
             edit(&mut s, &mut snap, &mut p);
             snap.sessions = vec![s];
             let d = decide(&snap, NOW, &p).remove(0);
-            assert_eq!((d.action, d.state), (*action, *state), "{name}: {}", d.why);
+            assert_eq!(
+                (d.action(), d.state),
+                (*action, *state),
+                "{name}: {}",
+                d.why
+            );
         }
         // The pressure rules never take an unseen chat, and a manual reap refuses one.
         let mut s = sess(1);
@@ -815,7 +715,7 @@ mod tests {
             ..Policy::default()
         };
         let d = one(s, &p);
-        assert_eq!((d.action, d.state), (Action::Keep, State::Unseen));
+        assert_eq!((d.action(), d.state), (Action::Keep, State::Unseen));
         assert!(still_reapable(&d, d.idle_ms, ReapReason::Manual, false, &p).is_err());
     }
 
@@ -870,15 +770,15 @@ mod tests {
         snap.sessions = vec![s];
         let d = decide(&snap, NOW, &p).remove(0);
         assert_eq!(
-            (d.action, d.state, d.stamp_idle.is_some()),
+            (d.action(), d.state, d.stamp_idle.is_some()),
             (action, state, stamps),
             "{d:?}"
         );
         if stamps {
             assert_eq!(d.stamp_idle, Some(NOW));
         }
-        if d.action == Action::Reap {
-            assert!(d.reap_reason.is_some());
+        if d.action() == Action::Reap {
+            assert!(d.reap_reason().is_some());
         }
     }
 
@@ -944,8 +844,8 @@ mod tests {
             let (d, back) = decide_session(s.clone(), b, false, NOW, &pol()).unwrap();
             assert_eq!(d.state, want, "{}", s.name);
             assert_eq!(
-                (d.state, d.action, d.why),
-                (whole.state, whole.action, whole.why)
+                (d.state, d.action(), d.why),
+                (whole.state, whole.action(), whole.why)
             );
             assert_eq!(back.tmux_id, s.tmux_id);
         }
@@ -1027,11 +927,11 @@ mod tests {
         edit(&mut s, &mut p);
         let d = one(s, &p);
         assert_eq!(
-            (d.action, d.state, d.reap_reason),
+            (d.action(), d.state, d.reap_reason()),
             (action, state, reason),
             "{d:?}"
         );
-        if d.reap_reason == Some(ReapReason::Stuck) {
+        if d.reap_reason() == Some(ReapReason::Stuck) {
             assert!(d.override_turn);
         }
     }
@@ -1069,8 +969,8 @@ mod tests {
     fn reaped(d: &[Decision]) -> Vec<(u32, ReapReason)> {
         let mut v: Vec<_> = d
             .iter()
-            .filter(|d| d.action == Action::Reap)
-            .map(|d| (d.tmux_id, d.reap_reason.unwrap()))
+            .filter(|d| d.action() == Action::Reap)
+            .map(|d| (d.tmux_id, d.reap_reason().unwrap()))
             .collect();
         v.sort_by_key(|x| x.0);
         v
@@ -1365,7 +1265,7 @@ mod tests {
             )
             .remove(0);
             assert_eq!(
-                (d.state, d.reap_reason, d.warn_for.is_some()),
+                (d.state, d.reap_reason(), d.warn_for.is_some()),
                 (*state, *reason, *warned),
                 "{what}: {d:?}"
             );
@@ -1570,7 +1470,7 @@ mod tests {
         };
         let d = |state: State, reason: Option<ReapReason>, idle: Option<u64>, cid: bool| {
             let mut d = new(&sess(1), state, "why");
-            d.reap_reason = reason;
+            d.ruling = reason.map_or(Ruling::Keep, Ruling::Reap);
             d.idle_ms = idle;
             d.cid = cid.then(|| "c".to_string());
             d

@@ -46,7 +46,7 @@ pub fn still_reapable(
         return Ok(());
     }
     let ok = match reason {
-        ReapReason::Idle => fresh.reap_reason == Some(ReapReason::Idle),
+        ReapReason::Idle => fresh.reap_reason() == Some(ReapReason::Idle),
         // The pressure rules chose it for how long it had been idle: its clock must not have
         // restarted since (a short turn in between), and it must still be past the floor.
         ReapReason::Memory
@@ -58,8 +58,8 @@ pub fn still_reapable(
                 && fresh.idle_ms >= decided_idle_ms
                 && fresh.idle_ms.unwrap_or(0) >= p.min_idle_ms
         }
-        ReapReason::Stuck => fresh.reap_reason == Some(ReapReason::Stuck),
-        ReapReason::Exited => fresh.reap_reason == Some(ReapReason::Exited),
+        ReapReason::Stuck => fresh.reap_reason() == Some(ReapReason::Stuck),
+        ReapReason::Exited => fresh.reap_reason() == Some(ReapReason::Exited),
         // Never the reason of a reap: a live session is never taken for lost.
         ReapReason::ServerDied => false,
         ReapReason::Manual => {

@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{mem_limit, Action, Decision, HostMemory, Policy, ReapReason, Snapshot, Stamp, State};
+use super::{
+    mem_limit, Action, Decision, HostMemory, Policy, ReapReason, Ruling, Snapshot, Stamp, State,
+};
 
 /// What a new chat is taken to need before any chat of this server was measured (`--need auto`
 /// with nothing to take the median of): a Claude Code tree with one or two MCP servers.
@@ -110,7 +112,7 @@ pub fn room_limit(p: &Policy, host: Option<HostMemory>) -> Option<u64> {
 }
 
 fn going(s: &super::Session, d: &Decision) -> bool {
-    d.action == Action::Reap || s.is_marked()
+    d.action() == Action::Reap || s.is_marked()
 }
 
 /// Whether a session holds a chat: not one marked `@ccs_asleep` (its chat reaped from its own
@@ -150,7 +152,7 @@ fn takeable(s: &super::Session, d: &Decision, p: &Policy, ask: Option<&RoomAsk>)
     let o = s.options();
     let warned = matches!((o.idle, o.warned), (Stamp::At(t), Some(w)) if t == w);
     d.state == State::Idle
-        && d.action == Action::Keep
+        && d.action() == Action::Keep
         && !s.is_marked()
         && d.idle_ms.unwrap_or(0) >= p.min_idle_ms
         && !warned
@@ -198,9 +200,8 @@ pub(super) fn max_live_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
             break;
         }
         let d = &mut out[i];
-        d.action = Action::Reap;
         d.state = State::Expired;
-        d.reap_reason = Some(ReapReason::MaxLive);
+        d.ruling = Ruling::Reap(ReapReason::MaxLive);
         d.why = format!("{total} live chats, at most {max}: oldest idle goes first");
         // A chat reaped from its own pane leaves its session asleep, no chat: one fewer too.
         live = live.saturating_sub(1);
@@ -217,9 +218,8 @@ pub(super) fn room_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
     if !p.enabled() {
         // The sweep's rules are off (a cgroup limit alone): room does nothing the daemon would
         // not, only its own rule acts.
-        for d in out.iter_mut().filter(|d| d.action == Action::Reap) {
-            d.action = Action::Keep;
-            d.reap_reason = None;
+        for d in out.iter_mut().filter(|d| d.action() == Action::Reap) {
+            d.ruling = Ruling::Keep;
             d.why = format!(
                 "{} (not reaped: reaping is off, room takes only idle chats)",
                 d.why
@@ -251,9 +251,8 @@ pub(super) fn room_rule(snap: &Snapshot, out: &mut [Decision], p: &Policy) {
     }
     for i in chosen {
         let d = &mut out[i];
-        d.action = Action::Reap;
         d.state = State::Expired;
-        d.reap_reason = Some(ReapReason::Room);
+        d.ruling = Ruling::Reap(ReapReason::Room);
         d.why = format!(
             "room for a new chat of {} bytes: oldest idle goes first",
             plan.need_bytes
@@ -274,6 +273,30 @@ fn mem_fits(p: &RoomPlan) -> bool {
     }
 }
 
+/// What the reservations of chats not yet started (or not yet grown) hold: their bytes not yet
+/// in use, and how many are not listed yet. The new chat's own reservation (its `spawn`'s, or a
+/// `spawn` asked again) is its need, not counted here.
+fn held(snap: &Snapshot, ask: &RoomAsk) -> (u64, usize) {
+    let listed = |id: &str| snap.sessions.iter().find(|s| s.id == id);
+    let (mut held_bytes, mut held_chats) = (0u64, 0usize);
+    for r in ask
+        .held
+        .iter()
+        .filter(|r| r.id.is_none() || r.id != ask.for_id)
+    {
+        match r.id.as_deref().and_then(listed) {
+            Some(s) => held_bytes += r.bytes.saturating_sub(s.mem_bytes.unwrap_or(0)),
+            // Its chat came and went: its memory went with it.
+            None if r.seen => {}
+            None => {
+                held_bytes += r.bytes;
+                held_chats += 1;
+            }
+        }
+    }
+    (held_bytes, held_chats)
+}
+
 /// Where room stands on these decisions (the chats they reap counted as gone): what `room` says,
 /// and what `status`, `doctor` and the metrics show (without an ask: `auto` for one more chat).
 pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
@@ -292,23 +315,7 @@ pub fn plan(snap: &Snapshot, out: &[Decision], p: &Policy) -> RoomPlan {
     // The new chat itself, once listed, holds part of its need already.
     let own = for_id.and_then(listed);
     let need_left = need_bytes.saturating_sub(own.and_then(|s| s.mem_bytes).unwrap_or(0));
-    let (mut held_bytes, mut held_chats) = (0u64, 0usize);
-    // The new chat's own reservation (its `spawn`'s, or a `spawn` asked again) is its need.
-    for r in ask
-        .held
-        .iter()
-        .filter(|r| r.id.is_none() || r.id != ask.for_id)
-    {
-        match r.id.as_deref().and_then(listed) {
-            Some(s) => held_bytes += r.bytes.saturating_sub(s.mem_bytes.unwrap_or(0)),
-            // Its chat came and went: its memory went with it.
-            None if r.seen => {}
-            None => {
-                held_bytes += r.bytes;
-                held_chats += 1;
-            }
-        }
-    }
+    let (held_bytes, held_chats) = held(snap, ask);
     let freed: u64 = snap
         .sessions
         .iter()
@@ -443,8 +450,8 @@ mod tests {
     /// The ids reaped, with their reason.
     fn reaped(out: &[Decision]) -> Vec<(String, ReapReason)> {
         out.iter()
-            .filter(|d| d.action == Action::Reap)
-            .filter_map(|d| Some((d.id.clone(), d.reap_reason?)))
+            .filter(|d| d.action() == Action::Reap)
+            .filter_map(|d| Some((d.id.clone(), d.reap_reason()?)))
             .collect()
     }
 
@@ -768,8 +775,8 @@ mod review_tests {
 
     fn reaped(out: &[Decision]) -> Vec<(String, ReapReason)> {
         out.iter()
-            .filter(|d| d.action == Action::Reap)
-            .filter_map(|d| Some((d.id.clone(), d.reap_reason?)))
+            .filter(|d| d.action() == Action::Reap)
+            .filter_map(|d| Some((d.id.clone(), d.reap_reason()?)))
             .collect()
     }
 

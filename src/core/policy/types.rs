@@ -364,8 +364,21 @@ pub enum Action {
 }
 
 /// The state a session is in, for `status` and metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, PartialOrd, Ord)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    PartialOrd,
+    Ord,
+    strum::IntoStaticStr,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum State {
     Unknown,
     Busy,
@@ -387,38 +400,13 @@ pub enum State {
 }
 
 impl State {
+    /// Its name, as `status`, the JSON and the metrics say it (`no-cid`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            State::Unknown => "unknown",
-            State::Busy => "busy",
-            State::Stuck => "stuck",
-            State::Viewed => "viewed",
-            State::Pinned => "pinned",
-            State::New => "new",
-            State::Idle => "idle",
-            State::NoCid => "no-cid",
-            State::Unseen => "unseen",
-            State::Exited => "exited",
-            State::Expired => "expired",
-            State::Shared => "shared",
-            State::Foreign => "foreign",
-        }
+        self.into()
     }
-    pub const ALL: [State; 13] = [
-        State::Unknown,
-        State::Busy,
-        State::Stuck,
-        State::Viewed,
-        State::Pinned,
-        State::New,
-        State::Idle,
-        State::NoCid,
-        State::Unseen,
-        State::Exited,
-        State::Expired,
-        State::Shared,
-        State::Foreign,
-    ];
+
+    /// Every state, in the order of the enum.
+    pub const ALL: &'static [State] = <State as strum::VariantArray>::VARIANTS;
 }
 
 /// A tmux session id: the number of `$N`, printed (and serialised) as `$N`.
@@ -448,8 +436,22 @@ impl<'de> serde::Deserialize<'de> for TmuxId {
 }
 
 /// Why a session is reaped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    serde::Deserialize,
+    strum::IntoStaticStr,
+    strum::EnumString,
+    strum::Display,
+    strum::VariantArray,
+)]
 #[serde(rename_all = "kebab-case")]
+#[strum(serialize_all = "kebab-case")]
 pub enum ReapReason {
     Idle,
     Memory,
@@ -467,57 +469,31 @@ pub enum ReapReason {
     ServerDied,
 }
 
-impl std::fmt::Display for ReapReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 impl ReapReason {
+    /// Its name, as the audit log, the tombstones and the JSON say it (`max-idle`).
     pub fn as_str(self) -> &'static str {
-        match self {
-            ReapReason::Idle => "idle",
-            ReapReason::Memory => "memory",
-            ReapReason::MaxIdle => "max-idle",
-            ReapReason::Stuck => "stuck",
-            ReapReason::Exited => "exited",
-            ReapReason::Manual => "manual",
-            ReapReason::Bloat => "bloat",
-            ReapReason::Room => "room",
-            ReapReason::MaxLive => "max-live",
-            ReapReason::ServerDied => "server-died",
-        }
+        self.into()
     }
+
     /// The reason a string names (as [`ReapReason::as_str`] writes it).
     #[allow(clippy::should_implement_trait)]
     pub fn parse(s: &str) -> Option<ReapReason> {
-        ReapReason::ALL.into_iter().find(|r| r.as_str() == s)
+        s.parse().ok()
     }
 
-    pub const ALL: [ReapReason; 10] = [
-        ReapReason::Idle,
-        ReapReason::Memory,
-        ReapReason::MaxIdle,
-        ReapReason::Stuck,
-        ReapReason::Exited,
-        ReapReason::Manual,
-        ReapReason::Bloat,
-        ReapReason::Room,
-        ReapReason::MaxLive,
-        ReapReason::ServerDied,
-    ];
+    /// Every reason, in the order of the enum.
+    pub const ALL: &'static [ReapReason] = <ReapReason as strum::VariantArray>::VARIANTS;
 }
 
 /// The decision for one session.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
     pub tmux_id: u32,
     pub name: String,
     pub id: String,
-    pub action: Action,
+    /// Keep it, or reap it and why.
+    pub ruling: Ruling,
     pub state: State,
-    /// Set when `action` is `Reap`.
-    pub reap_reason: Option<ReapReason>,
     /// One line for an operator.
     pub why: String,
     /// Write `@ccs_idle` = this value (first sight, or a viewer's refresh).
@@ -542,13 +518,175 @@ pub struct Decision {
     /// for this idle period yet (`@ccs_warned` is then set to `warn_for`).
     pub warn_for: Option<i64>,
     /// Something of this session's own that was ignored (a garbage `@ccs_idle_kill_ms`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub warning: Option<String>,
+}
+
+/// What a decision rules: keep the session, or reap it for a reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ruling {
+    Keep,
+    Reap(ReapReason),
+}
+
+impl Ruling {
+    pub fn action(self) -> Action {
+        match self {
+            Ruling::Keep => Action::Keep,
+            Ruling::Reap(_) => Action::Reap,
+        }
+    }
+
+    /// The reason, for a reap.
+    pub fn reason(self) -> Option<ReapReason> {
+        match self {
+            Ruling::Keep => None,
+            Ruling::Reap(r) => Some(r),
+        }
+    }
+}
+
+impl Decision {
+    /// Keep or reap ([`Ruling::action`]).
+    pub fn action(&self) -> Action {
+        self.ruling.action()
+    }
+
+    /// Why it is reaped; `None` when kept ([`Ruling::reason`]).
+    pub fn reap_reason(&self) -> Option<ReapReason> {
+        self.ruling.reason()
+    }
+}
+
+/// The JSON of a [`Decision`]: its fields in their order, the ruling as `action` and
+/// `reap_reason`.
+#[derive(Serialize)]
+struct DecisionJson<'a> {
+    tmux_id: u32,
+    name: &'a str,
+    id: &'a str,
+    action: Action,
+    state: State,
+    reap_reason: Option<ReapReason>,
+    why: &'a str,
+    stamp_idle: Option<i64>,
+    stamp_if_unset: bool,
+    idle_ms: Option<u64>,
+    deadline_ms: Option<i64>,
+    cid: &'a Option<String>,
+    viewers: usize,
+    turn_since_ms: Option<i64>,
+    override_turn: bool,
+    override_viewers: bool,
+    warn_for: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warning: &'a Option<String>,
+}
+
+impl Serialize for Decision {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        DecisionJson {
+            tmux_id: self.tmux_id,
+            name: &self.name,
+            id: &self.id,
+            action: self.action(),
+            state: self.state,
+            reap_reason: self.reap_reason(),
+            why: &self.why,
+            stamp_idle: self.stamp_idle,
+            stamp_if_unset: self.stamp_if_unset,
+            idle_ms: self.idle_ms,
+            deadline_ms: self.deadline_ms,
+            cid: &self.cid,
+            viewers: self.viewers,
+            turn_since_ms: self.turn_since_ms,
+            override_turn: self.override_turn,
+            override_viewers: self.override_viewers,
+            warn_for: self.warn_for,
+            warning: &self.warning,
+        }
+        .serialize(s)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_decision_says_its_ruling_as_action_and_reap_reason() {
+        let mut d = Decision {
+            tmux_id: 3,
+            name: "ccs-3".into(),
+            id: "3".into(),
+            ruling: Ruling::Keep,
+            state: State::Expired,
+            why: "w".into(),
+            stamp_idle: None,
+            stamp_if_unset: false,
+            idle_ms: Some(5),
+            deadline_ms: None,
+            cid: None,
+            viewers: 0,
+            turn_since_ms: None,
+            override_turn: false,
+            override_viewers: true,
+            warn_for: None,
+            warning: None,
+        };
+        let keys = r#""tmux_id":3,"name":"ccs-3","id":"3","action":"keep","state":"expired","reap_reason":null,"why":"w","stamp_idle":null,"stamp_if_unset":false,"idle_ms":5,"deadline_ms":null,"cid":null,"viewers":0,"turn_since_ms":null,"override_turn":false,"override_viewers":true,"warn_for":null"#;
+        assert_eq!(serde_json::to_string(&d).unwrap(), format!("{{{keys}}}"));
+        d.ruling = Ruling::Reap(ReapReason::MaxIdle);
+        d.warning = Some("x".into());
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.contains(r#""action":"reap","state":"expired","reap_reason":"max-idle""#));
+        assert!(
+            json.ends_with(r#""warn_for":null,"warning":"x"}"#),
+            "{json}"
+        );
+        assert_eq!(
+            (d.action(), d.reap_reason()),
+            (Action::Reap, Some(ReapReason::MaxIdle))
+        );
+    }
+
+    #[test]
+    fn states_and_reasons_keep_their_names() {
+        let states: Vec<&str> = State::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(
+            states,
+            [
+                "unknown", "busy", "stuck", "viewed", "pinned", "new", "idle", "no-cid", "unseen",
+                "exited", "expired", "shared", "foreign"
+            ]
+        );
+        let reasons: Vec<&str> = ReapReason::ALL.iter().map(|r| r.as_str()).collect();
+        let names = [
+            "idle",
+            "memory",
+            "max-idle",
+            "stuck",
+            "exited",
+            "manual",
+            "bloat",
+            "room",
+            "max-live",
+            "server-died",
+        ];
+        assert_eq!(reasons, names);
+        for (r, name) in ReapReason::ALL.iter().zip(names) {
+            assert_eq!(r.to_string(), name);
+            assert_eq!(ReapReason::parse(name), Some(*r));
+            assert_eq!(serde_json::to_string(r).unwrap(), format!("\"{name}\""));
+        }
+        assert_eq!(ReapReason::parse("Idle"), None);
+        assert_eq!(ReapReason::parse(""), None);
+        for s in State::ALL {
+            assert_eq!(
+                serde_json::to_string(s).unwrap(),
+                format!("\"{}\"", s.as_str())
+            );
+        }
+    }
 
     #[test]
     fn a_mark_is_held_only_with_both_the_mark_and_the_token() {

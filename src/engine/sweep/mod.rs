@@ -290,7 +290,7 @@ async fn stamp_idle_clocks(
     let panes: Vec<(u32, policy::chat_pane::PaneRecord)> = decisions
         .iter()
         .zip(sessions)
-        .filter(|(d, _)| d.action != Action::Reap)
+        .filter(|(d, _)| d.action() != Action::Reap)
         .filter_map(|(_, s)| policy::chat_pane::to_record(s).map(|p| (s.tmux_id, p)))
         .collect();
     if !first.is_empty() || !panes.is_empty() {
@@ -323,7 +323,7 @@ async fn stamp_idle_clocks(
 /// Each decision at debug level, and what a session's own settings had ignored as a warning.
 fn log_decisions(decisions: &[Decision]) {
     for d in decisions {
-        tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action, state = d.state.as_str(), reason = %d.why, idle_ms = d.idle_ms, "decided");
+        tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action(), state = d.state.as_str(), reason = %d.why, idle_ms = d.idle_ms, "decided");
         if let Some(w) = &d.warning {
             tracing::warn!(session = %d.name, "{w}");
         }
@@ -370,10 +370,10 @@ pub(crate) fn choose(
     let mut fates: HashMap<u32, Fate> = HashMap::new();
     let mut reqs = Vec::new();
     for (d, s) in decisions.iter().zip(&snap.sessions) {
-        if d.action != Action::Reap {
+        if d.action() != Action::Reap {
             continue;
         }
-        let Some(reason) = d.reap_reason else {
+        let Some(reason) = d.reap_reason() else {
             continue;
         };
         if dry_run {
@@ -410,7 +410,7 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
     let fates = o
         .decisions
         .iter()
-        .filter(|d| d.action == Action::Reap)
+        .filter(|d| d.action() == Action::Reap)
         .map(|d| (d.tmux_id, Fate::WouldReap))
         .collect();
     let summary = summarize(&o.decisions, &fates, 0);
@@ -471,7 +471,7 @@ fn summarize(decisions: &[Decision], fates: &HashMap<u32, Fate>, recovered: usiz
         ..Summary::default()
     };
     for d in decisions {
-        let fate = (d.action == Action::Reap)
+        let fate = (d.action() == Action::Reap)
             .then(|| fates.get(&d.tmux_id))
             .flatten();
         let count = match fate {
@@ -509,9 +509,11 @@ mod tests {
             tmux_id: n,
             name: format!("ccs-{n}"),
             id: n.to_string(),
-            action,
+            ruling: match action {
+                Action::Reap => crate::core::policy::Ruling::Reap(ReapReason::Idle),
+                Action::Keep => crate::core::policy::Ruling::Keep,
+            },
             state: State::Idle,
-            reap_reason: (action == Action::Reap).then_some(ReapReason::Idle),
             why: String::new(),
             stamp_idle: None,
             stamp_if_unset: false,

@@ -416,7 +416,7 @@ fn request(r: &Reaper, s: Session) -> Request {
     let now = crate::adapters::clock::now_ms();
     let (decision, s) = policy::decide_session(s, &busy, false, now, &r.cfg.policy)
         .unwrap_or_else(|| panic!("no decision"));
-    assert_eq!(decision.action, Action::Reap, "{decision:?}");
+    assert_eq!(decision.action(), Action::Reap, "{decision:?}");
     Request {
         decision,
         session: s,
