@@ -59,7 +59,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
     }
     let enabled = r.cfg.policy.enabled();
     let (live, dead) = journals_by_owner(&r.state, &r.ownership);
-    let holds = holds(r, &live);
+    let holds = Holds::of(r, &live);
     let mut reaps = Vec::new();
     if !r.dry_run {
         if o.snap.global_problem.is_none() {
@@ -72,7 +72,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         // The last known conversation of every chat, and the chats a dead server took with it.
         // The daemon writes it beside the sweep: a pressure sweep never waits on its fsync.
         let later = matches!(batches, Batches::Spawn(_));
-        reaps.extend(keep_known(&keep(r), &o, later));
+        reaps.extend(keep_known(&Keep::of(r), &o, later));
         // Tombstones past CCS_REAP_TOMBSTONE_MAX_AGE: at the first sweep, then hourly.
         crate::engine::resume::age_out(&r.cfg, &r.state, &r.metrics, &r.last_age_out);
     }
@@ -122,38 +122,44 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         lost,
         empty,
     };
-    let report = report(&sayer(r), o, done, t0);
+    let report = report(&Sayer::of(r), o, done, t0);
     r.metrics.record_sweep(&report);
     report
 }
 
-/// What holds a session from being started by this sweep, of `r`, and `live`.
-fn holds<'a>(r: &'a Reaper, live: &'a HashSet<String>) -> Holds<'a> {
-    Holds {
-        dry_run: r.dry_run,
-        ownership: &r.ownership,
-        inflight: &r.inflight,
-        live,
+impl<'a> Holds<'a> {
+    /// What holds a session from being started by this sweep, of `r`, and `live`.
+    pub(crate) fn of(r: &'a Reaper, live: &'a HashSet<String>) -> Self {
+        Holds {
+            dry_run: r.dry_run,
+            ownership: &r.ownership,
+            inflight: &r.inflight,
+            live,
+        }
     }
 }
 
-/// The handles keeping the record of known chats uses, of `r`.
-fn keep(r: &Reaper) -> Keep<'_> {
-    Keep {
-        cfg: &r.cfg,
-        state: &r.state,
-        metrics: &r.metrics,
-        known: &r.known,
+impl<'a> Keep<'a> {
+    /// The handles keeping the record of known chats uses, of `r`.
+    fn of(r: &'a Reaper) -> Self {
+        Keep {
+            cfg: &r.cfg,
+            state: &r.state,
+            metrics: &r.metrics,
+            known: &r.known,
+        }
     }
 }
 
-/// The handles a report uses, of `r`.
-fn sayer(r: &Reaper) -> Sayer<'_> {
-    Sayer {
-        cfg: &r.cfg,
-        dry_run: r.dry_run,
-        ownership: &r.ownership,
-        watching: &r.watching,
+impl<'a> Sayer<'a> {
+    /// The handles a report uses, of `r`.
+    fn of(r: &'a Reaper) -> Self {
+        Sayer {
+            cfg: &r.cfg,
+            dry_run: r.dry_run,
+            ownership: &r.ownership,
+            watching: &r.watching,
+        }
     }
 }
 
@@ -435,7 +441,7 @@ pub async fn status(r: &Arc<Reaper>) -> SweepReport {
         lost,
         empty,
     };
-    let mut rep = report(&sayer(r), o, done, t0);
+    let mut rep = report(&Sayer::of(r), o, done, t0);
     rep.asleep = asleep;
     rep
 }

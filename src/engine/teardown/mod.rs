@@ -98,7 +98,7 @@ pub(crate) struct Hands<'a> {
 }
 
 impl<'a> Hands<'a> {
-    fn of(r: &'a Reaper) -> Self {
+    pub(crate) fn of(r: &'a Reaper) -> Self {
         Hands {
             cfg: &r.cfg,
             state: &r.state,
@@ -135,14 +135,14 @@ pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<Sink<'_>>) -> 
     let host = Host {
         ownership: &r.ownership,
     };
-    reap_with(r, &r.tmux, &host, reqs, sink).await
+    reap_with(Hands::of(r), &r.tmux, &host, reqs, sink).await
 }
 
 /// [`reap_to`] through the ports `tmux` and `procs`. The reaps are owned here, outside the panic
 /// boundary: a batch that panics leaves them at the stage it reached, and each gives back what it
 /// holds ([`unwind::unwind`]).
 pub(crate) async fn reap_with<'a>(
-    r: &'a Reaper,
+    h: Hands<'a>,
     tmux: &'a impl TmuxPort,
     procs: &'a impl ProcPort,
     reqs: Vec<Request>,
@@ -164,23 +164,24 @@ pub(crate) async fn reap_with<'a>(
             Reap::asked(req, line)
         })
         .collect();
+    let lines = Lines {
+        state: h.state,
+        metrics: h.metrics,
+        sink,
+        t0: Instant::now(),
+    };
     let b = Batch {
-        h: Hands::of(r),
+        h,
         tmux,
         procs,
-        lines: Lines {
-            state: &r.state,
-            metrics: &r.metrics,
-            sink,
-            t0: Instant::now(),
-        },
+        lines,
     };
     let ran = AssertUnwindSafe(reap_batch(&b, &mut reaps).instrument(span.clone()))
         .catch_unwind()
         .await;
     if let Err(p) = ran {
         let why = unwind::panic_message(p.as_ref());
-        unwind::unwind(tmux, &b.lines, &r.metrics, &mut reaps, &why)
+        unwind::unwind(tmux, &b.lines, b.h.metrics, &mut reaps, &why)
             .instrument(span)
             .await;
     }

@@ -3,7 +3,7 @@
 //! and what was left marked.
 
 use super::standin::{Script, StandIn, SERVER_PID};
-use super::{reap_with, Request};
+use super::{reap_with, Hands, Request};
 use crate::adapters::state::Outcome;
 use crate::config::Config;
 use crate::core::policy::{self, Action, Pane, ReapReason, Session};
@@ -315,7 +315,7 @@ async fn every_race_of_the_teardown_ends_as_its_row_says() {
                 .unwrap_or_else(|p| p.into_inner())
                 .push(l.clone());
         };
-        let ends = reap_with(&r, &standin, &standin, vec![req], Some(&sink)).await;
+        let ends = reap_with(Hands::of(&r), &standin, &standin, vec![req], Some(&sink)).await;
 
         let name = row.name;
         let mut wrong = Vec::new();
@@ -445,7 +445,7 @@ async fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
         let mut d = delivered.lock().unwrap_or_else(|p| p.into_inner());
         d.push((l.session.clone(), l.outcome));
     };
-    let ends = reap_with(&r, &standin, &standin, reqs, Some(&sink)).await;
+    let ends = reap_with(Hands::of(&r), &standin, &standin, reqs, Some(&sink)).await;
 
     let calls = standin.calls();
     assert_eq!(
@@ -509,7 +509,7 @@ async fn a_batch_that_panics_after_its_audit_line_writes_no_second_line() {
     let standin = StandIn::new(vec![session()], Script::default());
     let sink = |l: &crate::adapters::state::AuditLine| panic!("the sink panics at {}", l.session);
     let ends = reap_with(
-        &r,
+        Hands::of(&r),
         &standin,
         &standin,
         vec![request(&r, session())],
