@@ -136,7 +136,7 @@ pub(super) async fn once(cfg: Config, json: bool, dry_run: bool) -> ExitCode {
     let r = Reaper::new(cfg, dry_run);
     // Each reap's line as soon as it is over; `--json` is one document at the end.
     let print = |l: &crate::adapters::state::AuditLine| out(&render::render_reap(l));
-    let sink: Option<crate::engine::teardown::Sink> = (!json).then_some(&print);
+    let sink: Option<crate::engine::teardown::LineSink> = (!json).then_some(&print);
     let rep = crate::engine::sweep::sweep(&r, crate::engine::sweep::Batches::Wait(sink)).await;
     warn_no_server(&rep);
     let shown = warn_activity(&r, &rep);

@@ -226,7 +226,7 @@ pub fn server_gone(
     view: &ServerView,
     living: impl Fn(&ServerId) -> Option<bool>,
 ) -> bool {
-    fate(&e.server, view, &living) == Fate::Gone
+    fate(&e.server, view, &living) == ServerFate::Gone
 }
 
 /// Whether the entry for chat `s` has to be made afresh (new, or another session or server):
@@ -244,7 +244,7 @@ pub fn needs_cwd(old: &Known, s: &ChatSeen, current: Option<&ServerId>) -> bool 
 
 /// How the server an entry lived on stands now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Fate {
+enum ServerFate {
     /// Its process is gone, or another server answers at the socket.
     Gone,
     /// It lives and is the one at the socket.
@@ -254,9 +254,13 @@ enum Fate {
     Unknown,
 }
 
-fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<bool>) -> Fate {
+fn fate(
+    s: &ServerId,
+    view: &ServerView,
+    living: &impl Fn(&ServerId) -> Option<bool>,
+) -> ServerFate {
     if view.up.is_none() {
-        return Fate::Unknown;
+        return ServerFate::Unknown;
     }
     match &view.current {
         // The very server answers (the same pid, start time and boot): it lives, whatever /proc
@@ -264,16 +268,16 @@ fn fate(s: &ServerId, view: &ServerView, living: &impl Fn(&ServerId) -> Option<b
         // reaper in another pid namespace wrote it, or reads it now): cannot be told, never
         // another server.
         Some(c) => match c.same_as(s) {
-            Some(true) => Fate::Here,
-            Some(false) => Fate::Gone,
-            None => Fate::Unknown,
+            Some(true) => ServerFate::Here,
+            Some(false) => ServerFate::Gone,
+            None => ServerFate::Unknown,
         },
         None => match living(s) {
-            Some(false) => Fate::Gone,
+            Some(false) => ServerFate::Gone,
             // A server without our sessions (or any) answers, and the old one runs: the same
             // one, whose sessions went (a studio's kill-session, a reap).
-            Some(true) if view.up == Some(true) => Fate::Here,
-            _ => Fate::Unknown,
+            Some(true) if view.up == Some(true) => ServerFate::Here,
+            _ => ServerFate::Unknown,
         },
     }
 }
@@ -361,7 +365,7 @@ impl<L: Fn(&ServerId) -> Option<bool>> Look<'_, L> {
             .is_some_and(|c| e.server.completed_by(c) != e.server)
     }
 
-    fn fate(&self, s: &ServerId) -> Fate {
+    fn fate(&self, s: &ServerId) -> ServerFate {
         fate(s, self.view, self.living)
     }
 }
@@ -398,7 +402,7 @@ fn see<L: Fn(&ServerId) -> Option<bool>>(out: &mut Plan, s: &ChatSeen<'_>, look:
         (Some(cid), _, Some(server)) => record(out, s, cid, server, look),
         // Back as another session, without a cid yet: the old entry goes.
         (None, Some(e), _) => {
-            if !e.lost && look.fate(&e.server) == Fate::Gone {
+            if !e.lost && look.fate(&e.server) == ServerFate::Gone {
                 out.respawned.push(Respawned {
                     chat: e.clone(),
                     resumed: false,
@@ -446,7 +450,7 @@ fn record<L: Fn(&ServerId) -> Option<bool>>(
         lost: false,
     };
     if let Some(o) = old_e.filter(|o| !look.same(o, s) && !o.lost) {
-        if look.fate(&o.server) == Fate::Gone {
+        if look.fate(&o.server) == ServerFate::Gone {
             out.respawned.push(Respawned {
                 chat: o.clone(),
                 resumed: o.cid == cid,
@@ -476,14 +480,14 @@ fn not_seen<L: Fn(&ServerId) -> Option<bool>>(
             true
         } else {
             match look.fate(&e.server) {
-                Fate::Gone => {
+                ServerFate::Gone => {
                     e.lost = true;
                     lost.push(e.clone());
                     changed = true;
                     true
                 }
-                Fate::Here => false,
-                Fate::Unknown => true,
+                ServerFate::Here => false,
+                ServerFate::Unknown => true,
             }
         };
         changed |= !keep;

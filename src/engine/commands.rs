@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use crate::adapters::clock::now_ms;
 use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, StateDir, Tombstone};
-use crate::adapters::tmux::{TmuxError, TurnBegin};
+use crate::adapters::tmux::TmuxError;
 use crate::config::Config;
 use crate::core::policy::{
     self, Changed, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
@@ -184,12 +184,8 @@ pub async fn turn_begin(r: &Reaper, id: &str) -> Result<bool, CommandError> {
     let deadline = Instant::now() + reap_wait(&r.cfg);
     let mut logged = false;
     loop {
-        let seen = match r.tmux.turn_begin(&name, now_ms()).await? {
-            TurnBegin::Started => TurnSeen::Started,
-            TurnBegin::Reaping => TurnSeen::Marked,
-            // Gone may mean "its pane died in a teardown that is still running".
-            TurnBegin::Gone => TurnSeen::Gone,
-        };
+        // Gone may mean "its pane died in a teardown that is still running".
+        let seen = r.tmux.turn_begin(&name, now_ms()).await?;
         let running = seen == TurnSeen::Gone && teardown_running(&r.state, &r.ownership, id);
         // The answer is the core's (`policy::handoff`), the rule the model of the protocol checks.
         match policy::handoff(seen, running, Instant::now() >= deadline) {

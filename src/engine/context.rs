@@ -7,8 +7,9 @@
 //! carries them out, [`crate::engine::commands`] serves the studio, [`crate::engine::daemon`]
 //! runs the loop.
 
+use parking_lot::Mutex;
 use std::collections::BTreeSet;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::{Known, StateDir};
@@ -95,7 +96,7 @@ impl KnownChats {
         load: impl FnOnce() -> Known,
         f: impl FnOnce(Known) -> (Known, T),
     ) -> T {
-        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self.last.lock();
         let old = match last.take() {
             Some(k) => k,
             None => load(),
@@ -107,7 +108,7 @@ impl KnownChats {
 
     /// What `f` makes of the record as last read or written (`None`: not read yet).
     pub(crate) fn peek<T>(&self, f: impl FnOnce(Option<&Known>) -> T) -> T {
-        f(self.last.lock().unwrap_or_else(|p| p.into_inner()).as_ref())
+        f(self.last.lock().as_ref())
     }
 
     /// Write `known` into `state` on a blocking thread, off the sweep's path: under memory
@@ -117,16 +118,16 @@ impl KnownChats {
     /// after a tmux server died; the file stays whole (written by rename), and the runtime's end
     /// waits for the write.
     pub(crate) fn write_later(&self, state: &StateDir, known: Known) {
-        *self.pending.lock().unwrap_or_else(|p| p.into_inner()) = Some(known);
+        *self.pending.lock() = Some(known);
         let (state, pending, writer) = (
             state.clone(),
             Arc::clone(&self.pending),
             Arc::clone(&self.writer),
         );
         tokio::task::spawn_blocking(move || {
-            let _one = writer.lock().unwrap_or_else(|p| p.into_inner());
+            let _one = writer.lock();
             // None: a writer that came after this one took the newest and wrote it already.
-            let newest = pending.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let newest = pending.lock().take();
             if let Some(k) = newest {
                 if let Err(e) = state.write_known(&k) {
                     tracing::warn!(error = %e, "failed to write the record of last known conversations");
@@ -143,7 +144,7 @@ pub(crate) struct SaidOnce(Mutex<BTreeSet<(u32, String)>>);
 impl SaidOnce {
     /// Whether the session `(n, name)` is seen here for the first time (then it is remembered).
     pub(crate) fn first(&self, n: u32, name: &str) -> bool {
-        let mut said = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let mut said = self.0.lock();
         said.insert((n, name.to_string()))
     }
 }

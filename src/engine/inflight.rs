@@ -1,8 +1,9 @@
 //! The sessions whose teardown is in flight in this process ([`InFlight`]), and the guard that
 //! takes a batch's sessions out of the set on every path ([`Held`]).
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 /// The set of sessions (tmux ids) whose reap this process has started and not finished: a
 /// session in it is neither started again nor recovered as a dead reaper's.
@@ -29,7 +30,7 @@ impl Drop for Held {
 impl InFlight {
     /// The set itself, locked.
     pub(crate) fn lock(&self) -> MutexGuard<'_, HashSet<u32>> {
-        self.set.lock().unwrap_or_else(|p| p.into_inner())
+        self.set.lock()
     }
 
     /// Put `n` in the set: false if it was there (another reap of ours has it).

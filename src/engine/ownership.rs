@@ -3,8 +3,9 @@
 //! whether it sees the tmux server's processes at all. One handle ([`Ownership`]) for every
 //! stage that writes a mark, clears one or finishes another's teardown.
 
+use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use crate::adapters::identity;
 use crate::adapters::metrics::Metrics;
@@ -113,7 +114,7 @@ impl Ownership {
     }
 
     fn live_tokens(&self) -> MutexGuard<'_, HashSet<String>> {
-        self.live_tokens.lock().unwrap_or_else(|p| p.into_inner())
+        self.live_tokens.lock()
     }
 
     /// Hold `token` live (a reap of ours under way) until the guard drops, on every path.
@@ -164,10 +165,7 @@ impl Ownership {
     }
 
     fn observe(&self, key: String) -> i64 {
-        self.observer
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .observed(&self.state, key)
+        self.observer.lock().observed(&self.state, key)
     }
 
     /// A sweep is over: what it did not see again is forgotten, and the rest kept in the state
@@ -175,7 +173,6 @@ impl Ownership {
     pub(crate) fn end_observation(&self) {
         self.observer
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .end_sweep(&self.state, self.me.1.pidns, self.persist);
     }
 
@@ -235,7 +232,7 @@ impl Ownership {
     /// No tmux server listens: there is nothing to see, so nothing this reaper cannot see (a
     /// server caught exiting between its listing and the check is not a pid namespace apart).
     pub(crate) fn no_server(&self) {
-        let mut last = self.blind.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self.blind.lock();
         if last.take().is_some() {
             tracing::debug!("no tmux server: the check of its processes is cleared");
         }
@@ -245,7 +242,7 @@ impl Ownership {
     /// Why the last look found that this process cannot see the tmux server's processes as they
     /// are, if it did ([`Ownership::check_server_identity`]).
     pub(crate) fn blind(&self) -> Option<String> {
-        self.blind.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.blind.lock().clone()
     }
 
     /// Whether this process sees the tmux server of `server_pid` (at `socket_path`, as tmux says)
@@ -278,7 +275,7 @@ impl Ownership {
                 return Err(why);
             }
         }
-        let mut last = self.blind.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self.blind.lock();
         let now = got.as_ref().err().map(ToString::to_string);
         if *last != now {
             match &now {

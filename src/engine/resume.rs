@@ -3,16 +3,14 @@
 //! tombstones that age out. The rules of one agent (which flags, where its transcript is, what
 //! its status file says) are its descriptor's (`crate::agents`); the I/O is here.
 
+use parking_lot::Mutex;
 use std::path::Path;
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::adapters::clock::now_ms;
 use crate::adapters::metrics::Metrics;
-use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, Outcome, StateDir, StateError, Tombstone};
 use crate::adapters::tmux::TmuxError;
-use crate::agents;
 use crate::config::Config;
 use crate::core::policy::ReapReason;
 use crate::core::time::rfc3339;
@@ -93,34 +91,6 @@ pub type RoomFuture<'a> =
 #[error("{0}")]
 pub struct NoRoomLeft(pub String);
 
-/// The command line a reaped chat's tombstone keeps: what `spawn` ran it with (`@ccs_argv`),
-/// else its pane process's (`sh -c '<cmd>'` is `<cmd>`), without its own id flags (by the
-/// descriptor of the agent it runs); `None` when neither starts an agent.
-pub fn kept_argv(option: Option<&Vec<String>>, pane_pids: &[u32]) -> Option<Vec<String>> {
-    let bare = |a: &[String]| (agents::of_argv(a)?.bare_argv)(a).ok();
-    if let Some(a) = option.and_then(|a| bare(a)) {
-        return Some(a);
-    }
-    let words_of = |pid: u32| {
-        let words = agents::pane_words(&procs::cmdline(pid as i32)?);
-        bare(&words)
-    };
-    // The pane's own process (`exec claude ...`, or `sh -c '<words>'` that splits plainly); else
-    // the agent it started (a studio's `sh -c` string with quoting in it: the agent's own argv,
-    // as the kernel holds it, needs no shell to read).
-    pane_pids.iter().find_map(|&pid| words_of(pid)).or_else(|| {
-        pane_pids
-            .iter()
-            .flat_map(|&pid| procs::children(pid))
-            .find_map(words_of)
-    })
-}
-
-/// The name of the agent a kept command line runs, for the tombstone.
-pub fn agent_name(argv: Option<&[String]>) -> Option<String> {
-    agents::of_argv(argv?).map(|a| a.name.to_string())
-}
-
 /// What `resume <id>` did before it attaches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Resumed {
@@ -187,9 +157,7 @@ pub fn age_out(
     last: &Mutex<Option<Instant>>,
 ) -> usize {
     {
-        let Ok(mut last) = last.lock() else {
-            return 0;
-        };
+        let mut last = last.lock();
         if last.is_some_and(|t| t.elapsed() < AGE_OUT_EVERY) {
             return 0;
         }
@@ -219,7 +187,7 @@ pub fn age_out(
 mod tests {
     use super::start::{agent_of, extra_env};
     use super::*;
-    use crate::agents::StartMode;
+    use crate::agents::{self, StartMode};
 
     fn w(a: &[&str]) -> Vec<String> {
         a.iter().map(|s| s.to_string()).collect()

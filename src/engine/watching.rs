@@ -1,8 +1,8 @@
 //! What the daemon watches between sweeps and reports ([`Watching`]): the memory the pressure
 //! rules watch, the stall a PSI trigger reported, and why the activity files could not be read.
 
+use parking_lot::Mutex;
 use std::collections::HashSet;
-use std::sync::Mutex;
 
 use crate::adapters::activity;
 use crate::adapters::memory::{self, Watched};
@@ -37,10 +37,7 @@ pub struct Watching {
 impl Watching {
     /// Why the last sweep could not read an activity file, if it could not.
     pub fn activity_problem(&self) -> Option<String> {
-        self.activity_problem
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.activity_problem.lock().clone()
     }
 
     /// Read the activity files `cfg` names on a detached thread, within the tmux timeout: a file
@@ -57,10 +54,7 @@ impl Watching {
         let r = activity::read_all_detached(cfg.activity_files.clone(), cfg.tmux_timeout)
             .await
             .map_err(|e| ActivityError::Unread(e.to_string()));
-        *self
-            .activity_problem
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = r.as_ref().err().map(ToString::to_string);
+        *self.activity_problem.lock() = r.as_ref().err().map(ToString::to_string);
         r
     }
 
@@ -68,7 +62,7 @@ impl Watching {
     /// remember it; a change (a cgroup that vanished, a server that moved) is logged once.
     pub(crate) fn watch_memory(&self, cfg: &Config, server_pid: Option<u32>) -> Watched {
         let w = memory::resolve(cfg.mem_cgroup.as_deref(), server_pid);
-        let mut last = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        let mut last = self.watched.lock();
         if last.as_ref() != Some(&w) {
             if last.is_some() && server_pid.is_none() {
                 // No tmux server (it went with its last session, or died: the sweep says which).
@@ -90,13 +84,13 @@ impl Watching {
 
     /// A PSI trigger fired: the stall was at least `pct` over its window, until `until_ms`.
     pub(crate) fn psi_fired(&self, pct: f64, until_ms: i64) {
-        *self.psi_stall.lock().unwrap_or_else(|p| p.into_inner()) = Some((pct, until_ms));
+        *self.psi_stall.lock() = Some((pct, until_ms));
     }
 
     /// The stall a sweep judges by: `some avg10`, or what a trigger reported within its window
     /// (`now_ms`) when that is more.
     pub(crate) fn stall_pct(&self, avg10: Option<f64>, now_ms: i64) -> Option<f64> {
-        let fired = *self.psi_stall.lock().unwrap_or_else(|p| p.into_inner());
+        let fired = *self.psi_stall.lock();
         match fired {
             Some((pct, until)) if now_ms <= until => Some(avg10.map_or(pct, |a| a.max(pct))),
             _ => avg10,
@@ -105,10 +99,7 @@ impl Watching {
 
     /// The memory watched, as last resolved.
     pub fn watched(&self) -> Option<Watched> {
-        self.watched
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.watched.lock().clone()
     }
 }
 

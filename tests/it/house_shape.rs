@@ -11,6 +11,7 @@
 //!   projections `of` (a small struct of handles made from the context, `Hands::of(&Reaper)`),
 //!   and the few steps of a driver that hand the context on to other rooms' entries
 //!   ([`HANDS_ON`], each named);
+//! - a `std::sync::Mutex` (whose poisoning every lock would have to unwrap): `parking_lot`'s;
 //! - a call sideways between the engine's rooms: each room has a tier ([`ENGINE_TIERS`]) and
 //!   imports only rooms of a lower tier (handles < the look < stages < drivers < entries); the
 //!   handles (tier 0) may hold one another (`house.rs` forbids circles).
@@ -312,6 +313,19 @@ fn shape_faults(files: &[(String, String)]) -> Vec<String> {
                     f.line, f.name
                 ));
             }
+        }
+        let squeezed: String = code.split_whitespace().collect();
+        let std_mutex = squeezed.contains("std::sync::Mutex")
+            || squeezed.match_indices("std::sync::{").any(|(k, _)| {
+                squeezed[k..]
+                    .split('}')
+                    .next()
+                    .is_some_and(|g| g.contains("Mutex"))
+            });
+        if std_mutex {
+            out.push(format!(
+                "src/{rel}: a std::sync::Mutex: parking_lot's does not poison"
+            ));
         }
         if inner {
             let squeezed: String = code.split_whitespace().collect();

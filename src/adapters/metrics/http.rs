@@ -93,7 +93,7 @@ pub(super) async fn serve(
 ) {
     let state = Arc::clone(&conn.state);
     {
-        let io = TokioIo::new(Watched {
+        let io = TokioIo::new(WatchedConn {
             sock,
             state: Arc::clone(&state),
             epoch: conn.epoch,
@@ -252,13 +252,13 @@ impl Pool {
 }
 
 /// The socket, stamping the time of each byte read or written.
-pub(super) struct Watched {
+pub(super) struct WatchedConn {
     sock: TcpStream,
     state: Arc<ConnState>,
     epoch: Instant,
 }
 
-impl Watched {
+impl WatchedConn {
     fn touch(&self) {
         self.state
             .last_io_ms
@@ -266,7 +266,7 @@ impl Watched {
     }
 }
 
-impl AsyncRead for Watched {
+impl AsyncRead for WatchedConn {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -281,7 +281,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl AsyncWrite for WatchedConn {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,

@@ -85,13 +85,9 @@ fn session_gone(stderr: &str) -> bool {
         || stderr.contains("no current target")
 }
 
-/// The outcome of `turn begin`'s test-and-set.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TurnBegin {
-    Started,
-    Reaping,
-    Gone,
-}
+/// The outcome of `turn begin`'s test-and-set: the core's [`TurnSeen`], the answer the model
+/// of the handoff checks.
+pub use crate::core::policy::TurnSeen;
 
 impl Tmux {
     pub fn new(socket: Socket, timeout: Duration) -> Self {
@@ -399,7 +395,7 @@ impl Tmux {
     }
 
     /// `turn begin`: set `@ccs_turn` unless the session is being reaped, atomically in the server.
-    pub async fn turn_begin(&self, name: &str, now_ms: i64) -> Result<TurnBegin, TmuxError> {
+    pub async fn turn_begin(&self, name: &str, now_ms: i64) -> Result<TurnSeen, TmuxError> {
         let target = format!("={name}:");
         let t = quote(&target);
         // Started only if no reap holds it, its pane is alive, and its chat was not reaped from
@@ -425,12 +421,12 @@ impl Tmux {
             args::turns_reported_command(name),
         ];
         match self.run(&cmds).await {
-            Ok(out) if out.trim() == "started" => Ok(TurnBegin::Started),
+            Ok(out) if out.trim() == "started" => Ok(TurnSeen::Started),
             // A pane that has exited cannot take a message: respawn it (spawn cleans it up).
-            Ok(out) if out.trim() == "dead" => Ok(TurnBegin::Gone),
-            Ok(_) => Ok(TurnBegin::Reaping),
-            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(TurnBegin::Gone),
-            Err(TmuxError::NoServer(_)) => Ok(TurnBegin::Gone),
+            Ok(out) if out.trim() == "dead" => Ok(TurnSeen::Gone),
+            Ok(_) => Ok(TurnSeen::Marked),
+            Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(TurnSeen::Gone),
+            Err(TmuxError::NoServer(_)) => Ok(TurnSeen::Gone),
             Err(e) => Err(e),
         }
     }

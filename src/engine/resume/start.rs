@@ -19,7 +19,7 @@ use crate::engine::context::{socket_path, Reaper};
 use crate::engine::record::record;
 
 use super::look::{held_elsewhere, transcript};
-use super::{agent_name, ResumeError, Start, RESUME_SETTLE, SETTLE};
+use super::{ResumeError, Start, RESUME_SETTLE, SETTLE};
 
 /// The handles a start uses.
 #[derive(Clone, Copy)]
@@ -444,7 +444,7 @@ async fn failed(
         t.cid = Some(cid.clone());
         t.cwd = s.cwd.to_str().map(String::from).or(t.cwd);
         t.argv = (agent.bare_argv)(argv).ok().or(t.argv);
-        t.agent = agent_name(t.argv.as_deref()).or(t.agent);
+        t.agent = agents::agent_name(t.argv.as_deref()).or(t.agent);
         t.start_failed = Some(last.clone());
         let path = h.state.tombstone_path(s.id);
         // Only the tombstone this spawn read is marked: one that a `forget` removed meanwhile

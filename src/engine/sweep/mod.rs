@@ -28,7 +28,7 @@ pub enum Batches<'a> {
     /// Awaited, and returned in the report (`--once`); each audit line (a dead reaper's
     /// teardowns finished, then the batch's) also handed to the sink, if any, as soon as its reap
     /// is over.
-    Wait(Option<teardown::Sink<'a>>),
+    Wait(Option<teardown::LineSink<'a>>),
     /// Spawned into the daemon's set, which joins them on shutdown; each is logged as it ends.
     Spawn(&'a mut JoinSet<()>),
 }

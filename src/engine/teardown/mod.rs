@@ -58,7 +58,7 @@ use write::{write_journals, write_tombstones};
 
 /// Where each audit line of a batch goes as soon as its reap is over (`--once` prints it there):
 /// once per line, after the line is written and the chat's journal removed.
-pub type Sink<'a> = &'a (dyn Fn(&AuditLine) + Send + Sync);
+pub type LineSink<'a> = &'a (dyn Fn(&AuditLine) + Send + Sync);
 
 /// One reap asked for: the decision and the session as the sweep saw them.
 #[derive(Debug, Clone)]
@@ -131,7 +131,7 @@ pub async fn reap(r: &Reaper, reqs: Vec<Request>) -> Vec<Finished> {
 
 /// [`reap`], each audit line also handed to `sink` as soon as its reap is over (a chat whose tree
 /// died at the SIGTERM long before one that waits out the grace), each once, panic or not.
-pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<Sink<'_>>) -> Vec<Finished> {
+pub async fn reap_to(r: &Reaper, reqs: Vec<Request>, sink: Option<LineSink<'_>>) -> Vec<Finished> {
     let host = Host {
         ownership: &r.ownership,
     };
@@ -146,7 +146,7 @@ pub(crate) async fn reap_with<'a>(
     tmux: &'a impl TmuxPort,
     procs: &'a impl ProcPort,
     reqs: Vec<Request>,
-    sink: Option<Sink<'a>>,
+    sink: Option<LineSink<'a>>,
 ) -> Vec<Finished> {
     if reqs.is_empty() {
         return Vec::new();

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{logged, Request, Sink};
+use super::{logged, LineSink, Request};
 use crate::adapters::metrics::Metrics;
 use crate::adapters::procs::{Ident, Victim};
 use crate::adapters::state::{AuditLine, Ended, Journal, StateDir};
@@ -280,7 +280,7 @@ impl Reap {
 pub(crate) struct Lines<'a> {
     pub state: &'a StateDir,
     pub metrics: &'a Metrics,
-    pub sink: Option<Sink<'a>>,
+    pub sink: Option<LineSink<'a>>,
     pub t0: Instant,
 }
 

@@ -3,9 +3,9 @@
 //! pane, answers scripted by [`Script`], and every call recorded in order ([`StandIn::calls`]).
 //! Nothing is run and nothing is signalled.
 
+use parking_lot::Mutex;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use super::ports::{Blind, Panes, ProcPort, TmuxPort};
@@ -42,8 +42,8 @@ pub(super) struct StandIn {
     calls: Mutex<Vec<String>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+fn lock<T>(m: &Mutex<T>) -> parking_lot::MutexGuard<'_, T> {
+    m.lock()
 }
 
 fn failed(cmd: &str) -> TmuxError {

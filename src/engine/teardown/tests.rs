@@ -308,12 +308,9 @@ async fn every_race_of_the_teardown_ends_as_its_row_says() {
         let r = reaper(&dir.path().join(row.name.replace(' ', "-")));
         let req = request(&r, session());
         let standin = StandIn::new(vec![session()], row.script.clone());
-        let delivered = std::sync::Mutex::new(Vec::new());
+        let delivered = parking_lot::Mutex::new(Vec::new());
         let sink = |l: &crate::adapters::state::AuditLine| {
-            delivered
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(l.clone());
+            delivered.lock().push(l.clone());
         };
         let ends = reap_with(Hands::of(&r), &standin, &standin, vec![req], Some(&sink)).await;
 
@@ -342,7 +339,7 @@ async fn every_race_of_the_teardown_ends_as_its_row_says() {
             None => check(error.is_none(), format!("the error: {error:?}")),
         }
         // Delivered once, and appended once to the audit log.
-        let delivered = delivered.lock().unwrap_or_else(|p| p.into_inner()).len();
+        let delivered = delivered.lock().len();
         check(delivered == 1, format!("delivered {delivered} times"));
         let audit = std::fs::read_to_string(r.state.audit_path()).unwrap_or_default();
         let appended = audit.lines().count();
@@ -440,9 +437,9 @@ async fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
         ..Script::default()
     };
     let standin = StandIn::new(vec![chat(1), chat(2)], script);
-    let delivered = std::sync::Mutex::new(Vec::new());
+    let delivered = parking_lot::Mutex::new(Vec::new());
     let sink = |l: &crate::adapters::state::AuditLine| {
-        let mut d = delivered.lock().unwrap_or_else(|p| p.into_inner());
+        let mut d = delivered.lock();
         d.push((l.session.clone(), l.outcome));
     };
     let ends = reap_with(Hands::of(&r), &standin, &standin, reqs, Some(&sink)).await;
@@ -478,7 +475,7 @@ async fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
         "{:?}",
         ends[1].line
     );
-    let delivered = delivered.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    let delivered = delivered.lock().clone();
     assert_eq!(delivered, want, "each line delivered once");
     let audit = std::fs::read_to_string(r.state.audit_path()).unwrap_or_default();
     assert_eq!(audit.lines().count(), 2, "{audit}");
