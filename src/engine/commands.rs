@@ -1,7 +1,6 @@
 //! The studio's commands: `turn begin`/`turn end` around each message, `spawn` to bring a chat
 //! (back), and `reap <id>` to reap one now. Each is a free function over the shared context.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +15,7 @@ use crate::core::policy::{
 };
 use crate::engine::context::{socket_path, Reaper};
 use crate::engine::hook_common::{end_turn, HookError, HookHandles};
-use crate::engine::observe::{find_cids, observe, Mode, Observation};
+use crate::engine::observe::{find_cids, observe_with, Mode, Observation};
 use crate::engine::ownership::Ownership;
 use crate::engine::resume::{self, Resumed};
 use crate::engine::teardown::{self, Abort, Failure, Finished, ReapEnd};
@@ -95,29 +94,14 @@ async fn reap_one(r: &Reaper, req: teardown::Request) -> Finished {
 /// `reap <id> [--force]`: one session now, whatever its idle age.
 pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow, CommandError> {
     let name = name_of(&r.cfg, id)?;
+    // The sweep's one look and decision, with this session looked at closely (its cid, its
+    // agent's status file); the teardown re-checks it on fresh data before it acts.
     let Observation {
-        mut snap,
-        now,
+        snap,
         listing,
+        decisions,
         ..
-    } = observe(r, Mode::Act).await;
-    // The sweep only looks for a cid where its decision hinges on one; here it always does.
-    let want: HashSet<u32> = snap
-        .sessions
-        .iter()
-        .filter(|s| s.name == name && !policy::valid_cid(s.cid.trim()) && s.cmdline_cid.is_none())
-        .map(|s| s.tmux_id)
-        .collect();
-    if !want.is_empty() {
-        find_cids(&mut snap, &want);
-    }
-    // And its agent's status file: a turn it runs refuses the reap, as the re-check would.
-    for s in snap.sessions.iter_mut().filter(|s| s.name == name) {
-        if s.agent_turn == policy::AgentTurn::NotRead {
-            s.agent_turn = crate::engine::agent_status::turn_of(s);
-        }
-    }
-    let decisions = policy::decide(&snap, now, &r.cfg.policy);
+    } = observe_with(r, Mode::Act, None, Some(&name)).await;
     if let Some(e) = &snap.global_problem {
         if !force {
             return Err(CommandError::Refused(format!(

@@ -250,23 +250,47 @@ pub fn find_cids(snap: &mut Snapshot, want: &HashSet<u32>) {
 
 /// Snapshot and decide, looking up conversation ids where the decision hinges on one.
 pub async fn observe(r: &Reaper, mode: Mode) -> Observation {
-    observe_with(r, mode, None).await
+    observe_with(r, mode, None, None).await
 }
 
-/// [`observe`], deciding a request for room for a new chat with the rest.
-pub async fn observe_with(r: &Reaper, mode: Mode, room: Option<policy::RoomAsk>) -> Observation {
+/// [`observe`], deciding a request for room for a new chat with the rest (`room`), and the
+/// session named `close` looked at closely, whatever its decision hinges on: its conversation id
+/// sought on its command line and its agent's status file read, as `reap <id>` needs them,
+/// before the one decision (that of a sweep) is made.
+pub async fn observe_with(
+    r: &Reaper,
+    mode: Mode,
+    room: Option<policy::RoomAsk>,
+    close: Option<&str>,
+) -> Observation {
     let now = now_ms();
     let eyes = Eyes::of(r);
     let (mut snap, listing) = snapshot(&eyes, mode == Mode::Status, room).await;
     let mut decisions = policy::decide(&snap, now, &r.cfg.policy);
+    let is_close = |s: &policy::Session| close == Some(s.name.as_str());
     let want: HashSet<u32> = decisions
         .iter()
         .zip(&snap.sessions)
-        .filter(|(d, s)| policy::needs_cmdline_cid(d, s, mode == Mode::Status))
+        .filter(|(d, s)| {
+            policy::needs_cmdline_cid(d, s, mode == Mode::Status)
+                || (is_close(s) && !policy::valid_cid(s.cid.trim()) && s.cmdline_cid.is_none())
+        })
         .map(|(d, _)| d.tmux_id)
         .collect();
     if !want.is_empty() {
         find_cids(&mut snap, &want);
+        decisions = policy::decide(&snap, now, &r.cfg.policy);
+    }
+    // The close look reads its agent's status file whatever the decision: a turn it runs keeps
+    // the session, as the teardown's re-check would.
+    let mut read_close = false;
+    for s in snap.sessions.iter_mut().filter(|s| is_close(s)) {
+        if s.agent_turn == policy::AgentTurn::NotRead {
+            s.agent_turn = crate::engine::agent_status::turn_of(s);
+            read_close = true;
+        }
+    }
+    if read_close {
         decisions = policy::decide(&snap, now, &r.cfg.policy);
     }
     // Status files are found by the pids tmux lists: only where this reaper sees the server's

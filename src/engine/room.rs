@@ -180,7 +180,7 @@ async fn rounds(
         held,
     };
     for round in 0..=ROUNDS {
-        let o = observe_with(r, Mode::Act, Some(ask.clone())).await;
+        let o = observe_with(r, Mode::Act, Some(ask.clone()), None).await;
         if let Some(e) = &o.snap.global_problem {
             return Err(RoomError::Unknown(e.clone()));
         }
@@ -300,7 +300,7 @@ async fn finish_dead_reapers(r: &Reaper) {
     if dead.is_empty() {
         return;
     }
-    let o = observe_with(r, Mode::Status, None).await;
+    let o = observe_with(r, Mode::Status, None, None).await;
     if o.snap.global_problem.is_some() {
         return;
     }
