@@ -72,17 +72,23 @@ pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
             .count()
 }
 
-/// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
-///
-/// Long (about 185 lines) on purpose: rules 1-8 in the order of docs/rules.md, each an early
-/// return; read top to bottom it is the rule table.
-fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
+/// A debug build's check that `s.opts` is the parse of its raw `@` options: a session edited
+/// after its listing without [`Session::reparse`] would be decided on stale options.
+fn debug_assert_parsed(s: &Session) {
     debug_assert_eq!(
         s.opts,
         s.parse_options(),
         "session {}: opts is stale, a raw @ option was edited without Session::reparse",
         s.name
     );
+}
+
+/// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
+///
+/// Long (about 185 lines) on purpose: rules 1-8 in the order of docs/rules.md, each an early
+/// return; read top to bottom it is the rule table.
+fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
+    debug_assert_parsed(s);
     let o = &s.opts;
     // A `@ccs_cid` that is not a valid cid cannot be resumed (nor safely put on a command line).
     let cid = o.cid.clone().or_else(|| s.cmdline_cid.clone());
