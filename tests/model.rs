@@ -405,6 +405,7 @@ impl Protocol {
             },
             ..Session::default()
         }
+        .parsed()
     }
 
     /// Whether the test-and-set and the fence see a viewer on the chat: one attached to its

@@ -176,6 +176,7 @@ pub fn parse_listing(out: &str, prefix: &str) -> Listing {
                 if attached.is_err() {
                     s.problem = Some(format!("session_attached did not parse: {:?}", f[2]));
                 }
+                s.reparse();
                 by_sid.insert(n, l.sessions.len());
                 l.sessions.push(s);
             }
@@ -674,8 +675,12 @@ mod tests {
         );
         assert_eq!(s0.panes.len(), 1);
         assert!(s0.problem.is_none());
+        // The `@` options are parsed here, once: what the rules read.
+        assert_eq!(s0.opts.idle, crate::core::policy::Stamp::At(123));
+        assert_eq!(s0.opts.cid.as_deref(), Some("c0"));
         let s1 = &l.sessions[1];
         assert_eq!((s1.attached, s1.turn.as_str()), (1, "9"));
+        assert_eq!(s1.opts, s1.parse_options());
         assert_eq!(s1.clients.len(), 1);
         assert!(s1.clients[0].control_mode);
         assert_eq!(s1.clients[0].created_ms, 1_700_000_000_000);

@@ -400,6 +400,7 @@ async fn end_interrupted_turns(
                 let s = &mut snap.sessions[i];
                 s.turn.clear();
                 s.idle = now.to_string();
+                s.reparse();
                 changed = true;
             }
             Ok(false) => {

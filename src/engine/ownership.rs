@@ -181,7 +181,7 @@ impl Ownership {
         if !s.is_marked() {
             return (None, OwnerSeen::Unknowable);
         }
-        match s.options().mark {
+        match s.opts.mark {
             policy::MarkState::At { owner: Some(o), .. } => {
                 (Some(o), self.seen(&o, s.reaper.trim()))
             }
@@ -316,11 +316,14 @@ mod tests {
         let limit = r.stale_after();
         let tok = r.mark_owner().token("1x2");
         let now = 10_000_000_000;
-        let s = |age: i64| Session {
-            id: "1".into(),
-            reaping: (now - age).to_string(),
-            reaper: tok.clone(),
-            ..Session::default()
+        let s = |age: i64| {
+            Session {
+                id: "1".into(),
+                reaping: (now - age).to_string(),
+                reaper: tok.clone(),
+                ..Session::default()
+            }
+            .parsed()
         };
         {
             let _live = r.hold_token(&tok);
@@ -350,7 +353,8 @@ mod tests {
             reaping: "1".into(),
             reaper: owner.token("9"),
             ..Session::default()
-        };
+        }
+        .parsed();
         assert!(r.mark_holds(&theirs));
         assert!(!r.mark_is_stale(&theirs));
         // One in another time namespace (or another pid namespace): not checkable, so held until
@@ -371,7 +375,8 @@ mod tests {
                 reaping: "1".into(),
                 reaper: other.token("7"),
                 ..Session::default()
-            };
+            }
+            .parsed();
             assert!(r.mark_holds(&far), "first sight: {other:?}");
             std::thread::sleep(std::time::Duration::from_millis(other.limit_ms as u64 + 20));
             assert!(r.mark_is_stale(&far), "seen past its limit: {other:?}");

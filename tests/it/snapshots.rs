@@ -41,7 +41,7 @@ fn session(n: u32, f: impl FnOnce(&mut Session)) -> Session {
     };
     s.mem_bytes = s.mem_pss;
     f(&mut s);
-    s
+    s.parsed()
 }
 
 /// Every state a `status` shows, one session each.

@@ -72,12 +72,24 @@ pub fn counted_viewers(s: &Session, now: i64, policy: &Policy) -> usize {
             .count()
 }
 
+/// A debug build's check that `s.opts` is the parse of its raw `@` options: a session edited
+/// after its listing without [`Session::reparse`] would be decided on stale options.
+fn debug_assert_parsed(s: &Session) {
+    debug_assert_eq!(
+        s.opts,
+        s.parse_options(),
+        "session {}: opts is stale, a raw @ option was edited without Session::reparse",
+        s.name
+    );
+}
+
 /// Decide one session by rules 1-8 (the pressure rules come after, over all sessions).
 ///
 /// Long (about 185 lines) on purpose: rules 1-8 in the order of docs/rules.md, each an early
 /// return; read top to bottom it is the rule table.
 fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
-    let o = s.options();
+    debug_assert_parsed(s);
+    let o = &s.opts;
     // A `@ccs_cid` that is not a valid cid cannot be resumed (nor safely put on a command line).
     let cid = o.cid.clone().or_else(|| s.cmdline_cid.clone());
 
@@ -257,7 +269,7 @@ fn decide_one(s: &Session, snap: &Snapshot, now: i64, p: &Policy) -> Decision {
 
     // 6b. Turns unseen: nothing tells when a turn runs. Kept, or (opt-in) idle since its last
     // output.
-    let (idle_since, idle_ms) = if turns_seen(s, &o, snap) {
+    let (idle_since, idle_ms) = if turns_seen(s, o, snap) {
         (idle_since, idle_ms)
     } else if p.unseen_turns == UnseenTurns::Output {
         let since = s.output_ms.map_or(idle_since, |t| t.clamp(idle_since, now));
@@ -383,8 +395,20 @@ fn kept_not_alone(
 pub const MAX_MS: u64 = 100 * 365 * 24 * 3_600_000;
 
 impl Session {
-    /// Its `@` options, parsed: what the rules read.
-    pub fn options(&self) -> Options {
+    /// Sets [`Session::opts`] from the raw `@` options: done once where the session is built from
+    /// tmux's answer, and again by whoever edits a raw field after that.
+    pub fn reparse(&mut self) {
+        self.opts = self.parse_options();
+    }
+
+    /// The session with [`Session::opts`] set from its raw `@` options ([`Session::reparse`]).
+    pub fn parsed(mut self) -> Self {
+        self.reparse();
+        self
+    }
+
+    /// Its `@` options, parsed from the raw strings (what [`Session::opts`] holds once set).
+    pub fn parse_options(&self) -> Options {
         let idle = self.idle.trim();
         let own = self.idle_kill_ms.trim();
         Options {
@@ -419,6 +443,15 @@ impl Session {
                 None => MarkState::Garbage,
             },
         }
+    }
+}
+
+impl Snapshot {
+    /// The snapshot with every session's [`Session::opts`] set from its raw `@` options
+    /// ([`Session::reparse`]): for a snapshot built by hand, as the tests build theirs.
+    pub fn reparsed(mut self) -> Self {
+        self.sessions.iter_mut().for_each(Session::reparse);
+        self
     }
 }
 
@@ -567,6 +600,12 @@ mod tests {
             window: None,
             through: None,
         }
+    }
+
+    /// [`super::decide`] on a hand-built snapshot, whose raw `@` options a test may edit after
+    /// building it: parsed first ([`Snapshot::reparsed`]), as the listing parses them.
+    fn decide(snap: &Snapshot, now: i64, p: &Policy) -> Vec<Decision> {
+        super::decide(&snap.clone().reparsed(), now, p)
     }
 
     fn one(s: Session, p: &Policy) -> Decision {
@@ -841,7 +880,7 @@ mod tests {
                 ..Snapshot::default()
             };
             let whole = decide(&snap, NOW, &pol()).pop().unwrap();
-            let (d, back) = decide_session(s.clone(), b, false, NOW, &pol()).unwrap();
+            let (d, back) = decide_session(s.clone().parsed(), b, false, NOW, &pol()).unwrap();
             assert_eq!(d.state, want, "{}", s.name);
             assert_eq!(
                 (d.state, d.action(), d.why),
@@ -1579,12 +1618,40 @@ mod tests {
         }
     }
 
+    /// The contract of `opts`: parsed once, where the session is built from tmux's answer. An
+    /// edit of a raw field changes nothing the rules read until [`Session::reparse`]; and a debug
+    /// build's `decide` refuses a session whose `opts` is not the parse of its raw fields, so no
+    /// test (nor caller) decides on stale options unseen.
+    #[test]
+    fn a_raw_option_edited_counts_only_once_reparsed() {
+        let mut s = sess(1).parsed();
+        let before = s.opts.clone();
+        assert_eq!(before, s.parse_options());
+        s.idle = String::new();
+        s.pin = "1".into();
+        assert_eq!(s.opts, before, "an edit alone leaves the parse as it was");
+        s.reparse();
+        assert_eq!((s.opts.idle, s.opts.pinned), (Stamp::Unset, true));
+        // The listing parses: what tmux said is what `opts` holds.
+        assert_eq!(Session::default().opts, Session::default().parse_options());
+        if cfg!(debug_assertions) {
+            let mut stale = sess(1).parsed();
+            stale.turn = "5".into();
+            let snap = Snapshot {
+                sessions: vec![stale],
+                ..Snapshot::default()
+            };
+            let decided = std::panic::catch_unwind(|| super::decide(&snap, NOW, &pol()));
+            assert!(decided.is_err(), "decide read a stale session");
+        }
+    }
+
     #[test]
     fn options_are_parsed_once_as_the_rules_read_them() {
         let o = |f: &dyn Fn(&mut Session)| {
             let mut s = Session::default();
             f(&mut s);
-            s.options()
+            s.parse_options()
         };
         let none = o(&|_| {});
         assert_eq!(none.idle, Stamp::Unset);

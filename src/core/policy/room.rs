@@ -149,7 +149,7 @@ fn is_live(s: &super::Session, d: &Decision) -> bool {
 fn takeable(s: &super::Session, d: &Decision, p: &Policy, ask: Option<&RoomAsk>) -> bool {
     let for_id = ask.and_then(|a| a.for_id.as_deref());
     let held = ask.is_some_and(|a| a.held.iter().any(|r| r.id.as_deref() == Some(&s.id)));
-    let o = s.options();
+    let o = &s.opts;
     let warned = matches!((o.idle, o.warned), (Stamp::At(t), Some(w)) if t == w);
     d.state == State::Idle
         && d.action() == Action::Keep
@@ -162,7 +162,7 @@ fn takeable(s: &super::Session, d: &Decision, p: &Policy, ask: Option<&RoomAsk>)
 
 /// Why a chat could not be taken, as `left` counts it.
 fn why_left(s: &super::Session, d: &Decision, p: &Policy) -> &'static str {
-    let o = s.options();
+    let o = &s.opts;
     if d.state == State::Idle && d.idle_ms.unwrap_or(0) < p.min_idle_ms {
         "young"
     } else if d.state == State::Idle
@@ -437,6 +437,7 @@ mod tests {
             room: ask,
             ..Snapshot::default()
         }
+        .reparsed()
     }
 
     fn ask(need_mib: u64) -> Option<RoomAsk> {
@@ -574,7 +575,8 @@ mod tests {
         let s = Snapshot {
             sessions: sessions.clone(),
             ..Snapshot::default()
-        };
+        }
+        .reparsed();
         let got = reaped(&decide(&s, NOW, &p));
         assert_eq!(
             got,
@@ -593,7 +595,8 @@ mod tests {
             sessions: sessions.clone(),
             room: ask(1),
             ..Snapshot::default()
-        };
+        }
+        .reparsed();
         let got = reaped(&decide(&s, NOW, &p3));
         assert_eq!(
             got,
@@ -609,7 +612,8 @@ mod tests {
             sessions: vec![chat(2, 600, 1), chat(4, 900, 1)],
             room: Some(a),
             ..Snapshot::default()
-        };
+        }
+        .reparsed();
         assert_eq!(
             reaped(&decide(
                 &s,
@@ -812,13 +816,15 @@ mod review_tests {
             Vec<(&'static str, ReapReason)>,
             Option<(bool, usize)>,
         );
-        let s =
-            |sessions: Vec<Session>, host: Option<HostMemory>, room: Option<RoomAsk>| Snapshot {
+        let s = |sessions: Vec<Session>, host: Option<HostMemory>, room: Option<RoomAsk>| {
+            Snapshot {
                 sessions,
                 host,
                 room,
                 ..Snapshot::default()
-            };
+            }
+            .reparsed()
+        };
         let table: Vec<Row> = vec![
             (
                 "1: an asleep session (its pane reaped, one user pane left) is no live chat",

@@ -166,8 +166,15 @@ impl Pane {
     }
 }
 
-/// One session as tmux listed it, with its `@` options as raw strings, as tmux holds them; the
-/// rules read them parsed once, as [`Options`] ([`Session::options`]).
+/// One session as tmux listed it.
+///
+/// Its `@` options come twice: the raw strings (`idle`, `turn`, `cid`, `reaping`, `reaper`,
+/// `pin`, `idle_kill_ms`, `warned`) are what tmux said, kept as written for the guarded tmux
+/// calls that compare them; `opts` is their one parse, made where the session is built from
+/// tmux's answer (the listing), and what every rule reads. Whoever edits a raw field after
+/// that (a test, the stand-in, a turn ended in place) calls [`Session::reparse`] (or builds
+/// with [`Session::parsed`]): until then `opts` still says what tmux said, and a debug build's
+/// `decide` panics on the mismatch.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Session {
     /// The number of tmux's `$N` session id.
@@ -222,6 +229,9 @@ pub struct Session {
     /// decision hinges on: [`needs_agent_turn`](super::needs_agent_turn)).
     #[serde(skip)]
     pub agent_turn: AgentTurn,
+    /// The raw `@` options above, parsed once ([`Session::reparse`]): what the rules read.
+    #[serde(skip)]
+    pub opts: Options,
 }
 
 /// What an agent's own per-process status file (Claude Code's `<config dir>/sessions/<pid>.json`)
@@ -262,9 +272,10 @@ impl Session {
     }
 }
 
-/// A session's `@` options, parsed once ([`Session::options`]) for the rules to read. The raw
-/// strings stay on [`Session`]: they are what tmux holds, and the guarded tmux calls compare them
-/// as written (the reap mark's value and token among them).
+/// A session's `@` options, parsed once ([`Session::reparse`], at listing time) for the rules to
+/// read, as [`Session::opts`]. The raw strings stay on [`Session`]: they are what tmux holds, and
+/// the guarded tmux calls compare them as written (the reap mark's value and token among them).
+/// The default is the parse of no option set at all.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// `@ccs_idle`: when the idle clock started.
@@ -281,6 +292,20 @@ pub struct Options {
     pub warned: Option<i64>,
     /// `@ccs_reaping` and the owner its token (`CCS_REAP_TOKEN`) names.
     pub mark: MarkState,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            idle: Stamp::Unset,
+            turn: None,
+            cid: None,
+            pinned: false,
+            own_limit: OwnLimit::Unset,
+            warned: None,
+            mark: MarkState::Free,
+        }
+    }
 }
 
 /// A reap mark as tmux holds it.

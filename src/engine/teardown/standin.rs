@@ -97,7 +97,10 @@ impl StandIn {
     }
 
     fn listing(&self) -> Listing {
-        let sessions: Vec<Session> = lock(&self.sessions).values().cloned().collect();
+        let sessions: Vec<Session> = lock(&self.sessions)
+            .values()
+            .map(|s| s.clone().parsed())
+            .collect();
         Listing {
             all_panes: sessions
                 .iter()

@@ -37,6 +37,7 @@ fn chat(n: u32) -> Session {
         }],
         ..Session::default()
     }
+    .parsed()
 }
 
 struct Row {
