@@ -419,6 +419,12 @@ impl std::fmt::Display for TmuxId {
     }
 }
 
+impl From<u32> for TmuxId {
+    fn from(n: u32) -> Self {
+        TmuxId(n)
+    }
+}
+
 impl Serialize for TmuxId {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_str(self)
