@@ -112,8 +112,8 @@ pub struct Attempt<'a> {
     pub at: String,
     pub session: &'a str,
     pub id: &'a str,
-    /// The number of tmux's `$N` session id.
-    pub tmux_id: u32,
+    /// tmux's `$N` session id.
+    pub tmux_id: TmuxId,
     pub cid: Option<String>,
     pub reason: ReapReason,
     pub idle_ms: Option<u64>,
@@ -152,7 +152,7 @@ impl AuditLine {
         at: String,
         session: &str,
         id: &str,
-        tmux_id: u32,
+        tmux_id: TmuxId,
         cid: Option<String>,
         reason: ReapReason,
         idle_ms: Option<u64>,
@@ -174,7 +174,7 @@ impl AuditLine {
             at: a.at,
             session: a.session.to_string(),
             id: a.id.to_string(),
-            tmux_id: TmuxId(a.tmux_id),
+            tmux_id: a.tmux_id,
             cid: a.cid,
             reason: a.reason,
             idle_ms: a.idle_ms,
@@ -267,7 +267,8 @@ pub fn check_argv(argv: &[String]) -> Result<(), String> {
 pub struct Journal {
     pub id: String,
     pub session: String,
-    pub tmux_id: u32,
+    #[serde(with = "crate::core::policy::as_number")]
+    pub tmux_id: TmuxId,
     pub cid: Option<String>,
     pub reason: ReapReason,
     pub idle_ms: Option<u64>,
@@ -598,7 +599,7 @@ mod tests {
         let j = Journal {
             id: "4".into(),
             session: "ccs-4".into(),
-            tmux_id: 9,
+            tmux_id: TmuxId(9),
             cid: Some("cid-4".into()),
             reason: ReapReason::Idle,
             idle_ms: Some(1),

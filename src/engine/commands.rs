@@ -1,6 +1,7 @@
 //! The studio's commands: `turn begin`/`turn end` around each message, `spawn` to bring a chat
 //! (back), and `reap <id>` to reap one now. Each is a free function over the shared context.
 
+use crate::core::policy::TmuxId;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -102,7 +103,7 @@ pub async fn reap_now(r: &Arc<Reaper>, id: &str, force: bool) -> Result<ReapNow,
         ..
     } = observe(r, Mode::Act).await;
     // The sweep only looks for a cid where its decision hinges on one; here it always does.
-    let want: HashSet<u32> = snap
+    let want: HashSet<TmuxId> = snap
         .sessions
         .iter()
         .filter(|s| s.name == name && !policy::valid_cid(s.cid.trim()) && s.cmdline_cid.is_none())
