@@ -362,7 +362,7 @@ impl Protocol {
     /// The chat as `policy` sees it: a `Session` built from the server's state.
     fn session(&self, c: &Chat, now: i64) -> Session {
         Session {
-            tmux_id: c.gen as u32,
+            tmux_id: ccs_reap::core::policy::TmuxId(c.gen as u32),
             name: "ccs-1".into(),
             id: "1".into(),
             attached: c.attached as u32,
@@ -398,7 +398,7 @@ impl Protocol {
                     activity_ms: ms(now),
                     orphaned: None,
                     window: None,
-                    through: Some(9),
+                    through: Some(ccs_reap::core::policy::TmuxId(9)),
                 }]
             } else {
                 Vec::new()

@@ -13,6 +13,8 @@ use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
 use procfs::process::Process;
+
+use crate::core::policy::TmuxId;
 use rustix::process::{Pid, PidfdFlags, Signal};
 
 /// One row of the process table.
@@ -76,8 +78,8 @@ pub fn protected(table: &[Proc], server_pid: Option<u32>) -> HashSet<i32> {
 }
 
 /// The TMUX value that every process of session number `n` inherits.
-pub fn tmux_env_value(socket_path: &str, server_pid: u32, n: u32) -> String {
-    format!("{socket_path},{server_pid},{n}")
+pub fn tmux_env_value(socket_path: &str, server_pid: u32, n: TmuxId) -> String {
+    format!("{socket_path},{server_pid},{}", n.get())
 }
 
 /// What one look over the process table goes by: the table, the `TMUX` key of this server
@@ -99,9 +101,9 @@ pub fn members_of<'a>(
     table: &[Proc],
     sessions: impl Iterator<Item = &'a crate::core::policy::Session>,
     listing: &crate::core::listing::Listing,
-) -> HashMap<u32, Vec<Ident>> {
+) -> HashMap<TmuxId, Vec<Ident>> {
     let prot = protected(table, listing.server_pid);
-    let wanted: Vec<(u32, Vec<u32>)> = sessions
+    let wanted: Vec<(TmuxId, Vec<u32>)> = sessions
         .map(|s| {
             (
                 s.tmux_id,
@@ -132,9 +134,9 @@ pub fn members_of<'a>(
 /// and only when it has a `tmux_env` key.
 pub fn members(
     scan: Scan<'_>,
-    wanted: &[(u32, Vec<u32>)],
-    others: &[(u32, u32)],
-) -> HashMap<u32, Vec<Ident>> {
+    wanted: &[(TmuxId, Vec<u32>)],
+    others: &[(TmuxId, u32)],
+) -> HashMap<TmuxId, Vec<Ident>> {
     members_scoped(scan, wanted, others, &HashMap::new())
 }
 
@@ -143,13 +145,13 @@ pub fn members(
 struct Claims<'t> {
     protected: &'t HashSet<i32>,
     children: &'t HashMap<i32, Vec<&'t Proc>>,
-    owner: HashMap<i32, u32>,
-    out: HashMap<u32, Vec<Ident>>,
+    owner: HashMap<i32, TmuxId>,
+    out: HashMap<TmuxId, Vec<Ident>>,
 }
 
 impl<'t> Claims<'t> {
     /// Claim `p` for session `n`: `false` when it is protected or already someone's.
-    fn claim(&mut self, p: &Proc, n: u32) -> bool {
+    fn claim(&mut self, p: &Proc, n: TmuxId) -> bool {
         if self.protected.contains(&p.pid) || self.owner.contains_key(&p.pid) {
             return false;
         }
@@ -162,7 +164,7 @@ impl<'t> Claims<'t> {
     }
 
     /// Claim for `n` the descendants of the pids of `stack` (each claimed one's in turn).
-    fn claim_descendants(&mut self, mut stack: Vec<i32>, n: u32) {
+    fn claim_descendants(&mut self, mut stack: Vec<i32>, n: TmuxId) {
         let children = self.children;
         while let Some(pid) = stack.pop() {
             for c in children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
@@ -179,10 +181,10 @@ impl<'t> Claims<'t> {
 /// the `TMUX` marker of one of `env_for` ([`claim_by_env`]).
 fn claim_all(
     scan: Scan<'_>,
-    sessions: &[(u32, Vec<u32>)],
-    env_for: &[(u32, Vec<u32>)],
-    pane_of: &HashMap<u32, u32>,
-) -> HashMap<u32, Vec<Ident>> {
+    sessions: &[(TmuxId, Vec<u32>)],
+    env_for: &[(TmuxId, Vec<u32>)],
+    pane_of: &HashMap<TmuxId, u32>,
+) -> HashMap<TmuxId, Vec<Ident>> {
     let table = scan.table;
     let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
     for p in table {
@@ -200,7 +202,7 @@ fn claim_all(
     // A pane process is a child of the tmux server: a pid listed for a pane that is anything else
     // (a dead pane's pid, waited for by tmux and reused since) belongs to a stranger.
     let server = scan.tmux_env.map(|(_, s)| s as i32);
-    let mut leaders: HashMap<i32, u32> = HashMap::new();
+    let mut leaders: HashMap<i32, TmuxId> = HashMap::new();
     for (n, panes) in sessions {
         let mut stack: Vec<i32> = Vec::new();
         for &pp in panes {
@@ -237,10 +239,10 @@ fn claim_by_env(
     claims: &mut Claims<'_>,
     scan: Scan<'_>,
     (socket, server): (&str, u32),
-    env_for: &[(u32, Vec<u32>)],
-    pane_of: &HashMap<u32, u32>,
+    env_for: &[(TmuxId, Vec<u32>)],
+    pane_of: &HashMap<TmuxId, u32>,
 ) {
-    let needles: HashMap<Vec<u8>, u32> = env_for
+    let needles: HashMap<Vec<u8>, TmuxId> = env_for
         .iter()
         .map(|(n, _)| {
             (
@@ -271,7 +273,7 @@ fn claim_by_env(
 /// The session number whose `TMUX=` entry the environment `env` (as `/proc/<pid>/environ` has
 /// it) carries, among `needles` (each chat's whole entry, to its number): one split of the
 /// environment and a lookup per `TMUX=` entry, whatever the number of chats in the batch.
-pub(crate) fn tmux_entry_of(env: &[u8], needles: &HashMap<Vec<u8>, u32>) -> Option<u32> {
+pub(crate) fn tmux_entry_of(env: &[u8], needles: &HashMap<Vec<u8>, TmuxId>) -> Option<TmuxId> {
     env.split(|&b| b == 0)
         .filter(|kv| kv.starts_with(b"TMUX="))
         .find_map(|kv| needles.get(kv).copied())
@@ -716,18 +718,18 @@ mod tests {
 
     #[test]
     fn the_tmux_entry_names_its_chat_by_one_lookup() {
-        let needles: HashMap<Vec<u8>, u32> = [1u32, 2, 30]
+        let needles: HashMap<Vec<u8>, TmuxId> = [1u32, 2, 30]
             .iter()
-            .map(|&n| (format!("TMUX=/s,9,{n}").into_bytes(), n))
+            .map(|&n| (format!("TMUX=/s,9,{n}").into_bytes(), TmuxId(n)))
             .collect();
-        let rows: &[(&[u8], Option<u32>)] = &[
-            (b"A=1\0TMUX=/s,9,2\0B=2\0", Some(2)),
-            (b"TMUX=/s,9,30", Some(30)),
+        let rows: &[(&[u8], Option<TmuxId>)] = &[
+            (b"A=1\0TMUX=/s,9,2\0B=2\0", Some(TmuxId(2))),
+            (b"TMUX=/s,9,30", Some(TmuxId(30))),
             (b"A=1\0TMUX=/s,8,2\0", None),
             (b"TMUX=/s,9,2x\0", None),
             (b"TMUX_PANE=%1\0XTMUX=/s,9,1\0", None),
             (b"", None),
-            (b"TMUX=/other,9,1\0TMUX=/s,9,1\0", Some(1)),
+            (b"TMUX=/other,9,1\0TMUX=/s,9,1\0", Some(TmuxId(1))),
         ];
         for (env, want) in rows {
             assert_eq!(
@@ -757,16 +759,16 @@ mod tests {
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
         let m = members(
             sc(&t, None, 0, &prot),
-            &[(1, vec![100]), (2, vec![200])],
+            &[(TmuxId(1), vec![100]), (TmuxId(2), vec![200])],
             &[],
         );
-        let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
+        let mut one: Vec<i32> = m[&TmuxId(1)].iter().map(|i| i.pid).collect();
         one.sort();
         assert_eq!(one, vec![100, 101, 102, 103, 104]);
-        let mut two: Vec<i32> = m[&2].iter().map(|i| i.pid).collect();
+        let mut two: Vec<i32> = m[&TmuxId(2)].iter().map(|i| i.pid).collect();
         two.sort();
         assert_eq!(two, vec![200, 201]);
-        assert_eq!(m[&1][0].start, 1000);
+        assert_eq!(m[&TmuxId(1)][0].start, 1000);
     }
 
     #[test]
@@ -784,12 +786,12 @@ mod tests {
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
         let m = members(
             sc(&t, Some(("/nonexistent/s", 50)), u32::MAX, &prot),
-            &[(1, vec![100]), (2, vec![200])],
+            &[(TmuxId(1), vec![100]), (TmuxId(2), vec![200])],
             &[],
         );
-        let one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
+        let one: Vec<i32> = m[&TmuxId(1)].iter().map(|i| i.pid).collect();
         assert_eq!(one.len(), 2);
-        assert!(!m.contains_key(&2), "{m:?}");
+        assert!(!m.contains_key(&TmuxId(2)), "{m:?}");
     }
 
     #[test]
@@ -808,25 +810,28 @@ mod tests {
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
         let m = members(
             sc(&t, None, 0, &prot),
-            &[(1, vec![100])],
-            &[(1, 100), (7, 300)],
+            &[(TmuxId(1), vec![100])],
+            &[(TmuxId(1), 100), (TmuxId(7), 300)],
         );
-        let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
+        let mut one: Vec<i32> = m[&TmuxId(1)].iter().map(|i| i.pid).collect();
         one.sort();
         assert_eq!(one, vec![100, 101]);
-        assert!(!m.contains_key(&7), "only wanted sessions are returned");
+        assert!(
+            !m.contains_key(&TmuxId(7)),
+            "only wanted sessions are returned"
+        );
         // Without the other pane listed, 302 (same sid as a pane we do not know) is nobody's,
         // and 300's tree is not ours either: only the wanted tree.
-        let m = members(sc(&t, None, 0, &prot), &[(1, vec![100])], &[]);
-        assert_eq!(m[&1].len(), 2);
+        let m = members(sc(&t, None, 0, &prot), &[(TmuxId(1), vec![100])], &[]);
+        assert_eq!(m[&TmuxId(1)].len(), 2);
         // Session 1's own pane, listed under session 8 as well (its window linked there, or a
         // session grouped with it), stays session 1's.
         let m = members(
             sc(&t, None, 0, &prot),
-            &[(1, vec![100])],
-            &[(1, 100), (8, 100), (7, 300)],
+            &[(TmuxId(1), vec![100])],
+            &[(TmuxId(1), 100), (TmuxId(8), 100), (TmuxId(7), 300)],
         );
-        let mut one: Vec<i32> = m[&1].iter().map(|i| i.pid).collect();
+        let mut one: Vec<i32> = m[&TmuxId(1)].iter().map(|i| i.pid).collect();
         one.sort();
         assert_eq!(one, vec![100, 101]);
     }
@@ -837,8 +842,8 @@ mod tests {
         let t = vec![p(100, 1, 100), p(me, 100, 100)];
         let prot = protected(&t, Some(100));
         assert!(prot.contains(&me) && prot.contains(&100) && prot.contains(&1));
-        let m = members(sc(&t, None, 0, &prot), &[(1, vec![100])], &[]);
-        assert!(!m.contains_key(&1));
+        let m = members(sc(&t, None, 0, &prot), &[(TmuxId(1), vec![100])], &[]);
+        assert!(!m.contains_key(&TmuxId(1)));
     }
 
     #[test]
@@ -968,6 +973,6 @@ mod tests {
 
     #[test]
     fn tmux_env_format() {
-        assert_eq!(tmux_env_value("/tmp/s", 42, 3), "/tmp/s,42,3");
+        assert_eq!(tmux_env_value("/tmp/s", 42, TmuxId(3)), "/tmp/s,42,3");
     }
 }

@@ -401,7 +401,7 @@ mod tests {
             "2026-01-01T00:00:00Z".into(),
             "ccs-1",
             "1",
-            1,
+            crate::core::policy::TmuxId(1),
             None,
             ReapReason::Idle,
             None,

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::policy::ReapReason;
+use crate::core::policy::{ReapReason, TmuxId};
 use crate::core::records::Tombstone;
 
 /// An entry not seen alive for this long is dropped, whatever became of its server: Claude Code
@@ -94,8 +94,9 @@ impl ServerId {
 pub struct KnownChat {
     pub id: String,
     pub session: String,
-    /// The session's `$N` on `server`.
-    pub tmux_id: u32,
+    /// The session's `$N` on `server` (written as its number).
+    #[serde(with = "crate::core::policy::as_number")]
+    pub tmux_id: TmuxId,
     pub cid: String,
     pub cwd: Option<String>,
     pub server: ServerId,
@@ -176,7 +177,7 @@ impl Known {
 pub struct ChatSeen<'a> {
     pub id: &'a str,
     pub session: &'a str,
-    pub tmux_id: u32,
+    pub tmux_id: TmuxId,
     /// Its valid cid (`@ccs_cid`, or its claude's command line), when known this sweep.
     pub cid: Option<Cow<'a, str>>,
     /// Its working directory, when read (only for a chat [`needs_cwd`] names).
@@ -515,7 +516,7 @@ mod tests {
         KnownChat {
             id: id.into(),
             session: format!("ccs-{id}"),
-            tmux_id: n,
+            tmux_id: TmuxId(n),
             cid: cid.into(),
             cwd: Some(format!("/w/{id}")),
             server,
@@ -547,7 +548,7 @@ mod tests {
         ChatSeen {
             id,
             session: Box::leak(format!("ccs-{id}").into_boxed_str()),
-            tmux_id: n,
+            tmux_id: TmuxId(n),
             cid: cid.map(Cow::Borrowed),
             cwd: Some(format!("/new/{id}")),
         }
@@ -783,7 +784,7 @@ mod tests {
         assert!(!e.lost);
         assert_eq!(
             (e.tmux_id, &e.server, e.cwd.as_deref()),
-            (7, &b, Some("/new/1"))
+            (TmuxId(7), &b, Some("/new/1"))
         );
         // Never back: gone after the max age.
         let p4 = plan(

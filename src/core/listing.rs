@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use crate::core::policy::{id_chars, too_long, Client, Pane, Session, MAX_ID_LEN};
+use crate::core::policy::{id_chars, too_long, Client, Pane, Session, TmuxId, MAX_ID_LEN};
 
 const SEP: &str = "\t";
 
@@ -81,7 +81,7 @@ pub struct Listing {
     pub warnings: Vec<String>,
     /// Every live pane on the server, of any session, ours or not: (session number, pane pid).
     /// A process that belongs to another session's pane is never a victim of ours.
-    pub all_panes: Vec<(u32, u32)>,
+    pub all_panes: Vec<(TmuxId, u32)>,
     pub server_pid: Option<u32>,
     pub socket_path: Option<String>,
     /// Whether a tmux server answered at the socket: `Some(true)` it did (with or without
@@ -89,8 +89,8 @@ pub struct Listing {
     pub server_up: Option<bool>,
 }
 
-pub fn parse_sid(s: &str) -> Option<u32> {
-    s.strip_prefix('$')?.parse().ok()
+pub fn parse_sid(s: &str) -> Option<TmuxId> {
+    s.strip_prefix('$')?.parse().ok().map(TmuxId)
 }
 
 fn opt_num<T: std::str::FromStr>(s: &str) -> Result<Option<T>, ()> {
@@ -115,9 +115,9 @@ type PaneRow = (Pane, Option<i64>);
 /// each kind parsed where it is met, so that a bad row is judged against what came before it.
 pub fn parse_listing(out: &str, prefix: &str) -> Listing {
     let mut l = Listing::default();
-    let mut by_sid: HashMap<u32, usize> = HashMap::new();
-    let mut clients: Vec<(u32, Result<Client, String>)> = Vec::new();
-    let mut panes: Vec<(u32, Result<PaneRow, String>)> = Vec::new();
+    let mut by_sid: HashMap<TmuxId, usize> = HashMap::new();
+    let mut clients: Vec<(TmuxId, Result<Client, String>)> = Vec::new();
+    let mut panes: Vec<(TmuxId, Result<PaneRow, String>)> = Vec::new();
     // Ours whatever the id's length: one too long to be reaped is listed, kept (below).
     let ours = |name: &str| name.strip_prefix(prefix).is_some_and(id_chars);
 
@@ -285,8 +285,8 @@ fn tmux_num(s: &str, sigil: char) -> Option<u32> {
 /// window of any of ours, so it is a problem for all.
 fn add_clients(
     l: &mut Listing,
-    by_sid: &HashMap<u32, usize>,
-    clients: Vec<(u32, Result<Client, String>)>,
+    by_sid: &HashMap<TmuxId, usize>,
+    clients: Vec<(TmuxId, Result<Client, String>)>,
 ) {
     let mut by_window: HashMap<u32, Vec<usize>> = HashMap::new();
     for (i, s) in l.sessions.iter().enumerate() {
@@ -361,7 +361,7 @@ const TAKEN: &str = "T";
 
 /// Which sessions the rows of one [`fence_format`] listing say a prompt hook took back before the
 /// fence: their mark cleared, our token still beside it.
-pub fn taken_back(out: &str) -> std::collections::HashSet<u32> {
+pub fn taken_back(out: &str) -> std::collections::HashSet<TmuxId> {
     out.lines()
         .filter_map(|l| l.strip_prefix(TAKEN)?.strip_prefix(SEP).and_then(parse_sid))
         .collect()
@@ -384,7 +384,7 @@ pub fn plain_name(name: &str) -> bool {
 /// attached or showing its window where the reap asked for none. A session gone, renamed, taken,
 /// now shared, swapped or watched is simply not in the set; a row that does not parse passes
 /// nothing.
-pub fn fenced(out: &str, asked: &[(u32, &str, bool)]) -> std::collections::HashSet<u32> {
+pub fn fenced(out: &str, asked: &[(TmuxId, &str, bool)]) -> std::collections::HashSet<TmuxId> {
     fenced_in(out, asked, &HashMap::new())
 }
 
@@ -396,10 +396,10 @@ pub fn fenced(out: &str, asked: &[(u32, &str, bool)]) -> std::collections::HashS
 /// session and none shows that pane's window.
 pub fn fenced_in(
     out: &str,
-    asked: &[(u32, &str, bool)],
-    panes: &HashMap<u32, crate::core::policy::chat_pane::PaneRecord>,
-) -> std::collections::HashSet<u32> {
-    let mut prow: HashMap<u32, Vec<&str>> = HashMap::new();
+    asked: &[(TmuxId, &str, bool)],
+    panes: &HashMap<TmuxId, crate::core::policy::chat_pane::PaneRecord>,
+) -> std::collections::HashSet<TmuxId> {
+    let mut prow: HashMap<TmuxId, Vec<&str>> = HashMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.trim_end_matches('\r').split(' ').collect();
         if f.len() == 5 && f[0] == "P" {
@@ -408,7 +408,7 @@ pub fn fenced_in(
             }
         }
     }
-    let one = |n: u32, name: &str, check_viewers: bool, f: &Vec<&str>| match panes.get(&n) {
+    let one = |n: TmuxId, name: &str, check_viewers: bool, f: &Vec<&str>| match panes.get(&n) {
         None => {
             let alone = f[4] == "1" && f[5] == "1";
             let recorded = f[7].trim();
@@ -425,7 +425,7 @@ pub fn fenced_in(
                 && (!check_viewers || unwatched)
         }),
     };
-    let mut rows: HashMap<u32, Vec<&str>> = HashMap::new();
+    let mut rows: HashMap<TmuxId, Vec<&str>> = HashMap::new();
     for line in out.lines() {
         let f: Vec<&str> = line.splitn(FENCE_FIELDS, SEP).collect();
         if f.len() != FENCE_FIELDS || f[0] != FENCED {
@@ -535,14 +535,18 @@ mod tests {
             ((17, "ccs-17", true), true),
         ];
         for &(asked, passes) in table {
+            let asked = (TmuxId(asked.0), asked.1, asked.2);
             assert_eq!(
                 fenced(&out, &[asked]).contains(&asked.0),
                 passes,
                 "{asked:?}"
             );
         }
-        let all: Vec<_> = table.iter().map(|t| t.0).collect();
-        let want: std::collections::HashSet<u32> = [1, 2, 12, 17].into();
+        let all: Vec<_> = table
+            .iter()
+            .map(|t| (TmuxId(t.0 .0), t.0 .1, t.0 .2))
+            .collect();
+        let want: std::collections::HashSet<TmuxId> = [1, 2, 12, 17].map(TmuxId).into();
         assert_eq!(fenced(&out, &all), want);
     }
 
@@ -550,7 +554,7 @@ mod tests {
     fn a_chat_judged_as_its_pane_passes_the_fence_on_that_pane_and_its_viewers() {
         use crate::core::policy::chat_pane::PaneRecord;
         let r = PaneRecord { id: 3, pid: 30 };
-        let panes: HashMap<u32, PaneRecord> = [(1, r)].into();
+        let panes: HashMap<TmuxId, PaneRecord> = [(TmuxId(1), r)].into();
         // Two windows, the current pane not the chat's: the `F` row alone never passes it.
         let f = "F\t$1\t0\t0\t2\t1\t%4:40\t%3:30\tccs-1\n";
         // (P row, check viewers, passes)
@@ -570,17 +574,17 @@ mod tests {
         for &(p, v, passes) in table {
             let out = format!("{f}{p}\n");
             assert_eq!(
-                fenced_in(&out, &[(1, "ccs-1", v)], &panes).contains(&1),
+                fenced_in(&out, &[(TmuxId(1), "ccs-1", v)], &panes).contains(&TmuxId(1)),
                 passes,
                 "{p:?} {v}"
             );
             // Judged whole, the same rows never pass: it is not one pane alone.
-            assert!(fenced(&out, &[(1, "ccs-1", v)]).is_empty());
+            assert!(fenced(&out, &[(TmuxId(1), "ccs-1", v)]).is_empty());
         }
         // Another recorded pane than the one the reap was decided for.
         let other = f.replace("%3:30", "%5:50");
         let out = format!("{other}P $1 0 1 0\n");
-        assert!(fenced_in(&out, &[(1, "ccs-1", true)], &panes).is_empty());
+        assert!(fenced_in(&out, &[(TmuxId(1), "ccs-1", true)], &panes).is_empty());
     }
 
     #[test]
@@ -604,7 +608,7 @@ mod tests {
             // Listed as it is, with the mark: passes exactly when plain.
             let out = format!("F\t$3\t0\t0\t1\t1\t%3:3\t\t{name}\n");
             assert_eq!(
-                fenced(&out, &[(3, name, true)]).contains(&3),
+                fenced(&out, &[(TmuxId(3), name, true)]).contains(&TmuxId(3)),
                 plain,
                 "{name:?}"
             );
@@ -629,7 +633,7 @@ mod tests {
         assert!(f.contains(concat!(clean!("session_name"), ",#{?")), "{f}");
         assert_eq!(
             taken_back("T\t$4\nF\t$5\t0\tccs-5\nT\tx\n\nT\t$9"),
-            [4, 9].into_iter().collect()
+            [4, 9].into_iter().map(TmuxId).collect()
         );
         assert!(f.starts_with("#{?#{&&:"), "{f}");
         // Every viewer of its window, through a link or a group; its shape; its pane.
@@ -671,7 +675,7 @@ mod tests {
                 s0.idle.as_str(),
                 s0.cid.as_str()
             ),
-            (0, "1", "123", "c0")
+            (TmuxId(0), "1", "123", "c0")
         );
         assert_eq!(s0.panes.len(), 1);
         assert!(s0.problem.is_none());
@@ -778,7 +782,7 @@ mod tests {
         assert_eq!(c1.chat_pane, "%5:50");
         assert_eq!(c1.asleep, "1700000000000");
         let via: Vec<_> = c1.clients.iter().map(|c| (c.pid, c.through)).collect();
-        assert_eq!(via, [(900, Some(2)), (902, Some(3))]);
+        assert_eq!(via, [(900, Some(TmuxId(2))), (902, Some(TmuxId(3)))]);
         assert_eq!(c1.attached, 0);
         assert!(c2.clients.is_empty(), "{:?}", c2.clients);
         let p = &c1.panes[0];

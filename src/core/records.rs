@@ -112,8 +112,8 @@ pub struct Attempt<'a> {
     pub at: String,
     pub session: &'a str,
     pub id: &'a str,
-    /// The number of tmux's `$N` session id.
-    pub tmux_id: u32,
+    /// tmux's `$N` session id.
+    pub tmux_id: TmuxId,
     pub cid: Option<String>,
     pub reason: ReapReason,
     pub idle_ms: Option<u64>,
@@ -152,7 +152,7 @@ impl AuditLine {
         at: String,
         session: &str,
         id: &str,
-        tmux_id: u32,
+        tmux_id: TmuxId,
         cid: Option<String>,
         reason: ReapReason,
         idle_ms: Option<u64>,
@@ -174,7 +174,7 @@ impl AuditLine {
             at: a.at,
             session: a.session.to_string(),
             id: a.id.to_string(),
-            tmux_id: TmuxId(a.tmux_id),
+            tmux_id: a.tmux_id,
             cid: a.cid,
             reason: a.reason,
             idle_ms: a.idle_ms,
@@ -267,7 +267,8 @@ pub fn check_argv(argv: &[String]) -> Result<(), String> {
 pub struct Journal {
     pub id: String,
     pub session: String,
-    pub tmux_id: u32,
+    #[serde(with = "crate::core::policy::as_number")]
+    pub tmux_id: TmuxId,
     pub cid: Option<String>,
     pub reason: ReapReason,
     pub idle_ms: Option<u64>,
@@ -598,7 +599,7 @@ mod tests {
         let j = Journal {
             id: "4".into(),
             session: "ccs-4".into(),
-            tmux_id: 9,
+            tmux_id: TmuxId(9),
             cid: Some("cid-4".into()),
             reason: ReapReason::Idle,
             idle_ms: Some(1),
@@ -632,5 +633,109 @@ mod tests {
             (t.reaped_at.as_str(), t.start_failed),
             ("1970-01-01T00:00:01.000Z", None)
         );
+    }
+}
+
+/// The serialised forms of a tmux session id, pinned: a number in a journal, a `known.json`
+/// record, a session and a decision (`status --json`); `"$N"` in an audit line.
+#[cfg(test)]
+mod tmux_id_forms {
+    use super::*;
+    use crate::core::known::{KnownChat, ServerId};
+    use crate::core::policy::{Client, Decision, Ruling, Session, State};
+
+    #[test]
+    fn a_tmux_id_is_written_as_before() {
+        let j = Journal {
+            id: "4".into(),
+            session: "ccs-4".into(),
+            tmux_id: 9u32.into(),
+            cid: None,
+            reason: ReapReason::Idle,
+            idle_ms: None,
+            cwd: None,
+            started_at: "t".into(),
+            owner: Ident { pid: 1, start: 2 },
+            victims: Vec::new(),
+            server_pid: Some(7),
+            token: "tok".into(),
+            armed_by_tombstone: false,
+            argv: None,
+            env: None,
+            options: None,
+            path: None,
+        };
+        let json = serde_json::to_string(&j).unwrap();
+        assert!(
+            json.starts_with(r#"{"id":"4","session":"ccs-4","tmux_id":9,"cid":null"#),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Journal>(&json).unwrap(), j);
+
+        let k = KnownChat {
+            id: "4".into(),
+            session: "ccs-4".into(),
+            tmux_id: 9u32.into(),
+            cid: "c".into(),
+            cwd: None,
+            server: ServerId {
+                pid: 7,
+                start: Some(1),
+                boot: "b".into(),
+            },
+            seen: 5,
+            lost: false,
+        };
+        let json = serde_json::to_string(&k).unwrap();
+        assert_eq!(
+            json,
+            r#"{"id":"4","session":"ccs-4","tmux_id":9,"cid":"c","cwd":null,"server":{"pid":7,"start":1,"boot":"b"},"seen":5}"#
+        );
+        assert_eq!(serde_json::from_str::<KnownChat>(&json).unwrap(), k);
+
+        let line = AuditLine::of_journal(&j, 0);
+        let json = serde_json::to_string(&line).unwrap();
+        assert!(json.contains(r#","tmux_id":"$9","#), "{json}");
+        assert_eq!(serde_json::from_str::<AuditLine>(&json).unwrap(), line);
+
+        let s = Session {
+            tmux_id: 9u32.into(),
+            clients: vec![Client {
+                pid: 1,
+                control_mode: false,
+                created_ms: 0,
+                activity_ms: 0,
+                orphaned: None,
+                window: None,
+                through: Some(3u32.into()),
+            }],
+            ..Session::default()
+        };
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(json.starts_with(r#"{"tmux_id":9,"name":"#), "{json}");
+        assert!(json.contains(r#""through":3"#), "{json}");
+
+        let d = Decision {
+            tmux_id: 9u32.into(),
+            name: "ccs-4".into(),
+            id: "4".into(),
+            ruling: Ruling::Keep,
+            state: State::Expired,
+            why: "w".into(),
+            stamp_idle: None,
+            stamp_if_unset: false,
+            idle_ms: None,
+            deadline_ms: None,
+            cid: None,
+            viewers: 0,
+            turn_since_ms: None,
+            override_turn: false,
+            override_viewers: false,
+            warn_for: None,
+            warning: None,
+        };
+        let json = serde_json::to_string(&d).unwrap();
+        assert!(json.starts_with(r#"{"tmux_id":9,"name":"ccs-4""#), "{json}");
+        assert_eq!(format!("{}", crate::core::policy::TmuxId::from(9)), "$9");
     }
 }

@@ -247,7 +247,7 @@ impl Serialize for SweepReport {
                 .map(|c| LostJson {
                     id: &c.id,
                     session: &c.session,
-                    tmux_id: crate::core::policy::TmuxId(c.tmux_id),
+                    tmux_id: c.tmux_id,
                     cid: &c.cid,
                     cwd: &c.cwd,
                     server: &c.server,
@@ -296,7 +296,7 @@ impl Serialize for SessionReport {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let d = &self.decision;
         SessionJson {
-            tmux_id: crate::core::policy::TmuxId(d.tmux_id),
+            tmux_id: d.tmux_id,
             name: &d.name,
             id: &d.id,
             action: d.action(),

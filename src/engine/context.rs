@@ -7,6 +7,7 @@
 //! carries them out, [`crate::engine::commands`] serves the studio, [`crate::engine::daemon`]
 //! runs the loop.
 
+use crate::core::policy::TmuxId;
 use parking_lot::Mutex;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -139,11 +140,11 @@ impl KnownChats {
 
 /// What was said once for the life of the reaper, by session (`$N` and name).
 #[derive(Default)]
-pub(crate) struct SaidOnce(Mutex<BTreeSet<(u32, String)>>);
+pub(crate) struct SaidOnce(Mutex<BTreeSet<(TmuxId, String)>>);
 
 impl SaidOnce {
     /// Whether the session `(n, name)` is seen here for the first time (then it is remembered).
-    pub(crate) fn first(&self, n: u32, name: &str) -> bool {
+    pub(crate) fn first(&self, n: TmuxId, name: &str) -> bool {
         let mut said = self.0.lock();
         said.insert((n, name.to_string()))
     }

@@ -1,6 +1,7 @@
 //! The sessions whose teardown is in flight in this process ([`InFlight`]), and the guard that
 //! takes a batch's sessions out of the set on every path ([`Held`]).
 
+use crate::core::policy::TmuxId;
 use parking_lot::{Mutex, MutexGuard};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -9,13 +10,13 @@ use std::sync::Arc;
 /// session in it is neither started again nor recovered as a dead reaper's.
 #[derive(Default)]
 pub struct InFlight {
-    set: Mutex<HashSet<u32>>,
+    set: Mutex<HashSet<TmuxId>>,
 }
 
 /// Sessions whose reap is in flight, taken out of the set when this drops (on every path).
 pub(crate) struct Held {
     set: Arc<InFlight>,
-    ns: Vec<u32>,
+    ns: Vec<TmuxId>,
 }
 
 impl Drop for Held {
@@ -29,22 +30,22 @@ impl Drop for Held {
 
 impl InFlight {
     /// The set itself, locked.
-    pub(crate) fn lock(&self) -> MutexGuard<'_, HashSet<u32>> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, HashSet<TmuxId>> {
         self.set.lock()
     }
 
     /// Put `n` in the set: false if it was there (another reap of ours has it).
-    pub(crate) fn insert(&self, n: u32) -> bool {
+    pub(crate) fn insert(&self, n: TmuxId) -> bool {
         self.lock().insert(n)
     }
 
     /// Take `n` out of the set.
-    pub(crate) fn remove(&self, n: u32) {
+    pub(crate) fn remove(&self, n: TmuxId) {
         self.lock().remove(&n);
     }
 
     /// Whether a reap of `n` is in flight here.
-    pub(crate) fn contains(&self, n: u32) -> bool {
+    pub(crate) fn contains(&self, n: TmuxId) -> bool {
         self.lock().contains(&n)
     }
 
@@ -54,7 +55,7 @@ impl InFlight {
     }
 
     /// A guard that takes `ns` (already in the set) out of it when it drops.
-    pub(crate) fn hold(self: &Arc<Self>, ns: Vec<u32>) -> Held {
+    pub(crate) fn hold(self: &Arc<Self>, ns: Vec<TmuxId>) -> Held {
         Held {
             set: Arc::clone(self),
             ns,

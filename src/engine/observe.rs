@@ -2,6 +2,7 @@
 //! the process table (memory, viewers' parents, conversation ids on command lines), read into an
 //! [`Observation`] and decided by the pure core.
 
+use crate::core::policy::TmuxId;
 use std::collections::HashSet;
 
 use crate::adapters::clock::now_ms;
@@ -80,7 +81,7 @@ fn warn_too_long(said: &SaidOnce, listing: &Listing) {
         if said.first(s.tmux_id, &s.name) {
             tracing::warn!(
                 session = %format!("{}...", &s.name[..s.name.len().min(40)]),
-                tmux_id = %format!("${}", s.tmux_id),
+                tmux_id = %s.tmux_id,
                 "{}",
                 policy::too_long(&s.id)
             );
@@ -195,7 +196,7 @@ fn measure(snap: &mut Snapshot, listing: &Listing) {
 }
 
 /// Look for conversation ids on the `claude` command lines of sessions that need one.
-pub fn find_cids(snap: &mut Snapshot, want: &HashSet<u32>) {
+pub fn find_cids(snap: &mut Snapshot, want: &HashSet<TmuxId>) {
     if want.is_empty() {
         return;
     }
@@ -268,7 +269,7 @@ pub async fn observe_with(
     let (mut snap, listing) = snapshot(&eyes, mode == Mode::Status, room).await;
     let mut decisions = policy::decide(&snap, now, &r.cfg.policy);
     let is_close = |s: &policy::Session| close == Some(s.name.as_str());
-    let want: HashSet<u32> = decisions
+    let want: HashSet<TmuxId> = decisions
         .iter()
         .zip(&snap.sessions)
         .filter(|(d, s)| {

@@ -85,7 +85,7 @@ pub(crate) async fn record(tmux: &Tmux, s: &Session) {
     match tmux.record_own_pane(s.tmux_id, &rec).await {
         Ok(true) => tracing::info!(
             session = %s.name,
-            tmux_id = %format!("${}", s.tmux_id),
+            tmux_id = %s.tmux_id,
             pane = %rec.value(),
             "the chat's agent's hook recorded its pane as the chat's (@ccs_pane)"
         ),

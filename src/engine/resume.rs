@@ -12,7 +12,7 @@ use crate::adapters::metrics::Metrics;
 use crate::adapters::state::{AuditLine, Outcome, StateDir, StateError, Tombstone};
 use crate::adapters::tmux::TmuxError;
 use crate::config::Config;
-use crate::core::policy::ReapReason;
+use crate::core::policy::{ReapReason, TmuxId};
 use crate::core::time::rfc3339;
 use crate::engine::context::Reaper;
 use crate::engine::record::record;
@@ -106,7 +106,7 @@ fn tomb_line(cfg: &Config, id: &str, t: Option<&Tombstone>, outcome: Outcome) ->
         rfc3339(now_ms()),
         &format!("{}{id}", cfg.prefix),
         id,
-        0,
+        TmuxId(0),
         t.and_then(|t| t.cid.clone()),
         t.map_or(ReapReason::Manual, |t| t.reason),
         None,

@@ -278,7 +278,7 @@ fn audit_writer_process() {
             "2026-01-01T00:00:00.000Z".into(),
             &format!("{tag}-{i}"),
             &i.to_string(),
-            i as u32,
+            ccs_reap::core::policy::TmuxId(i as u32),
             Some(format!("conv-{tag}-{i}")),
             ccs_reap::core::policy::ReapReason::Idle,
             Some(1),

@@ -482,7 +482,10 @@ fn the_servers_own_test_refuses_the_record_asleep_or_shared() {
         .enable_all()
         .build()
         .unwrap();
-    let record = || rt.block_on(tmux.record_own_pane(n, &own)).unwrap();
+    let record = || {
+        rt.block_on(tmux.record_own_pane(ccs_reap::core::policy::TmuxId(n), &own))
+            .unwrap()
+    };
     // Asleep, nothing recorded, one pane: refused.
     s.set(n, "@ccs_asleep", "1700000000000");
     assert!(!record());

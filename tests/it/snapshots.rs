@@ -19,7 +19,7 @@ const MIN: i64 = 60_000;
 
 fn session(n: u32, f: impl FnOnce(&mut Session)) -> Session {
     let mut s = Session {
-        tmux_id: n,
+        tmux_id: ccs_reap::core::policy::TmuxId(n),
         name: format!("ccs-{n}"),
         id: n.to_string(),
         idle: (NOW - 90_000).to_string(),
@@ -185,7 +185,7 @@ fn reap_line(n: u32, reason: ReapReason, f: impl FnOnce(&mut AuditLine)) -> Audi
         rfc3339(NOW),
         &format!("ccs-{n}"),
         &n.to_string(),
-        n,
+        ccs_reap::core::policy::TmuxId(n),
         Some(format!("chat-{n}-conversation")),
         reason,
         Some(45 * MIN as u64),

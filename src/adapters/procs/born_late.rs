@@ -7,6 +7,7 @@
 //! each one scan of the table for the whole wave of chats, never one per chat; whatever the last
 //! look still finds is a survivor.
 
+use crate::core::policy::TmuxId;
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
@@ -28,10 +29,10 @@ pub struct World {
     pub socket_path: Option<String>,
     pub server_pid: Option<u32>,
     /// Every live pane on the server at the victims' scan: (session number, pane pid).
-    pub all_panes: Vec<(u32, u32)>,
+    pub all_panes: Vec<(TmuxId, u32)>,
     /// The chats judged as their own pane in a shared session: session number to its pane's
     /// `%N` ([`super::pane_only_of`]).
-    pub pane_of: HashMap<u32, u32>,
+    pub pane_of: HashMap<TmuxId, u32>,
 }
 
 impl World {
@@ -65,9 +66,9 @@ pub struct LateReport {
 /// before it.
 pub fn late_members(
     scan: Scan<'_>,
-    chats: &[(u32, &[Ident])],
-    others: &[(u32, u32)],
-) -> HashMap<u32, Vec<Ident>> {
+    chats: &[(TmuxId, &[Ident])],
+    others: &[(TmuxId, u32)],
+) -> HashMap<TmuxId, Vec<Ident>> {
     late_members_scoped(scan, chats, others, &HashMap::new())
 }
 
@@ -76,14 +77,14 @@ pub fn late_members(
 /// ([`super::env_in_pane`]).
 pub fn late_members_scoped(
     scan: Scan<'_>,
-    chats: &[(u32, &[Ident])],
-    others: &[(u32, u32)],
-    pane_of: &HashMap<u32, u32>,
-) -> HashMap<u32, Vec<Ident>> {
+    chats: &[(TmuxId, &[Ident])],
+    others: &[(TmuxId, u32)],
+    pane_of: &HashMap<TmuxId, u32>,
+) -> HashMap<TmuxId, Vec<Ident>> {
     let mut w = Wave::of(scan, chats);
     w.set_aside(chats, others);
     let needles = needles_of(scan, chats);
-    let mut seeds: Vec<(i32, u32)> = Vec::new();
+    let mut seeds: Vec<(i32, TmuxId)> = Vec::new();
     for p in scan.table {
         if !w.takable(p) {
             continue;
@@ -109,7 +110,7 @@ pub fn late_members_scoped(
 }
 
 /// Each chat's whole `TMUX=` entry, to its number; none without the scan's `tmux_env` key.
-fn needles_of(scan: Scan<'_>, chats: &[(u32, &[Ident])]) -> HashMap<Vec<u8>, u32> {
+fn needles_of(scan: Scan<'_>, chats: &[(TmuxId, &[Ident])]) -> HashMap<Vec<u8>, TmuxId> {
     match scan.tmux_env {
         Some((socket, server)) => chats
             .iter()
@@ -130,13 +131,13 @@ struct Wave<'t> {
     children: HashMap<i32, Vec<&'t Proc>>,
     victims: HashSet<Ident>,
     /// A victim's pid to its chat and its start time.
-    victim_of: HashMap<i32, (u32, u64)>,
-    owner: HashMap<i32, Option<u32>>,
-    out: HashMap<u32, Vec<Ident>>,
+    victim_of: HashMap<i32, (TmuxId, u64)>,
+    owner: HashMap<i32, Option<TmuxId>>,
+    out: HashMap<TmuxId, Vec<Ident>>,
 }
 
 impl<'t> Wave<'t> {
-    fn of(scan: Scan<'t>, chats: &[(u32, &[Ident])]) -> Self {
+    fn of(scan: Scan<'t>, chats: &[(TmuxId, &[Ident])]) -> Self {
         let mut children: HashMap<i32, Vec<&Proc>> = HashMap::new();
         for p in scan.table {
             children.entry(p.ppid).or_default().push(p);
@@ -167,8 +168,8 @@ impl<'t> Wave<'t> {
     /// grouped session), stays the chat's. So is any other live child of the tmux server: a pane
     /// (or a job) started since the victims' scan, one someone added to the chat's session
     /// meanwhile, is theirs, never the chat's (issue 49), and so is its tree.
-    fn set_aside(&mut self, chats: &[(u32, &[Ident])], others: &[(u32, u32)]) {
-        let ours: HashSet<u32> = chats.iter().map(|c| c.0).collect();
+    fn set_aside(&mut self, chats: &[(TmuxId, &[Ident])], others: &[(TmuxId, u32)]) {
+        let ours: HashSet<TmuxId> = chats.iter().map(|c| c.0).collect();
         let server = self.scan.tmux_env.map(|(_, s)| s as i32);
         let mut stack: Vec<i32> = Vec::new();
         for &(n, pp) in others {
@@ -213,7 +214,7 @@ impl<'t> Wave<'t> {
     /// The chat whose victim `pid` still means: a victim's pid means that victim only while no
     /// other process has it, so a session id or a parent pid equal to it is the victim's when the
     /// pid is free or still the victim.
-    fn still_victim(&self, pid: i32) -> Option<u32> {
+    fn still_victim(&self, pid: i32) -> Option<TmuxId> {
         let &(n, start) = self.victim_of.get(&pid)?;
         match self.by_pid.get(&pid) {
             None => Some(n),
@@ -224,7 +225,7 @@ impl<'t> Wave<'t> {
 
     /// Take the descendants of what was taken (`seeds`: pid, chat), whatever their environment
     /// says.
-    fn take_descendants(&mut self, mut seeds: Vec<(i32, u32)>) {
+    fn take_descendants(&mut self, mut seeds: Vec<(i32, TmuxId)>) {
         while let Some((pid, n)) = seeds.pop() {
             for c in self.children.get(&pid).map(Vec::as_slice).unwrap_or(&[]) {
                 if self.takable(c) {
@@ -240,7 +241,7 @@ impl<'t> Wave<'t> {
     }
 
     /// Take `p` for chat `n`, and look at its children next (`seeds`).
-    fn take(&mut self, p: &Proc, n: u32, seeds: &mut Vec<(i32, u32)>) {
+    fn take(&mut self, p: &Proc, n: TmuxId, seeds: &mut Vec<(i32, TmuxId)>) {
         self.owner.insert(p.pid, Some(n));
         seeds.push((p.pid, n));
         self.out.entry(n).or_default().push(Ident {
@@ -255,15 +256,15 @@ impl<'t> Wave<'t> {
 /// then, if the last round still found any, one last scan whose finds are reported unsignalled.
 /// Every chat of `chats` gets a report; an unreadable table is an error (nothing can be told).
 pub async fn end_late(
-    chats: &[(u32, Vec<Ident>)],
+    chats: &[(TmuxId, Vec<Ident>)],
     world: &World,
-) -> Result<HashMap<u32, LateReport>, TableError> {
-    let mut reports: HashMap<u32, LateReport> =
+) -> Result<HashMap<TmuxId, LateReport>, TableError> {
+    let mut reports: HashMap<TmuxId, LateReport> =
         chats.iter().map(|c| (c.0, LateReport::default())).collect();
     if chats.is_empty() {
         return Ok(reports);
     }
-    let views: Vec<(u32, &[Ident])> = chats.iter().map(|(n, v)| (*n, v.as_slice())).collect();
+    let views: Vec<(TmuxId, &[Ident])> = chats.iter().map(|(n, v)| (*n, v.as_slice())).collect();
     let env = match (&world.socket_path, world.server_pid) {
         (Some(sp), Some(pid)) => Some((sp.as_str(), pid)),
         _ => None,
@@ -353,7 +354,7 @@ mod tests {
         }
     }
 
-    fn pids(m: &HashMap<u32, Vec<Ident>>, n: u32) -> Vec<i32> {
+    fn pids(m: &HashMap<TmuxId, Vec<Ident>>, n: TmuxId) -> Vec<i32> {
         let mut v: Vec<i32> = m.get(&n).into_iter().flatten().map(|i| i.pid).collect();
         v.sort();
         v
@@ -397,16 +398,16 @@ mod tests {
         let prot: HashSet<i32> = [0, 1, 50].into_iter().collect();
         let m = late_members(
             sc(&t, Some(("/nonexistent/s", 50)), u32::MAX, &prot),
-            &[(1, &v1)],
-            &[(7, 300)],
+            &[(TmuxId(1), &v1)],
+            &[(TmuxId(7), 300)],
         );
-        assert_eq!(pids(&m, 1), vec![110, 111, 120], "{m:?}");
+        assert_eq!(pids(&m, TmuxId(1)), vec![110, 111, 120], "{m:?}");
         // Without the other pane listed, 301 (in the dead victim's session) is taken, and 300
         // is not (nothing ties it to the chat).
-        let m = late_members(sc(&t, None, 0, &prot), &[(1, &v1)], &[]);
-        assert_eq!(pids(&m, 1), vec![110, 111, 120, 301], "{m:?}");
+        let m = late_members(sc(&t, None, 0, &prot), &[(TmuxId(1), &v1)], &[]);
+        assert_eq!(pids(&m, TmuxId(1)), vec![110, 111, 120, 301], "{m:?}");
         // A chat with no victims and no marker key finds nothing.
-        let m = late_members(sc(&t, None, 0, &prot), &[(2, &[])], &[]);
+        let m = late_members(sc(&t, None, 0, &prot), &[(TmuxId(2), &[])], &[]);
         assert!(m.is_empty(), "{m:?}");
     }
 
@@ -427,10 +428,10 @@ mod tests {
         let env = Some(("/nonexistent/s", 50));
         let m = late_members(
             sc(&t, env, u32::MAX, &prot),
-            &[(1, &v1)],
-            &[(1, 100), (8, 100)],
+            &[(TmuxId(1), &v1)],
+            &[(TmuxId(1), 100), (TmuxId(8), 100)],
         );
-        assert_eq!(pids(&m, 1), vec![105], "{m:?}");
+        assert_eq!(pids(&m, TmuxId(1)), vec![105], "{m:?}");
         // A pane started since the victims' scan (a child of the server, in no listing), even
         // in a victim's process session, is not the chat's: neither it nor its tree.
         let t3 = vec![
@@ -439,15 +440,23 @@ mod tests {
             p(400, 50, 400, 4000),
             p(401, 400, 100, 4010),
         ];
-        let m = late_members(sc(&t3, env, u32::MAX, &prot), &[(1, &v1)], &[(1, 100)]);
-        assert!(pids(&m, 1).is_empty(), "{m:?}");
+        let m = late_members(
+            sc(&t3, env, u32::MAX, &prot),
+            &[(TmuxId(1), &v1)],
+            &[(TmuxId(1), 100)],
+        );
+        assert!(pids(&m, TmuxId(1)).is_empty(), "{m:?}");
         // Another session's own pane (not a victim) keeps its tree.
         let t2 = vec![
             p(50, 1, 50, 500),
             p(300, 50, 300, 3000),
             p(305, 300, 100, 3050),
         ];
-        let m = late_members(sc(&t2, env, u32::MAX, &prot), &[(1, &v1)], &[(8, 300)]);
-        assert!(pids(&m, 1).is_empty(), "{m:?}");
+        let m = late_members(
+            sc(&t2, env, u32::MAX, &prot),
+            &[(TmuxId(1), &v1)],
+            &[(TmuxId(8), 300)],
+        );
+        assert!(pids(&m, TmuxId(1)).is_empty(), "{m:?}");
     }
 }

@@ -122,7 +122,7 @@ mod tests {
         Journal {
             id: i.to_string(),
             session: format!("ccs-{i}"),
-            tmux_id: i as u32,
+            tmux_id: crate::core::policy::TmuxId(i as u32),
             cid: Some(format!("c{i}")),
             reason: ReapReason::Idle,
             idle_ms: Some(1),

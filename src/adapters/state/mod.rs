@@ -849,7 +849,7 @@ mod tests {
             "2026-01-01T00:00:00.000Z".into(),
             "ccs-7",
             "7",
-            12,
+            TmuxId(12),
             Some("c7".into()),
             ReapReason::MaxIdle,
             Some(5),

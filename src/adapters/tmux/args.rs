@@ -3,6 +3,7 @@
 
 use crate::core::compat::TOKEN_OPTION as OLD_TOKEN;
 use crate::core::policy::chat_pane::PaneRecord;
+use crate::core::policy::TmuxId;
 use tmux_interface::{IfShell, KillSession, TmuxCommand};
 
 /// An argument as tmux should receive it, literally: tmux reads an argument that ends in `;` as
@@ -27,8 +28,8 @@ pub(super) fn quote(s: &str) -> String {
 }
 
 /// `$N` for a tmux session id number; `$N:` is the pane-style target `set-option` wants.
-pub fn sid(n: u32) -> String {
-    format!("${n}")
+pub fn sid(n: TmuxId) -> String {
+    format!("{n}")
 }
 
 /// The session environment variable that holds the token of the reap that marked the session.
@@ -49,7 +50,7 @@ pub const FENCED_VAR: &str = "CCS_REAP_FENCED";
 /// holds. On a session that is gone, tmux runs `if-shell` in the client's *current* session
 /// instead, so the condition is always preceded by `#{==:#{session_id},$N}`: it is false anywhere
 /// but in session `$N`, and the command runs only there (it also targets `$N` by itself).
-fn on_session(n: u32, cond: &str, command: String) -> TmuxCommand<'static> {
+fn on_session(n: TmuxId, cond: &str, command: String) -> TmuxCommand<'static> {
     IfShell::new()
         .not_execute()
         .target_pane(format!("{}:", sid(n)))
@@ -60,7 +61,7 @@ fn on_session(n: u32, cond: &str, command: String) -> TmuxCommand<'static> {
 
 /// `'$N:'` and `'$N'`, quoted for a command string: the targets of `set-option` and
 /// `set-environment`.
-fn targets(n: u32) -> (String, String) {
+fn targets(n: TmuxId) -> (String, String) {
     (quote(&format!("{}:", sid(n))), quote(&sid(n)))
 }
 
@@ -122,7 +123,7 @@ fn with_pane(cond: String, pane: Option<&PaneRecord>, check_viewers: bool) -> St
 /// its write ([`crate::core::listing::fenced_in`]): a row `P $N clients found window-clients`
 /// (single spaces; `found` is `1`, or empty with the pane gone), printed only while session `n`
 /// is still there.
-pub(super) fn pane_fence_read_command(n: u32, r: &PaneRecord) -> TmuxCommand<'static> {
+pub(super) fn pane_fence_read_command(n: TmuxId, r: &PaneRecord) -> TmuxCommand<'static> {
     let v = r.value();
     let each = |what: &str| of_pane(&v, what);
     let (_, s) = targets(n);
@@ -156,7 +157,7 @@ pub(super) struct MarkChecks {
 /// and no client watches it (the last two can be left out). `token` is ours (alphanumeric): it
 /// can be put in a format as it is.
 pub(super) fn mark_command(
-    n: u32,
+    n: TmuxId,
     now_ms: i64,
     token: &str,
     checks: MarkChecks,
@@ -196,7 +197,7 @@ fn ours(token: &str) -> String {
 }
 
 /// Clear our mark of session `n` (only while it carries `token`).
-pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
+pub(super) fn clear_command(n: TmuxId, token: &str) -> TmuxCommand<'static> {
     let (t, s) = targets(n);
     on_session(
         n,
@@ -214,7 +215,7 @@ pub(super) fn clear_command(n: u32, token: &str) -> TmuxCommand<'static> {
 /// the chat back; before it, a prompt hook that clears the mark makes this a no-op, and the
 /// fence's read ([`crate::core::listing::fence_format`]) aborts the reap.
 pub(super) fn fence_set_command(
-    n: u32,
+    n: TmuxId,
     mark_at: i64,
     token: &str,
     check_viewers: bool,
@@ -263,7 +264,7 @@ fn same_mark(value: &str, token: &str) -> String {
 /// Clear a stale mark of session `n` whatever its owner, but only while the mark is still the one
 /// judged stale: `@ccs_reaping` still `value` and the token still `token` (so a fresh mark set
 /// since, or one taken over by a live reaper, is left alone).
-pub(super) fn clear_stale_command(n: u32, value: &str, token: &str) -> TmuxCommand<'static> {
+pub(super) fn clear_stale_command(n: TmuxId, value: &str, token: &str) -> TmuxCommand<'static> {
     let (t, s) = targets(n);
     on_session(
         n,
@@ -278,7 +279,7 @@ pub(super) fn clear_stale_command(n: u32, value: &str, token: &str) -> TmuxComma
 /// idle clock at `now_ms`, only while `@ccs_turn` is still exactly `seen` (digits, checked by the
 /// caller) and no reap mark is on the session: a prompt submitted since then (a new value) keeps
 /// its turn.
-pub(super) fn end_turn_if_command(n: u32, seen: &str, now_ms: i64) -> TmuxCommand<'static> {
+pub(super) fn end_turn_if_command(n: TmuxId, seen: &str, now_ms: i64) -> TmuxCommand<'static> {
     let (t, _) = targets(n);
     on_session(
         n,
@@ -291,7 +292,7 @@ pub(super) fn end_turn_if_command(n: u32, seen: &str, now_ms: i64) -> TmuxComman
 /// (`value` and `token`): our time and our token replace them, so no other reader takes the mark
 /// for stale while we finish the teardown.
 pub(super) fn takeover_command(
-    n: u32,
+    n: TmuxId,
     value: &str,
     token: &str,
     now_ms: i64,
@@ -310,19 +311,22 @@ pub(super) fn takeover_command(
 /// The fence of one session taken over from a dead reaper: prints `fenced-<n>` only while the
 /// session carries exactly our new mark, `@ccs_reaping` = `mark_at` and our `token` in its
 /// environment. (A batch's fence is one listing: [`crate::core::listing::fence_format`].)
-pub(super) fn fence_command(n: u32, mark_at: i64, token: &str) -> TmuxCommand<'static> {
+pub(super) fn fence_command(n: TmuxId, mark_at: i64, token: &str) -> TmuxCommand<'static> {
     let cond =
         format!("#{{&&:#{{==:#{{@ccs_reaping}},{mark_at}}},#{{==:#{{{TOKEN_VAR}}},{token}}}}}");
     let (_, s) = targets(n);
     on_session(
         n,
         &cond,
-        format!("set-environment -t {s} {FENCED_VAR} {token} ; display-message -p {FENCED}{n}"),
+        format!(
+            "set-environment -t {s} {FENCED_VAR} {token} ; display-message -p {FENCED}{}",
+            n.get()
+        ),
     )
 }
 
 /// Set option `opt` (an `@` option of ours) of session `n` to `value` only while it is unset.
-pub(super) fn set_if_unset_command(n: u32, opt: &str, value: i64) -> TmuxCommand<'static> {
+pub(super) fn set_if_unset_command(n: TmuxId, opt: &str, value: i64) -> TmuxCommand<'static> {
     let (t, _) = targets(n);
     on_session(
         n,
@@ -335,7 +339,7 @@ pub(super) fn set_if_unset_command(n: u32, opt: &str, value: i64) -> TmuxCommand
 /// line (`ARGV <@ccs_argv>`), its own environment (`NAME=value`), then its options (`@name
 /// value`); only while it is still session `n` (a session gone prints nothing, and the chain goes
 /// on).
-pub(super) fn kept_command(n: u32) -> TmuxCommand<'static> {
+pub(super) fn kept_command(n: TmuxId) -> TmuxCommand<'static> {
     let (t, s) = targets(n);
     on_session(
         n,
@@ -349,7 +353,7 @@ pub(super) fn kept_command(n: u32) -> TmuxCommand<'static> {
 /// Record `pane` as the chat's own pane of session `n` (`@ccs_pane`), only while nothing is
 /// recorded yet and the session's current pane is still that pane, alone in the session: a pane
 /// swapped in or added since the listing is never taken for the chat's.
-pub(super) fn record_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'static> {
+pub(super) fn record_pane_command(n: TmuxId, pane: &PaneRecord) -> TmuxCommand<'static> {
     let (t, _) = targets(n);
     let opt = crate::core::policy::chat_pane::PANE_OPTION;
     on_session(
@@ -370,7 +374,7 @@ pub(super) fn record_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'sta
 /// other panes live is a shared or swapped shape, whose panes may be anyone's. (That the
 /// recorded pane lives nowhere else on the server is the caller's to read first: once gone from
 /// the server, a pane never comes back.) Prints `recorded` when it wrote.
-pub(super) fn record_own_pane_command(n: u32, pane: &PaneRecord) -> TmuxCommand<'static> {
+pub(super) fn record_own_pane_command(n: TmuxId, pane: &PaneRecord) -> TmuxCommand<'static> {
     let (t, _) = targets(n);
     let opt = crate::core::policy::chat_pane::PANE_OPTION;
     let v = pane.value();
@@ -419,7 +423,7 @@ pub(super) const FENCED: &str = "fenced-";
 /// first, then the reap's mark time, its ms, so a failing `-F` still leaves it marked) and our
 /// mark cleared: the session's other panes and windows, and the session, stay.
 pub(super) fn kill_scoped_command(
-    n: u32,
+    n: TmuxId,
     token: &str,
     pane: Option<&PaneRecord>,
 ) -> Vec<TmuxCommand<'static>> {
@@ -495,7 +499,9 @@ mod tests {
     fn the_mark_and_the_kill_need_the_chat_alone_and_the_mark_every_viewer_gone() {
         let m = |turn, viewers| {
             let checks = MarkChecks { turn, viewers };
-            mark_command(3, 1, "tok", checks, None).to_vec().join(" ")
+            mark_command(TmuxId(3), 1, "tok", checks, None)
+                .to_vec()
+                .join(" ")
         };
         for (t, v) in [(true, true), (true, false), (false, true), (false, false)] {
             let c = m(t, v);
@@ -504,7 +510,9 @@ mod tests {
             assert_eq!(c.contains("#{session_attached}"), v, "{c}");
             assert_eq!(c.contains("#{@ccs_turn}"), t, "{c}");
         }
-        let k = kill_scoped_command(3, "tok", None)[0].to_vec().join(" ");
+        let k = kill_scoped_command(TmuxId(3), "tok", None)[0]
+            .to_vec()
+            .join(" ");
         assert!(k.contains(ALONE) && k.contains("kill-session"), "{k}");
     }
 
@@ -568,14 +576,14 @@ mod tests {
             "#{==:#{W:#{P:#{?#{==:#{pane_id}:#{pane_pid},%7:70},1,}}},1}"
         );
         let cmds = [
-            mark_command(3, 1, "tok", BOTH, Some(&r)),
-            fence_set_command(3, 1, "tok", true, Some(&r)),
-            pane_fence_read_command(3, &r),
-            record_own_pane_command(3, &r),
+            mark_command(TmuxId(3), 1, "tok", BOTH, Some(&r)),
+            fence_set_command(TmuxId(3), 1, "tok", true, Some(&r)),
+            pane_fence_read_command(TmuxId(3), &r),
+            record_own_pane_command(TmuxId(3), &r),
         ];
         for c in cmds
             .iter()
-            .chain(kill_scoped_command(3, "tok", Some(&r)).iter())
+            .chain(kill_scoped_command(TmuxId(3), "tok", Some(&r)).iter())
         {
             for a in c.to_vec() {
                 assert!(balanced(&a), "{a}");
@@ -591,7 +599,9 @@ mod tests {
     #[test]
     fn a_chat_judged_as_its_pane_is_checked_and_killed_as_that_pane_only() {
         let r = PaneRecord { id: 7, pid: 70 };
-        let m = mark_command(3, 1, "tok", BOTH, Some(&r)).to_vec().join(" ");
+        let m = mark_command(TmuxId(3), 1, "tok", BOTH, Some(&r))
+            .to_vec()
+            .join(" ");
         assert!(!m.contains(ALONE), "{m}");
         assert!(m.contains("#{==:#{@ccs_pane},%7:70}"), "{m}");
         assert!(
@@ -599,11 +609,11 @@ mod tests {
             "{m}"
         );
         assert!(m.contains("#{window_active_clients}"), "{m}");
-        let f = fence_set_command(3, 1, "tok", true, Some(&r))
+        let f = fence_set_command(TmuxId(3), 1, "tok", true, Some(&r))
             .to_vec()
             .join(" ");
         assert!(!f.contains(ALONE) && f.contains("%7:70"), "{f}");
-        let k: Vec<String> = kill_scoped_command(3, "tok", Some(&r))
+        let k: Vec<String> = kill_scoped_command(TmuxId(3), "tok", Some(&r))
             .iter()
             .map(|c| c.to_vec().join(" "))
             .collect();
@@ -630,7 +640,7 @@ mod tests {
     #[test]
     fn the_own_pane_record_is_refused_asleep_held_or_shared_in_the_same_call() {
         let r = PaneRecord { id: 7, pid: 70 };
-        let c = record_own_pane_command(3, &r).to_vec().join(" ");
+        let c = record_own_pane_command(TmuxId(3), &r).to_vec().join(" ");
         for term in [
             "#{==:#{@ccs_asleep},}",
             "#{==:#{@ccs_reaping},}",

@@ -13,13 +13,14 @@ use super::args::{
 use super::listing;
 use super::{Tmux, TmuxError};
 use crate::core::policy::chat_pane::PaneRecord;
+use crate::core::policy::TmuxId;
 
 /// What the fence saw: the sessions still exactly ours and set fenced, and those a prompt took
 /// back before it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Fence {
-    pub held: HashSet<u32>,
-    pub taken_back: HashSet<u32>,
+    pub held: HashSet<TmuxId>,
+    pub taken_back: HashSet<TmuxId>,
 }
 
 impl Tmux {
@@ -32,14 +33,14 @@ impl Tmux {
     /// mark checks that pane still there and recorded, not the session alone.
     pub async fn mark_reaping(
         &self,
-        items: &[(u32, bool, bool)],
+        items: &[(TmuxId, bool, bool)],
         now_ms: i64,
         token: &str,
-        panes: &HashMap<u32, PaneRecord>,
+        panes: &HashMap<TmuxId, PaneRecord>,
     ) -> Result<(), TmuxError> {
-        let checks: HashMap<u32, (bool, bool)> =
+        let checks: HashMap<TmuxId, (bool, bool)> =
             items.iter().map(|&(n, t, v)| (n, (t, v))).collect();
-        let ns: Vec<u32> = items.iter().map(|x| x.0).collect();
+        let ns: Vec<TmuxId> = items.iter().map(|x| x.0).collect();
         let token_s = token.to_string();
         self.per_session(&ns, |n| {
             let (turn, viewers) = checks.get(&n).copied().unwrap_or((true, true));
@@ -67,16 +68,16 @@ impl Tmux {
     /// the session alone ([`listing::fenced_in`]).
     pub async fn fence(
         &self,
-        ns: &[(u32, &str, bool)],
+        ns: &[(TmuxId, &str, bool)],
         mark_at: i64,
         token: &str,
-        panes: &HashMap<u32, PaneRecord>,
+        panes: &HashMap<TmuxId, PaneRecord>,
     ) -> Result<Fence, TmuxError> {
         if ns.is_empty() || !args::plain_token(token) {
             return Ok(Fence::default());
         }
-        let checks: HashMap<u32, bool> = ns.iter().map(|&(n, _, v)| (n, v)).collect();
-        let ids: Vec<u32> = ns.iter().map(|x| x.0).collect();
+        let checks: HashMap<TmuxId, bool> = ns.iter().map(|&(n, _, v)| (n, v)).collect();
+        let ids: Vec<TmuxId> = ns.iter().map(|x| x.0).collect();
         let tok = token.to_string();
         // The read in the same (last) call as the writes: it prints only its own rows (a write
         // prints nothing). No server, or none of its sessions left: nothing carries the mark.

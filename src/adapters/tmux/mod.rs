@@ -33,6 +33,7 @@ pub use prompt::PromptBegin;
 pub use resume::{Created, Kept, Probe, Start, AGENT_OPTION, ARGV_OPTION};
 
 use crate::core::policy::chat_pane::PaneRecord;
+use crate::core::policy::TmuxId;
 use args::{
     clear_command, clear_stale_command, fence_command, quote, record_pane_command,
     set_if_unset_command, takeover_command, FENCED,
@@ -134,7 +135,7 @@ impl Tmux {
     /// budget allows. Sessions that are gone are skipped quietly (`-q`).
     pub async fn set_options(
         &self,
-        writes: &[(u32, &str, Option<String>)],
+        writes: &[(TmuxId, &str, Option<String>)],
     ) -> Result<(), TmuxError> {
         let mut batch: Vec<TmuxCommand<'_>> = Vec::new();
         let mut size = 0;
@@ -170,9 +171,9 @@ impl Tmux {
     /// in the server by its own `$N` (see [`args`]): a session gone meanwhile fails nothing and
     /// is simply left out. A server without any session, or none at all, leaves nothing to act
     /// on: done.
-    async fn per_session<F>(&self, ns: &[u32], build: F) -> Result<String, TmuxError>
+    async fn per_session<F>(&self, ns: &[TmuxId], build: F) -> Result<String, TmuxError>
     where
-        F: Fn(u32) -> Vec<TmuxCommand<'static>>,
+        F: Fn(TmuxId) -> Vec<TmuxCommand<'static>>,
     {
         self.per_session_then(ns, build, Vec::new()).await
     }
@@ -181,12 +182,12 @@ impl Tmux {
     /// every session's: a read of what the writes left, at no call of its own.
     async fn per_session_then<F>(
         &self,
-        ns: &[u32],
+        ns: &[TmuxId],
         build: F,
         tail: Vec<TmuxCommand<'static>>,
     ) -> Result<String, TmuxError>
     where
-        F: Fn(u32) -> Vec<TmuxCommand<'static>>,
+        F: Fn(TmuxId) -> Vec<TmuxCommand<'static>>,
     {
         let mut built: Vec<Vec<TmuxCommand<'static>>> = ns
             .iter()
@@ -261,12 +262,12 @@ impl Tmux {
     /// and that pane is still its one pane ([`record_pane_command`]).
     pub async fn first_sight(
         &self,
-        stamps: &[(u32, i64)],
-        panes: &[(u32, PaneRecord)],
+        stamps: &[(TmuxId, i64)],
+        panes: &[(TmuxId, PaneRecord)],
     ) -> Result<(), TmuxError> {
-        let stamp_of: HashMap<u32, i64> = stamps.iter().copied().collect();
-        let pane_of: HashMap<u32, PaneRecord> = panes.iter().copied().collect();
-        let mut ns: Vec<u32> = stamps.iter().map(|w| w.0).collect();
+        let stamp_of: HashMap<TmuxId, i64> = stamps.iter().copied().collect();
+        let pane_of: HashMap<TmuxId, PaneRecord> = panes.iter().copied().collect();
+        let mut ns: Vec<TmuxId> = stamps.iter().map(|w| w.0).collect();
         ns.extend(
             panes
                 .iter()
@@ -291,7 +292,7 @@ impl Tmux {
     /// `token`), to finish its teardown under our own mark; then whether we hold it (the fence).
     pub async fn take_over(
         &self,
-        n: u32,
+        n: TmuxId,
         value: &str,
         token: &str,
         now_ms: i64,
@@ -304,11 +305,11 @@ impl Tmux {
         let out = self.gone_is_ok(self.run(&cmds).await)?;
         Ok(out
             .lines()
-            .any(|l| l.trim().strip_prefix(FENCED) == Some(&n.to_string())))
+            .any(|l| l.trim().strip_prefix(FENCED) == Some(&n.get().to_string())))
     }
 
     /// Clear our marks on many sessions (each only if still ours), batched.
-    pub async fn clear_reaping_many(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
+    pub async fn clear_reaping_many(&self, ns: &[TmuxId], token: &str) -> Result<(), TmuxError> {
         let token = token.to_string();
         self.per_session(ns, |n| vec![clear_command(n, &token)])
             .await
@@ -317,7 +318,7 @@ impl Tmux {
 
     /// `kill-session` of many sessions, each only while it carries our token, batched. Sessions
     /// already gone are fine.
-    pub async fn kill_sessions(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
+    pub async fn kill_sessions(&self, ns: &[TmuxId], token: &str) -> Result<(), TmuxError> {
         self.kill_sessions_left(ns, token, &HashMap::new())
             .await
             .map(|_| ())
@@ -331,9 +332,9 @@ impl Tmux {
     /// pane is killed (`kill-pane`), the session stays ([`args::kill_scoped_command`]).
     pub async fn kill_sessions_left(
         &self,
-        ns: &[u32],
+        ns: &[TmuxId],
         token: &str,
-        panes: &HashMap<u32, PaneRecord>,
+        panes: &HashMap<TmuxId, PaneRecord>,
     ) -> Result<Option<usize>, TmuxError> {
         let token = token.to_string();
         // One `LEFT` a session still there, then `END`: the count is known only once `END` came
@@ -358,7 +359,7 @@ impl Tmux {
     /// `token` (the token as listed; empty for none).
     pub async fn clear_stale_reaping(
         &self,
-        n: u32,
+        n: TmuxId,
         value: &str,
         token: &str,
     ) -> Result<(), TmuxError> {
@@ -472,7 +473,7 @@ impl Tmux {
     /// else nothing is done) and no reap mark is on it: `@ccs_turn` cleared, `@ccs_idle` = `now_ms`,
     /// in one call. `true` when it ended; `false` when the value changed, the session is gone or
     /// `seen` is not plain digits.
-    pub async fn end_turn_if(&self, n: u32, seen: &str, now_ms: i64) -> Result<bool, TmuxError> {
+    pub async fn end_turn_if(&self, n: TmuxId, seen: &str, now_ms: i64) -> Result<bool, TmuxError> {
         if seen.is_empty() || !seen.bytes().all(|b| b.is_ascii_digit()) {
             return Ok(false);
         }

@@ -5,13 +5,14 @@
 use super::args::record_own_pane_command;
 use super::{Tmux, TmuxError};
 use crate::core::policy::chat_pane::PaneRecord;
+use crate::core::policy::TmuxId;
 
 impl Tmux {
     /// Record `pane` as the chat's own pane of session `n` (`@ccs_pane`), in one guarded call:
     /// only while no reap holds the session, the pane is still in it with that pid, and no pane
     /// is recorded or the recorded one is no longer there ([`record_own_pane_command`]). `true`
     /// when it was written; a session gone is `false`.
-    pub async fn record_own_pane(&self, n: u32, pane: &PaneRecord) -> Result<bool, TmuxError> {
+    pub async fn record_own_pane(&self, n: TmuxId, pane: &PaneRecord) -> Result<bool, TmuxError> {
         let out = self.gone_is_ok(self.run(&[record_own_pane_command(n, pane)]).await)?;
         Ok(out.lines().any(|l| l.trim() == "recorded"))
     }

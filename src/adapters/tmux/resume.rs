@@ -3,6 +3,7 @@
 //! line, the chat's kept command line (`@ccs_argv`), the server's global environment, and the
 //! `attach` command line.
 
+use crate::core::policy::TmuxId;
 use tmux_interface::TmuxCommand;
 
 use super::{literal, session_gone, Socket, Tmux, TmuxError};
@@ -46,7 +47,7 @@ pub struct Start<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Created {
     /// Its `$N`.
-    pub n: u32,
+    pub n: TmuxId,
     /// The pid of its pane's process.
     pub pane_pid: u32,
 }
@@ -97,11 +98,11 @@ impl Tmux {
     }
 
     /// Session `$n`'s first pane, read in one call; `None` when it is gone.
-    pub async fn probe(&self, n: u32) -> Result<Option<Probe>, TmuxError> {
+    pub async fn probe(&self, n: TmuxId) -> Result<Option<Probe>, TmuxError> {
         let mut c = TmuxCommand::with_name("display-message");
         c.push_param("-p")
             .push_param("-t")
-            .push_param(format!("${n}:"))
+            .push_param(format!("{n}:"))
             .push_param("#{pane_dead}\t#{pane_dead_status}\t#{pane_pid}\t#{@ccs_cid}");
         match self.run(&[c]).await {
             Ok(out) => {
@@ -122,7 +123,7 @@ impl Tmux {
 
     /// The last lines of session `$n`'s first pane (what the agent said before it exited),
     /// empty lines left out.
-    pub async fn last_lines(&self, n: u32, keep: usize) -> Result<Vec<String>, TmuxError> {
+    pub async fn last_lines(&self, n: TmuxId, keep: usize) -> Result<Vec<String>, TmuxError> {
         // The history too (an agent may have scrolled), and, where the pane died inside the
         // alternate screen, that screen.
         let mut c = TmuxCommand::with_name("capture-pane");
@@ -131,14 +132,14 @@ impl Tmux {
             .push_param("-S")
             .push_param("-200")
             .push_param("-t")
-            .push_param(format!("${n}:"));
+            .push_param(format!("{n}:"));
         let mut out = self.run(&[c]).await?;
         let mut alt = TmuxCommand::with_name("capture-pane");
         alt.push_param("-p")
             .push_param("-a")
             .push_param("-q")
             .push_param("-t")
-            .push_param(format!("${n}:"));
+            .push_param(format!("{n}:"));
         if let Ok(a) = self.run(&[alt]).await {
             out.push_str(&a);
         }
@@ -153,7 +154,7 @@ impl Tmux {
     /// Set an `@` or window option of session `$n` (`None` unsets); `false` when it is gone.
     pub async fn set_on(
         &self,
-        n: u32,
+        n: TmuxId,
         window: bool,
         opt: &str,
         value: Option<&str>,
@@ -166,7 +167,7 @@ impl Tmux {
             c.push_param("-u");
         }
         c.push_param("-t")
-            .push_param(format!("${n}:"))
+            .push_param(format!("{n}:"))
             .push_param(opt.to_string());
         if let Some(v) = value {
             c.push_param(literal(v));
@@ -180,9 +181,9 @@ impl Tmux {
     }
 
     /// Kill session `$n` (one this process created); gone already is fine.
-    pub async fn kill_n(&self, n: u32) -> Result<(), TmuxError> {
+    pub async fn kill_n(&self, n: TmuxId) -> Result<(), TmuxError> {
         let mut c = TmuxCommand::with_name("kill-session");
-        c.push_param("-t").push_param(format!("${n}"));
+        c.push_param("-t").push_param(format!("{n}"));
         match self.run(&[c]).await {
             Ok(_) => Ok(()),
             Err(TmuxError::Failed { stderr, .. }) if session_gone(&stderr) => Ok(()),
@@ -196,8 +197,8 @@ impl Tmux {
     /// (`show-environment -t`, the kept names only: [`crate::core::records::kept_env_name`]).
     /// Batched as the marks are: one call for a batch that fits one command line. A session that
     /// went, or a call that failed, gives none.
-    pub async fn kept(&self, ns: &[u32]) -> std::collections::HashMap<u32, Kept> {
-        let mut out: std::collections::HashMap<u32, Kept> = std::collections::HashMap::new();
+    pub async fn kept(&self, ns: &[TmuxId]) -> std::collections::HashMap<TmuxId, Kept> {
+        let mut out: std::collections::HashMap<TmuxId, Kept> = std::collections::HashMap::new();
         if ns.is_empty() {
             return out;
         }
@@ -207,7 +208,7 @@ impl Tmux {
         else {
             return out;
         };
-        let mut at: Option<u32> = None;
+        let mut at: Option<TmuxId> = None;
         for line in text.lines() {
             if let Some(sid) = line.strip_prefix("ENV ") {
                 at = parse_sid(sid);

@@ -207,7 +207,7 @@ mod tests {
 
     fn sess(rec: &str, panes: Vec<Pane>) -> Session {
         Session {
-            tmux_id: 1,
+            tmux_id: crate::core::policy::TmuxId(1),
             name: "ccs-1".into(),
             id: "1".into(),
             chat_pane: rec.into(),

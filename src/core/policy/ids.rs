@@ -1,6 +1,40 @@
 //! Ids and stamps as others write them: chat ids, conversation ids (never a flag), Unix-ms
 //! stamps, and the conversation id a `claude` command line names.
 
+use super::TmuxId;
+
+/// Serde for a [`TmuxId`] written as its bare number, as journals, `known.json` and
+/// `status --json` have always written it (an audit line writes `"$N"`).
+pub mod as_number {
+    use super::TmuxId;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &TmuxId, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u32(id.get())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<TmuxId, D::Error> {
+        u32::deserialize(d).map(TmuxId)
+    }
+}
+
+/// [`as_number`] for an optional [`TmuxId`] (`null` when absent).
+pub mod as_number_opt {
+    use super::TmuxId;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &Option<TmuxId>, s: S) -> Result<S::Ok, S::Error> {
+        match id {
+            Some(id) => s.serialize_some(&id.get()),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<TmuxId>, D::Error> {
+        Option::<u32>::deserialize(d).map(|n| n.map(TmuxId))
+    }
+}
+
 /// The socket path in `TMUX` (`<socket>,<server pid>,<session>`): everything before the last two
 /// commas, so a socket path with a comma in it is read whole.
 pub fn socket_of_tmux_env(tmux: &str) -> Option<&str> {

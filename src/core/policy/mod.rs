@@ -555,7 +555,7 @@ mod tests {
 
     fn sess(id: u32) -> Session {
         Session {
-            tmux_id: id,
+            tmux_id: TmuxId(id),
             name: format!("ccs-{id}"),
             id: id.to_string(),
             idle: (NOW - 1000).to_string(),
@@ -797,7 +797,7 @@ mod tests {
     #[test_case(Keep, Shared, false, |s, _, _| { old(s); s.panes.push(Pane { id: Some(7), window_index: Some(1), ..s.panes[0].clone() }) } ; "a window beside the chat, long idle: shared, kept")]
     #[test_case(Keep, Foreign, false, |s, _, _| { old(s); s.chat_pane = "%7:7".into() } ; "another pane than the recorded one, long idle: foreign, kept")]
     #[test_case(Keep, Viewed, true, |s, _, _| { old(s); s.panes.push(s.panes[0].clone()); s.clients = vec![client(false)] } ; "shared but watched: viewed, the clock refreshed")]
-    #[test_case(Keep, Viewed, true, |s, _, _| { old(s); s.clients = vec![Client { through: Some(9), ..client(false) }] } ; "a viewer through a linked window or a group: kept, the clock refreshed")]
+    #[test_case(Keep, Viewed, true, |s, _, _| { old(s); s.clients = vec![Client { through: Some(TmuxId(9)), ..client(false) }] } ; "a viewer through a linked window or a group: kept, the clock refreshed")]
     #[test_case(Reap, Exited, false, |s, _, _| { s.turn = "5".into(); s.panes[0] = dead(None, Some(9)) } ; "exited while busy: cleaned")]
     #[test_case(Keep, Exited, false, |s, _, _| { s.clients = vec![client(false)]; s.panes[0] = dead(Some(0), None) } ; "exited but viewed: kept")]
     #[test_case(Keep, Idle, false, |s, _, p| { p.reap_exited = false; s.panes[0] = dead(Some(0), None) } ; "exited, cleanup off: normal rules")]
@@ -1009,7 +1009,7 @@ mod tests {
         let mut v: Vec<_> = d
             .iter()
             .filter(|d| d.action() == Action::Reap)
-            .map(|d| (d.tmux_id, d.reap_reason().unwrap()))
+            .map(|d| (d.tmux_id.get(), d.reap_reason().unwrap()))
             .collect();
         v.sort_by_key(|x| x.0);
         v

@@ -396,7 +396,7 @@ mod tests {
     /// An idle chat, idle for `idle_s` seconds, holding `mib` MiB.
     fn chat(id: u32, idle_s: i64, mib: u64) -> Session {
         Session {
-            tmux_id: id,
+            tmux_id: TmuxId(id),
             name: format!("ccs-{id}"),
             id: id.to_string(),
             idle: (NOW - idle_s * 1000).to_string(),
@@ -740,7 +740,7 @@ mod review_tests {
     /// An idle chat whose own pane is recorded, idle for `idle_s` seconds, holding `mib` MiB.
     fn chat(id: u32, idle_s: i64, mib: u64) -> Session {
         Session {
-            tmux_id: id,
+            tmux_id: TmuxId(id),
             name: format!("ccs-{id}"),
             id: id.to_string(),
             idle: (NOW - idle_s * 1000).to_string(),

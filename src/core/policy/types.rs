@@ -132,7 +132,8 @@ pub struct Client {
     /// The `$N` number of the session the client is attached to, when that is not the session
     /// it is listed under: it watches this one through a linked window or a session group.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub through: Option<u32>,
+    #[serde(with = "super::ids::as_number_opt")]
+    pub through: Option<TmuxId>,
 }
 
 /// One pane of a session.
@@ -177,8 +178,9 @@ impl Pane {
 /// `decide` panics on the mismatch.
 #[derive(Debug, Clone, PartialEq, Default, Serialize)]
 pub struct Session {
-    /// The number of tmux's `$N` session id.
-    pub tmux_id: u32,
+    /// tmux's `$N` session id (serialised as its number).
+    #[serde(with = "super::ids::as_number")]
+    pub tmux_id: TmuxId,
     pub name: String,
     /// `name` without the prefix.
     pub id: String,
@@ -254,7 +256,7 @@ pub enum AgentTurn {
 
 impl Session {
     pub fn tmux_target(&self) -> String {
-        format!("${}", self.tmux_id)
+        self.tmux_id.to_string()
     }
 
     /// Whether the reap with `token` holds this session: a reap mark, and that reap's token. The
@@ -434,13 +436,35 @@ impl State {
     pub const ALL: &'static [State] = <State as strum::VariantArray>::VARIANTS;
 }
 
-/// A tmux session id: the number of `$N`, printed (and serialised) as `$N`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// A tmux session id, `$N`: printed as `$N`, and serialised so by default (audit lines, `reap
+/// --json`); journals, `known.json` and `status --json` write its bare number
+/// ([`super::ids::as_number`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct TmuxId(pub u32);
+
+impl TmuxId {
+    /// The number of `$N`.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+/// Debug-printed as its bare number, as when it was a `u32` (logs, `{:?}` of the records).
+impl std::fmt::Debug for TmuxId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.0, f)
+    }
+}
 
 impl std::fmt::Display for TmuxId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "${}", self.0)
+    }
+}
+
+impl From<u32> for TmuxId {
+    fn from(n: u32) -> Self {
+        TmuxId(n)
     }
 }
 
@@ -513,7 +537,7 @@ impl ReapReason {
 /// The decision for one session.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
-    pub tmux_id: u32,
+    pub tmux_id: TmuxId,
     pub name: String,
     pub id: String,
     /// Keep it, or reap it and why.
@@ -586,7 +610,8 @@ impl Decision {
 /// `reap_reason`.
 #[derive(Serialize)]
 struct DecisionJson<'a> {
-    tmux_id: u32,
+    #[serde(with = "super::ids::as_number")]
+    tmux_id: TmuxId,
     name: &'a str,
     id: &'a str,
     action: Action,
@@ -640,7 +665,7 @@ mod tests {
     #[test]
     fn a_decision_says_its_ruling_as_action_and_reap_reason() {
         let mut d = Decision {
-            tmux_id: 3,
+            tmux_id: TmuxId(3),
             name: "ccs-3".into(),
             id: "3".into(),
             ruling: Ruling::Keep,

@@ -2,6 +2,7 @@
 //! reaper's journals, clear stale marks, stamp the idle clocks, warn, choose, start the batch,
 //! report. `status` is a sweep that writes nothing.
 
+use crate::core::policy::TmuxId;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -97,7 +98,7 @@ pub async fn sweep(r: &Arc<Reaper>, batches: Batches<'_>) -> SweepReport {
         r.ownership.end_observation();
     }
     if !reqs.is_empty() {
-        let ns: Vec<u32> = reqs.iter().map(|q| q.decision.tmux_id).collect();
+        let ns: Vec<TmuxId> = reqs.iter().map(|q| q.decision.tmux_id).collect();
         let guard = r.inflight.hold(ns.clone());
         match batches {
             Batches::Wait(sink) => {
@@ -167,10 +168,10 @@ impl<'a> Sayer<'a> {
 /// the listing taken before (that would only abort with "gone", a second audit line). Returns
 /// how many lines of finished teardowns there are.
 fn not_again(reaps: &[AuditLine], reqs: &mut Vec<teardown::Request>) -> usize {
-    let finished: HashSet<u32> = reaps
+    let finished: HashSet<TmuxId> = reaps
         .iter()
         .filter(|l| l.outcome != Outcome::Lost)
-        .map(|l| l.tmux_id.0)
+        .map(|l| l.tmux_id)
         .collect();
     reqs.retain(|q| !finished.contains(&q.session.tmux_id));
     reaps.iter().filter(|l| l.outcome != Outcome::Lost).count()
@@ -179,9 +180,9 @@ fn not_again(reaps: &[AuditLine], reqs: &mut Vec<teardown::Request>) -> usize {
 /// An awaited batch (`--once`) is over: each line's outcome becomes its session's fate (one
 /// line per request, in order), and the line joins `reaps`.
 fn ended(
-    ns: Vec<u32>,
+    ns: Vec<TmuxId>,
     ends: Vec<teardown::Finished>,
-    fates: &mut HashMap<u32, Fate>,
+    fates: &mut HashMap<TmuxId, Fate>,
     reaps: &mut Vec<AuditLine>,
 ) {
     for (n, f) in ns.into_iter().zip(&ends) {
@@ -244,7 +245,7 @@ pub(crate) fn journals_by_owner(
 /// seen by this reaper for longer than the limit it wrote: see `policy::mark_is_stale`), but
 /// never one of ours in flight nor one a live reaper's journal names.
 async fn clear_stale_marks(tmux: &Tmux, state: &StateDir, holds: &Holds<'_>, snap: &Snapshot) {
-    let mut stale: Vec<(u32, String, String, String)> = snap
+    let mut stale: Vec<(TmuxId, String, String, String)> = snap
         .sessions
         .iter()
         .filter(|s| {
@@ -268,9 +269,9 @@ async fn clear_stale_marks(tmux: &Tmux, state: &StateDir, holds: &Holds<'_>, sna
         .collect();
     stale.retain(|(.., id)| !left.contains(id));
     for (n, v, tok, _) in stale {
-        tracing::warn!(tmux_id = %format!("${n}"), reaping = %v, token = %tok, "clearing a stale reap mark (its reaper is gone)");
+        tracing::warn!(tmux_id = %n, reaping = %v, token = %tok, "clearing a stale reap mark (its reaper is gone)");
         if let Err(e) = tmux.clear_stale_reaping(n, &v, tok.trim()).await {
-            tracing::warn!(tmux_id = %format!("${n}"), error = %e, "failed to clear a stale reap mark");
+            tracing::warn!(tmux_id = %n, error = %e, "failed to clear a stale reap mark");
         }
     }
 }
@@ -288,12 +289,12 @@ async fn stamp_idle_clocks(
     // same chain, the chats seen with their one pane and nothing recorded: that pane is recorded
     // as the chat's (`@ccs_pane`), so a pane swapped or moved in later is never taken for it
     // ([`policy::chat_pane`]); not for a chat this sweep reaps.
-    let first: Vec<(u32, i64)> = decisions
+    let first: Vec<(TmuxId, i64)> = decisions
         .iter()
         .filter(|d| d.stamp_if_unset)
         .filter_map(|d| d.stamp_idle.map(|t| (d.tmux_id, t)))
         .collect();
-    let panes: Vec<(u32, policy::chat_pane::PaneRecord)> = decisions
+    let panes: Vec<(TmuxId, policy::chat_pane::PaneRecord)> = decisions
         .iter()
         .zip(sessions)
         .filter(|(d, _)| d.action() != Action::Reap)
@@ -305,7 +306,7 @@ async fn stamp_idle_clocks(
             tracing::warn!(error = %e, count = first.len(), panes = panes.len(), "failed to write first-sight idle stamps and chat panes");
         }
     }
-    let stamps: Vec<(u32, &str, Option<String>)> = decisions
+    let stamps: Vec<(TmuxId, &str, Option<String>)> = decisions
         .iter()
         .filter(|d| !d.stamp_if_unset)
         .filter_map(|d| {
@@ -329,7 +330,7 @@ async fn stamp_idle_clocks(
 /// Each decision at debug level, and what a session's own settings had ignored as a warning.
 fn log_decisions(decisions: &[Decision]) {
     for d in decisions {
-        tracing::debug!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), decision = ?d.action(), state = d.state.as_str(), reason = %d.why, idle_ms = d.idle_ms, "decided");
+        tracing::debug!(session = %d.name, tmux_id = %d.tmux_id, decision = ?d.action(), state = d.state.as_str(), reason = %d.why, idle_ms = d.idle_ms, "decided");
         if let Some(w) = &d.warning {
             tracing::warn!(session = %d.name, "{w}");
         }
@@ -366,14 +367,14 @@ pub(crate) fn choose(
     decisions: &[Decision],
     snap: &Snapshot,
     server_pid: Option<u32>,
-) -> (HashMap<u32, Fate>, Vec<teardown::Request>) {
+) -> (HashMap<TmuxId, Fate>, Vec<teardown::Request>) {
     let Holds {
         dry_run,
         ownership,
         inflight,
         live,
     } = *holds;
-    let mut fates: HashMap<u32, Fate> = HashMap::new();
+    let mut fates: HashMap<TmuxId, Fate> = HashMap::new();
     let mut reqs = Vec::new();
     for (d, s) in decisions.iter().zip(&snap.sessions) {
         if d.action() != Action::Reap {
@@ -383,7 +384,7 @@ pub(crate) fn choose(
             continue;
         };
         if dry_run {
-            tracing::info!(session = %d.name, tmux_id = %format!("${}", d.tmux_id), reason = reason.as_str(), idle_ms = d.idle_ms, "would reap (dry run)");
+            tracing::info!(session = %d.name, tmux_id = %d.tmux_id, reason = reason.as_str(), idle_ms = d.idle_ms, "would reap (dry run)");
             fates.insert(d.tmux_id, Fate::WouldReap);
             continue;
         }
@@ -470,7 +471,7 @@ pub(crate) enum Fate {
 }
 
 /// Every session counted once: kept (not to be reaped, or not acted on), or its fate.
-fn summarize(decisions: &[Decision], fates: &HashMap<u32, Fate>, recovered: usize) -> Summary {
+fn summarize(decisions: &[Decision], fates: &HashMap<TmuxId, Fate>, recovered: usize) -> Summary {
     let mut s = Summary {
         seen: decisions.len(),
         recovered,
@@ -510,11 +511,11 @@ mod tests {
     use super::*;
     use crate::core::policy::State;
 
-    fn decision(n: u32, action: Action) -> Decision {
+    fn decision(n: TmuxId, action: Action) -> Decision {
         Decision {
             tmux_id: n,
-            name: format!("ccs-{n}"),
-            id: n.to_string(),
+            name: format!("ccs-{}", n.get()),
+            id: n.get().to_string(),
             ruling: match action {
                 Action::Reap => crate::core::policy::Ruling::Reap(ReapReason::Idle),
                 Action::Keep => crate::core::policy::Ruling::Keep,
@@ -597,12 +598,12 @@ mod tests {
             let decisions: Vec<Decision> = rows
                 .iter()
                 .enumerate()
-                .map(|(i, (a, _))| decision(i as u32, *a))
+                .map(|(i, (a, _))| decision(TmuxId(i as u32), *a))
                 .collect();
-            let fates: HashMap<u32, Fate> = rows
+            let fates: HashMap<TmuxId, Fate> = rows
                 .iter()
                 .enumerate()
-                .filter_map(|(i, (_, f))| f.map(|f| (i as u32, f)))
+                .filter_map(|(i, (_, f))| f.map(|f| (TmuxId(i as u32), f)))
                 .collect();
             let got = summarize(&decisions, &fates, *recovered);
             assert_eq!(&got, want, "{rows:?}");

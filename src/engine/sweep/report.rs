@@ -134,7 +134,7 @@ fn sessions(decisions: Vec<Decision>, snap: &Snapshot, now: i64) -> Vec<SessionR
                     attached_ms: now.saturating_sub(c.created_ms).max(0) as u64,
                     idle_ms: now.saturating_sub(c.activity_ms).max(0) as u64,
                     orphaned: c.orphaned,
-                    through: c.through.map(policy::TmuxId),
+                    through: c.through,
                 })
                 .collect(),
             agent: crate::agents::of_panes(&s.panes).map(|a| a.name),

@@ -7,6 +7,7 @@ use super::{Abort, Batch};
 use crate::adapters::state::StateDir;
 use crate::config::Config;
 use crate::core::policy;
+use crate::core::policy::TmuxId;
 
 /// The mark of a batch: its value (Unix ms, for people and the guarded tmux calls), its token,
 /// and when it was set by this process's own monotonic clock (read before the test-and-set), on
@@ -34,7 +35,7 @@ pub(super) async fn fence(
     reaps: &mut [Reap],
     mark: Mark<'_>,
 ) {
-    let ns: Vec<(u32, &str, bool)> = reaps
+    let ns: Vec<(TmuxId, &str, bool)> = reaps
         .iter()
         .filter(|j| j.stage.is_on())
         .map(|j| {
@@ -63,13 +64,13 @@ pub(super) async fn fence(
     let (elapsed, lease) = (mark.elapsed(), b.h.cfg.lease());
     for j in reaps.iter_mut().filter(|j| j.stage.is_on()) {
         if fence.taken_back.contains(&j.n()) {
-            tracing::info!(session = %j.request.decision.name, tmux_id = %format!("${}", j.n()), "a prompt arrived before the fence: the chat was taken back, nothing signalled");
+            tracing::info!(session = %j.request.decision.name, tmux_id = %j.n(), "a prompt arrived before the fence: the chat was taken back, nothing signalled");
             j.abort(Abort::PromptArrived);
             continue;
         }
         let held = fence.held.contains(&j.n());
         if let Err(why) = lease.fence(held, elapsed) {
-            tracing::warn!(session = %j.request.decision.name, tmux_id = %format!("${}", j.n()), why = why.as_str(), "fenced off: nothing signalled");
+            tracing::warn!(session = %j.request.decision.name, tmux_id = %j.n(), why = why.as_str(), "fenced off: nothing signalled");
             j.abort(Abort::FencedOff(why));
         }
     }
@@ -112,7 +113,7 @@ pub(super) fn lease_ran_out(cfg: &Config, reaps: &mut [Reap], mark: Mark<'_>) {
 /// removed, then their marks cleared in one call (checked in the server: a no-op on a mark not
 /// ours). The chats live on.
 pub(super) async fn release(tmux: &impl TmuxPort, state: &StateDir, reaps: &mut [Reap], tok: &str) {
-    let mut clear: Vec<u32> = Vec::new();
+    let mut clear: Vec<TmuxId> = Vec::new();
     for j in reaps.iter_mut() {
         let n = j.n();
         let Stage::Stopped { held, .. } = &mut j.stage else {

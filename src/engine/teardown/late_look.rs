@@ -6,6 +6,7 @@ use super::ports::ProcPort;
 use super::stage::{Reap, Stage};
 use super::Failure;
 use crate::adapters::procs;
+use crate::core::policy::TmuxId;
 
 /// End what the chats of the wave `done` started after their victims were collected. An
 /// unreadable process table fails every chat of the wave (nothing born late can be told gone).
@@ -15,7 +16,7 @@ pub(super) async fn end_late(
     done: &[(usize, procs::StopReport)],
     world: &procs::World,
 ) {
-    let chats: Vec<(u32, Vec<procs::Ident>)> = done
+    let chats: Vec<(TmuxId, Vec<procs::Ident>)> = done
         .iter()
         .map(|(i, _)| (reaps[*i].n(), reaps[*i].stage.ids().to_vec()))
         .collect();

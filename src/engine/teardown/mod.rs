@@ -14,6 +14,7 @@
 //! the batch goes on waiting out the grace for the chats with survivors
 //! ([`signal::stop_and_finish`]).
 
+use crate::core::policy::TmuxId;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -153,7 +154,7 @@ pub(crate) async fn reap_with<'a>(
     }
     let span = match reqs.as_slice() {
         [one] => {
-            tracing::info_span!("reap", session = %one.decision.name, tmux_id = %format!("${}", one.decision.tmux_id), reason = one.reason.as_str())
+            tracing::info_span!("reap", session = %one.decision.name, tmux_id = %one.decision.tmux_id, reason = one.reason.as_str())
         }
         many => tracing::info_span!("reap", sessions = many.len()),
     };
@@ -295,7 +296,7 @@ async fn mark_all<T: TmuxPort, P: ProcPort>(
     mark: Mark<'_>,
 ) -> bool {
     let token: stage::Token = Arc::from(mark.tok);
-    let items: Vec<(u32, bool, bool)> = reaps
+    let items: Vec<(TmuxId, bool, bool)> = reaps
         .iter()
         .map(|j| {
             let d = &j.request.decision;
@@ -322,7 +323,7 @@ async fn mark_all<T: TmuxPort, P: ProcPort>(
     };
     b.h.metrics.tmux_errors.inc();
     // Some marks may have been set before it failed: take back ours (best effort).
-    let all: Vec<u32> = reaps.iter().map(Reap::n).collect();
+    let all: Vec<TmuxId> = reaps.iter().map(Reap::n).collect();
     if let Err(e) = b.tmux.clear_reaping_many(&all, mark.tok).await {
         tracing::warn!(error = %e, "failed to clear reap marks after a failed marking");
     }

@@ -3,6 +3,7 @@
 //! the teardown's unit tests run it against a recording stand-in (`standin.rs`) that scripts
 //! their answers and records every call.
 
+use crate::core::policy::TmuxId;
 use std::collections::HashMap;
 use std::future::Future;
 use std::time::Duration;
@@ -14,7 +15,7 @@ use crate::core::policy::Session;
 use crate::engine::ownership::Ownership;
 
 /// The reaps of a batch that take only their chat's pane: session number to that pane.
-pub(crate) type Panes = HashMap<u32, PaneRecord>;
+pub(crate) type Panes = HashMap<TmuxId, PaneRecord>;
 
 /// Why this reaper cannot see the tmux server's processes as they are (what the check found).
 #[derive(Debug, thiserror::Error)]
@@ -27,7 +28,7 @@ pub(crate) trait TmuxPort: Sync {
     /// `panes`: the reaps that take only their chat's pane, by session number, and that pane.
     fn mark_reaping(
         &self,
-        items: &[(u32, bool, bool)],
+        items: &[(TmuxId, bool, bool)],
         mark_at: i64,
         token: &str,
         panes: &Panes,
@@ -35,17 +36,17 @@ pub(crate) trait TmuxPort: Sync {
     /// Clear the marks of `ns` that still carry `token` (checked in the server).
     fn clear_reaping_many(
         &self,
-        ns: &[u32],
+        ns: &[TmuxId],
         token: &str,
     ) -> impl Future<Output = Result<(), TmuxError>> + Send;
     /// The listing of the sessions under `prefix` (the re-check's, and a large wave's).
     fn list(&self, prefix: &str) -> impl Future<Output = Result<Listing, TmuxError>> + Send;
     /// What the journals keep of each session (`@ccs_argv`, environment, options).
-    fn kept(&self, ns: &[u32]) -> impl Future<Output = HashMap<u32, Kept>> + Send;
+    fn kept(&self, ns: &[TmuxId]) -> impl Future<Output = HashMap<TmuxId, Kept>> + Send;
     /// The fence: which of `ns` (`(n, name, check the viewers)`) still carry exactly our mark.
     fn fence(
         &self,
-        ns: &[(u32, &str, bool)],
+        ns: &[(TmuxId, &str, bool)],
         mark_at: i64,
         token: &str,
         panes: &Panes,
@@ -54,7 +55,7 @@ pub(crate) trait TmuxPort: Sync {
     /// alone, for those in `panes`); how many sessions are left.
     fn kill_sessions_left(
         &self,
-        ns: &[u32],
+        ns: &[TmuxId],
         token: &str,
         panes: &Panes,
     ) -> impl Future<Output = Result<Option<usize>, TmuxError>> + Send;
@@ -63,7 +64,7 @@ pub(crate) trait TmuxPort: Sync {
 impl TmuxPort for Tmux {
     async fn mark_reaping(
         &self,
-        items: &[(u32, bool, bool)],
+        items: &[(TmuxId, bool, bool)],
         mark_at: i64,
         token: &str,
         panes: &Panes,
@@ -71,7 +72,7 @@ impl TmuxPort for Tmux {
         Tmux::mark_reaping(self, items, mark_at, token, panes).await
     }
 
-    async fn clear_reaping_many(&self, ns: &[u32], token: &str) -> Result<(), TmuxError> {
+    async fn clear_reaping_many(&self, ns: &[TmuxId], token: &str) -> Result<(), TmuxError> {
         Tmux::clear_reaping_many(self, ns, token).await
     }
 
@@ -79,13 +80,13 @@ impl TmuxPort for Tmux {
         Tmux::list(self, prefix, procs::exit_collected).await
     }
 
-    async fn kept(&self, ns: &[u32]) -> HashMap<u32, Kept> {
+    async fn kept(&self, ns: &[TmuxId]) -> HashMap<TmuxId, Kept> {
         Tmux::kept(self, ns).await
     }
 
     async fn fence(
         &self,
-        ns: &[(u32, &str, bool)],
+        ns: &[(TmuxId, &str, bool)],
         mark_at: i64,
         token: &str,
         panes: &Panes,
@@ -95,7 +96,7 @@ impl TmuxPort for Tmux {
 
     async fn kill_sessions_left(
         &self,
-        ns: &[u32],
+        ns: &[TmuxId],
         token: &str,
         panes: &Panes,
     ) -> Result<Option<usize>, TmuxError> {
@@ -117,7 +118,7 @@ pub(crate) trait ProcPort: Sync {
         &self,
         sessions: &[&Session],
         listing: &Listing,
-    ) -> Result<HashMap<u32, Vec<Ident>>, TableError>;
+    ) -> Result<HashMap<TmuxId, Vec<Ident>>, TableError>;
     /// Pin each identity for signalling (what cannot be pinned is left out).
     fn pin(&self, ids: &[Ident]) -> Vec<Victim>;
     /// The memory of each group (RSS, PSS), read off the teardown's path: started at once.
@@ -136,9 +137,9 @@ pub(crate) trait ProcPort: Sync {
     /// End what the chats (`(n, victims)`) started after their victims were collected.
     fn end_late(
         &self,
-        chats: &[(u32, Vec<Ident>)],
+        chats: &[(TmuxId, Vec<Ident>)],
         world: &World,
-    ) -> impl Future<Output = Result<HashMap<u32, LateReport>, TableError>> + Send;
+    ) -> impl Future<Output = Result<HashMap<TmuxId, LateReport>, TableError>> + Send;
     /// Whether `id` still lives (the same process).
     fn alive(&self, id: Ident) -> bool;
 }
@@ -163,7 +164,7 @@ impl ProcPort for Host<'_> {
         &self,
         sessions: &[&Session],
         listing: &Listing,
-    ) -> Result<HashMap<u32, Vec<Ident>>, TableError> {
+    ) -> Result<HashMap<TmuxId, Vec<Ident>>, TableError> {
         let table = procs::table()?;
         Ok(procs::members_of(&table, sessions.iter().copied(), listing))
     }
@@ -195,9 +196,9 @@ impl ProcPort for Host<'_> {
 
     async fn end_late(
         &self,
-        chats: &[(u32, Vec<Ident>)],
+        chats: &[(TmuxId, Vec<Ident>)],
         world: &World,
-    ) -> Result<HashMap<u32, LateReport>, TableError> {
+    ) -> Result<HashMap<TmuxId, LateReport>, TableError> {
         procs::end_late(chats, world).await
     }
 

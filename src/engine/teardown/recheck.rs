@@ -1,6 +1,7 @@
 //! The re-check right before acting: which sessions of the batch carry our mark, re-checked on
 //! fresh data, and their victims collected.
 
+use crate::core::policy::TmuxId;
 use std::collections::{HashMap, HashSet};
 
 use super::ports::{ProcPort, TmuxPort};
@@ -77,7 +78,7 @@ pub(super) async fn recheck<T: TmuxPort, P: ProcPort>(
 /// mark running, whether this reaper sees the server's processes, and our token.
 struct Fresh<'a> {
     cfg: &'a crate::config::Config,
-    by_id: HashMap<u32, &'a Session>,
+    by_id: HashMap<TmuxId, &'a Session>,
     busy: &'a HashSet<String>,
     sees: bool,
     token: &'a str,

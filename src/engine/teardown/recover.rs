@@ -1,6 +1,7 @@
 //! Finishing what a reaper that died mid-teardown left: its journals, whose pids are re-checked
 //! against the live system before any signal.
 
+use crate::core::policy::TmuxId;
 use std::collections::{HashMap, HashSet};
 use std::time::Instant;
 
@@ -183,7 +184,7 @@ async fn finish_journal(
     t0: Instant,
 ) -> Option<AuditLine> {
     let listing = rec.listing;
-    tracing::warn!(session = %j.session, tmux_id = %format!("${}", j.tmux_id), "finishing a teardown left by a reaper that stopped mid-way");
+    tracing::warn!(session = %j.session, tmux_id = %j.tmux_id, "finishing a teardown left by a reaper that stopped mid-way");
     let same_server = j.server_pid.is_some() && listing.server_pid == j.server_pid;
     let pinned = journal_victims(rec.cfg, rec.table, j, listing, same_server);
     let victims = procs::pin(&pinned);
@@ -256,13 +257,13 @@ fn journal_victims(
         .collect();
     // Processes of live panes of every other session (of the journal's own, if it is still there
     // on the same server, its panes are fair game).
-    let mut by: HashMap<u32, Vec<u32>> = HashMap::new();
+    let mut by: HashMap<TmuxId, Vec<u32>> = HashMap::new();
     for &(n, pid) in &listing.all_panes {
         if !(same_server && n == j.tmux_id) {
             by.entry(n).or_default().push(pid);
         }
     }
-    let others: Vec<(u32, Vec<u32>)> = by.into_iter().collect();
+    let others: Vec<(TmuxId, Vec<u32>)> = by.into_iter().collect();
     let uid = rustix::process::getuid().as_raw();
     let scan = procs::Scan {
         table,

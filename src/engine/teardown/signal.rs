@@ -1,5 +1,6 @@
 //! Steps 6 to 9: the signals, and each chat finished as soon as its tree is gone.
 
+use crate::core::policy::TmuxId;
 use std::collections::HashSet;
 use std::future::Future;
 
@@ -136,10 +137,10 @@ async fn finish_wave<T: TmuxPort, P: ProcPort>(
     }
     // 7. A session usually goes with its pane's claude: asking for one that is gone is a no-op
     // (the command is checked in the server); only a large wave lists first, to ask for fewer.
-    let mut targets: Vec<u32> = done.iter().map(|(i, _)| reaps[*i].n()).collect();
+    let mut targets: Vec<TmuxId> = done.iter().map(|(i, _)| reaps[*i].n()).collect();
     if targets.len() > LIST_ABOVE {
         if let Ok(l) = b.tmux.list(&r.cfg.prefix).await {
-            let present: HashSet<u32> = l.sessions.iter().map(|s| s.tmux_id).collect();
+            let present: HashSet<TmuxId> = l.sessions.iter().map(|s| s.tmux_id).collect();
             targets.retain(|n| present.contains(n));
         }
     }

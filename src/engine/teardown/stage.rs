@@ -7,6 +7,7 @@
 //! The batch's `Vec<Reap>` is owned by [`super::reap_with`], outside the panic boundary: whatever
 //! the batch did before it panicked is in its stages.
 
+use crate::core::policy::TmuxId;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -222,7 +223,7 @@ impl Reap {
     }
 
     /// The session number.
-    pub fn n(&self) -> u32 {
+    pub fn n(&self) -> TmuxId {
         self.request.decision.tmux_id
     }
 

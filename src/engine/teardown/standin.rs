@@ -12,6 +12,7 @@ use super::ports::{Blind, Panes, ProcPort, TmuxPort};
 use crate::adapters::procs::{Ident, LateReport, StopReport, TableError, Victim, World};
 use crate::adapters::tmux::{Fence, Kept, Listing, TmuxError};
 use crate::core::policy::Session;
+use crate::core::policy::TmuxId;
 
 /// The tmux server's pid and socket as the stand-in lists them.
 pub(super) const SERVER_PID: u32 = 4_100_000;
@@ -38,7 +39,7 @@ pub(super) struct Script {
 
 pub(super) struct StandIn {
     script: Script,
-    sessions: Mutex<BTreeMap<u32, Session>>,
+    sessions: Mutex<BTreeMap<TmuxId, Session>>,
     calls: Mutex<Vec<String>>,
 }
 
@@ -68,7 +69,7 @@ impl StandIn {
     }
 
     /// The sessions still there that carry a reap mark.
-    pub fn marked(&self) -> Vec<u32> {
+    pub fn marked(&self) -> Vec<TmuxId> {
         lock(&self.sessions)
             .values()
             .filter(|s| s.is_marked())
@@ -77,7 +78,7 @@ impl StandIn {
     }
 
     /// The sessions still there.
-    pub fn sessions(&self) -> Vec<u32> {
+    pub fn sessions(&self) -> Vec<TmuxId> {
         lock(&self.sessions).keys().copied().collect()
     }
 
@@ -115,9 +116,9 @@ impl StandIn {
     }
 }
 
-fn ns(ns: impl IntoIterator<Item = u32>) -> String {
+fn ns(ns: impl IntoIterator<Item = TmuxId>) -> String {
     ns.into_iter()
-        .map(|n| format!("${n}"))
+        .map(|n| format!("{n}"))
         .collect::<Vec<_>>()
         .join(",")
 }
@@ -125,7 +126,7 @@ fn ns(ns: impl IntoIterator<Item = u32>) -> String {
 impl TmuxPort for StandIn {
     async fn mark_reaping(
         &self,
-        items: &[(u32, bool, bool)],
+        items: &[(TmuxId, bool, bool)],
         mark_at: i64,
         token: &str,
         _panes: &Panes,
@@ -145,7 +146,7 @@ impl TmuxPort for StandIn {
         Ok(())
     }
 
-    async fn clear_reaping_many(&self, ns_: &[u32], token: &str) -> Result<(), TmuxError> {
+    async fn clear_reaping_many(&self, ns_: &[TmuxId], token: &str) -> Result<(), TmuxError> {
         self.call("clear", ns(ns_.iter().copied()));
         for n in ns_ {
             if let Some(s) = lock(&self.sessions).get_mut(n) {
@@ -163,14 +164,14 @@ impl TmuxPort for StandIn {
         Ok(self.listing())
     }
 
-    async fn kept(&self, ns_: &[u32]) -> HashMap<u32, Kept> {
+    async fn kept(&self, ns_: &[TmuxId]) -> HashMap<TmuxId, Kept> {
         self.call("kept", ns(ns_.iter().copied()));
         HashMap::new()
     }
 
     async fn fence(
         &self,
-        ns_: &[(u32, &str, bool)],
+        ns_: &[(TmuxId, &str, bool)],
         mark_at: i64,
         token: &str,
         _panes: &Panes,
@@ -206,7 +207,7 @@ impl TmuxPort for StandIn {
 
     async fn kill_sessions_left(
         &self,
-        ns_: &[u32],
+        ns_: &[TmuxId],
         token: &str,
         _panes: &Panes,
     ) -> Result<Option<usize>, TmuxError> {
@@ -245,7 +246,7 @@ impl ProcPort for StandIn {
         &self,
         sessions: &[&Session],
         _listing: &Listing,
-    ) -> Result<HashMap<u32, Vec<Ident>>, TableError> {
+    ) -> Result<HashMap<TmuxId, Vec<Ident>>, TableError> {
         self.call("members", ns(sessions.iter().map(|s| s.tmux_id)));
         Ok(sessions
             .iter()
@@ -302,9 +303,9 @@ impl ProcPort for StandIn {
 
     async fn end_late(
         &self,
-        chats: &[(u32, Vec<Ident>)],
+        chats: &[(TmuxId, Vec<Ident>)],
         _world: &World,
-    ) -> Result<HashMap<u32, LateReport>, TableError> {
+    ) -> Result<HashMap<TmuxId, LateReport>, TableError> {
         self.call("late", ns(chats.iter().map(|c| c.0)));
         Ok(chats.iter().map(|c| (c.0, LateReport::default())).collect())
     }

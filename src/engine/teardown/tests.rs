@@ -6,7 +6,7 @@ use super::standin::{Script, StandIn, SERVER_PID};
 use super::{reap_with, Hands, Request};
 use crate::adapters::state::Outcome;
 use crate::config::Config;
-use crate::core::policy::{self, Action, Pane, ReapReason, Session};
+use crate::core::policy::{self, Action, Pane, ReapReason, Session, TmuxId};
 use crate::engine::context::Reaper;
 
 /// The pid of the chat's one process (its pane's).
@@ -19,7 +19,7 @@ fn session() -> Session {
 /// The chat `ccs-<n>`, idle long since, its one process `PANE + n - 1`.
 fn chat(n: u32) -> Session {
     Session {
-        tmux_id: n,
+        tmux_id: TmuxId(n),
         name: format!("ccs-{n}"),
         id: n.to_string(),
         cid: format!("conv-{n}"),
@@ -385,9 +385,9 @@ async fn every_race_of_the_teardown_ends_as_its_row_says() {
             journals == row.journals,
             format!("{journals} journals left"),
         );
-        let marked = standin.marked();
+        let marked: Vec<u32> = standin.marked().into_iter().map(TmuxId::get).collect();
         check(marked == row.marked, format!("left marked: {marked:?}"));
-        let listed = standin.sessions();
+        let listed: Vec<u32> = standin.sessions().into_iter().map(TmuxId::get).collect();
         check(listed == row.sessions, format!("left listed: {listed:?}"));
         if !wrong.is_empty() {
             failed.push(format!("{name}: {}", wrong.join("; ")));
@@ -480,16 +480,24 @@ async fn a_batch_that_panics_between_two_chats_ends_writes_each_line_once() {
     assert_eq!(delivered, want, "each line delivered once");
     let audit = std::fs::read_to_string(r.state.audit_path()).unwrap_or_default();
     assert_eq!(audit.lines().count(), 2, "{audit}");
-    let journals: Vec<u32> = r
+    let journals: Vec<TmuxId> = r
         .state
         .journals()
         .into_iter()
         .flatten()
         .map(|j| j.tmux_id)
         .collect();
-    assert_eq!(journals, vec![2], "the signalled chat's journal stays");
-    assert_eq!(standin.marked(), vec![2], "the signalled chat's mark stays");
-    assert_eq!(standin.sessions(), vec![2]);
+    assert_eq!(
+        journals,
+        vec![TmuxId(2)],
+        "the signalled chat's journal stays"
+    );
+    assert_eq!(
+        standin.marked(),
+        vec![TmuxId(2)],
+        "the signalled chat's mark stays"
+    );
+    assert_eq!(standin.sessions(), vec![TmuxId(2)]);
     for id in ["1", "2"] {
         assert!(
             r.state.read_tombstone(id).ok().flatten().is_some(),

@@ -11,6 +11,7 @@ use super::ports::TmuxPort;
 use super::stage::{Facts, Held, Lines, Reap, Stage, Token};
 use crate::adapters::metrics::Metrics;
 use crate::adapters::state::StateDir;
+use crate::core::policy::TmuxId;
 use crate::core::reap_end::{Failure, ReapEnd};
 
 /// The message of a caught panic.
@@ -62,7 +63,7 @@ pub(super) async fn unwind(
 /// Stop every reap not ended yet, `failed` by the panic `why`, giving back what it holds: its
 /// journal removed here, its mark returned to the caller to clear in one call (the sessions and
 /// the batch's token). A signalled reap gives back nothing ([`Stage::held`]).
-fn give_back(state: &StateDir, reaps: &mut [Reap], why: &str) -> (Vec<u32>, Option<Token>) {
+fn give_back(state: &StateDir, reaps: &mut [Reap], why: &str) -> (Vec<TmuxId>, Option<Token>) {
     let mut clear = Vec::new();
     let mut token = None;
     for r in reaps.iter_mut() {

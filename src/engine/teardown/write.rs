@@ -7,6 +7,7 @@ use crate::adapters::proc_reads;
 use crate::adapters::procs;
 use crate::adapters::state::{Ended, Journal, ReapDirs, StateDir, StateError};
 use crate::config::Config;
+use crate::core::policy::TmuxId;
 use crate::core::policy::{ReapReason, Session};
 use crate::core::records::Tombstone;
 use crate::engine::context::socket_path;
@@ -72,7 +73,7 @@ pub(super) async fn write_journals<T: TmuxPort, P: ProcPort>(
         .filter(|&i| matches!(jobs[i].stage, Stage::Checked { .. }))
         .collect();
     // The command lines the way back restarts (one tmux call for the batch).
-    let going: Vec<u32> = live.iter().map(|&i| jobs[i].n()).collect();
+    let going: Vec<TmuxId> = live.iter().map(|&i| jobs[i].n()).collect();
     // And their own environments (a studio's `CCS_CFG`): the same call.
     let kept = tmux.kept(&going).await;
     let journals: Vec<Journal> = live
