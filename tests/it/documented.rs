@@ -341,6 +341,10 @@ impl Sandbox {
         std::os::unix::fs::symlink(BIN, bin.join("ccs-reap")).unwrap();
         std::os::unix::fs::symlink(BIN, tree.join("target/release/ccs-reap")).unwrap();
         std::os::unix::fs::symlink(fake_claude(), bin.join("claude")).unwrap();
+        // The tmux of the test's PATH (the one that runs the studio's server below: the tmux
+        // matrix puts another version first), not /usr/bin's: a client of another version may
+        // not understand the server, and hangs.
+        std::os::unix::fs::symlink(crate::common::wrapper::real_tmux(), bin.join("tmux")).unwrap();
         // What the units' headers install from the tree.
         let root = env!("CARGO_MANIFEST_DIR");
         for f in ["contrib", ".env.example"] {
