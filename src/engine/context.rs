@@ -57,6 +57,7 @@ impl Reaper {
             state.clone(),
             !dry_run,
             Arc::clone(&metrics),
+            socket_path(&cfg),
         );
         Arc::new(Reaper {
             cfg,

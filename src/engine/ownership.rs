@@ -36,6 +36,9 @@ pub enum SightError {
 
 /// The ownership of marks and journals, as this process judges it.
 pub struct Ownership {
+    /// The socket this reaper reaches its tmux server at (`CCS_TMUX_SOCKET_PATH`, resolved): where
+    /// it asks whether a server it listed has exited since.
+    socket: String,
     /// This process, as its marks name it: (pid, start time), and its pid and time namespaces.
     me: (procs::Ident, Here),
     /// A `@ccs_reaping` mark older than this was left by a reaper that died mid-teardown (the
@@ -80,8 +83,10 @@ impl Ownership {
         state: StateDir,
         persist: bool,
         metrics: Arc<Metrics>,
+        socket: String,
     ) -> Self {
         Ownership {
+            socket,
             me: (procs::myself(), identity::here()),
             limit_ms,
             state,
@@ -263,12 +268,14 @@ impl Ownership {
                 .map_err(|e| SightError::Blind(e.to_string())),
             _ => Err(SightError::Unknown),
         };
-        if let (Err(why), Some(p), Some(sp)) = (&got, server_pid, socket_path) {
-            if identity::nothing_listens(sp) {
+        // Asked at the socket this reaper talks to, not at the path the server names for itself
+        // (another mount namespace may see no file there while the server lives).
+        if let (Err(why), Some(p)) = (&got, server_pid) {
+            if identity::nothing_listens(&self.socket) {
                 self.no_server();
                 let why = SightError::Exited {
                     pid: p,
-                    socket: sp.to_string(),
+                    socket: self.socket.clone(),
                     why: why.to_string(),
                 };
                 tracing::debug!(why = %why, "the tmux server exited: judged as no server, not as one this reaper cannot see");
@@ -301,8 +308,12 @@ mod tests {
     use crate::engine::context::Reaper;
 
     fn reaper() -> Arc<Reaper> {
+        reaper_at("/nonexistent/ccs-reap-test/s")
+    }
+
+    fn reaper_at(socket: &str) -> Arc<Reaper> {
         let vars = [
-            ("CCS_TMUX_SOCKET_PATH", "/nonexistent/ccs-reap-test/s"),
+            ("CCS_TMUX_SOCKET_PATH", socket),
             ("CCS_REAP_STATE_DIR", "/nonexistent/ccs-reap-test/state"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string()));
@@ -389,19 +400,28 @@ mod tests {
     /// still listens (here: ours) at a pid that does not hold it is still one it cannot see.
     #[test]
     fn a_server_that_exited_since_its_listing_is_no_server_not_blindness() {
-        let reaper = reaper();
-        let r = &reaper.ownership;
         let dir = std::env::temp_dir().join(format!("ccs-exited-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let sock = dir.join("studio");
         let sp = sock.to_str().unwrap();
+        let reaper = reaper_at(sp);
+        let r = &reaper.ownership;
         // The pid of a process that has exited (and been waited for).
         let mut child = std::process::Command::new("true").spawn().unwrap();
         let gone = child.id();
         child.wait().unwrap();
         // Still listening, at a pid that does not hold it: blind, and said so.
+        // The server names a path for itself that this reaper does not see: not what is asked.
+        let elsewhere = "/nonexistent/as-the-server-sees-it/s";
         let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+        assert!(r
+            .check_server_identity(Some(gone), Some(elsewhere))
+            .is_err());
+        assert!(
+            r.blind().is_some(),
+            "a live server is not taken for gone by its own path"
+        );
         assert!(r.check_server_identity(Some(gone), Some(sp)).is_err());
         assert!(r.blind().is_some());
         let blind_said = |h: Result<(), crate::adapters::metrics::Unhealthy>| {
