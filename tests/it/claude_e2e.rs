@@ -561,12 +561,16 @@ pub(crate) fn ok_with(
 
 /// `reap <id>` once claude is done: right after its `Stop` hook, Claude Code may still be busy by
 /// its own status file (a title, a summary computed in the background), and a reap refuses a busy
-/// chat (docs/rules.md, rule 2). Tried again until it goes through, within 60 s.
+/// chat (docs/rules.md, rule 2); a status file written without its `status` yet (as Claude Code
+/// writes it at first) cannot be trusted, and keeps the chat too. Tried again until it goes
+/// through, within 60 s.
 pub(crate) fn reap_when_idle(s: &Server, env: &[(&str, String)], id: &str) -> Out {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let o = ccs_with(s, env, &["reap", id], &[]);
-        let busy = o.code == 1 && o.stderr.contains("by the agent's status file");
+        let busy = o.code == 1
+            && o.stderr.contains("it is busy")
+            && o.stderr.contains("the agent's status file");
         if !busy || Instant::now() >= deadline {
             assert_eq!(o.code, 0, "ccs-reap reap {id}: {}{}", o.stdout, o.stderr);
             return o;
