@@ -7,11 +7,12 @@
 use std::path::Path;
 
 use crate::agents::{Agent, HookAction};
+use crate::engine::context::Handles;
 use crate::engine::context::Reaper;
 use crate::engine::hook_common::settings::{
     hook_command_with, merge_events, write_merged, SettingsError,
 };
-use crate::engine::hook_common::{act_on, skipped_asleep, HookError, HookHandles, HookOutcome};
+use crate::engine::hook_common::{act_on, skipped_asleep, HookError, HookOutcome};
 
 pub use crate::adapters::tmux::AGENT_OPTION;
 
@@ -50,7 +51,7 @@ pub async fn act(
     {
         return Ok(HookOutcome::Skipped(format!("{} is gone", s.name)));
     }
-    act_on(HookHandles::of(r), &what, &s).await
+    act_on(Handles::of(r), &what, &s).await
 }
 
 /// The words the hook command ends with: `claude-hook` for Claude Code (its settings stay what

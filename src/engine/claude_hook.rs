@@ -16,11 +16,12 @@ use serde::Deserialize;
 use crate::agents::HookAction;
 use crate::config::Config;
 use crate::core::policy;
+use crate::engine::context::Handles;
 use crate::engine::context::Reaper;
 use crate::engine::hook_common::settings::{
     hook_command_with, merge_events, write_merged, SettingsError, SUBCOMMAND,
 };
-use crate::engine::hook_common::{act_on, HookError, HookHandles, NotHere};
+use crate::engine::hook_common::{act_on, HookError, NotHere};
 
 pub use crate::engine::hook_common::settings::sh_quote;
 pub use crate::engine::hook_common::{
@@ -101,7 +102,7 @@ pub async fn act(r: &Reaper, ev: &HookInput, pane: &str) -> Result<HookOutcome, 
             r.cfg.prefix
         )));
     };
-    act_on(HookHandles::of(r), &what, &s).await
+    act_on(Handles::of(r), &what, &s).await
 }
 
 /// What [`act`] would do with `ev` from pane `pane` (`Err`: why the hook does nothing before it

@@ -13,8 +13,9 @@ use crate::config::Config;
 use crate::core::policy::{
     self, Changed, Handoff, Policy, ReapReason, Session, Snapshot, TurnSeen,
 };
+use crate::engine::context::Handles;
 use crate::engine::context::{socket_path, Reaper};
-use crate::engine::hook_common::{end_turn, HookError, HookHandles};
+use crate::engine::hook_common::{end_turn, HookError};
 use crate::engine::observe::{find_cids, observe_with, Mode, Observation};
 use crate::engine::ownership::Ownership;
 use crate::engine::resume::{self, Resumed};
@@ -234,7 +235,7 @@ async fn wait_for_teardown(
 
 /// `turn end <id>`: `Ok(false)` when the session is gone.
 pub async fn turn_end(r: &Reaper, id: &str) -> Result<bool, CommandError> {
-    Ok(end_turn(HookHandles::of(r), id).await?)
+    Ok(end_turn(Handles::of(r), id).await?)
 }
 
 /// `spawn <id> [--cid C] [--cwd D] [-- <cmd...>]`: with no command, the one its tombstone
@@ -288,7 +289,7 @@ pub async fn spawn(
     // The tombstone stays until the chat has answered a turn (`turn end`): a claude that fails
     // after start (a bad resume, an auth error) must not take the cid with it.
     resume::start(
-        resume::Handles::of(r),
+        Handles::of(r),
         resume::Start {
             name: &name,
             id,

@@ -80,6 +80,28 @@ pub(crate) fn socket_path(cfg: &Config) -> String {
     cfg.socket.canonical_path().to_string_lossy().into_owned()
 }
 
+/// The handles most stages act through (a hook, a start): the settings, tmux, the state dir,
+/// the metrics.
+#[derive(Clone, Copy)]
+pub struct Handles<'a> {
+    pub cfg: &'a Config,
+    pub tmux: &'a Tmux,
+    pub state: &'a StateDir,
+    pub metrics: &'a Metrics,
+}
+
+impl<'a> Handles<'a> {
+    /// These handles out of the reaper's.
+    pub fn of(r: &'a Reaper) -> Self {
+        Handles {
+            cfg: &r.cfg,
+            tmux: &r.tmux,
+            state: &r.state,
+            metrics: &r.metrics,
+        }
+    }
+}
+
 /// The record of last known conversations (`known.json`) as last read or written (`None`: not
 /// read yet, the first sweep reads the file), and the daemon's writer of it: the newest record
 /// waiting to be written off the sweep's path, and the lock of its one writer.

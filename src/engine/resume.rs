@@ -19,7 +19,7 @@ use crate::engine::record::record;
 
 mod look;
 mod start;
-pub use start::{start, Handles};
+pub use start::start;
 
 /// Why the way back did not go through (the commands turn it into their error).
 #[derive(Debug, thiserror::Error)]

@@ -7,37 +7,15 @@ use std::path::PathBuf;
 
 use crate::adapters::agent_proc;
 use crate::adapters::clock::now_ms;
-use crate::adapters::metrics::Metrics;
 use crate::adapters::state::StateDir;
 use crate::adapters::tmux::{PromptBegin, Tmux, TmuxError};
 use crate::agents::{FiredBy, HookAction};
 use crate::config::{Config, Socket};
 use crate::core::policy::{self, socket_of_tmux_env, ReapReason, Session};
-use crate::engine::context::Reaper;
+use crate::engine::context::Handles;
 use crate::engine::own_pane;
 
 pub mod settings;
-
-/// The handles a hook acts through.
-#[derive(Clone, Copy)]
-pub struct HookHandles<'a> {
-    pub cfg: &'a Config,
-    pub tmux: &'a Tmux,
-    pub state: &'a StateDir,
-    pub metrics: &'a Metrics,
-}
-
-impl<'a> HookHandles<'a> {
-    /// The hook's handles out of the reaper's.
-    pub fn of(r: &'a Reaper) -> Self {
-        HookHandles {
-            cfg: &r.cfg,
-            tmux: &r.tmux,
-            state: &r.state,
-            metrics: &r.metrics,
-        }
-    }
-}
 
 /// Why a hook (or `turn end`) failed: tmux, or an id that names no chat.
 #[derive(Debug, thiserror::Error)]
@@ -219,7 +197,7 @@ pub async fn dry_run_of(
 /// fence (that reap aborts there, nothing signalled); a reap past its fence refuses the prompt,
 /// with an audit line (`prompt-refused`). Each step is a test-and-set in the server
 /// ([`Tmux::prompt_begin`]): judged in the very call that acts, never from an earlier read.
-async fn prompt(h: HookHandles<'_>, s: &Session) -> Result<HookOutcome, HookError> {
+async fn prompt(h: Handles<'_>, s: &Session) -> Result<HookOutcome, HookError> {
     let name = &s.name;
     let mut got = h.tmux.prompt_begin(name, now_ms()).await?;
     if got == PromptBegin::Unsettled {
@@ -292,7 +270,7 @@ pub(crate) fn skipped_asleep(s: &Session) -> Option<HookOutcome> {
 
 /// Carry out the action `what` on the chat's session `s`, as the hook that mapped it.
 pub(crate) async fn act_on(
-    h: HookHandles<'_>,
+    h: Handles<'_>,
     what: &HookAction,
     s: &Session,
 ) -> Result<HookOutcome, HookError> {
@@ -358,7 +336,7 @@ pub(crate) async fn act_on(
 }
 
 /// `turn end <id>` (the studio's, and a hook's turn end): `Ok(false)` when the session is gone.
-pub(crate) async fn end_turn(h: HookHandles<'_>, id: &str) -> Result<bool, HookError> {
+pub(crate) async fn end_turn(h: Handles<'_>, id: &str) -> Result<bool, HookError> {
     if let Some(why) = policy::invalid_id_why(id) {
         return Err(HookError::Refused(why));
     }

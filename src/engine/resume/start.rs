@@ -6,41 +6,18 @@ use std::time::{Duration, Instant};
 
 use crate::adapters::agent_proc;
 use crate::adapters::clock::now_ms;
-use crate::adapters::metrics::Metrics;
 use crate::adapters::procs;
 use crate::adapters::state::{AuditLine, Ended, Outcome, StateDir, Tombstone};
 use crate::adapters::tmux::{Created, Tmux, TmuxError};
 use crate::agents::claude::is_uuid;
 use crate::agents::{self, Agent, ArgvError, StartMode};
-use crate::config::Config;
 use crate::core::policy::ReapReason;
 use crate::core::time::rfc3339;
-use crate::engine::context::{socket_path, Reaper};
+use crate::engine::context::{socket_path, Handles};
 use crate::engine::record::record;
 
 use super::look::{held_elsewhere, transcript};
 use super::{ResumeError, Start, RESUME_SETTLE, SETTLE};
-
-/// The handles a start uses.
-#[derive(Clone, Copy)]
-pub struct Handles<'a> {
-    pub cfg: &'a Config,
-    pub tmux: &'a Tmux,
-    pub state: &'a StateDir,
-    pub metrics: &'a Metrics,
-}
-
-impl<'a> Handles<'a> {
-    /// A start's handles out of the reaper's.
-    pub fn of(r: &'a Reaper) -> Self {
-        Handles {
-            cfg: &r.cfg,
-            tmux: &r.tmux,
-            state: &r.state,
-            metrics: &r.metrics,
-        }
-    }
-}
 
 /// How the agent is started: which agent, with what words, on which conversation.
 struct Plan {
