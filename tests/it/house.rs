@@ -278,7 +278,7 @@ fn faults(files: &[(String, String)]) -> Vec<String> {
     out
 }
 
-fn read_tree(dir: &Path, rel: &str, out: &mut Vec<(String, String)>) {
+pub(super) fn read_tree(dir: &Path, rel: &str, out: &mut Vec<(String, String)>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
         .map(|e| e.unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())))

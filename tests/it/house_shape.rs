@@ -379,31 +379,13 @@ fn shape_faults(files: &[(String, String)]) -> Vec<String> {
     out
 }
 
-/// `src/` without its test code.
-fn read_src(dir: &Path, rel: &str, out: &mut Vec<(String, String)>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
-        .map(|e| e.unwrap_or_else(|e| panic!("reading {}: {e}", dir.display())))
-        .collect();
-    entries.sort_by_key(|e| e.file_name());
-    for e in entries {
-        let name = e.file_name().to_string_lossy().into_owned();
-        let sub = if rel.is_empty() {
-            name.clone()
-        } else {
-            format!("{rel}/{name}")
-        };
-        let path = e.path();
-        if path.is_dir() {
-            if name != "tests" {
-                read_src(&path, &sub, out);
-            }
-        } else if name.ends_with(".rs") && name != "tests.rs" && name != "standin.rs" {
-            let text = std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
-            out.push((sub, text));
-        }
-    }
+/// `src/` without its test code: as `house.rs` reads it, less the stand-in and the files
+/// under a `tests/` directory.
+fn read_src(dir: &Path, out: &mut Vec<(String, String)>) {
+    super::house::read_tree(dir, "", out);
+    out.retain(|(rel, _)| {
+        !rel.ends_with("standin.rs") && !rel.split('/').any(|part| part == "tests")
+    });
 }
 
 #[test]
@@ -411,7 +393,6 @@ fn the_code_keeps_its_shape() {
     let mut files = Vec::new();
     read_src(
         &Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-        "",
         &mut files,
     );
     assert!(
