@@ -671,7 +671,8 @@ pub fn cmdline(pid: i32) -> Option<Vec<String>> {
 mod tests {
     use super::*;
 
-    fn sc<'a>(
+    /// A scan of the table `t` (shared with the late look's tests).
+    pub(super) fn sc<'a>(
         t: &'a [Proc],
         tmux_env: Option<(&'a str, u32)>,
         uid: u32,

@@ -329,19 +329,7 @@ pub async fn end_late(
 mod tests {
     use super::*;
 
-    fn sc<'a>(
-        t: &'a [Proc],
-        tmux_env: Option<(&'a str, u32)>,
-        uid: u32,
-        protected: &'a HashSet<i32>,
-    ) -> Scan<'a> {
-        Scan {
-            table: t,
-            tmux_env,
-            uid,
-            protected,
-        }
-    }
+    use crate::adapters::procs::tests::sc;
 
     fn p(pid: i32, ppid: i32, sid: i32, start: u64) -> Proc {
         Proc {
